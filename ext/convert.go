@@ -1,0 +1,229 @@
+package ext
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/agenthost/agenthost/ext/internal/extpb"
+)
+
+// Conversions between the Go contract and the wire. Each is pure and
+// nil-safe (nil in, nil out) and named after its target; raw JSON is carried
+// as bytes, never decoded.
+
+func descriptorToProto(in *Descriptor) *extpb.Descriptor {
+	if in == nil {
+		return nil
+	}
+	out := &extpb.Descriptor{
+		Name:            in.Name,
+		Version:         in.Version,
+		Description:     in.Description,
+		ProtocolVersion: uint32(in.ProtocolVersion),
+	}
+	for _, c := range in.Capabilities {
+		out.Capabilities = append(out.Capabilities, string(c))
+	}
+	for _, s := range in.Settings {
+		out.Settings = append(out.Settings, &extpb.SettingsSection{
+			Id: s.ID, Title: s.Title, Description: s.Description, Scope: s.Scope, Form: s.Form,
+		})
+	}
+	return out
+}
+
+func descriptorFromProto(in *extpb.Descriptor) *Descriptor {
+	if in == nil {
+		return nil
+	}
+	out := &Descriptor{
+		Name:            in.GetName(),
+		Version:         in.GetVersion(),
+		Description:     in.GetDescription(),
+		ProtocolVersion: int(in.GetProtocolVersion()),
+	}
+	for _, c := range in.GetCapabilities() {
+		out.Capabilities = append(out.Capabilities, Capability(c))
+	}
+	for _, s := range in.GetSettings() {
+		out.Settings = append(out.Settings, SettingsSection{
+			ID: s.GetId(), Title: s.GetTitle(), Description: s.GetDescription(), Scope: s.GetScope(),
+			Form: raw(s.GetForm()),
+		})
+	}
+	return out
+}
+
+func callToolRequestToProto(in *CallToolRequest) *extpb.CallToolRequest {
+	if in == nil {
+		return nil
+	}
+	return &extpb.CallToolRequest{
+		UserId: in.User, ConversationId: in.Conversation, Name: in.Name, Arguments: in.Arguments,
+	}
+}
+
+func callToolRequestFromProto(in *extpb.CallToolRequest) *CallToolRequest {
+	if in == nil {
+		return nil
+	}
+	return &CallToolRequest{
+		User: in.GetUserId(), Conversation: in.GetConversationId(), Name: in.GetName(),
+		Arguments: raw(in.GetArguments()),
+	}
+}
+
+func callToolResultToProto(in *CallToolResult) *extpb.CallToolResponse {
+	if in == nil {
+		return nil
+	}
+	return &extpb.CallToolResponse{
+		Content: in.Content, StructuredContent: in.StructuredContent, IsError: in.IsError, Details: in.Details,
+	}
+}
+
+func callToolResultFromProto(in *extpb.CallToolResponse) *CallToolResult {
+	if in == nil {
+		return nil
+	}
+	return &CallToolResult{
+		Content: raw(in.GetContent()), StructuredContent: raw(in.GetStructuredContent()),
+		IsError: in.GetIsError(), Details: raw(in.GetDetails()),
+	}
+}
+
+var exposureToProto = map[Exposure]extpb.Exposure{
+	"":               extpb.Exposure_EXPOSURE_UNSPECIFIED,
+	ExposureDirect:   extpb.Exposure_EXPOSURE_DIRECT,
+	ExposureDeferred: extpb.Exposure_EXPOSURE_DEFERRED,
+	ExposureCodemode: extpb.Exposure_EXPOSURE_CODEMODE,
+}
+
+var replayToProto = map[Replay]extpb.Replay{
+	"":           extpb.Replay_REPLAY_UNSPECIFIED,
+	ReplaySafe:   extpb.Replay_REPLAY_SAFE,
+	ReplayUnsafe: extpb.Replay_REPLAY_UNSAFE,
+}
+
+func toolToProto(in *Tool) *extpb.Tool {
+	if in == nil {
+		return nil
+	}
+	exp, ok := exposureToProto[in.Exposure]
+	if !ok {
+		// Unknown exposures are refused by the host's registry; send the
+		// safest reading rather than lose the tool silently.
+		exp = extpb.Exposure_EXPOSURE_CODEMODE
+	}
+	rep, ok := replayToProto[in.Replay]
+	if !ok {
+		rep = extpb.Replay_REPLAY_UNSAFE
+	}
+	return &extpb.Tool{
+		Name: in.Name, Title: in.Title, Description: in.Description,
+		InputSchema: in.InputSchema, OutputSchema: in.OutputSchema, Annotations: in.Annotations,
+		Exposure: exp, Replay: rep,
+	}
+}
+
+func toolFromProto(in *extpb.Tool) *Tool {
+	if in == nil {
+		return nil
+	}
+	out := &Tool{
+		Name: in.GetName(), Title: in.GetTitle(), Description: in.GetDescription(),
+		InputSchema: raw(in.GetInputSchema()), OutputSchema: raw(in.GetOutputSchema()),
+		Annotations: raw(in.GetAnnotations()),
+	}
+	for k, v := range exposureToProto {
+		if v == in.GetExposure() {
+			out.Exposure = k
+		}
+	}
+	for k, v := range replayToProto {
+		if v == in.GetReplay() {
+			out.Replay = k
+		}
+	}
+	return out
+}
+
+func toolsToProto(in []Tool) []*extpb.Tool {
+	if in == nil {
+		return nil
+	}
+	out := make([]*extpb.Tool, len(in))
+	for i := range in {
+		out[i] = toolToProto(&in[i])
+	}
+	return out
+}
+
+func toolsFromProto(in []*extpb.Tool) []Tool {
+	if in == nil {
+		return nil
+	}
+	out := make([]Tool, 0, len(in))
+	for _, t := range in {
+		if t != nil {
+			out = append(out, *toolFromProto(t))
+		}
+	}
+	return out
+}
+
+func processSpecToProto(in *ProcessSpec) *extpb.ProcessSpec {
+	if in == nil {
+		return nil
+	}
+	return &extpb.ProcessSpec{
+		Command: in.Command, Args: in.Args, Env: in.Env, Dir: in.Dir, ReadablePaths: in.ReadablePaths,
+	}
+}
+
+func processSpecFromProto(in *extpb.ProcessSpec) *ProcessSpec {
+	if in == nil {
+		return nil
+	}
+	return &ProcessSpec{
+		Command: in.GetCommand(), Args: in.GetArgs(), Env: in.GetEnv(), Dir: in.GetDir(),
+		ReadablePaths: in.GetReadablePaths(),
+	}
+}
+
+func statusEntryToProto(in *StatusEntry) *extpb.StatusEntry {
+	if in == nil {
+		return nil
+	}
+	out := &extpb.StatusEntry{
+		UserId: in.User, Name: in.Name, State: in.State, Reason: in.Reason,
+		Tools: int32(in.Tools), Detail: in.Detail,
+	}
+	if !in.NextRetry.IsZero() {
+		out.NextRetryUnixMs = in.NextRetry.UnixMilli()
+	}
+	return out
+}
+
+func statusEntryFromProto(in *extpb.StatusEntry) *StatusEntry {
+	if in == nil {
+		return nil
+	}
+	out := &StatusEntry{
+		User: in.GetUserId(), Name: in.GetName(), State: in.GetState(), Reason: in.GetReason(),
+		Tools: int(in.GetTools()), Detail: in.GetDetail(),
+	}
+	if ms := in.GetNextRetryUnixMs(); ms != 0 {
+		out.NextRetry = time.UnixMilli(ms)
+	}
+	return out
+}
+
+// raw returns b as raw JSON, keeping nil for empty so that "absent" stays
+// absent across the wire.
+func raw(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}

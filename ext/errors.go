@@ -1,0 +1,96 @@
+package ext
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Sentinel errors. They survive the wire: a carrier maps them to gRPC codes
+// and back in exactly one place ([toStatus] and [fromStatus]), so
+// errors.Is works on either side.
+var (
+	ErrNotFound        = errors.New("not found")
+	ErrPermission      = errors.New("permission denied")
+	ErrUnavailable     = errors.New("unavailable")
+	ErrInvalidArgument = errors.New("invalid argument")
+	ErrUnimplemented   = errors.New("unimplemented")
+)
+
+// codeErrs is the one table that ties sentinels to gRPC codes.
+var codeErrs = []struct {
+	code codes.Code
+	err  error
+}{
+	{codes.NotFound, ErrNotFound},
+	{codes.PermissionDenied, ErrPermission},
+	{codes.Unavailable, ErrUnavailable},
+	{codes.InvalidArgument, ErrInvalidArgument},
+	{codes.Unimplemented, ErrUnimplemented},
+	{codes.Canceled, context.Canceled},
+	{codes.DeadlineExceeded, context.DeadlineExceeded},
+}
+
+// toStatus converts an error into a gRPC status error for the wire.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok && !isSentinel(err) {
+		// Already a status (e.g. from a nested call): pass it on.
+		return err
+	}
+	for _, ce := range codeErrs {
+		if errors.Is(err, ce.err) {
+			return status.Error(ce.code, err.Error())
+		}
+	}
+	return status.Error(codes.Unknown, err.Error())
+}
+
+func isSentinel(err error) bool {
+	for _, ce := range codeErrs {
+		if errors.Is(err, ce.err) {
+			return true
+		}
+	}
+	return false
+}
+
+// fromStatus converts an error that came over the wire back into one that
+// wraps the matching sentinel, keeping the message.
+func fromStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	msg := st.Message()
+	for _, ce := range codeErrs {
+		if st.Code() == ce.code {
+			return &wireError{msg: msg, err: ce.err}
+		}
+	}
+	return errors.New(msg)
+}
+
+// wireError keeps the remote message and wraps the local sentinel.
+type wireError struct {
+	msg string
+	err error
+}
+
+func (e *wireError) Error() string { return e.msg }
+func (e *wireError) Unwrap() error { return e.err }
+
+// Errorf is fmt.Errorf for extension authors who want to return a sentinel
+// with context, e.g. Errorf(ErrNotFound, "tool %q", name). The message reads
+// "tool \"x\": not found".
+func Errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), sentinel)
+}

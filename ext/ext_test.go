@@ -1,0 +1,291 @@
+package ext_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/exttest"
+)
+
+func TestMain(m *testing.M) {
+	switch os.Getenv("EXT_TEST_MODE") {
+	case "echo":
+		// A service process: echo stdin to stdout, line by line.
+		_, _ = io.Copy(os.Stdout, os.Stdin)
+		os.Exit(0)
+	case "canary":
+		fmt.Println(os.Getenv("CANARY"))
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
+}
+
+// testExt is a small extension that exercises every capability.
+type testExt struct {
+	mu        sync.Mutex
+	host      ext.Host
+	cancelled chan string
+}
+
+var (
+	_ ext.Extension       = (*testExt)(nil)
+	_ ext.ToolCaller      = (*testExt)(nil)
+	_ ext.UserLifecycle   = (*testExt)(nil)
+	_ ext.ServiceProvider = (*testExt)(nil)
+	_ ext.StatusReporter  = (*testExt)(nil)
+)
+
+func newTestExt() *testExt { return &testExt{cancelled: make(chan string, 16)} }
+
+func (e *testExt) Describe(context.Context) (*ext.Descriptor, error) {
+	return &ext.Descriptor{
+		Name: "test", Version: "v0",
+		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers, ext.CapabilityServices, ext.CapabilityStatus},
+		Settings: []ext.SettingsSection{{ID: "prefs", Title: "Prefs", Scope: "user",
+			Form: json.RawMessage(`{"v":1,"root":{"type":"form","children":[{"type":"text","name":"greeting"}]}}`)}},
+	}, nil
+}
+
+func (e *testExt) Configure(ctx context.Context, req *ext.ConfigureRequest) error {
+	e.mu.Lock()
+	e.host = req.Host
+	e.mu.Unlock()
+	return req.Host.SetSystemTools(ctx, []ext.Tool{
+		{Name: "test/echo", Description: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Replay: ext.ReplaySafe},
+		{Name: "test/block", Description: "blocks until cancelled", Exposure: ext.ExposureDeferred},
+		{Name: "test/fail", Description: "fails"},
+		{Name: "test/secret", Description: "reads a secret"},
+	})
+}
+
+func (e *testExt) Shutdown(context.Context) error { return nil }
+
+func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error) {
+	switch req.Name {
+	case "test/echo":
+		return &ext.CallToolResult{Content: json.RawMessage(`[{"type":"text","text":"echo"}]`), StructuredContent: req.Arguments}, nil
+	case "test/block":
+		<-ctx.Done()
+		e.cancelled <- req.User
+		return nil, ctx.Err()
+	case "test/fail":
+		return ext.ErrorResult("failed for %s", req.User), nil
+	case "test/secret":
+		e.mu.Lock()
+		h := e.host
+		e.mu.Unlock()
+		v, err := h.UserStore(req.User).Secrets().Get(ctx, "token")
+		if err != nil {
+			return nil, err
+		}
+		return ext.TextResult(v), nil
+	}
+	return nil, ext.Errorf(ext.ErrNotFound, "tool %q", req.Name)
+}
+
+func (e *testExt) Activate(ctx context.Context, user string) error {
+	e.mu.Lock()
+	h := e.host
+	e.mu.Unlock()
+	return h.SetUserTools(ctx, user, []ext.Tool{{Name: "test/mine", Description: "for " + user}})
+}
+
+func (e *testExt) Retire(context.Context, string, string) error { return nil }
+func (e *testExt) ReconcileAll(context.Context) error           { return nil }
+
+func (e *testExt) StartService(_ context.Context, name, user string) (*ext.ProcessSpec, error) {
+	switch name {
+	case "echo":
+		return &ext.ProcessSpec{Command: os.Args[0], Env: []string{"EXT_TEST_MODE=echo"}}, nil
+	case "canary":
+		return &ext.ProcessSpec{Command: os.Args[0], Env: []string{"EXT_TEST_MODE=canary", "CANARY=canary-" + user}}, nil
+	}
+	return nil, nil
+}
+
+func (e *testExt) Status(_ context.Context, user string) ([]ext.StatusEntry, error) {
+	return []ext.StatusEntry{{User: user, Name: "s", State: "connected", Tools: 1, NextRetry: time.UnixMilli(1700000000000)}}, nil
+}
+
+func TestConformance(t *testing.T) {
+	exttest.Run(t, func() ext.Extension { return newTestExt() }, nil)
+}
+
+func configured(t *testing.T, carrier string, fd bool) (ext.Extension, *testExt, *exttest.FakeHost) {
+	t.Helper()
+	impl := newTestExt()
+	var e ext.Extension = impl
+	if carrier == "grpc" {
+		e = exttest.Connect(t, impl, &exttest.ConnectOptions{FDPassing: fd})
+	}
+	h := exttest.NewFakeHost(t)
+	h.Services = impl
+	ctx := context.Background()
+	if err := e.Configure(ctx, &ext.ConfigureRequest{Name: "test", Config: json.RawMessage(`{}`), Host: h}); err != nil {
+		t.Fatal(err)
+	}
+	return e, impl, h
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, carrier := range exttest.Carriers {
+		t.Run(carrier, func(t *testing.T) {
+			e, _, h := configured(t, carrier, false)
+			ctx := context.Background()
+			tc := e.(ext.ToolCaller)
+			args := json.RawMessage(`{"a":[1,2,{"b":"ü"}]}`)
+			res, err := tc.CallTool(ctx, &ext.CallToolRequest{User: "alice", Name: "test/echo", Arguments: args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(res.StructuredContent, args) || res.Text() != "echo" || res.IsError {
+				t.Errorf("echo result = %+v; want the arguments back byte for byte", res)
+			}
+			res, err = tc.CallTool(ctx, &ext.CallToolRequest{User: "bob", Name: "test/fail"})
+			if err != nil || !res.IsError || res.Text() != "failed for bob" {
+				t.Errorf("fail result = %+v, %v; want an IsError result", res, err)
+			}
+			_, err = tc.CallTool(ctx, &ext.CallToolRequest{Name: "nope"})
+			if !errors.Is(err, ext.ErrNotFound) || !strings.Contains(err.Error(), `tool "nope"`) {
+				t.Errorf("unknown tool error = %v; want ErrNotFound naming the tool", err)
+			}
+			// A secret read through the host's services, per user.
+			_ = h.UserStore("alice").Secrets().Set(ctx, "token", "alice-canary")
+			res, err = tc.CallTool(ctx, &ext.CallToolRequest{User: "alice", Name: "test/secret"})
+			if err != nil || res.Text() != "alice-canary" {
+				t.Errorf("secret of alice = %+v, %v", res, err)
+			}
+			_, err = tc.CallTool(ctx, &ext.CallToolRequest{User: "bob", Name: "test/secret"})
+			if !errors.Is(err, ext.ErrNotFound) {
+				t.Errorf("secret of bob = %v; want ErrNotFound across the wire", err)
+			}
+			if err := e.(ext.UserLifecycle).Activate(ctx, "alice"); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.UserTools("alice"); len(got) != 1 || got[0].Description != "for alice" {
+				t.Errorf("alice's tools = %+v", got)
+			}
+			sys := h.SystemTools()
+			if len(sys) != 4 || sys[1].Exposure != ext.ExposureDeferred || sys[0].Replay != ext.ReplaySafe {
+				t.Errorf("system tools = %+v", sys)
+			}
+			st, err := e.(ext.StatusReporter).Status(ctx, "alice")
+			if err != nil || len(st) != 1 || st[0].NextRetry.UnixMilli() != 1700000000000 || st[0].Tools != 1 {
+				t.Errorf("status = %+v, %v", st, err)
+			}
+		})
+	}
+}
+
+func TestCancellationCrossesTheWire(t *testing.T) {
+	for _, carrier := range exttest.Carriers {
+		t.Run(carrier, func(t *testing.T) {
+			e, impl, _ := configured(t, carrier, false)
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() {
+				_, err := e.(ext.ToolCaller).CallTool(ctx, &ext.CallToolRequest{User: "carol", Name: "test/block"})
+				errc <- err
+			}()
+			time.Sleep(100 * time.Millisecond)
+			cancel()
+			select {
+			case u := <-impl.cancelled:
+				if u != "carol" {
+					t.Errorf("cancelled handler ran for %q", u)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the handler inside the extension was not cancelled")
+			}
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Errorf("call error = %v; want context.Canceled", err)
+			}
+		})
+	}
+}
+
+func TestServices(t *testing.T) {
+	cases := map[string]struct {
+		carrier string
+		fd      bool
+	}{
+		"inprocess":   {"inprocess", false},
+		"grpc stream": {"grpc", false},
+		"grpc fd":     {"grpc", true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, impl, h := configured(t, tc.carrier, tc.fd)
+			ctx := context.Background()
+			host := ext.Host(h)
+			if tc.carrier == "grpc" {
+				host = hostOf(impl)
+			}
+			// 10 MiB each way through an echo process.
+			conn, err := host.ConnectService(ctx, "echo", "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			payload := bytes.Repeat([]byte("0123456789abcdef"), 10<<20/16)
+			payload = append(payload, '\n')
+			var got bytes.Buffer
+			done := make(chan error, 1)
+			go func() {
+				_, err := io.CopyN(&got, conn.Stdout(), int64(len(payload)))
+				done <- err
+			}()
+			if _, err := conn.Stdin().Write(payload); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), payload) {
+				t.Errorf("echoed %d bytes, want %d identical", got.Len(), len(payload))
+			}
+			if conn.PID() == 0 {
+				t.Error("PID = 0")
+			}
+			if err := conn.Release(); err != nil {
+				t.Fatal(err)
+			}
+			// Per-user environment.
+			for _, u := range []string{"alice", "bob"} {
+				c, err := host.ConnectService(ctx, "canary", u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				line, err := bufio.NewReader(c.Stdout()).ReadString('\n')
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.TrimSpace(line) != "canary-"+u {
+					t.Errorf("user %s's process saw %q", u, line)
+				}
+				_ = c.Release()
+			}
+			if _, err := host.ConnectService(ctx, "none", "alice"); !errors.Is(err, ext.ErrNotFound) {
+				t.Errorf("unknown service: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func hostOf(e *testExt) ext.Host {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.host
+}

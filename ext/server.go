@@ -1,0 +1,162 @@
+package ext
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/agenthost/agenthost/ext/internal/extpb"
+)
+
+// extensionServer serves an Extension over gRPC inside the extension
+// process. Handlers only convert, call and convert; errors are mapped by
+// the interceptor in [newGRPCServer].
+type extensionServer struct {
+	extpb.UnimplementedExtensionServer
+	impl   Extension
+	broker *plugin.GRPCBroker
+	fds    *fdReceiver // nil when the host passes no descriptor channel
+
+	mu   sync.Mutex
+	host *hostClient // the host's services, dialled on Configure
+}
+
+func (s *extensionServer) Describe(ctx context.Context, _ *extpb.DescribeRequest) (*extpb.DescribeResponse, error) {
+	d, err := s.impl.Describe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, fmt.Errorf("ext: Describe returned a nil descriptor")
+	}
+	d2 := *d
+	d2.ProtocolVersion = ProtocolVersion
+	return &extpb.DescribeResponse{Descriptor_: descriptorToProto(&d2)}, nil
+}
+
+func (s *extensionServer) Configure(ctx context.Context, req *extpb.ConfigureRequest) (*extpb.ConfigureResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.host != nil {
+		return nil, fmt.Errorf("ext: Configure called twice on one connection: %w", ErrInvalidArgument)
+	}
+	conn, err := s.broker.Dial(req.GetHostBrokerId())
+	if err != nil {
+		return nil, fmt.Errorf("dialling the host's services: %w", errors.Join(err, ErrUnavailable))
+	}
+	h := &hostClient{
+		conn:       conn,
+		client:     extpb.NewHostClient(conn),
+		transports: req.GetServiceTransports(),
+		fds:        s.fds,
+	}
+	if err := s.impl.Configure(ctx, &ConfigureRequest{Name: req.GetName(), Config: raw(req.GetConfig()), Host: h}); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	s.host = h
+	return &extpb.ConfigureResponse{}, nil
+}
+
+func (s *extensionServer) Shutdown(ctx context.Context, _ *extpb.ShutdownRequest) (*extpb.ShutdownResponse, error) {
+	err := s.impl.Shutdown(ctx)
+	s.mu.Lock()
+	h := s.host
+	s.mu.Unlock()
+	if h != nil {
+		h.close()
+	}
+	return &extpb.ShutdownResponse{}, err
+}
+
+func (s *extensionServer) CallTool(ctx context.Context, req *extpb.CallToolRequest) (*extpb.CallToolResponse, error) {
+	tc, ok := s.impl.(ToolCaller)
+	if !ok {
+		return nil, fmt.Errorf("extension has no tools: %w", ErrUnimplemented)
+	}
+	res, err := tc.CallTool(ctx, callToolRequestFromProto(req))
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, fmt.Errorf("ext: CallTool returned a nil result and no error")
+	}
+	return callToolResultToProto(res), nil
+}
+
+func (s *extensionServer) lifecycle() (UserLifecycle, error) {
+	ul, ok := s.impl.(UserLifecycle)
+	if !ok {
+		return nil, fmt.Errorf("extension has no user lifecycle: %w", ErrUnimplemented)
+	}
+	return ul, nil
+}
+
+func (s *extensionServer) Activate(ctx context.Context, req *extpb.ActivateRequest) (*extpb.ActivateResponse, error) {
+	ul, err := s.lifecycle()
+	if err != nil {
+		return nil, err
+	}
+	return &extpb.ActivateResponse{}, ul.Activate(ctx, req.GetUserId())
+}
+
+func (s *extensionServer) Retire(ctx context.Context, req *extpb.RetireRequest) (*extpb.RetireResponse, error) {
+	ul, err := s.lifecycle()
+	if err != nil {
+		return nil, err
+	}
+	return &extpb.RetireResponse{}, ul.Retire(ctx, req.GetUserId(), req.GetName())
+}
+
+func (s *extensionServer) ReconcileAll(ctx context.Context, _ *extpb.ReconcileAllRequest) (*extpb.ReconcileAllResponse, error) {
+	ul, err := s.lifecycle()
+	if err != nil {
+		return nil, err
+	}
+	return &extpb.ReconcileAllResponse{}, ul.ReconcileAll(ctx)
+}
+
+func (s *extensionServer) StartService(ctx context.Context, req *extpb.StartServiceRequest) (*extpb.StartServiceResponse, error) {
+	sp, ok := s.impl.(ServiceProvider)
+	if !ok {
+		return nil, fmt.Errorf("extension has no services: %w", ErrUnimplemented)
+	}
+	spec, err := sp.StartService(ctx, req.GetName(), req.GetUserId())
+	if err != nil {
+		return nil, err
+	}
+	return &extpb.StartServiceResponse{Spec: processSpecToProto(spec)}, nil
+}
+
+func (s *extensionServer) Status(ctx context.Context, req *extpb.StatusRequest) (*extpb.StatusResponse, error) {
+	sr, ok := s.impl.(StatusReporter)
+	if !ok {
+		return nil, fmt.Errorf("extension has no status: %w", ErrUnimplemented)
+	}
+	entries, err := sr.Status(ctx, req.GetUserId())
+	if err != nil {
+		return nil, err
+	}
+	out := &extpb.StatusResponse{}
+	for i := range entries {
+		out.Entries = append(out.Entries, statusEntryToProto(&entries[i]))
+	}
+	return out, nil
+}
+
+// errorInterceptors map every handler error to a gRPC status in one place.
+func errorInterceptors() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			resp, err := h(ctx, req)
+			return resp, toStatus(err)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			return toStatus(h(srv, ss))
+		}),
+	}
+}
