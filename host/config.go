@@ -1,0 +1,230 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// DefaultConfigFile is the operator's file read when --config is not given.
+const DefaultConfigFile = "agenthost.json"
+
+// Config is the operator's file. Relative paths resolve against the file's
+// folder.
+type Config struct {
+	// Listen is the address of the HTTP surfaces (MCP endpoint, settings UI).
+	Listen string `json:"listen,omitempty"`
+	// DataDir holds settings, secrets and per-user folders (default
+	// ".agenthost" next to the file).
+	DataDir string `json:"dataDir,omitempty"`
+	// Extensions maps an extension's name to how it is launched.
+	Extensions map[string]ExtensionConfig `json:"extensions"`
+	// Services bounds per-user service processes.
+	Services ServicesConfig `json:"services,omitzero"`
+	// Secrets chooses where secrets are kept.
+	Secrets SecretsConfig `json:"secrets,omitzero"`
+
+	// dir is the folder of the file, for relative paths.
+	dir string
+}
+
+// ExtensionConfig is one extension in the operator's file.
+type ExtensionConfig struct {
+	// Path is the extension binary.
+	Path string `json:"path"`
+	// SHA256 pins the binary; a mismatch refuses to start the extension.
+	SHA256 string `json:"sha256,omitempty"`
+	// Args are passed to the binary.
+	Args []string `json:"args,omitempty"`
+	// Env sets variables in the extension's environment. The host's own
+	// environment is never passed on, but for PATH, LANG, LC_ALL, LC_CTYPE,
+	// TZ and TMPDIR.
+	Env map[string]string `json:"env,omitempty"`
+	// Config is handed to the extension untouched; the extension validates
+	// it.
+	Config json.RawMessage `json:"config,omitempty"`
+	// Disabled keeps the extension declared but not started.
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// ServicesConfig bounds per-user service processes.
+type ServicesConfig struct {
+	// IdleMinutes is how long an unused process lives (default 10).
+	IdleMinutes float64 `json:"idleMinutes,omitempty"`
+	// MaxProcesses caps running processes (default 256).
+	MaxProcesses int `json:"maxProcesses,omitempty"`
+	// ConnectWaitSeconds bounds how long a connect waits for a free slot
+	// when every process is busy (default 10).
+	ConnectWaitSeconds float64 `json:"connectWaitSeconds,omitempty"`
+}
+
+// SecretsConfig chooses the secrets backend.
+type SecretsConfig struct {
+	// Backend is "auto" (the OS keychain when reachable, else the encrypted
+	// file), "keychain", "file" or "memory" (tests only: lost on exit).
+	Backend string `json:"backend,omitempty"`
+}
+
+var (
+	extensionName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	envKey        = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sha256Hex     = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+)
+
+// LoadConfig reads and validates the operator's file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("resolving config path: %w", err)
+	}
+	cfg, err := ParseConfig(data, filepath.Dir(abs))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig parses and validates an operator's file whose relative paths
+// resolve against dir. Errors name the field.
+func ParseConfig(data []byte, dir string) (*Config, error) {
+	var top struct {
+		Listen     string                     `json:"listen"`
+		DataDir    string                     `json:"dataDir"`
+		Extensions map[string]json.RawMessage `json:"extensions"`
+		Services   ServicesConfig             `json:"services"`
+		Secrets    SecretsConfig              `json:"secrets"`
+	}
+	if err := strictDecode(data, &top); err != nil {
+		return nil, err
+	}
+	cfg := &Config{
+		Listen: top.Listen, DataDir: top.DataDir, Services: top.Services, Secrets: top.Secrets,
+		Extensions: map[string]ExtensionConfig{}, dir: dir,
+	}
+	var errs []error
+	names := make([]string, 0, len(top.Extensions))
+	for name := range top.Extensions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		var ec ExtensionConfig
+		if err := strictDecode(top.Extensions[name], &ec); err != nil {
+			errs = append(errs, fmt.Errorf("extensions.%s: %w", name, err))
+			continue
+		}
+		if err := ec.validate(name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cfg.Extensions[name] = ec
+	}
+	if cfg.Services.IdleMinutes < 0 {
+		errs = append(errs, fmt.Errorf("services.idleMinutes: must not be negative"))
+	}
+	if cfg.Services.MaxProcesses < 0 {
+		errs = append(errs, fmt.Errorf("services.maxProcesses: must not be negative"))
+	}
+	if cfg.Services.ConnectWaitSeconds < 0 {
+		errs = append(errs, fmt.Errorf("services.connectWaitSeconds: must not be negative"))
+	}
+	switch cfg.Secrets.Backend {
+	case "", "auto", "keychain", "file", "memory":
+	default:
+		errs = append(errs, fmt.Errorf("secrets.backend: %q is not one of auto, keychain, file, memory", cfg.Secrets.Backend))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func (ec *ExtensionConfig) validate(name string) error {
+	var errs []error
+	if !extensionName.MatchString(name) {
+		errs = append(errs, fmt.Errorf("extensions.%s: the name must match %s", name, extensionName))
+	}
+	if ec.Path == "" {
+		errs = append(errs, fmt.Errorf("extensions.%s.path: required", name))
+	}
+	if ec.SHA256 != "" && !sha256Hex.MatchString(ec.SHA256) {
+		errs = append(errs, fmt.Errorf("extensions.%s.sha256: want 64 hex digits", name))
+	}
+	for k, v := range ec.Env {
+		if !envKey.MatchString(k) {
+			errs = append(errs, fmt.Errorf("extensions.%s.env: %q is not a variable name", name, k))
+		}
+		if strings.ContainsRune(v, 0) {
+			errs = append(errs, fmt.Errorf("extensions.%s.env.%s: contains a NUL byte", name, k))
+		}
+	}
+	if len(ec.Config) > 0 {
+		var v any
+		if err := json.Unmarshal(ec.Config, &v); err != nil {
+			errs = append(errs, fmt.Errorf("extensions.%s.config: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := position(data, se.Offset)
+			return fmt.Errorf("invalid JSON at line %d, column %d: %w", line, col, err)
+		}
+		return errorf(err)
+	}
+	if dec.More() {
+		return fmt.Errorf("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func errorf(err error) error {
+	return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func position(data []byte, off int64) (line, col int) {
+	line, col = 1, 1
+	for i := int64(0); i < off && i < int64(len(data)); i++ {
+		if data[i] == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// Resolve returns p resolved against the config file's folder.
+func (c *Config) Resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) || c.dir == "" {
+		return p
+	}
+	return filepath.Join(c.dir, p)
+}
+
+// DataPath returns the data folder, absolute when the file's folder is
+// known.
+func (c *Config) DataPath() string {
+	d := c.DataDir
+	if d == "" {
+		d = ".agenthost"
+	}
+	return c.Resolve(d)
+}

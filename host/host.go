@@ -1,0 +1,421 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/supervisor"
+)
+
+// Version is the host's version, set at build time with -ldflags.
+var Version = "dev"
+
+// InProcess is an extension that runs as a Go value inside the host
+// (embedding, tests): no process, no restart.
+type InProcess struct {
+	Extension ext.Extension
+	// Config is the extension's config block.
+	Config json.RawMessage
+}
+
+// Options holds what a developer sets when embedding the host; all fields
+// are optional.
+type Options struct {
+	// Logger receives the host's structured log (default: discard).
+	Logger *slog.Logger
+	// Extensions are in-process extensions by name, started beside those of
+	// the config file.
+	Extensions map[string]InProcess
+	// DisableAutoMTLS turns off go-plugin's mutual TLS for extension
+	// processes (benchmarks only: other local processes could then connect
+	// to an extension's socket).
+	DisableAutoMTLS bool
+	// DisableFDPassing relays service bytes over gRPC instead of passing
+	// descriptors (tests of both carriers).
+	DisableFDPassing bool
+	_                struct{}
+}
+
+// Host loads extensions and serves their tools to users. It is safe for
+// concurrent use; Close stops every extension and waits for everything the
+// host started.
+type Host struct {
+	cfg    *Config
+	logger *slog.Logger
+	reg    *registry
+	exts   map[string]*extension
+	start  time.Time
+
+	mu     sync.Mutex
+	active map[string]*activation
+	convs  map[string]string
+	closed bool
+
+	settings settingsStore
+	secrets  secretStore
+	dataDir  string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type activation struct {
+	done chan struct{}
+}
+
+// validUser is the shape of a user ID. It starts with a letter or digit, so
+// reserved IDs (such as the operator's, "@operator") can never collide.
+var validUser = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`)
+
+// ValidUser reports whether id is a well-formed user ID.
+func ValidUser(id string) bool { return validUser.MatchString(id) }
+
+func checkUser(user string) error {
+	if !validUser.MatchString(user) {
+		return fmt.Errorf("user ID %q is not valid (want 1-128 of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit): %w", user, ext.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// New starts a host: it launches every enabled extension of cfg (in name
+// order, in parallel) and the in-process ones of opts. ctx bounds the
+// startup only. An extension that fails to start is reported in the error
+// and the host does not start; nothing is left running.
+func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	dataDir := cfg.DataPath()
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating data folder: %w", err)
+	}
+	h := &Host{
+		cfg: cfg, logger: logger, reg: newRegistry(logger), exts: map[string]*extension{},
+		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
+		dataDir: dataDir, settings: newMemorySettings(), secrets: newMemorySecrets(),
+	}
+	inprocs := map[string]ext.Extension{}
+	for name, ec := range cfg.Extensions {
+		if ec.Disabled {
+			continue
+		}
+		home := filepath.Join(dataDir, "extensions", name)
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return nil, fmt.Errorf("creating the folder of extension %q: %w", name, err)
+		}
+		env := make([]string, 0, len(ec.Env))
+		for k, v := range ec.Env {
+			env = append(env, k+"="+v)
+		}
+		sort.Strings(env)
+		h.exts[name] = &extension{
+			h: h, name: name, logger: logger.With("extension", name), config: ec.Config,
+			spec: &supervisor.Spec{
+				Name: name, Path: cfg.Resolve(ec.Path), Args: ec.Args, Env: env, SHA256: ec.SHA256,
+				Home: home, DisableAutoMTLS: o.DisableAutoMTLS, FDPassing: !o.DisableFDPassing,
+			},
+		}
+	}
+	for name, ip := range o.Extensions {
+		if _, dup := h.exts[name]; dup {
+			return nil, fmt.Errorf("extension %q is both in the config file and in-process", name)
+		}
+		if ip.Extension == nil {
+			return nil, fmt.Errorf("in-process extension %q is nil", name)
+		}
+		h.exts[name] = &extension{h: h, name: name, logger: logger.With("extension", name), config: ip.Config}
+		inprocs[name] = ip.Extension
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, e := range sortedExtensions(h.exts) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.start(ctx, inprocs[e.name]); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	logger.Info("host started", "extensions", len(h.exts), "data", dataDir)
+	return h, nil
+}
+
+// Close stops every extension (in reverse name order, each given 10 s to
+// shut down) and waits for all their processes and goroutines. It is
+// idempotent.
+func (h *Host) Close() error {
+	h.closeOnce.Do(func() {
+		h.mu.Lock()
+		h.closed = true
+		h.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		exts := sortedExtensions(h.exts)
+		var errs []error
+		for i := len(exts) - 1; i >= 0; i-- {
+			if err := exts[i].stop(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		h.closeErr = errors.Join(errs...)
+	})
+	return h.closeErr
+}
+
+// Extensions describes every extension, by name.
+func (h *Host) Extensions() []ExtensionInfo {
+	exts := sortedExtensions(h.exts)
+	out := make([]ExtensionInfo, len(exts))
+	for i, e := range exts {
+		out[i] = e.info()
+	}
+	return out
+}
+
+// Uptime returns how long the host has run.
+func (h *Host) Uptime() time.Duration { return time.Since(h.start) }
+
+// Tools returns the user's tools, system and per-user, sorted by name. The
+// first call for a user activates them in every extension that keeps
+// per-user state.
+func (h *Host) Tools(ctx context.Context, user string) ([]Tool, error) {
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	if err := h.ensureActive(ctx, user); err != nil {
+		return nil, err
+	}
+	return h.reg.list(user), nil
+}
+
+// Call runs a tool for user. conversation, when set, is recorded as the
+// user's (see [ext.Host.ActingUser]); a conversation that belongs to
+// another user is refused. Arguments and results travel as raw JSON.
+func (h *Host) Call(ctx context.Context, user, conversation, name string, args json.RawMessage) (*ext.CallToolResult, error) {
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	if conversation != "" {
+		if err := h.bindConversation(user, conversation); err != nil {
+			return nil, err
+		}
+	}
+	if err := h.ensureActive(ctx, user); err != nil {
+		return nil, err
+	}
+	tool, ok := h.reg.lookup(user, name)
+	if !ok {
+		return nil, fmt.Errorf("tool %q for user %q: %w", name, user, ext.ErrNotFound)
+	}
+	e := h.exts[tool.Extension]
+	if e == nil {
+		return nil, fmt.Errorf("tool %q: its extension %q is gone: %w", name, tool.Extension, ext.ErrUnavailable)
+	}
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	cur, err := e.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := cur.(ext.ToolCaller)
+	if !ok || !e.descriptor().Has(ext.CapabilityTools) {
+		return nil, fmt.Errorf("extension %q registered tool %q but offers no tools capability: %w", e.name, name, ext.ErrUnimplemented)
+	}
+	res, err := tc.CallTool(ctx, &ext.CallToolRequest{User: user, Conversation: conversation, Name: name, Arguments: args})
+	if err != nil {
+		return nil, e.wrapErr(fmt.Sprintf("calling tool %q", name), err)
+	}
+	if res == nil {
+		return nil, fmt.Errorf("extension %q returned no result for tool %q: %w", e.name, name, ext.ErrUnavailable)
+	}
+	return res, nil
+}
+
+// Subscribe returns a channel that receives a value (coalesced) whenever
+// the user's tools change; user "" hears every change. Call cancel when
+// done.
+func (h *Host) Subscribe(user string) (events <-chan struct{}, cancel func()) {
+	return h.reg.subscribe(user)
+}
+
+func (h *Host) bindConversation(user, conversation string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if owner, ok := h.convs[conversation]; ok {
+		if owner != user {
+			return fmt.Errorf("conversation %q belongs to another user: %w", conversation, ext.ErrPermission)
+		}
+		return nil
+	}
+	if len(h.convs) >= maxConversations {
+		// Forget an arbitrary old binding rather than grow without bound.
+		for k := range h.convs {
+			delete(h.convs, k)
+			break
+		}
+	}
+	h.convs[conversation] = user
+	return nil
+}
+
+const maxConversations = 100_000
+
+func (h *Host) actingUser(conversation string) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	u, ok := h.convs[conversation]
+	if !ok {
+		return "", fmt.Errorf("conversation %q has no known user: %w", conversation, ext.ErrNotFound)
+	}
+	return u, nil
+}
+
+// activationTimeout bounds one user's activation across all extensions.
+const activationTimeout = 60 * time.Second
+
+// ensureActive activates user in every extension with the users
+// capability, once; concurrent callers wait for the same activation. A
+// failing extension is logged and does not block the others.
+func (h *Host) ensureActive(ctx context.Context, user string) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return fmt.Errorf("the host is closed: %w", ext.ErrUnavailable)
+	}
+	a, ok := h.active[user]
+	if !ok {
+		a = &activation{done: make(chan struct{})}
+		h.active[user] = a
+	}
+	h.mu.Unlock()
+	if !ok {
+		// The activation belongs to every caller, not the first one's ctx.
+		actx, cancel := context.WithTimeout(context.Background(), activationTimeout)
+		h.activateAll(actx, user)
+		cancel()
+		close(a.done)
+		return nil
+	}
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *Host) activateAll(ctx context.Context, user string) {
+	var wg sync.WaitGroup
+	for _, e := range h.exts {
+		if !e.descriptor().Has(ext.CapabilityUsers) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.activateOne(ctx, e, user); err != nil {
+				e.logger.Error("activating user failed", "user", user, "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (h *Host) activateOne(ctx context.Context, e *extension, user string) error {
+	cur, err := e.get(ctx)
+	if err != nil {
+		return err
+	}
+	ul, ok := cur.(ext.UserLifecycle)
+	if !ok {
+		return fmt.Errorf("extension %q lists users but has no user lifecycle: %w", e.name, ext.ErrUnimplemented)
+	}
+	return e.wrapErr("activating user "+user, ul.Activate(ctx, user))
+}
+
+// reactivate activates every active user again in e (after a restart).
+func (h *Host) reactivate(e *extension) {
+	if !e.descriptor().Has(ext.CapabilityUsers) {
+		return
+	}
+	h.mu.Lock()
+	users := make([]string, 0, len(h.active))
+	for u := range h.active {
+		users = append(users, u)
+	}
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), activationTimeout)
+	defer cancel()
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, u := range users {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := h.activateOne(ctx, e, u); err != nil {
+				e.logger.Error("re-activating user after restart failed", "user", u, "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// ActiveUsers returns the users activated so far, sorted.
+func (h *Host) ActiveUsers() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.active))
+	for u := range h.active {
+		out = append(out, u)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkSections validates an extension's settings sections at registration.
+func (h *Host) checkSections(name string, d *ext.Descriptor) error {
+	seen := map[string]bool{}
+	for _, s := range d.Settings {
+		if s.ID == "" || seen[s.ID] {
+			return fmt.Errorf("extension %q: settings section id %q is empty or repeated", name, s.ID)
+		}
+		seen[s.ID] = true
+		if err := validateForm(s); err != nil {
+			return fmt.Errorf("extension %q: settings section %q: %w", name, s.ID, err)
+		}
+	}
+	return nil
+}

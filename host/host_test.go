@@ -1,0 +1,365 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host"
+)
+
+// The test binary doubles as an extension and as a host process, chosen by
+// environment variables (STYLE.md rule 9: no helper binaries to build).
+func TestMain(m *testing.M) {
+	switch {
+	case os.Getenv("HOST_TEST_EXTENSION") != "":
+		ext.Serve(&testExt{})
+		os.Exit(0)
+	case os.Getenv("HOST_TEST_HOST") != "":
+		runHostProcess()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
+}
+
+// runHostProcess starts a host with the test extension, prints the
+// extension's pid and waits to be killed.
+func runHostProcess() {
+	h, err := host.New(context.Background(), testConfig(os.Getenv("HOST_TEST_DIR"), nil), nil)
+	if err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	fmt.Println("pid", h.Extensions()[0].PID)
+	select {}
+}
+
+type testExt struct {
+	mu   sync.Mutex
+	host ext.Host
+}
+
+func (e *testExt) Describe(context.Context) (*ext.Descriptor, error) {
+	return &ext.Descriptor{Name: "t", Version: "v1", Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers},
+		Settings: []ext.SettingsSection{{ID: "prefs", Title: "Preferences", Scope: "user",
+			Form: json.RawMessage(`{"v":1,"root":{"type":"form","children":[{"type":"text","name":"greeting"}]}}`)}}}, nil
+}
+
+func (e *testExt) Configure(ctx context.Context, req *ext.ConfigureRequest) error {
+	e.mu.Lock()
+	e.host = req.Host
+	e.mu.Unlock()
+	return req.Host.SetSystemTools(ctx, []ext.Tool{
+		{Name: "t/echo"}, {Name: "t/slow"}, {Name: "t/env"}, {Name: "t/block"}, {Name: "t/greet"},
+	})
+}
+
+func (e *testExt) Shutdown(context.Context) error { return nil }
+
+func (e *testExt) Activate(ctx context.Context, user string) error {
+	e.mu.Lock()
+	h := e.host
+	e.mu.Unlock()
+	return h.SetUserTools(ctx, user, []ext.Tool{{Name: "t/mine_" + user, Exposure: ext.ExposureDeferred}})
+}
+func (e *testExt) Retire(context.Context, string, string) error { return nil }
+func (e *testExt) ReconcileAll(context.Context) error           { return nil }
+
+func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error) {
+	var args struct {
+		Millis int    `json:"millis"`
+		File   string `json:"file"`
+	}
+	_ = json.Unmarshal(req.Arguments, &args)
+	switch {
+	case req.Name == "t/echo":
+		return &ext.CallToolResult{Content: json.RawMessage(`[{"type":"text","text":"ok"}]`), StructuredContent: req.Arguments}, nil
+	case req.Name == "t/slow":
+		select {
+		case <-time.After(time.Duration(args.Millis) * time.Millisecond):
+			return ext.TextResult("slept"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	case req.Name == "t/env":
+		return ext.TextResult(strings.Join(os.Environ(), "\n")), nil
+	case req.Name == "t/block":
+		<-ctx.Done()
+		_ = os.WriteFile(args.File, []byte("cancelled"), 0o600)
+		return nil, ctx.Err()
+	case req.Name == "t/greet":
+		e.mu.Lock()
+		h := e.host
+		e.mu.Unlock()
+		v, err := h.UserStore(req.User).Settings().Get(ctx, "prefs")
+		if err != nil {
+			return nil, err
+		}
+		return ext.TextResult(string(v)), nil
+	case strings.HasPrefix(req.Name, "t/mine_"):
+		return ext.TextResult("mine of " + req.User), nil
+	}
+	return nil, ext.Errorf(ext.ErrNotFound, "tool %q", req.Name)
+}
+
+func testConfig(dir string, mutate func(*host.ExtensionConfig)) *host.Config {
+	ec := host.ExtensionConfig{Path: os.Args[0], Env: map[string]string{"HOST_TEST_EXTENSION": "1"}}
+	if mutate != nil {
+		mutate(&ec)
+	}
+	raw, _ := json.Marshal(map[string]any{"dataDir": filepath.Join(dir, "data"), "extensions": map[string]any{"t": ec}})
+	cfg, err := host.ParseConfig(raw, dir)
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
+func newHost(t *testing.T, mutate func(*host.ExtensionConfig)) *host.Host {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := host.New(ctx, testConfig(t.TempDir(), mutate), &host.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return h
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestToolsAndCall(t *testing.T) {
+	h := newHost(t, nil)
+	ctx := context.Background()
+	tools, err := h.Tools(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools {
+		names = append(names, tool.Name)
+	}
+	want := "t/block t/echo t/env t/greet t/mine_alice t/slow"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("tools = %s, want %s", got, want)
+	}
+	args := json.RawMessage(`{"x":[1,"ü"]}`)
+	res, err := h.Call(ctx, "alice", "c1", "t/echo", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.StructuredContent) != string(args) || res.Text() != "ok" {
+		t.Errorf("echo = %+v", res)
+	}
+	if _, err := h.Call(ctx, "bob", "", "t/mine_alice", nil); !errors.Is(err, ext.ErrNotFound) {
+		t.Errorf("bob calling alice's tool: %v, want ErrNotFound", err)
+	}
+	if _, err := h.Call(ctx, "bob", "c1", "t/echo", nil); !errors.Is(err, ext.ErrPermission) {
+		t.Errorf("bob using alice's conversation: %v, want ErrPermission", err)
+	}
+	if _, err := h.Call(ctx, "../etc", "", "t/echo", nil); !errors.Is(err, ext.ErrInvalidArgument) {
+		t.Errorf("bad user ID: %v, want ErrInvalidArgument", err)
+	}
+	// Settings reach the extension through the host's per-user store.
+	if err := h.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{"greeting":"hi"}`)); err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.Call(ctx, "alice", "", "t/greet", nil)
+	if err != nil || res.Text() != `{"greeting":"hi"}` {
+		t.Errorf("greet for alice = %v, %v", res, err)
+	}
+	res, err = h.Call(ctx, "bob", "", "t/greet", nil)
+	if err != nil || res.Text() != `{}` {
+		t.Errorf("greet for bob = %v, %v; alice's settings leaked?", res, err)
+	}
+}
+
+func TestHostEnvironmentIsNotInherited(t *testing.T) {
+	t.Setenv("AGENTHOST_CANARY_SECRET", "canary-7f3a")
+	h := newHost(t, func(ec *host.ExtensionConfig) { ec.Env["FROM_CONFIG"] = "yes" })
+	res, err := h.Call(context.Background(), "alice", "", "t/env", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := res.Text()
+	if strings.Contains(env, "canary-7f3a") {
+		t.Error("the host's environment leaked into the extension")
+	}
+	if !strings.Contains(env, "FROM_CONFIG=yes") || !strings.Contains(env, "PATH=") {
+		t.Errorf("the extension's environment lacks the configured or allowlisted variables:\n%s", env)
+	}
+}
+
+func TestChecksumMismatchRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir, func(ec *host.ExtensionConfig) { ec.SHA256 = strings.Repeat("ab", 32) })
+	_, err := host.New(context.Background(), cfg, nil)
+	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), strings.Repeat("ab", 32)) {
+		t.Fatalf("New with a wrong pin: %v; want a clear refusal naming the pin", err)
+	}
+	// The right pin starts.
+	sum := sha256File(t, os.Args[0])
+	h := newHost(t, func(ec *host.ExtensionConfig) { ec.SHA256 = sum })
+	if got := h.Extensions()[0].State; got != host.StateRunning {
+		t.Errorf("state with the right pin = %s", got)
+	}
+}
+
+func TestCancellationStopsTheHandler(t *testing.T) {
+	h := newHost(t, nil)
+	file := filepath.Join(t.TempDir(), "cancelled")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.Call(ctx, "alice", "", "t/block", json.RawMessage(fmt.Sprintf(`{"file":%q}`, file)))
+		errc <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if b, err := os.ReadFile(file); err == nil && string(b) == "cancelled" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the handler inside the extension process did not see the cancellation")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCrashDuringCalls(t *testing.T) {
+	h := newHost(t, nil)
+	ctx := context.Background()
+	if _, err := h.Tools(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	pid := h.Extensions()[0].PID
+	const callers = 50
+	var (
+		wg      sync.WaitGroup
+		started sync.WaitGroup
+		errs    = make([]error, callers)
+	)
+	started.Add(callers)
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started.Done()
+			_, errs[i] = h.Call(ctx, "alice", "", "t/slow", json.RawMessage(`{"millis":20000}`))
+		}()
+	}
+	started.Wait()
+	time.Sleep(300 * time.Millisecond)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, ext.ErrUnavailable) || !strings.Contains(err.Error(), `extension "t" is unavailable`) {
+			t.Errorf("caller %d: %v; want a clear unavailable error", i, err)
+		}
+	}
+	// The next call succeeds on the restarted extension.
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	res, err := h.Call(cctx, "alice", "", "t/echo", nil)
+	if err != nil || res.Text() != "ok" {
+		t.Fatalf("call after the crash: %v, %v", res, err)
+	}
+	info := h.Extensions()[0]
+	if info.Restarts != 1 {
+		t.Errorf("restarts = %d, want exactly 1", info.Restarts)
+	}
+	if info.PID == pid || info.PID == 0 {
+		t.Errorf("pid after restart = %d (before %d)", info.PID, pid)
+	}
+	if alive(pid) {
+		t.Errorf("the crashed process %d is still there", pid)
+	}
+	// The active user was re-activated: their own tool is back.
+	res, err = h.Call(cctx, "alice", "", "t/mine_alice", nil)
+	if err != nil || res.Text() != "mine of alice" {
+		t.Errorf("alice's tool after restart: %v, %v", res, err)
+	}
+}
+
+func TestExtensionDiesWithTheHost(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "HOST_TEST_HOST=1", "HOST_TEST_DIR="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	buf := make([]byte, 256)
+	n, _ := out.Read(buf)
+	line = strings.TrimSpace(string(buf[:n]))
+	f := strings.Fields(line)
+	if len(f) != 2 || f[0] != "pid" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("host process said %q", line)
+	}
+	extPID, _ := strconv.Atoi(f[1])
+	if !alive(extPID) {
+		t.Fatalf("extension %d not running", extPID)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(extPID) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(extPID, syscall.SIGKILL)
+			t.Fatalf("extension %d outlived its SIGKILLed host", extPID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

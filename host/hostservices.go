@@ -1,0 +1,125 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/agenthost/agenthost/ext"
+)
+
+// hostServices is what the host offers one extension ([ext.Host]). Every
+// store it hands out is scoped to that extension and the named user: an
+// extension can never reach another extension's or another user's values.
+type hostServices struct {
+	h   *Host
+	ext string
+}
+
+var _ ext.Host = (*hostServices)(nil)
+
+func (s *hostServices) SetUserTools(_ context.Context, user string, tools []ext.Tool) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	return s.h.reg.setUser(s.ext, user, tools)
+}
+
+func (s *hostServices) SetSystemTools(_ context.Context, tools []ext.Tool) error {
+	return s.h.reg.setSystem(s.ext, tools)
+}
+
+func (s *hostServices) ConnectService(ctx context.Context, name, user string) (ext.ServiceConn, error) {
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("services are not available yet: %w", ext.ErrUnimplemented)
+}
+
+func (s *hostServices) ActingUser(_ context.Context, conversation string) (string, error) {
+	return s.h.actingUser(conversation)
+}
+
+func (s *hostServices) UserStore(user string) ext.UserStore {
+	return &userStore{h: s.h, ext: s.ext, user: user}
+}
+
+// userStore is one user's storage, scoped to one extension.
+type userStore struct {
+	h    *Host
+	ext  string
+	user string
+}
+
+func (u *userStore) check() error {
+	if u.user == OperatorUser {
+		return nil
+	}
+	return checkUser(u.user)
+}
+
+func (u *userStore) Secrets() ext.Secrets   { return (*userSecrets)(u) }
+func (u *userStore) Settings() ext.Settings { return (*userSettings)(u) }
+
+// Paths returns, and creates (0700), the user's folders for the extension.
+func (u *userStore) Paths(context.Context) (ext.Paths, error) {
+	if err := checkUser(u.user); err != nil {
+		return ext.Paths{}, err
+	}
+	base := filepath.Join(u.h.dataDir, "users", u.user, u.ext)
+	p := ext.Paths{Data: filepath.Join(base, "data"), State: filepath.Join(base, "state"), Cache: filepath.Join(base, "cache")}
+	for _, d := range []string{p.Data, p.State, p.Cache} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return ext.Paths{}, fmt.Errorf("creating user folder: %w", err)
+		}
+	}
+	return p, nil
+}
+
+type userSecrets userStore
+
+func (s *userSecrets) Get(ctx context.Context, name string) (string, error) {
+	if err := (*userStore)(s).check(); err != nil {
+		return "", err
+	}
+	return s.h.secrets.Get(ctx, s.ext, s.user, name)
+}
+
+func (s *userSecrets) Set(ctx context.Context, name, value string) error {
+	if err := (*userStore)(s).check(); err != nil {
+		return err
+	}
+	return s.h.secrets.Set(ctx, s.ext, s.user, name, value)
+}
+
+func (s *userSecrets) Delete(ctx context.Context, name string) error {
+	if err := (*userStore)(s).check(); err != nil {
+		return err
+	}
+	return s.h.secrets.Delete(ctx, s.ext, s.user, name)
+}
+
+func (s *userSecrets) List(ctx context.Context) ([]string, error) {
+	if err := (*userStore)(s).check(); err != nil {
+		return nil, err
+	}
+	return s.h.secrets.List(ctx, s.ext, s.user)
+}
+
+type userSettings userStore
+
+func (s *userSettings) Get(ctx context.Context, section string) (json.RawMessage, error) {
+	if err := (*userStore)(s).check(); err != nil {
+		return nil, err
+	}
+	return s.h.settings.Get(ctx, s.ext, s.user, section)
+}
+
+func (s *userSettings) Set(ctx context.Context, section string, values json.RawMessage) error {
+	if err := (*userStore)(s).check(); err != nil {
+		return err
+	}
+	return s.h.setSettings(ctx, s.ext, s.user, section, values, false)
+}

@@ -1,0 +1,282 @@
+package host
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/agenthost/agenthost/ext"
+)
+
+// Tool is a registered tool and the extension that owns it.
+type Tool struct {
+	ext.Tool
+	// Extension names the owner.
+	Extension string
+}
+
+// registry holds system tools and per-user tools, keyed by extension. A
+// name taken by two extensions is refused loudly. Every change raises a
+// "tools changed" event for the users it affects.
+type registry struct {
+	logger *slog.Logger
+
+	mu     sync.RWMutex
+	system map[string][]ext.Tool            // extension → tools
+	user   map[string]map[string][]ext.Tool // user → extension → tools
+	subs   map[string]map[chan struct{}]struct{}
+	// allSubs hear every change (status pages, all-user surfaces).
+	allSubs map[chan struct{}]struct{}
+}
+
+func newRegistry(logger *slog.Logger) *registry {
+	return &registry{
+		logger: logger, system: map[string][]ext.Tool{}, user: map[string]map[string][]ext.Tool{},
+		subs: map[string]map[chan struct{}]struct{}{}, allSubs: map[chan struct{}]struct{}{},
+	}
+}
+
+func validateTools(tools []ext.Tool) error {
+	seen := map[string]bool{}
+	for _, t := range tools {
+		if t.Name == "" {
+			return fmt.Errorf("a tool has an empty name: %w", ext.ErrInvalidArgument)
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("tool %q is listed twice: %w", t.Name, ext.ErrInvalidArgument)
+		}
+		seen[t.Name] = true
+		switch t.Exposure {
+		case "", ext.ExposureDirect, ext.ExposureDeferred, ext.ExposureCodemode:
+		default:
+			return fmt.Errorf("tool %q: unknown exposure %q: %w", t.Name, t.Exposure, ext.ErrInvalidArgument)
+		}
+		switch t.Replay {
+		case "", ext.ReplaySafe, ext.ReplayUnsafe:
+		default:
+			return fmt.Errorf("tool %q: unknown replay %q: %w", t.Name, t.Replay, ext.ErrInvalidArgument)
+		}
+		if len(t.InputSchema) > 0 && !json.Valid(t.InputSchema) {
+			return fmt.Errorf("tool %q: input schema is not valid JSON: %w", t.Name, ext.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// normalize fills the defaults of a registration.
+func normalize(tools []ext.Tool) []ext.Tool {
+	out := slices.Clone(tools)
+	for i := range out {
+		if out[i].Exposure == "" {
+			out[i].Exposure = ext.ExposureDirect
+		}
+		if out[i].Replay == "" {
+			out[i].Replay = ext.ReplayUnsafe
+		}
+		if len(out[i].InputSchema) == 0 {
+			out[i].InputSchema = json.RawMessage(`{"type":"object"}`)
+		}
+	}
+	return out
+}
+
+// owner returns which other extension holds name for user ("" = system
+// only), or "".
+func (r *registry) ownerLocked(name, user, except string) string {
+	for e, tools := range r.system {
+		if e == except {
+			continue
+		}
+		for _, t := range tools {
+			if t.Name == name {
+				return e
+			}
+		}
+	}
+	check := func(perExt map[string][]ext.Tool) string {
+		for e, tools := range perExt {
+			if e == except {
+				continue
+			}
+			for _, t := range tools {
+				if t.Name == name {
+					return e
+				}
+			}
+		}
+		return ""
+	}
+	if user != "" {
+		return check(r.user[user])
+	}
+	for _, perExt := range r.user {
+		if e := check(perExt); e != "" {
+			return e
+		}
+	}
+	return ""
+}
+
+func (r *registry) setSystem(extName string, tools []ext.Tool) error {
+	if err := validateTools(tools); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	for _, t := range tools {
+		if other := r.ownerLocked(t.Name, "", extName); other != "" {
+			r.mu.Unlock()
+			r.logger.Error("tool name collision refused", "extension", extName, "tool", t.Name, "owner", other)
+			return fmt.Errorf("tool %q is already registered by extension %q: %w", t.Name, other, ext.ErrInvalidArgument)
+		}
+	}
+	r.system[extName] = normalize(tools)
+	chans := r.allChansLocked()
+	r.mu.Unlock()
+	notify(chans)
+	return nil
+}
+
+func (r *registry) setUser(extName, user string, tools []ext.Tool) error {
+	if err := validateTools(tools); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	for _, t := range tools {
+		if other := r.ownerLocked(t.Name, user, extName); other != "" {
+			r.mu.Unlock()
+			r.logger.Error("tool name collision refused", "extension", extName, "user", user, "tool", t.Name, "owner", other)
+			return fmt.Errorf("tool %q is already registered by extension %q: %w", t.Name, other, ext.ErrInvalidArgument)
+		}
+	}
+	if r.user[user] == nil {
+		r.user[user] = map[string][]ext.Tool{}
+	}
+	if len(tools) == 0 {
+		delete(r.user[user], extName)
+	} else {
+		r.user[user][extName] = normalize(tools)
+	}
+	chans := r.userChansLocked(user)
+	r.mu.Unlock()
+	notify(chans)
+	return nil
+}
+
+// dropExtension removes every tool of an extension (it stopped for good).
+func (r *registry) dropExtension(extName string) {
+	r.mu.Lock()
+	delete(r.system, extName)
+	for _, perExt := range r.user {
+		delete(perExt, extName)
+	}
+	chans := r.allChansLocked()
+	r.mu.Unlock()
+	notify(chans)
+}
+
+// list returns the user's tools (system and their own), sorted by name.
+func (r *registry) list(user string) []Tool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []Tool
+	for e, tools := range r.system {
+		for _, t := range tools {
+			out = append(out, Tool{Tool: t, Extension: e})
+		}
+	}
+	for e, tools := range r.user[user] {
+		for _, t := range tools {
+			out = append(out, Tool{Tool: t, Extension: e})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// lookup finds the tool name for user.
+func (r *registry) lookup(user, name string) (Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for e, tools := range r.user[user] {
+		for _, t := range tools {
+			if t.Name == name {
+				return Tool{Tool: t, Extension: e}, true
+			}
+		}
+	}
+	for e, tools := range r.system {
+		for _, t := range tools {
+			if t.Name == name {
+				return Tool{Tool: t, Extension: e}, true
+			}
+		}
+	}
+	return Tool{}, false
+}
+
+// subscribe returns a channel that receives (coalesced) a value whenever
+// the user's tools change; "" subscribes to every change.
+func (r *registry) subscribe(user string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	r.mu.Lock()
+	if user == "" {
+		r.allSubs[ch] = struct{}{}
+	} else {
+		if r.subs[user] == nil {
+			r.subs[user] = map[chan struct{}]struct{}{}
+		}
+		r.subs[user][ch] = struct{}{}
+	}
+	r.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if user == "" {
+				delete(r.allSubs, ch)
+				return
+			}
+			delete(r.subs[user], ch)
+			if len(r.subs[user]) == 0 {
+				delete(r.subs, user)
+			}
+		})
+	}
+}
+
+func (r *registry) userChansLocked(user string) []chan struct{} {
+	out := make([]chan struct{}, 0, len(r.subs[user])+len(r.allSubs))
+	for ch := range r.subs[user] {
+		out = append(out, ch)
+	}
+	for ch := range r.allSubs {
+		out = append(out, ch)
+	}
+	return out
+}
+
+func (r *registry) allChansLocked() []chan struct{} {
+	var out []chan struct{}
+	for _, m := range r.subs {
+		for ch := range m {
+			out = append(out, ch)
+		}
+	}
+	for ch := range r.allSubs {
+		out = append(out, ch)
+	}
+	return out
+}
+
+func notify(chans []chan struct{}) {
+	for _, ch := range chans {
+		select {
+		case ch <- struct{}{}:
+		default: // one pending event is enough
+		}
+	}
+}
