@@ -1,3 +1,13 @@
 module github.com/agenthost/agenthost/secrets
 
 go 1.26.0
+
+require (
+	github.com/godbus/dbus/v5 v5.2.2
+	github.com/zalando/go-keyring v0.2.8
+)
+
+require (
+	github.com/danieljoos/wincred v1.2.3 // indirect
+	golang.org/x/sys v0.27.0 // indirect
+)
