@@ -1,0 +1,4 @@
+// Package examples holds runnable, tested examples of agenthost: a minimal
+// extension (hello), example MCP servers (servers/...), and the demo
+// config. Nothing imports this module.
+package examples

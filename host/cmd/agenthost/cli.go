@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host"
+)
+
+// usageError marks bad usage (exit status 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// exactArgs is cobra.ExactArgs with our usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s takes %d argument(s), got %d (see --help)", cmd.CommandPath(), n, len(args))
+		}
+		return nil
+	}
+}
+
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	configPath     string
+	logLevel       string
+	logFormat      string
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "agenthost",
+		Short:         "agenthost: a host for agent extensions (tools, per-user MCP servers, settings, secrets)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.PersistentFlags().StringVar(&a.configPath, "config", host.DefaultConfigFile, "the operator's config file")
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
+	root.AddCommand(a.serveCmd(), a.toolsCmd(), a.callCmd(), a.extCmd(), a.versionCmd())
+	// Unknown subcommands are usage errors too.
+	root.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown command %q (see --help)", args[0])
+		}
+		return nil
+	}
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return root
+}
+
+func (a *app) logger(quietDefault bool) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", a.logLevel)
+	}
+	if quietDefault && a.logLevel == "info" {
+		// One-shot verbs keep stderr for their own errors.
+		lvl = slog.LevelWarn
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch a.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(a.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(a.stderr, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", a.logFormat)
+}
+
+// openHost loads the config and starts a host in this process.
+func (a *app) openHost(ctx context.Context, quiet bool) (*host.Host, error) {
+	logger, err := a.logger(quiet)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := host.LoadConfig(a.configPath)
+	if err != nil {
+		return nil, err
+	}
+	return host.New(ctx, cfg, &host.Options{Logger: logger})
+}
+
+func (a *app) serveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the host until interrupted",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			h, err := a.openHost(ctx, false)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "agenthost %s serving %d extension(s); Ctrl-C to stop\n", host.Version, len(h.Extensions()))
+			<-ctx.Done()
+			return h.Close()
+		},
+	}
+}
+
+func (a *app) toolsCmd() *cobra.Command {
+	var (
+		user   string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "tools --user U",
+		Short: "List a user's tools",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if user == "" {
+				return usagef("--user is required")
+			}
+			ctx := cmd.Context()
+			h, err := a.openHost(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			tools, err := h.Tools(ctx, user)
+			if err != nil {
+				return err
+			}
+			return printTools(a.stdout, tools, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&user, "user", "", "the user")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// toolJSON is the CLI's JSON shape of a tool.
+type toolJSON struct {
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	Extension    string          `json:"extension"`
+	Exposure     ext.Exposure    `json:"exposure"`
+	Replay       ext.Replay      `json:"replay"`
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+}
+
+func printTools(w io.Writer, tools []host.Tool, asJSON bool) error {
+	if asJSON {
+		out := make([]toolJSON, len(tools))
+		for i, t := range tools {
+			out[i] = toolJSON{Name: t.Name, Title: t.Title, Description: t.Description, Extension: t.Extension,
+				Exposure: t.Exposure, Replay: t.Replay, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+				Annotations: t.Annotations}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tEXPOSURE\tEXTENSION\tDESCRIPTION")
+	for _, t := range tools {
+		desc := strings.SplitN(t.Description, "\n", 2)[0]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Exposure, t.Extension, desc)
+	}
+	return tw.Flush()
+}
+
+func (a *app) callCmd() *cobra.Command {
+	var (
+		user, conversation string
+	)
+	cmd := &cobra.Command{
+		Use:   "call --user U NAME ARGS_JSON",
+		Short: "Call a tool as a user and print its result as JSON",
+		Args:  exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if user == "" {
+				return usagef("--user is required")
+			}
+			if !json.Valid([]byte(args[1])) {
+				return usagef("ARGS_JSON is not valid JSON: %s", args[1])
+			}
+			ctx := cmd.Context()
+			h, err := a.openHost(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			res, err := h.Call(ctx, user, conversation, args[0], json.RawMessage(args[1]))
+			if err != nil {
+				return err
+			}
+			if err := printResult(a.stdout, res); err != nil {
+				return err
+			}
+			if res.IsError {
+				return fmt.Errorf("tool %q failed: %s", args[0], res.Text())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&user, "user", "", "the user")
+	cmd.Flags().StringVar(&conversation, "conversation", "", "the conversation, if any")
+	return cmd
+}
+
+func printResult(w io.Writer, res *ext.CallToolResult) error {
+	out := struct {
+		Content           json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+		IsError           bool            `json:"isError,omitempty"`
+	}{res.Content, res.StructuredContent, res.IsError}
+	if out.Content == nil {
+		out.Content = json.RawMessage("[]")
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func (a *app) extCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "ext", Short: "Extensions", Args: exactArgs(0)}
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the extensions and their state",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			h, err := a.openHost(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			infos := h.Extensions()
+			sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(infos)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tVERSION\tSTATE\tRESTARTS\tCAPABILITIES")
+			for _, e := range infos {
+				caps := make([]string, len(e.Capabilities))
+				for i, c := range e.Capabilities {
+					caps[i] = string(c)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", e.Name, e.Version, e.State, e.Restarts, strings.Join(caps, ","))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(list)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return cmd
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  exactArgs(0),
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintf(a.stdout, "agenthost %s (extension protocol %d)\n", host.Version, ext.ProtocolVersion)
+			return nil
+		},
+	}
+}
