@@ -1,0 +1,531 @@
+package settings
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	gjs "github.com/google/jsonschema-go/jsonschema"
+	"github.com/invopop/jsonschema"
+)
+
+// SchemaFor returns the JSON Schema (draft 2020-12) of v's type, generated
+// with invopop/jsonschema: one self-contained object schema with no $ref,
+// no $id, and additionalProperties false, fit for a [JSONEditor] field and
+// for go-sdk tool schemas.
+//
+// Describe fields with invopop tags (`jsonschema:"title=...,enum=a,enum=b"`,
+// `jsonschema_description:"..."`). Two mistakes are refused with an error
+// naming the field: a google-style tag (`jsonschema:"plain description"`,
+// which invopop silently ignores), and a default on a required field of a
+// nested object (google/jsonschema-go's ApplyDefaults would create the
+// optional object to hold the default and then fail its required check).
+func SchemaFor(v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, errors.New("settings: SchemaFor: nil value")
+	}
+	return schemaForType(reflect.TypeOf(v))
+}
+
+// SchemaOf is [SchemaFor] for the type T.
+func SchemaOf[T any]() (json.RawMessage, error) {
+	return schemaForType(reflect.TypeFor[T]())
+}
+
+func schemaForType(t reflect.Type) (_ json.RawMessage, err error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if err := checkTags(t, t.Name(), map[reflect.Type]bool{}); err != nil {
+		return nil, fmt.Errorf("generating schema for %s: %w", t, err)
+	}
+	defer func() {
+		// invopop panics on types JSON cannot express (chan, func, ...).
+		if r := recover(); r != nil {
+			err = fmt.Errorf("generating schema for %s: %v", t, r)
+		}
+	}()
+	r := &jsonschema.Reflector{ExpandedStruct: true, DoNotReference: true, Anonymous: true}
+	raw, err := json.Marshal(r.ReflectFromType(t))
+	if err != nil {
+		return nil, fmt.Errorf("encoding schema for %s: %w", t, err)
+	}
+	s, err := CompileSchema(raw)
+	if err != nil {
+		return nil, fmt.Errorf("generating schema for %s: %w", t, err)
+	}
+	if err := checkNestedDefaults(s.schema, "", 0); err != nil {
+		return nil, fmt.Errorf("generating schema for %s: %w", t, err)
+	}
+	return raw, nil
+}
+
+// invopopFlags are the bare (key-less) words invopop understands in a
+// jsonschema tag.
+var invopopFlags = map[string]bool{"required": true, "nullable": true, "-": true, "": true}
+
+// checkTags refuses google-style jsonschema tags (a plain description),
+// which invopop ignores without a word.
+func checkTags(t reflect.Type, path string, seen map[reflect.Type]bool) error {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return nil
+	}
+	seen[t] = true
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() && !f.Anonymous {
+			continue
+		}
+		fpath := path + "." + f.Name
+		if tag, ok := f.Tag.Lookup("jsonschema"); ok {
+			for _, part := range strings.Split(tag, ",") {
+				if !strings.Contains(part, "=") && !invopopFlags[part] {
+					return fmt.Errorf("field %s: jsonschema tag %q looks google-style, which invopop ignores; use jsonschema_description:%q", fpath, tag, tag)
+				}
+			}
+		}
+		if err := checkTags(f.Type, fpath, seen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkNestedDefaults refuses a default on a required property of a nested
+// object schema (see LIBRARIES.md §4).
+func checkNestedDefaults(s *gjs.Schema, path string, depth int) error {
+	if s == nil {
+		return nil
+	}
+	for _, name := range sortedKeys(s.Properties) {
+		p := s.Properties[name]
+		if depth > 0 && p.Default != nil && slices.Contains(s.Required, name) {
+			return fmt.Errorf("field %s: a required field of a nested object has a default; make it optional or drop the default", pathJoin(path, name))
+		}
+		if err := checkNestedDefaults(p, pathJoin(path, name), depth+1); err != nil {
+			return err
+		}
+	}
+	if err := checkNestedDefaults(s.AdditionalProperties, path+".*", depth+1); err != nil {
+		return err
+	}
+	return checkNestedDefaults(s.Items, path+"[]", depth+1)
+}
+
+// Schema is a compiled JSON Schema, ready to validate values. It is safe
+// for concurrent use.
+type Schema struct {
+	schema   *gjs.Schema
+	resolved *gjs.Resolved
+}
+
+// CompileSchema parses and checks a JSON Schema (draft 2020-12 or
+// draft-07) with google/jsonschema-go: raw must be a JSON object, its
+// references must resolve within it (remote references are refused), and
+// its defaults must satisfy their own subschemas.
+func CompileSchema(raw json.RawMessage) (*Schema, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, invalidf("schema must be a JSON object")
+	}
+	var s gjs.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, invalidf("decoding schema: %v", err)
+	}
+	if err := checkTypes(&s, ""); err != nil {
+		return nil, err
+	}
+	rs, err := s.Resolve(&gjs.ResolveOptions{ValidateDefaults: true})
+	if err != nil {
+		return nil, invalidf("resolving schema: %v", err)
+	}
+	return &Schema{schema: &s, resolved: rs}, nil
+}
+
+var jsonTypes = map[string]bool{"null": true, "boolean": true, "object": true, "array": true, "number": true, "integer": true, "string": true}
+
+// checkTypes refuses unknown "type" names, which google/jsonschema-go
+// accepts and then fails every instance against.
+func checkTypes(s *gjs.Schema, path string) error {
+	var err error
+	walkSchema(s, path, func(s *gjs.Schema, path string) {
+		for _, t := range append([]string{s.Type}, s.Types...) {
+			if t != "" && !jsonTypes[t] && err == nil {
+				err = invalidf("schema %s: unknown type %q", cmpPath(path), t)
+			}
+		}
+	})
+	return err
+}
+
+func cmpPath(p string) string {
+	if p == "" {
+		return "root"
+	}
+	return p
+}
+
+// walkSchema calls fn on s and every subschema, with its JSON Pointer.
+func walkSchema(s *gjs.Schema, path string, fn func(*gjs.Schema, string)) {
+	if s == nil {
+		return
+	}
+	fn(s, path)
+	one := func(k string, c *gjs.Schema) { walkSchema(c, path+"/"+k, fn) }
+	list := func(k string, cs []*gjs.Schema) {
+		for i, c := range cs {
+			walkSchema(c, fmt.Sprintf("%s/%s/%d", path, k, i), fn)
+		}
+	}
+	dict := func(k string, cs map[string]*gjs.Schema) {
+		for _, name := range sortedKeys(cs) {
+			walkSchema(cs[name], path+"/"+k+"/"+name, fn)
+		}
+	}
+	dict("$defs", s.Defs)
+	dict("definitions", s.Definitions)
+	dict("dependencies", s.DependencySchemas)
+	list("prefixItems", s.PrefixItems)
+	one("items", s.Items)
+	list("items", s.ItemsArray)
+	one("additionalItems", s.AdditionalItems)
+	one("contains", s.Contains)
+	one("unevaluatedItems", s.UnevaluatedItems)
+	dict("properties", s.Properties)
+	dict("patternProperties", s.PatternProperties)
+	one("additionalProperties", s.AdditionalProperties)
+	one("propertyNames", s.PropertyNames)
+	one("unevaluatedProperties", s.UnevaluatedProperties)
+	list("allOf", s.AllOf)
+	list("anyOf", s.AnyOf)
+	list("oneOf", s.OneOf)
+	one("not", s.Not)
+	one("if", s.If)
+	one("then", s.Then)
+	one("else", s.Else)
+	dict("dependentSchemas", s.DependentSchemas)
+	one("contentSchema", s.ContentSchema)
+}
+
+// Validate checks value, which must be JSON, against the schema. The error
+// is a [*FieldError] whose Field is the location in value of what is
+// wrong, e.g. `mcpServers.x: unknown field "comand"`.
+func (s *Schema) Validate(value json.RawMessage) error {
+	var doc any
+	if err := json.Unmarshal(value, &doc); err != nil {
+		return &FieldError{Msg: "not valid JSON: " + err.Error()}
+	}
+	return s.validate(doc)
+}
+
+// validate checks a decoded value (numbers as float64).
+func (s *Schema) validate(doc any) error {
+	err := s.resolved.Validate(doc)
+	if err == nil {
+		return nil
+	}
+	loc, msg := s.locate(s.schema, s.resolved, doc, "")
+	if msg == "" {
+		msg = innermost(err).Error()
+	}
+	return &FieldError{Field: loc, Msg: msg}
+}
+
+// locate finds where in v, which fails sch, the problem lies.
+// google/jsonschema-go reports schema locations only, so locate walks the
+// instance: it descends into the first child (in key or index order) that
+// fails the subschema that applies to it, as long as that subschema can be
+// checked on its own (it has no $ref), and describes the problem at the
+// deepest failing spot.
+func (s *Schema) locate(sch *gjs.Schema, rs *gjs.Resolved, v any, path string) (string, string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(v) {
+			for _, sub := range propertySchemas(sch, k) {
+				if srs := s.standalone(sub); srs != nil && srs.Validate(v[k]) != nil {
+					return s.locate(sub, srs, v[k], pathJoin(path, k))
+				}
+			}
+		}
+	case []any:
+		for i, item := range v {
+			if sub := itemSchema(sch, i); sub != nil {
+				if srs := s.standalone(sub); srs != nil && srs.Validate(item) != nil {
+					return s.locate(sub, srs, item, fmt.Sprintf("%s[%d]", path, i))
+				}
+			}
+		}
+	}
+	for _, sub := range sch.AllOf {
+		if srs := s.standalone(sub); srs != nil && srs.Validate(v) != nil {
+			return s.locate(sub, srs, v, path)
+		}
+	}
+	return path, leafMessage(sch, rs, v)
+}
+
+// propertySchemas returns the subschemas that apply to property k.
+func propertySchemas(sch *gjs.Schema, k string) []*gjs.Schema {
+	var subs []*gjs.Schema
+	if p, ok := sch.Properties[k]; ok {
+		subs = append(subs, p)
+	}
+	for _, re := range sortedKeys(sch.PatternProperties) {
+		if m, err := regexp.MatchString(re, k); err == nil && m {
+			subs = append(subs, sch.PatternProperties[re])
+		}
+	}
+	if len(subs) == 0 && sch.AdditionalProperties != nil && !isFalse(sch.AdditionalProperties) {
+		subs = append(subs, sch.AdditionalProperties)
+	}
+	return subs
+}
+
+// itemSchema returns the subschema that applies to item i of an array.
+func itemSchema(sch *gjs.Schema, i int) *gjs.Schema {
+	switch {
+	case sch.ItemsArray != nil && i < len(sch.ItemsArray):
+		return sch.ItemsArray[i]
+	case sch.ItemsArray != nil:
+		return sch.AdditionalItems
+	case i < len(sch.PrefixItems):
+		return sch.PrefixItems[i]
+	}
+	return sch.Items
+}
+
+// isFalse reports whether sch is the schema false, which
+// google/jsonschema-go reads as {"not": {}}.
+func isFalse(sch *gjs.Schema) bool {
+	return sch.Not != nil && reflect.ValueOf(*sch.Not).IsZero()
+}
+
+// leafMessage says what is wrong with v against sch when no part of v is
+// to blame on its own. It words the common cases itself and falls back on
+// google/jsonschema-go's message.
+func leafMessage(sch *gjs.Schema, rs *gjs.Resolved, v any) string {
+	if msg := typeMessage(sch, v); msg != "" {
+		return msg
+	}
+	if sch.Enum != nil && !slices.ContainsFunc(sch.Enum, func(e any) bool { return gjs.Equal(e, v) }) {
+		vals := make([]string, len(sch.Enum))
+		for i, e := range sch.Enum {
+			vals[i] = jsonText(e)
+		}
+		return fmt.Sprintf("%s is not one of %s", jsonText(v), strings.Join(vals, ", "))
+	}
+	if sch.Const != nil && !gjs.Equal(*sch.Const, v) {
+		return fmt.Sprintf("must be %s", jsonText(*sch.Const))
+	}
+	switch v := v.(type) {
+	case float64:
+		switch {
+		case sch.Minimum != nil && v < *sch.Minimum:
+			return fmt.Sprintf("must be at least %g (got %g)", *sch.Minimum, v)
+		case sch.Maximum != nil && v > *sch.Maximum:
+			return fmt.Sprintf("must be at most %g (got %g)", *sch.Maximum, v)
+		case sch.ExclusiveMinimum != nil && v <= *sch.ExclusiveMinimum:
+			return fmt.Sprintf("must be greater than %g (got %g)", *sch.ExclusiveMinimum, v)
+		case sch.ExclusiveMaximum != nil && v >= *sch.ExclusiveMaximum:
+			return fmt.Sprintf("must be less than %g (got %g)", *sch.ExclusiveMaximum, v)
+		}
+	case string:
+		n := utf8.RuneCountInString(v)
+		switch {
+		case sch.MinLength != nil && n < *sch.MinLength:
+			return fmt.Sprintf("must be at least %d characters (got %d)", *sch.MinLength, n)
+		case sch.MaxLength != nil && n > *sch.MaxLength:
+			return fmt.Sprintf("must be at most %d characters (got %d)", *sch.MaxLength, n)
+		}
+		if sch.Pattern != "" {
+			if m, err := regexp.MatchString(sch.Pattern, v); err == nil && !m {
+				return fmt.Sprintf("%q does not match the pattern %q", v, sch.Pattern)
+			}
+		}
+	case []any:
+		switch {
+		case sch.MinItems != nil && len(v) < *sch.MinItems:
+			return fmt.Sprintf("must have at least %d items (got %d)", *sch.MinItems, len(v))
+		case sch.MaxItems != nil && len(v) > *sch.MaxItems:
+			return fmt.Sprintf("must have at most %d items (got %d)", *sch.MaxItems, len(v))
+		}
+	case map[string]any:
+		if sch.AdditionalProperties != nil && isFalse(sch.AdditionalProperties) {
+			var unknown []string
+			for _, k := range sortedKeys(v) {
+				if len(propertySchemas(sch, k)) == 0 {
+					unknown = append(unknown, strconv.Quote(k))
+				}
+			}
+			switch len(unknown) {
+			case 0:
+			case 1:
+				return "unknown field " + unknown[0]
+			default:
+				return "unknown fields " + strings.Join(unknown, ", ")
+			}
+		}
+		var missing []string
+		for _, r := range sch.Required {
+			if _, ok := v[r]; !ok {
+				missing = append(missing, strconv.Quote(r))
+			}
+		}
+		switch len(missing) {
+		case 0:
+		case 1:
+			return "missing required field " + missing[0]
+		default:
+			return "missing required fields " + strings.Join(missing, ", ")
+		}
+	}
+	if err := rs.Validate(v); err != nil {
+		return innermost(err).Error()
+	}
+	return ""
+}
+
+// typeMessage says how v's type differs from the one sch wants, or "".
+func typeMessage(sch *gjs.Schema, v any) string {
+	want := slices.DeleteFunc(append([]string{sch.Type}, sch.Types...), func(t string) bool { return t == "" })
+	if len(want) == 0 {
+		return ""
+	}
+	got := jsonType(v)
+	for _, t := range want {
+		if t == got || t == "number" && got == "integer" {
+			return ""
+		}
+	}
+	for i, t := range want {
+		want[i] = article(t)
+	}
+	return fmt.Sprintf("must be %s, not %s", strings.Join(want, " or "), article(got))
+}
+
+// article prefixes a JSON type name with "a" or "an".
+func article(t string) string {
+	switch t {
+	case "null":
+		return t
+	case "integer", "object", "array":
+		return "an " + t
+	}
+	return "a " + t
+}
+
+// jsonText is v as compact JSON, for messages.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// jsonType is the JSON Schema type of a decoded value.
+func jsonType(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		if v == math.Trunc(v) && !math.IsInf(v, 0) {
+			return "integer"
+		}
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// standalone resolves sub on its own, or returns nil when it cannot be
+// checked apart from its root (it holds a reference).
+func (s *Schema) standalone(sub *gjs.Schema) *gjs.Resolved {
+	if sub == nil {
+		return nil
+	}
+	hasRef := false
+	walkSchema(sub, "", func(c *gjs.Schema, _ string) {
+		hasRef = hasRef || c.Ref != "" || c.DynamicRef != ""
+	})
+	if hasRef {
+		return nil
+	}
+	cp := *sub
+	cp.Schema = s.schema.Schema // keep the root's draft
+	rs, err := cp.Resolve(nil)
+	if err != nil {
+		return nil
+	}
+	return rs
+}
+
+// innermost returns the last error in err's chain: google/jsonschema-go
+// wraps the actual problem in one "validating <schema path>" per level.
+func innermost(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+// identRE matches keys that read well after a dot in a path.
+var identRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// pathJoin appends key k to a location path: "a.b", or `a["x y"]`.
+func pathJoin(path, k string) string {
+	if !identRE.MatchString(k) {
+		return path + "[" + strconv.Quote(k) + "]"
+	}
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// schemaCache holds compiled schemas of form nodes by their text, so that
+// validating values does not recompile them. It is bounded: forms are few,
+// but nothing stops a caller from validating many different ones.
+var (
+	schemaCache     sync.Map // string -> *Schema
+	schemaCacheSize atomic.Int32
+)
+
+const schemaCacheMax = 256
+
+func compileCached(raw json.RawMessage) (*Schema, error) {
+	if s, ok := schemaCache.Load(string(raw)); ok {
+		return s.(*Schema), nil
+	}
+	s, err := CompileSchema(raw)
+	if err != nil {
+		return nil, err
+	}
+	if schemaCacheSize.Add(1) <= schemaCacheMax {
+		schemaCache.Store(string(raw), s)
+	}
+	return s, nil
+}

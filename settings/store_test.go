@@ -1,0 +1,310 @@
+package settings_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agenthost/agenthost/settings"
+	"github.com/agenthost/agenthost/settings/settingstest"
+)
+
+func TestMemoryStore(t *testing.T) {
+	t.Parallel()
+	settingstest.Run(t, func(t *testing.T) settings.Store { return settings.NewMemoryStore() })
+}
+
+func TestSQLiteStore(t *testing.T) {
+	t.Parallel()
+	settingstest.Run(t, func(t *testing.T) settings.Store { return openSQLite(t, filepath.Join(t.TempDir(), "settings.db")) })
+}
+
+// openSQLite opens a store at path and closes it when the test ends.
+func openSQLite(t testing.TB, path string) *settings.SQLiteStore {
+	t.Helper()
+	s, err := settings.OpenSQLite(path, nil)
+	if err != nil {
+		t.Fatalf("OpenSQLite: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestSQLiteReopenKeepsEverything(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "data", "settings.db")
+	s := openSQLite(t, path)
+	want := map[string]map[string]string{
+		"alice": {"prefs": `{"theme":"dark"}`, "servers": `{"notes":false,"search":true}`},
+		"bob":   {"prefs": `{"theme":"light"}`},
+	}
+	for user, secs := range want {
+		for sec, v := range secs {
+			if err := s.Set(ctx, "mcp", user, sec, json.RawMessage(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	s = openSQLite(t, path)
+	got := map[string]map[string]string{}
+	users, err := s.Users(ctx, "mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		secs, err := s.Sections(ctx, "mcp", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[u] = map[string]string{}
+		for k, v := range secs {
+			got[u][k] = string(v)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("values after reopening (-want +got):\n%s", diff)
+	}
+}
+
+func TestSQLiteFileModes(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("no Unix permissions")
+	}
+	dir := filepath.Join(t.TempDir(), "new", "dir")
+	path := filepath.Join(dir, "settings.db")
+	s := openSQLite(t, path)
+	if err := s.Set(context.Background(), "e", "u", "s", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600, path + "-wal": 0o600} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("mode of %s = %04o, want %04o", p, got, want)
+		}
+	}
+}
+
+func TestSQLiteRefusesWritableFile(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("no Unix permissions")
+	}
+	for name, mode := range map[string]os.FileMode{"group": 0o620, "world": 0o602} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "settings.db")
+			if err := os.WriteFile(path, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, mode); err != nil {
+				t.Fatal(err)
+			}
+			s, err := settings.OpenSQLite(path, nil)
+			if err == nil {
+				s.Close()
+				t.Fatalf("OpenSQLite of a %04o file succeeded", mode)
+			}
+			if !strings.Contains(err.Error(), "group- or world-writable") || !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q should name the file and the problem", err)
+			}
+		})
+	}
+	t.Run("NotAFile", func(t *testing.T) {
+		t.Parallel()
+		if _, err := settings.OpenSQLite(t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("OpenSQLite of a folder = %v, want a 'not a regular file' error", err)
+		}
+	})
+	t.Run("EmptyPath", func(t *testing.T) {
+		t.Parallel()
+		if _, err := settings.OpenSQLite("", nil); err == nil {
+			t.Error("OpenSQLite(\"\") succeeded")
+		}
+	})
+}
+
+func TestSQLiteOddPath(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "a dir?#%", "settings file?.db")
+	s := openSQLite(t, path)
+	if err := s.Set(context.Background(), "e", "u", "s", json.RawMessage(`{"ok":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the database is not where it was asked to be: %v", err)
+	}
+	if s.Path() != path {
+		t.Errorf("Path() = %q, want %q", s.Path(), path)
+	}
+}
+
+// inspect opens the database file directly, beside the store.
+func inspect(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestSQLiteMigrationsAndRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "settings.db")
+	for range 3 { // migrations run once, however often the file is opened
+		s := openSQLite(t, path)
+		if err := s.Update(ctx, "e", "u", "s", func(old json.RawMessage) (json.RawMessage, error) {
+			var m map[string]int
+			if err := json.Unmarshal(old, &m); err != nil {
+				return nil, err
+			}
+			m["n"]++
+			return json.Marshal(m)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := inspect(t, path)
+	var versions []int
+	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, v)
+	}
+	rows.Close()
+	if diff := cmp.Diff([]int{1, 2}, versions); diff != "" {
+		t.Errorf("schema_migrations (-want +got):\n%s", diff)
+	}
+	var (
+		value     string
+		version   int
+		updatedAt int64
+	)
+	if err := db.QueryRowContext(ctx, `SELECT value, version, updated_at FROM settings WHERE ext='e' AND user_id='u' AND section='s'`).Scan(&value, &version, &updatedAt); err != nil {
+		t.Fatal(err)
+	}
+	if value != `{"n":3}` || version != 3 || updatedAt <= 0 {
+		t.Errorf("row = %s, version %d, updated_at %d; want {\"n\":3}, version 3, a timestamp", value, version, updatedAt)
+	}
+	// The table itself refuses what the store would refuse.
+	if _, err := db.ExecContext(ctx, `UPDATE settings SET value = '[]'`); err == nil {
+		t.Error("the settings table accepted a non-object value")
+	}
+}
+
+func TestSQLiteRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "settings.db")
+	openSQLite(t, path).Close()
+	if _, err := inspect(t, path).Exec(`INSERT INTO schema_migrations VALUES (99, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := settings.OpenSQLite(path, nil); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("OpenSQLite of a newer schema = %v, want a 'newer' error", err)
+	}
+}
+
+// TestSQLiteTwoStoresOneFile stands for two processes: the stores share no
+// locks, so only the row version keeps their Updates from losing each
+// other's increments.
+func TestSQLiteTwoStoresOneFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "settings.db")
+	stores := []*settings.SQLiteStore{openSQLite(t, path), openSQLite(t, path)}
+	const perStore, increments = 5, 40
+	inc := func(old json.RawMessage) (json.RawMessage, error) {
+		var m map[string]int
+		if err := json.Unmarshal(old, &m); err != nil {
+			return nil, err
+		}
+		m["n"]++
+		return json.Marshal(m)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*perStore)
+	for _, s := range stores {
+		for range perStore {
+			wg.Go(func() {
+				for range increments {
+					if err := s.Update(ctx, "e", "u", "counter", inc); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got, err := stores[1].Get(ctx, "e", "u", "counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`{"n":%d}`, 2*perStore*increments); string(got) != want {
+		t.Errorf("counter = %s, want %s", got, want)
+	}
+}
+
+func TestStoresValidateNothingButShape(t *testing.T) {
+	t.Parallel()
+	// The store keeps what it is given (validation is the caller's job),
+	// compacted.
+	for name, s := range map[string]settings.Store{
+		"memory": settings.NewMemoryStore(),
+		"sqlite": openSQLite(t, filepath.Join(t.TempDir(), "s.db")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			defer s.Close()
+			ctx := context.Background()
+			if err := s.Set(ctx, "e", "u", "s", json.RawMessage(" {\"anything\" : [1, {\"goes\": null}]}\n")); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Get(ctx, "e", "u", "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(`{"anything":[1,{"goes":null}]}`, string(got)); diff != "" {
+				t.Errorf("Get (-want +got):\n%s", diff)
+			}
+			err = s.Update(ctx, "e", "u", "s", nil)
+			if !errors.Is(err, settings.ErrInvalid) {
+				t.Errorf("Update with a nil fn = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
