@@ -101,7 +101,7 @@ type File struct {
 
 // fileData is the plaintext JSON document.
 type fileData struct {
-	Version int                                      `json:"version"`
+	Version int                                     `json:"version"`
 	Users   map[string]map[string]map[string][]byte `json:"users"` // user → extension → name → value
 }
 
