@@ -1,0 +1,158 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agenthost/agenthost/ext"
+)
+
+// The availabilities of a server.
+const (
+	// AvailabilityDefault servers are on for a user until the user
+	// switches them off.
+	AvailabilityDefault = "default"
+	// AvailabilityOptIn servers are off until the user switches them on.
+	AvailabilityOptIn = "opt-in"
+)
+
+// The credential kinds of a server.
+const (
+	// CredentialsUser servers use each user's own credential (the
+	// default). A user without one connects unauthenticated.
+	CredentialsUser = "user"
+	// CredentialsShared servers lend the operator's credential to the
+	// users on the server's allowlist.
+	CredentialsShared = "shared"
+)
+
+// Hidden is the pseudo-exposure of a [ToolPolicy] that keeps a tool out of
+// the catalog altogether: it is neither registered nor callable.
+const Hidden ext.Exposure = "hidden"
+
+// ServerDecl is one server a user may have, as declared in the operator's
+// file or in the user's own server list. The engine treats it as a value:
+// it never modifies a ServerDecl it was given.
+type ServerDecl struct {
+	// Name is the registered prefix of the server's tools: "notes", or
+	// "u_notes" for a user's own server. It never contains "/".
+	Name string
+	// Remote is true for a server reached over HTTP (url), false for a
+	// stdio server (command).
+	Remote bool
+	// Availability is AvailabilityDefault or AvailabilityOptIn; empty
+	// means AvailabilityDefault.
+	Availability string
+	// Credentials is CredentialsUser or CredentialsShared; empty means
+	// CredentialsUser.
+	Credentials string
+	// Enabled is false for a server the operator declared but switched
+	// off.
+	Enabled bool
+	// Users is the allowlist of a shared server.
+	Users []string
+	// Fingerprint identifies the server's connection: its config and the
+	// identity of the credential it uses. Two declarations with the same
+	// Name and Fingerprint share a connection; a change means reconnect.
+	Fingerprint string
+	// Timeout bounds each call; zero means the engine's default.
+	Timeout time.Duration
+	// Tools says how each of the server's tools is exposed.
+	Tools ToolPolicy
+	// Spec is opaque to the engine and handed to the [Connector].
+	Spec any
+}
+
+// Problem is a server left out of a user's active set, with the reason
+// shown in the status.
+type Problem struct {
+	// Server names the server, or the part of the user's settings at
+	// fault (such as a whole list of the user's own servers).
+	Server string
+	// Reason is a sentence a user can act on. It never holds a secret.
+	Reason string
+}
+
+// Plan is a user's desired active set.
+type Plan struct {
+	// Servers are the servers the user should be connected to.
+	Servers []ServerDecl
+	// Problems are servers left out, each with its reason.
+	Problems []Problem
+}
+
+// Planner computes a user's desired active set. Plan is called once per
+// refresh, never concurrently for the same user, and concurrently for
+// different users.
+type Planner interface {
+	Plan(ctx context.Context, user string) (Plan, error)
+}
+
+// PlannerFunc adapts a function to a [Planner].
+type PlannerFunc func(ctx context.Context, user string) (Plan, error)
+
+// Plan implements [Planner].
+func (f PlannerFunc) Plan(ctx context.Context, user string) (Plan, error) { return f(ctx, user) }
+
+// ToolInfo is one tool as a server lists it. Schemas and annotations stay
+// raw JSON.
+type ToolInfo struct {
+	Name         string
+	Title        string
+	Description  string
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+	Annotations  json.RawMessage
+}
+
+// Connector makes connections to servers.
+//
+// Connect is called concurrently, for the same user and for different
+// users. ctx bounds the connecting only: the returned Conn lives until the
+// engine closes it. onToolsChanged may be called at any time, from any
+// goroutine, also before Connect returns and after Close; the engine
+// coalesces the calls. A Connect that fails must release everything it
+// started.
+type Connector interface {
+	Connect(ctx context.Context, user string, s ServerDecl, onToolsChanged func()) (Conn, error)
+}
+
+// Conn is one live connection of one user to one server.
+//
+// ListTools and CallTool are called concurrently. Close is called exactly
+// once, after every call the engine started on it returned, except when
+// the engine itself is being closed and its deadline has passed.
+type Conn interface {
+	// ListTools lists the server's tools, all pages.
+	ListTools(ctx context.Context) ([]ToolInfo, error)
+	// CallTool calls one tool. A tool that failed is a result with IsError
+	// set; an error means the call broke (the connection died, the server
+	// answered with a protocol error the Conn did not map to a result, or
+	// ctx ended).
+	CallTool(ctx context.Context, user, tool string, args json.RawMessage) (*ext.CallToolResult, error)
+	// Done is closed when the connection ended, whether it died on its own
+	// (a crash, EOF) or was closed.
+	Done() <-chan struct{}
+	// Err says why Done was closed; it is nil before that and after Close.
+	// The text is shown to the user: it never holds a secret.
+	Err() error
+	// Close ends the connection and releases everything it holds.
+	Close() error
+}
+
+// Publisher publishes a user's whole tool list in one call (an atomic
+// replace); [ext.Host.SetUserTools] is one. Publish is never called
+// concurrently for the same user.
+type Publisher interface {
+	Publish(ctx context.Context, user string, tools []ext.Tool) error
+}
+
+// PublisherFunc adapts a function, such as a bound ext.Host.SetUserTools,
+// to a [Publisher].
+type PublisherFunc func(ctx context.Context, user string, tools []ext.Tool) error
+
+// Publish implements [Publisher].
+func (f PublisherFunc) Publish(ctx context.Context, user string, tools []ext.Tool) error {
+	return f(ctx, user, tools)
+}

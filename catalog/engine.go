@@ -1,0 +1,1167 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agenthost/agenthost/ext"
+)
+
+// Options configures an [Engine]. The zero value (or nil) gives the
+// defaults documented on each field.
+type Options struct {
+	// ConnectTimeout bounds connecting to a server and listing its tools
+	// (default 30s), and each re-list.
+	ConnectTimeout time.Duration
+	// DefaultCallTimeout bounds a call to a server whose declaration sets
+	// no Timeout (default 60s).
+	DefaultCallTimeout time.Duration
+	// Backoff spaces the retries of a quarantined server.
+	Backoff Backoff
+	// RelistInterval is the least time between the end of one re-list of a
+	// server (after tools/list_changed) and the start of the next (default
+	// 1s). A server that announces a change after every list is thus
+	// listed at most once per interval.
+	RelistInterval time.Duration
+	// MaxParallelConnects bounds the connections one refresh opens at once
+	// (default 16).
+	MaxParallelConnects int
+	// Logger receives the engine's logs (default: discarded). Logs name
+	// users and servers, never secrets.
+	Logger *slog.Logger
+	_      struct{}
+}
+
+// Backoff is an exponential backoff with jitter: the n-th retry waits a
+// random time between half and all of min(Max, Min·2ⁿ⁻¹).
+type Backoff struct {
+	// Min is the first wait (default 1s).
+	Min time.Duration
+	// Max caps the wait (default 5m).
+	Max time.Duration
+}
+
+// delay returns the wait before retry number n (n ≥ 1).
+func (b Backoff) delay(n int) time.Duration {
+	d := b.Min
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	d = min(d, b.Max)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+func (o *Options) withDefaults() Options {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.ConnectTimeout <= 0 {
+		out.ConnectTimeout = 30 * time.Second
+	}
+	if out.DefaultCallTimeout <= 0 {
+		out.DefaultCallTimeout = 60 * time.Second
+	}
+	if out.Backoff.Min <= 0 {
+		out.Backoff.Min = time.Second
+	}
+	if out.Backoff.Max < out.Backoff.Min {
+		out.Backoff.Max = max(5*time.Minute, out.Backoff.Min)
+	}
+	if out.RelistInterval <= 0 {
+		out.RelistInterval = time.Second
+	}
+	if out.MaxParallelConnects <= 0 {
+		out.MaxParallelConnects = 16
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out
+}
+
+// Engine is the per-user catalog: it keeps each active user connected to
+// the servers their [Plan] names, publishes their tools and routes their
+// calls. See the package documentation for the rules it follows.
+//
+// All methods are safe for concurrent use.
+type Engine struct {
+	planner   Planner
+	connector Connector
+	pub       Publisher
+	opts      Options
+	log       *slog.Logger
+
+	// ctx ends when Close starts; it bounds all background work.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	users   map[string]*user
+	live    map[*conn]struct{} // every connection made and not yet closed
+	closing bool
+	noSpawn bool
+	wg      sync.WaitGroup // every goroutine and pending timer the engine owns
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns an engine that plans with p, connects with c and publishes
+// with pub. opts may be nil. New starts nothing: users are activated on
+// demand.
+func New(p Planner, c Connector, pub Publisher, opts *Options) *Engine {
+	o := opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Engine{
+		planner: p, connector: c, pub: pub, opts: o, log: o.Logger,
+		ctx: ctx, cancel: cancel,
+		users: map[string]*user{}, live: map[*conn]struct{}{},
+	}
+}
+
+// errClosed is returned by work asked of a closed engine.
+var errClosed = fmt.Errorf("catalog: engine closed: %w", ext.ErrUnavailable)
+
+// userState names the user type where a parameter called user hides it.
+type userState = user
+
+// errGone marks a user deactivated while a caller waited for it.
+var errGone = errors.New("catalog: user deactivated")
+
+type connState int
+
+const (
+	stateActive   connState = iota // serving calls
+	stateRetiring                  // draining: running calls finish, new ones are refused
+	stateClosing                   // Close started or done; gone for good
+)
+
+// user is one user's catalog.
+type user struct {
+	id string
+	// lock serializes everything that changes the user's set: refreshes,
+	// retirements, re-list commits and crash handling, in arrival order.
+	lock fifoLock
+
+	mu         sync.Mutex         // guards the fields below; never held across I/O
+	conns      map[string]*conn   // active connections by server
+	retiring   map[*conn]struct{} // draining connections
+	quarantine map[string]*quarantine
+	disabled   map[string]bool // retired servers: calls get the disabled result
+	problems   []Problem
+	retry      *time.Timer
+	gone       bool
+}
+
+// quarantine is a server that failed for one user.
+type quarantine struct {
+	fingerprint string
+	reason      string
+	failures    int
+	next        time.Time
+}
+
+// conn is one connection and the engine's view of it.
+type conn struct {
+	e           *Engine
+	u           *user
+	name        string
+	fingerprint string
+	c           Conn
+
+	// Guarded by u.mu.
+	decl     ServerDecl
+	tools    []ToolInfo
+	index    map[string]struct{} // registered (visible) tool names
+	built    []ext.Tool
+	state    connState
+	inflight int
+	dead     bool // ended on its own: never revived
+
+	stop      chan struct{} // closed when the engine starts closing c
+	closed    chan struct{} // closed once c.Close returned
+	closeOnce sync.Once
+
+	rmu        sync.Mutex // guards the re-list fields
+	registered bool
+	relisting  bool
+	pending    bool
+	lastRelist time.Time
+}
+
+// spawn runs f on a goroutine the engine owns and joins in Close. It
+// reports false, without running f, once Close has joined everything.
+func (e *Engine) spawn(f func()) bool {
+	e.mu.Lock()
+	if e.noSpawn {
+		e.mu.Unlock()
+		return false
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// userFor returns the user's catalog, creating it.
+func (e *Engine) userFor(id string) (*user, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing {
+		return nil, errClosed
+	}
+	u := e.users[id]
+	if u == nil {
+		u = &user{id: id, conns: map[string]*conn{}, retiring: map[*conn]struct{}{},
+			quarantine: map[string]*quarantine{}, disabled: map[string]bool{}}
+		e.users[id] = u
+	}
+	return u, nil
+}
+
+// existingUser returns the user's catalog, or nil when the user is not
+// active.
+func (e *Engine) existingUser(id string) (*user, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing {
+		return nil, errClosed
+	}
+	return e.users[id], nil
+}
+
+// Activate makes the user's catalog active, or refreshes it when it is:
+// it computes the user's active set, retires the connections no longer in
+// it, connects the new ones in parallel and publishes the user's whole
+// tool list. A server that fails is quarantined and the call still
+// succeeds; an error means the set could not be computed or published.
+func (e *Engine) Activate(ctx context.Context, user string) error {
+	if user == "" {
+		return fmt.Errorf("activating: caller not identified: %w", ext.ErrInvalidArgument)
+	}
+	for {
+		u, err := e.userFor(user)
+		if err != nil {
+			return err
+		}
+		if err := e.refresh(ctx, u); !errors.Is(err, errGone) {
+			return err
+		}
+	}
+}
+
+// Refresh refreshes an active user's catalog as Activate does; for a user
+// who is not active it does nothing.
+func (e *Engine) Refresh(ctx context.Context, user string) error {
+	u, err := e.existingUser(user)
+	if err != nil || u == nil {
+		return err
+	}
+	if err := e.refresh(ctx, u); !errors.Is(err, errGone) {
+		return err
+	}
+	return nil
+}
+
+// ReconcileAll refreshes every active user, a few at a time, and returns
+// their errors joined.
+func (e *Engine) ReconcileAll(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		return errClosed
+	}
+	ids := make([]string, 0, len(e.users))
+	for id := range e.users {
+		ids = append(ids, id)
+	}
+	e.mu.Unlock()
+	slices.Sort(ids)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, 8)
+	)
+	for _, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := e.Refresh(ctx, id); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("refreshing %q: %w", id, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Retire withdraws one server from an active user's catalog: its tools
+// are unpublished at once and its connection drains (running calls finish,
+// new ones get the disabled result). The next refresh plans the user's set
+// afresh and may bring it back.
+func (e *Engine) Retire(ctx context.Context, user, server string) error {
+	u, err := e.existingUser(user)
+	if err != nil || u == nil {
+		return err
+	}
+	if err := u.lock.lock(ctx); err != nil {
+		return err
+	}
+	defer u.lock.unlock()
+	u.mu.Lock()
+	if u.gone {
+		u.mu.Unlock()
+		return nil
+	}
+	var toClose []*conn
+	if c := u.conns[server]; c != nil {
+		toClose = u.retireLocked(c)
+		u.disabled[server] = true
+	}
+	if _, ok := u.quarantine[server]; ok {
+		delete(u.quarantine, server)
+		u.disabled[server] = true
+	}
+	tools := u.toolsLocked()
+	u.mu.Unlock()
+	e.closeConns(toClose)
+	e.scheduleRetry(u)
+	return e.publish(ctx, u, tools)
+}
+
+// Deactivate retires every server of the user, publishes an empty tool
+// list and forgets the user once their running calls have finished.
+func (e *Engine) Deactivate(ctx context.Context, user string) error {
+	u, err := e.existingUser(user)
+	if err != nil || u == nil {
+		return err
+	}
+	if err := u.lock.lock(ctx); err != nil {
+		return err
+	}
+	defer u.lock.unlock()
+	u.mu.Lock()
+	if u.gone {
+		u.mu.Unlock()
+		return nil
+	}
+	u.gone = true
+	var toClose []*conn
+	for _, c := range u.conns {
+		toClose = append(toClose, u.retireLocked(c)...)
+	}
+	clear(u.quarantine)
+	clear(u.disabled)
+	u.problems = nil
+	e.stopRetryLocked(u)
+	u.mu.Unlock()
+	e.mu.Lock()
+	if e.users[user] == u {
+		delete(e.users, user)
+		if len(e.users) == 0 {
+			e.users = make(map[string]*userState) // maps never shrink: let the old one go
+		}
+	}
+	e.mu.Unlock()
+	e.closeConns(toClose)
+	return e.publish(ctx, u, nil)
+}
+
+// connectResult is the outcome of connecting one server.
+type connectResult struct {
+	decl      ServerDecl
+	c         *conn
+	reason    string // why it failed, for the user
+	cancelled bool   // it failed because the refresh was cancelled
+}
+
+// refresh brings u's connections in line with its plan and publishes.
+func (e *Engine) refresh(ctx context.Context, u *user) error {
+	if err := u.lock.lock(ctx); err != nil {
+		return err
+	}
+	defer u.lock.unlock()
+	if e.ctx.Err() != nil {
+		return errClosed
+	}
+	u.mu.Lock()
+	gone := u.gone
+	u.mu.Unlock()
+	if gone {
+		return errGone
+	}
+
+	plan, err := e.planner.Plan(ctx, u.id)
+	if err != nil {
+		return fmt.Errorf("planning the servers of %q: %w", u.id, err)
+	}
+	desired, order, problems := validatePlan(plan)
+
+	now := time.Now()
+	var (
+		toClose   []*conn
+		toConnect []ServerDecl
+	)
+	u.mu.Lock()
+	for name, c := range u.conns {
+		if d, ok := desired[name]; !ok || d.Fingerprint != c.fingerprint {
+			toClose = append(toClose, u.retireLocked(c)...)
+			u.disabled[name] = true
+		}
+	}
+	for name := range u.quarantine {
+		if _, ok := desired[name]; !ok {
+			delete(u.quarantine, name)
+			u.disabled[name] = true
+		}
+	}
+	for _, name := range order {
+		d := desired[name]
+		if c := u.conns[name]; c != nil {
+			c.decl = d // same connection; policy and timeout may have changed
+			c.rebuildLocked()
+			continue
+		}
+		if c := u.revivableLocked(name, d.Fingerprint); c != nil {
+			delete(u.retiring, c)
+			c.state = stateActive
+			c.decl = d
+			c.rebuildLocked()
+			u.conns[name] = c
+			delete(u.disabled, name)
+			e.log.Info("catalog: revived", "user", u.id, "server", name)
+			continue
+		}
+		if q := u.quarantine[name]; q != nil && q.fingerprint == d.Fingerprint && now.Before(q.next) {
+			continue // still waiting for its retry
+		}
+		toConnect = append(toConnect, d)
+	}
+	u.problems = problems
+	u.mu.Unlock()
+	e.closeConns(toClose)
+
+	results := e.connectAll(ctx, u, toConnect)
+
+	closing := e.ctx.Err() != nil
+	var fresh, late []*conn
+	u.mu.Lock()
+	for _, r := range results {
+		name := r.decl.Name
+		switch {
+		case r.c != nil && !closing && r.c.state == stateActive:
+			u.conns[name] = r.c
+			delete(u.quarantine, name)
+			delete(u.disabled, name)
+			fresh = append(fresh, r.c)
+		case r.c != nil:
+			// The engine is closing (and may have closed it already).
+			if r.c.state != stateClosing {
+				r.c.state = stateClosing
+				late = append(late, r.c)
+			}
+		case r.cancelled:
+			if !closing {
+				// Not the server's fault: try again soon, without counting
+				// a failure.
+				q := u.quarantine[name]
+				if q == nil || q.fingerprint != r.decl.Fingerprint {
+					q = &quarantine{fingerprint: r.decl.Fingerprint}
+					u.quarantine[name] = q
+				}
+				q.reason = "connecting was interrupted; it will be tried again"
+				q.next = time.Now().Add(e.opts.Backoff.Min)
+			}
+		default:
+			q := u.quarantine[name]
+			if q == nil || q.fingerprint != r.decl.Fingerprint {
+				q = &quarantine{fingerprint: r.decl.Fingerprint}
+				u.quarantine[name] = q
+			}
+			q.failures++
+			q.reason = r.reason
+			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
+			e.log.Warn("catalog: server quarantined", "user", u.id, "server", name,
+				"reason", r.reason, "failures", q.failures, "retry", q.next)
+		}
+	}
+	tools := u.toolsLocked()
+	u.mu.Unlock()
+	e.closeConns(late)
+	for _, c := range fresh {
+		e.startConn(c)
+	}
+	e.scheduleRetry(u)
+	if closing {
+		return errClosed
+	}
+	return e.publish(ctx, u, tools)
+}
+
+// validatePlan indexes the plan's servers by name, turning bad or doubled
+// names into problems.
+func validatePlan(p Plan) (map[string]ServerDecl, []string, []Problem) {
+	desired := make(map[string]ServerDecl, len(p.Servers))
+	order := make([]string, 0, len(p.Servers))
+	problems := slices.Clone(p.Problems)
+	for _, d := range p.Servers {
+		switch {
+		case d.Name == "" || strings.Contains(d.Name, "/"):
+			problems = append(problems, Problem{Server: d.Name, Reason: "the server name is empty or contains \"/\""})
+		case hasKey(desired, d.Name):
+			problems = append(problems, Problem{Server: d.Name, Reason: "the server is declared twice; the first declaration is used"})
+		default:
+			desired[d.Name] = d
+			order = append(order, d.Name)
+		}
+	}
+	return desired, order, problems
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// connectAll connects the servers in parallel and returns when every
+// attempt has ended.
+func (e *Engine) connectAll(ctx context.Context, u *user, decls []ServerDecl) []connectResult {
+	results := make([]connectResult, len(decls))
+	if len(decls) == 0 {
+		return results
+	}
+	sem := make(chan struct{}, e.opts.MaxParallelConnects)
+	var wg sync.WaitGroup
+	for i, d := range decls {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = e.connect(ctx, u, d)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// connect makes one connection and lists its tools.
+func (e *Engine) connect(ctx context.Context, u *user, d ServerDecl) connectResult {
+	c := &conn{e: e, u: u, name: d.Name, fingerprint: d.Fingerprint, decl: d,
+		stop: make(chan struct{}), closed: make(chan struct{})}
+	cctx, cancel := context.WithTimeout(ctx, e.opts.ConnectTimeout)
+	defer cancel()
+	stop := context.AfterFunc(e.ctx, cancel)
+	defer stop()
+	fail := func(what string, err error) connectResult {
+		r := connectResult{decl: d}
+		switch {
+		case ctx.Err() != nil || e.ctx.Err() != nil:
+			r.cancelled = true
+		case errors.Is(cctx.Err(), context.DeadlineExceeded):
+			r.reason = fmt.Sprintf("%s timed out after %v", what, e.opts.ConnectTimeout)
+		default:
+			r.reason = fmt.Sprintf("%s failed: %v", what, err)
+		}
+		return r
+	}
+	cn, err := e.connector.Connect(cctx, u.id, d, c.toolsChanged)
+	if err != nil {
+		return fail("connecting", err)
+	}
+	if cn == nil {
+		return connectResult{decl: d, reason: "connecting failed: the connector returned no connection"}
+	}
+	infos, err := cn.ListTools(cctx)
+	if err != nil {
+		_ = cn.Close()
+		return fail("listing its tools", err)
+	}
+	c.c = cn
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		_ = cn.Close()
+		return connectResult{decl: d, cancelled: true}
+	}
+	e.live[c] = struct{}{}
+	e.mu.Unlock()
+	c.tools = infos
+	c.rebuildLocked() // c is not shared yet
+	return connectResult{decl: d, c: c}
+}
+
+// startConn starts watching a registered connection and runs a re-list
+// that was asked for while it was being made.
+func (e *Engine) startConn(c *conn) {
+	if !e.spawn(c.watch) {
+		return
+	}
+	c.rmu.Lock()
+	c.registered = true
+	pending := c.pending
+	c.pending = false
+	c.rmu.Unlock()
+	if pending {
+		c.toolsChanged()
+	}
+}
+
+// watch waits for the connection to die or be closed by the engine.
+func (c *conn) watch() {
+	select {
+	case <-c.c.Done():
+		c.e.connDied(c)
+	case <-c.stop:
+	}
+}
+
+// connDied handles a connection that ended on its own: it is quarantined
+// for its user and retried with backoff.
+func (e *Engine) connDied(c *conn) {
+	u := c.u
+	if err := u.lock.lock(e.ctx); err != nil {
+		return // Close takes over
+	}
+	defer u.lock.unlock()
+	reason := "the connection ended"
+	if err := c.c.Err(); err != nil {
+		reason = "the connection ended: " + err.Error()
+	}
+	var toClose []*conn
+	u.mu.Lock()
+	c.dead = true
+	switch c.state {
+	case stateClosing:
+		u.mu.Unlock()
+		return
+	case stateActive:
+		toClose = u.retireLocked(c)
+		if !u.gone {
+			q := u.quarantine[c.name]
+			if q == nil || q.fingerprint != c.fingerprint {
+				q = &quarantine{fingerprint: c.fingerprint}
+				u.quarantine[c.name] = q
+			}
+			q.failures++
+			q.reason = reason
+			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
+			delete(u.disabled, c.name)
+			e.log.Warn("catalog: connection died; server quarantined", "user", u.id, "server", c.name,
+				"reason", reason, "retry", q.next)
+		}
+	case stateRetiring:
+		// Running calls fail on their own; the last one closes it.
+	}
+	gone := u.gone
+	tools := u.toolsLocked()
+	u.mu.Unlock()
+	e.closeConns(toClose)
+	if gone {
+		return
+	}
+	e.scheduleRetry(u)
+	_ = e.publish(e.ctx, u, tools)
+}
+
+// retireLocked takes c out of service. It returns c when c must be closed
+// now (no call is running); otherwise the last running call closes it.
+// u.mu must be held.
+func (u *user) retireLocked(c *conn) []*conn {
+	if c.state != stateActive {
+		return nil
+	}
+	if u.conns[c.name] == c {
+		delete(u.conns, c.name)
+	}
+	if c.inflight == 0 {
+		c.state = stateClosing
+		return []*conn{c}
+	}
+	c.state = stateRetiring
+	u.retiring[c] = struct{}{}
+	return nil
+}
+
+// revivableLocked returns a draining connection to name with the given
+// fingerprint, if one is left. u.mu must be held.
+func (u *user) revivableLocked(name, fingerprint string) *conn {
+	for c := range u.retiring {
+		if c.name == name && c.fingerprint == fingerprint && c.state == stateRetiring && !c.dead {
+			return c
+		}
+	}
+	return nil
+}
+
+// closeConns closes connections on engine-owned goroutines.
+func (e *Engine) closeConns(cs []*conn) {
+	for _, c := range cs {
+		if !e.spawn(c.close) {
+			c.close()
+		}
+	}
+}
+
+// close closes the connection; it runs once per conn, after its state
+// became stateClosing.
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		if err := c.c.Close(); err != nil {
+			c.e.log.Debug("catalog: closing a connection", "user", c.u.id, "server", c.name, "error", err)
+		}
+		c.e.mu.Lock()
+		delete(c.e.live, c)
+		if len(c.e.live) == 0 {
+			c.e.live = map[*conn]struct{}{} // maps never shrink: let the old one go
+		}
+		c.e.mu.Unlock()
+		close(c.closed)
+	})
+}
+
+// toolsLocked builds the user's whole tool list, servers in name order.
+// u.mu must be held.
+func (u *user) toolsLocked() []ext.Tool {
+	names := make([]string, 0, len(u.conns))
+	n := 0
+	for name, c := range u.conns {
+		names = append(names, name)
+		n += len(c.built)
+	}
+	slices.Sort(names)
+	tools := make([]ext.Tool, 0, n)
+	for _, name := range names {
+		tools = append(tools, u.conns[name].built...)
+	}
+	return tools
+}
+
+// publish publishes the user's tools. A publish that started is not cut
+// short by the caller giving up: the host must see the set the engine
+// acts on.
+func (e *Engine) publish(ctx context.Context, u *user, tools []ext.Tool) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.ConnectTimeout)
+	defer cancel()
+	if err := e.pub.Publish(pctx, u.id, tools); err != nil {
+		e.log.Warn("catalog: publishing tools failed", "user", u.id, "error", err)
+		return fmt.Errorf("publishing the tools of %q: %w", u.id, err)
+	}
+	return nil
+}
+
+// rebuildLocked recomputes c's registered tools from its list and policy.
+// u.mu must be held (or c not yet shared).
+func (c *conn) rebuildLocked() {
+	c.index = make(map[string]struct{}, len(c.tools))
+	built := make([]ext.Tool, 0, len(c.tools))
+	seen := make(map[string]bool, len(c.tools))
+	for _, t := range c.tools {
+		if t.Name == "" || seen[t.Name] {
+			continue
+		}
+		seen[t.Name] = true
+		exp, hidden := c.decl.Tools.Resolve(t.Name)
+		if hidden {
+			continue
+		}
+		c.index[t.Name] = struct{}{}
+		desc := t.Description
+		if strings.TrimSpace(desc) == "" {
+			desc = fmt.Sprintf("MCP tool %s on server %s.", t.Name, c.name)
+		}
+		built = append(built, ext.Tool{
+			Name:         c.name + "/" + t.Name,
+			Title:        t.Title,
+			Description:  desc,
+			InputSchema:  schemaOrDefault(t.InputSchema),
+			OutputSchema: nonNull(t.OutputSchema),
+			Annotations:  nonNull(t.Annotations),
+			Exposure:     exp,
+		})
+	}
+	c.built = built
+}
+
+var defaultSchema = json.RawMessage(`{"type":"object"}`)
+
+func schemaOrDefault(s json.RawMessage) json.RawMessage {
+	if s = nonNull(s); s == nil {
+		return defaultSchema
+	}
+	return s
+}
+
+// nonNull returns nil for an empty or JSON null document.
+func nonNull(s json.RawMessage) json.RawMessage {
+	t := strings.TrimSpace(string(s))
+	if t == "" || t == "null" {
+		return nil
+	}
+	return s
+}
+
+// scheduleRetry arms u's retry timer for its earliest quarantined server.
+func (e *Engine) scheduleRetry(u *user) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	e.stopRetryLocked(u)
+	if u.gone || e.ctx.Err() != nil {
+		return
+	}
+	var next time.Time
+	for _, q := range u.quarantine {
+		if next.IsZero() || q.next.Before(next) {
+			next = q.next
+		}
+	}
+	if next.IsZero() {
+		return
+	}
+	e.mu.Lock()
+	if e.noSpawn {
+		e.mu.Unlock()
+		return
+	}
+	e.wg.Add(1) // released by the timer's function, or by a Stop that wins
+	e.mu.Unlock()
+	u.retry = time.AfterFunc(max(time.Until(next), 0), func() {
+		defer e.wg.Done()
+		if err := e.refresh(e.ctx, u); err != nil && !errors.Is(err, errGone) && e.ctx.Err() == nil {
+			e.log.Warn("catalog: retry refresh failed", "user", u.id, "error", err)
+		}
+	})
+}
+
+// stopRetryLocked disarms u's retry timer. u.mu must be held.
+func (e *Engine) stopRetryLocked(u *user) {
+	if u.retry != nil {
+		if u.retry.Stop() {
+			e.wg.Done()
+		}
+		u.retry = nil
+	}
+}
+
+// toolsChanged is the connection's onToolsChanged: it re-lists the server
+// and republishes, with at most one re-list running and one queued.
+func (c *conn) toolsChanged() {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if !c.registered || c.relisting {
+		c.pending = true
+		return
+	}
+	c.relisting = true
+	if !c.e.spawn(c.relistLoop) {
+		c.relisting = false
+	}
+}
+
+// relistLoop re-lists until no change is pending.
+func (c *conn) relistLoop() {
+	e := c.e
+	for {
+		c.rmu.Lock()
+		last := c.lastRelist
+		c.rmu.Unlock()
+		if wait := time.Until(last.Add(e.opts.RelistInterval)); !last.IsZero() && wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-c.stop:
+			case <-e.ctx.Done():
+			}
+			t.Stop()
+		}
+		if e.ctx.Err() == nil && !isClosed(c.stop) {
+			c.relist()
+		}
+		c.rmu.Lock()
+		c.lastRelist = time.Now()
+		if !c.pending || e.ctx.Err() != nil || isClosed(c.stop) {
+			c.relisting = false
+			c.pending = false
+			c.rmu.Unlock()
+			return
+		}
+		c.pending = false
+		c.rmu.Unlock()
+	}
+}
+
+// relist lists c's tools and, if c is still the user's connection to its
+// server, republishes the user's tools.
+func (c *conn) relist() {
+	e, u := c.e, c.u
+	ctx, cancel := context.WithTimeout(e.ctx, e.opts.ConnectTimeout)
+	defer cancel()
+	infos, err := c.c.ListTools(ctx)
+	if err != nil {
+		// A dead connection is handled by its watcher; otherwise keep the
+		// last list.
+		e.log.Warn("catalog: re-listing tools failed", "user", u.id, "server", c.name, "error", err)
+		return
+	}
+	if err := u.lock.lock(e.ctx); err != nil {
+		return
+	}
+	defer u.lock.unlock()
+	u.mu.Lock()
+	c.tools = infos
+	c.rebuildLocked()
+	current := c.state == stateActive && u.conns[c.name] == c && !u.gone
+	tools := u.toolsLocked()
+	u.mu.Unlock()
+	if current {
+		_ = e.publish(e.ctx, u, tools)
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// disabledResult is the result of a call to a retired server.
+func disabledResult(server string) *ext.CallToolResult {
+	return ext.ErrorResult("MCP server %q is disabled", server)
+}
+
+// Call calls a tool by its full name, "server/tool", for user. The name is
+// split at its first "/": server names never contain one, tool names may.
+//
+// An empty user is refused before anything else. An unknown tool is
+// [ext.ErrNotFound]. A retired server answers the error result
+// `MCP server "S" is disabled`; a quarantined one an error result with its
+// reason; a call that outlives the server's timeout an error result naming
+// the server and the timeout. An error return means the call itself broke
+// (ctx ended, the engine is closed).
+func (e *Engine) Call(ctx context.Context, user, fullName string, args json.RawMessage) (*ext.CallToolResult, error) {
+	if user == "" {
+		return nil, fmt.Errorf("calling %q: caller not identified: %w", fullName, ext.ErrPermission)
+	}
+	server, tool, ok := strings.Cut(fullName, "/")
+	if !ok || server == "" || tool == "" {
+		return nil, fmt.Errorf("tool %q: %w", fullName, ext.ErrNotFound)
+	}
+	u, err := e.existingUser(user)
+	if err != nil {
+		return nil, err
+	}
+	if u == nil {
+		return nil, fmt.Errorf("tool %q: %w", fullName, ext.ErrNotFound)
+	}
+	u.mu.Lock()
+	c := u.conns[server]
+	if c == nil {
+		disabled := u.disabled[server]
+		q := u.quarantine[server]
+		u.mu.Unlock()
+		switch {
+		case q != nil:
+			return ext.ErrorResult("MCP server %q is unavailable: %s", server, q.reason), nil
+		case disabled:
+			return disabledResult(server), nil
+		}
+		return nil, fmt.Errorf("tool %q: %w", fullName, ext.ErrNotFound)
+	}
+	if _, ok := c.index[tool]; !ok {
+		u.mu.Unlock()
+		return nil, fmt.Errorf("tool %q: %w", fullName, ext.ErrNotFound)
+	}
+	c.inflight++
+	timeout := c.decl.Timeout
+	if timeout <= 0 {
+		timeout = e.opts.DefaultCallTimeout
+	}
+	u.mu.Unlock()
+	defer e.release(c)
+
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := c.c.CallTool(cctx, user, tool, args)
+	switch {
+	case err == nil && res != nil:
+		return res, nil
+	case err == nil:
+		return ext.ErrorResult("MCP server %q returned no result for tool %q", server, tool), nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("calling %q: %w", fullName, ctx.Err())
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+		return ext.ErrorResult("MCP server %q did not answer tool %q within %v", server, tool, timeout), nil
+	}
+	return ext.ErrorResult("MCP server %q failed to run tool %q: %v", server, tool, err), nil
+}
+
+// release ends a call on c; the last call on a retired connection closes
+// it.
+func (e *Engine) release(c *conn) {
+	u := c.u
+	u.mu.Lock()
+	c.inflight--
+	closeNow := c.state == stateRetiring && c.inflight == 0
+	if closeNow {
+		c.state = stateClosing
+		delete(u.retiring, c)
+	}
+	u.mu.Unlock()
+	if closeNow {
+		e.closeConns([]*conn{c})
+	}
+}
+
+// Status reports on one user's servers, or on every active user's when
+// user is empty: connected, retiring (draining), quarantined (with the
+// reason and the next retry) and left out (with the reason).
+func (e *Engine) Status(userID string) []ext.StatusEntry {
+	e.mu.Lock()
+	var users []*user
+	if userID != "" {
+		if u := e.users[userID]; u != nil {
+			users = append(users, u)
+		}
+	} else {
+		for _, u := range e.users {
+			users = append(users, u)
+		}
+	}
+	e.mu.Unlock()
+	var out []ext.StatusEntry
+	for _, u := range users {
+		u.mu.Lock()
+		for name, c := range u.conns {
+			out = append(out, ext.StatusEntry{User: u.id, Name: name, State: "connected", Tools: len(c.built)})
+		}
+		for c := range u.retiring {
+			out = append(out, ext.StatusEntry{User: u.id, Name: c.name, State: "retiring",
+				Detail: fmt.Sprintf("draining %d running call(s)", c.inflight)})
+		}
+		for name, q := range u.quarantine {
+			out = append(out, ext.StatusEntry{User: u.id, Name: name, State: "quarantined", Reason: q.reason,
+				NextRetry: q.next, Detail: fmt.Sprintf("failed %d time(s)", q.failures)})
+		}
+		for _, p := range u.problems {
+			out = append(out, ext.StatusEntry{User: u.id, Name: p.Server, State: "error", Reason: p.Reason})
+		}
+		u.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b ext.StatusEntry) int {
+		if c := strings.Compare(a.User, b.User); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.State, b.State)
+	})
+	return out
+}
+
+// Close stops the engine: it refuses new work, cancels connects and
+// retries, lets running calls finish until ctx ends, closes every
+// connection and joins every goroutine it started. It is idempotent; every
+// call returns once the first has finished.
+func (e *Engine) Close(ctx context.Context) error {
+	e.closeOnce.Do(func() { e.closeErr = e.close(ctx) })
+	return e.closeErr
+}
+
+func (e *Engine) close(ctx context.Context) error {
+	e.mu.Lock()
+	e.closing = true
+	users := make([]*user, 0, len(e.users))
+	for _, u := range e.users {
+		users = append(users, u)
+	}
+	e.mu.Unlock()
+	e.cancel()
+
+	for _, u := range users {
+		locked := u.lock.lock(ctx) == nil
+		var toClose []*conn
+		u.mu.Lock()
+		e.stopRetryLocked(u)
+		for _, c := range u.conns {
+			toClose = append(toClose, u.retireLocked(c)...)
+		}
+		u.mu.Unlock()
+		if locked {
+			u.lock.unlock()
+		}
+		e.closeConns(toClose)
+	}
+
+	// Drain: running calls finish and close their connections.
+	var forced error
+	for {
+		e.mu.Lock()
+		var c *conn
+		for x := range e.live {
+			c = x
+			break
+		}
+		e.mu.Unlock()
+		if c == nil {
+			break
+		}
+		select {
+		case <-c.closed:
+			continue
+		case <-ctx.Done():
+		}
+		// Out of time: close what is left, running calls or not.
+		forced = fmt.Errorf("catalog: closing: calls still running when %w; their connections were closed", ctx.Err())
+		e.mu.Lock()
+		rest := make([]*conn, 0, len(e.live))
+		for x := range e.live {
+			rest = append(rest, x)
+		}
+		e.mu.Unlock()
+		var toClose []*conn
+		for _, x := range rest {
+			x.u.mu.Lock()
+			if x.state != stateClosing {
+				if x.u.conns[x.name] == x {
+					delete(x.u.conns, x.name)
+				}
+				delete(x.u.retiring, x)
+				x.state = stateClosing
+				toClose = append(toClose, x)
+			}
+			x.u.mu.Unlock()
+		}
+		e.closeConns(toClose)
+		for _, x := range rest {
+			<-x.closed
+		}
+		break
+	}
+
+	e.mu.Lock()
+	e.noSpawn = true
+	e.mu.Unlock()
+	e.wg.Wait()
+	return forced
+}

@@ -1,0 +1,223 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The user-servers policies: which of their own servers users may add.
+const (
+	// UserServersNone allows none (the default).
+	UserServersNone = "none"
+	// UserServersURL allows remote (url) servers.
+	UserServersURL = "url"
+	// UserServersAll allows remote and stdio (command) servers.
+	UserServersAll = "all"
+)
+
+// UserServerPrefix prefixes the names of a user's own servers, keeping
+// them apart from the operator's.
+const UserServerPrefix = "u_"
+
+// UserServersProblem is the [Problem.Server] of a problem with the user's
+// whole list of their own servers.
+const UserServersProblem = "Your MCP servers"
+
+// SettingsPlanner is the [Planner] of DESIGN.md §4: it computes a user's
+// active set from the operator's declarations, the user's switches and the
+// user's own servers. Its fields are set once, before first use; Plan is
+// safe for concurrent use when the functions it calls are.
+type SettingsPlanner struct {
+	// Servers are the operator's declarations.
+	Servers []ServerDecl
+	// UserServers is the policy for the user's own servers:
+	// UserServersNone, UserServersURL or UserServersAll; any other value
+	// counts as UserServersNone.
+	UserServers string
+	// Toggles reads the user's switches: a JSON object of server name to
+	// boolean. An empty document means no switch was ever set.
+	Toggles func(ctx context.Context, user string) (json.RawMessage, error)
+	// OwnServers reads the user's own servers as the raw JSON they wrote;
+	// it is not called under UserServersNone. An empty document, "null"
+	// and "{}" mean none.
+	OwnServers func(ctx context.Context, user string) (json.RawMessage, error)
+	// ParseOwnServers validates the user's JSON (with the same validator as
+	// the operator's file) and returns the declarations under their own
+	// names, without the prefix. An error is shown to the user as is.
+	ParseOwnServers func(raw json.RawMessage) ([]ServerDecl, error)
+	// CredentialID, when set, returns an identity of the credential user
+	// would use on s (for instance a keyed hash of a token; never the
+	// secret). It is appended to the server's fingerprint, so that a new
+	// credential makes a new connection.
+	CredentialID func(ctx context.Context, user string, s ServerDecl) (string, error)
+}
+
+var _ Planner = (*SettingsPlanner)(nil)
+
+// Plan implements [Planner]:
+//
+//   - an operator server takes part when it is enabled and, for a shared
+//     server, the user is on its allowlist;
+//   - it is then on unless the user switched it off; a switch never set
+//     means on, except for an opt-in server; a switch that is not a
+//     boolean leaves that server out, with the reason;
+//   - the user's own servers take part when the policy allows their kind
+//     (url: remote only; all: stdio too), named "u_<name>", always with the
+//     user's credentials; a list that does not parse is left out as a
+//     whole, with the reason, and never affects the operator's servers.
+//
+// Switches that cannot be read leave every operator server out (a user's
+// "off" is never overridden by a default); an error reading them is
+// returned, failing the refresh.
+func (p *SettingsPlanner) Plan(ctx context.Context, user string) (Plan, error) {
+	var plan Plan
+	toggles, problem, err := p.readToggles(ctx, user)
+	if err != nil {
+		return Plan{}, err
+	}
+	for _, s := range p.Servers {
+		if !s.Enabled {
+			continue
+		}
+		if s.Credentials == CredentialsShared && !slices.Contains(s.Users, user) {
+			continue // not offered: say nothing about it
+		}
+		if problem != "" {
+			plan.Problems = append(plan.Problems, Problem{Server: s.Name, Reason: problem})
+			continue
+		}
+		on, reason := toggleState(toggles, s)
+		if reason != "" {
+			plan.Problems = append(plan.Problems, Problem{Server: s.Name, Reason: reason})
+			continue
+		}
+		if on {
+			plan.Servers = append(plan.Servers, s)
+		}
+	}
+	own, problems, err := p.ownServers(ctx, user)
+	if err != nil {
+		return Plan{}, err
+	}
+	plan.Problems = append(plan.Problems, problems...)
+	taken := make(map[string]bool, len(plan.Servers))
+	for _, s := range p.Servers {
+		taken[s.Name] = true
+	}
+	for _, s := range own {
+		if taken[s.Name] {
+			plan.Problems = append(plan.Problems, Problem{Server: s.Name,
+				Reason: "the operator already declares a server of that name; rename yours"})
+			continue
+		}
+		taken[s.Name] = true
+		plan.Servers = append(plan.Servers, s)
+	}
+	if p.CredentialID != nil {
+		for i, s := range plan.Servers {
+			id, err := p.CredentialID(ctx, user, s)
+			if err != nil {
+				return Plan{}, fmt.Errorf("reading the credential of %q for server %q: %w", user, s.Name, err)
+			}
+			plan.Servers[i].Fingerprint = s.Fingerprint + "\x00" + id
+		}
+	}
+	return plan, nil
+}
+
+// readToggles returns the user's switches, or a problem that leaves every
+// operator server out.
+func (p *SettingsPlanner) readToggles(ctx context.Context, user string) (map[string]json.RawMessage, string, error) {
+	if p.Toggles == nil {
+		return nil, "", nil
+	}
+	raw, err := p.Toggles(ctx, user)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the server switches of %q: %w", user, err)
+	}
+	if isEmptyDoc(raw) {
+		return nil, "", nil
+	}
+	var toggles map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &toggles); err != nil {
+		return nil, "your server switches are not a JSON object, so no server is used until they are saved again", nil
+	}
+	return toggles, "", nil
+}
+
+// toggleState says whether s is on for a user with these switches, or why
+// it is left out.
+func toggleState(toggles map[string]json.RawMessage, s ServerDecl) (on bool, reason string) {
+	def := s.Availability != AvailabilityOptIn
+	raw, ok := toggles[s.Name]
+	if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return def, ""
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, fmt.Sprintf("the switch for %q is %s, not true or false", s.Name, clip(string(raw), 40))
+	}
+	return b, ""
+}
+
+// ownServers returns the user's own servers the policy allows, renamed,
+// and the problems with them.
+func (p *SettingsPlanner) ownServers(ctx context.Context, user string) ([]ServerDecl, []Problem, error) {
+	policy := p.UserServers
+	if (policy != UserServersURL && policy != UserServersAll) || p.OwnServers == nil {
+		return nil, nil, nil
+	}
+	raw, err := p.OwnServers(ctx, user)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the own servers of %q: %w", user, err)
+	}
+	if isEmptyDoc(raw) || bytes.Equal(bytes.TrimSpace(raw), []byte("{}")) {
+		return nil, nil, nil
+	}
+	if p.ParseOwnServers == nil {
+		return nil, []Problem{{Server: UserServersProblem, Reason: "your MCP servers cannot be checked, so none is used"}}, nil
+	}
+	decls, err := p.ParseOwnServers(raw)
+	if err != nil {
+		return nil, []Problem{{Server: UserServersProblem, Reason: "none of your MCP servers is used until this is fixed: " + err.Error()}}, nil
+	}
+	var (
+		out      []ServerDecl
+		problems []Problem
+	)
+	for _, s := range decls {
+		name := UserServerPrefix + s.Name
+		if !s.Enabled {
+			continue
+		}
+		if !s.Remote && policy != UserServersAll {
+			problems = append(problems, Problem{Server: name,
+				Reason: "the operator allows only remote (url) servers of your own; this one runs a command"})
+			continue
+		}
+		s.Name = name
+		s.Credentials = CredentialsUser
+		s.Availability = AvailabilityDefault
+		s.Users = nil
+		out = append(out, s)
+	}
+	return out, problems, nil
+}
+
+func isEmptyDoc(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || bytes.Equal(t, []byte("null"))
+}
+
+// clip shortens s for a message.
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
