@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"reflect"
 	"regexp"
 	"slices"
@@ -130,6 +131,7 @@ func checkNestedDefaults(s *gjs.Schema, path string, depth int) error {
 type Schema struct {
 	schema   *gjs.Schema
 	resolved *gjs.Resolved
+	rootJSON any // the schema as decoded JSON, for inlining references
 }
 
 // CompileSchema parses and checks a JSON Schema (draft 2020-12 or
@@ -152,7 +154,11 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, invalidf("resolving schema: %v", err)
 	}
-	return &Schema{schema: &s, resolved: rs}, nil
+	var rootJSON any
+	if err := json.Unmarshal(raw, &rootJSON); err != nil {
+		return nil, invalidf("decoding schema: %v", err)
+	}
+	return &Schema{schema: &s, resolved: rs, rootJSON: rootJSON}, nil
 }
 
 var jsonTypes = map[string]bool{"null": true, "boolean": true, "object": true, "array": true, "number": true, "integer": true, "string": true}
@@ -164,18 +170,11 @@ func checkTypes(s *gjs.Schema, path string) error {
 	walkSchema(s, path, func(s *gjs.Schema, path string) {
 		for _, t := range append([]string{s.Type}, s.Types...) {
 			if t != "" && !jsonTypes[t] && err == nil {
-				err = invalidf("schema %s: unknown type %q", cmpPath(path), t)
+				err = invalidf("unknown type %q at #%s", t, path)
 			}
 		}
 	})
 	return err
-}
-
-func cmpPath(p string) string {
-	if p == "" {
-		return "root"
-	}
-	return p
 }
 
 // walkSchema calls fn on s and every subschema, with its JSON Pointer.
@@ -237,7 +236,13 @@ func (s *Schema) validate(doc any) error {
 	if err == nil {
 		return nil
 	}
-	loc, msg := s.locate(s.schema, s.resolved, doc, "")
+	sch, rs := s.schema, s.resolved
+	if hasRefs(sch) { // start from a copy without references, if possible
+		if ss, srs := s.standalone(sch, doc); srs != nil && srs.Validate(doc) != nil {
+			sch, rs = ss, srs
+		}
+	}
+	loc, msg := s.locate(sch, rs, doc, "")
 	if msg == "" {
 		msg = innermost(err).Error()
 	}
@@ -255,23 +260,23 @@ func (s *Schema) locate(sch *gjs.Schema, rs *gjs.Resolved, v any, path string) (
 	case map[string]any:
 		for _, k := range sortedKeys(v) {
 			for _, sub := range propertySchemas(sch, k) {
-				if srs := s.standalone(sub); srs != nil && srs.Validate(v[k]) != nil {
-					return s.locate(sub, srs, v[k], pathJoin(path, k))
+				if ss, srs := s.standalone(sub, v[k]); srs != nil && srs.Validate(v[k]) != nil {
+					return s.locate(ss, srs, v[k], pathJoin(path, k))
 				}
 			}
 		}
 	case []any:
 		for i, item := range v {
 			if sub := itemSchema(sch, i); sub != nil {
-				if srs := s.standalone(sub); srs != nil && srs.Validate(item) != nil {
-					return s.locate(sub, srs, item, fmt.Sprintf("%s[%d]", path, i))
+				if ss, srs := s.standalone(sub, item); srs != nil && srs.Validate(item) != nil {
+					return s.locate(ss, srs, item, fmt.Sprintf("%s[%d]", path, i))
 				}
 			}
 		}
 	}
 	for _, sub := range sch.AllOf {
-		if srs := s.standalone(sub); srs != nil && srs.Validate(v) != nil {
-			return s.locate(sub, srs, v, path)
+		if ss, srs := s.standalone(sub, v); srs != nil && srs.Validate(v) != nil {
+			return s.locate(ss, srs, v, path)
 		}
 	}
 	return path, leafMessage(sch, rs, v)
@@ -458,26 +463,185 @@ func jsonType(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// standalone resolves sub on its own, or returns nil when it cannot be
-// checked apart from its root (it holds a reference).
-func (s *Schema) standalone(sub *gjs.Schema) *gjs.Resolved {
+// standalone returns sub in a form that can be checked apart from the
+// root, with its resolution: sub itself when it holds no reference, else a
+// copy with its local references inlined. It returns nils when that cannot
+// be done (remote, dynamic or deeply recursive references).
+func (s *Schema) standalone(sub *gjs.Schema, v any) (*gjs.Schema, *gjs.Resolved) {
 	if sub == nil {
-		return nil
+		return nil, nil
 	}
-	hasRef := false
-	walkSchema(sub, "", func(c *gjs.Schema, _ string) {
-		hasRef = hasRef || c.Ref != "" || c.DynamicRef != ""
-	})
-	if hasRef {
-		return nil
+	target := sub
+	if hasRefs(sub) {
+		if target = s.inline(sub, depthOf(v)+inlineSlack); target == nil {
+			return nil, nil
+		}
 	}
-	cp := *sub
+	cp := *target
 	cp.Schema = s.schema.Schema // keep the root's draft
 	rs, err := cp.Resolve(nil)
 	if err != nil {
+		return nil, nil
+	}
+	return &cp, rs
+}
+
+func hasRefs(sch *gjs.Schema) bool {
+	found := false
+	walkSchema(sch, "", func(c *gjs.Schema, _ string) {
+		found = found || c.Ref != "" || c.DynamicRef != ""
+	})
+	return found
+}
+
+// Inlining references would never end on a recursive schema, so it stops
+// after as many nested references as the value is deep, plus
+// inlineSlack for references that do not step into the value; beyond
+// that a reference becomes the schema {}, which accepts anything, and
+// locate stops short of the deepest spot rather than giving up.
+// maxInlineNodes bounds the copy's size.
+const (
+	inlineSlack    = 8
+	maxInlineNodes = 10000
+)
+
+// depthOf is how deeply v nests.
+func depthOf(v any) int {
+	d := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, c := range v {
+			d = max(d, depthOf(c))
+		}
+		return d + 1
+	case []any:
+		for _, c := range v {
+			d = max(d, depthOf(c))
+		}
+		return d + 1
+	}
+	return 0
+}
+
+// inline returns a copy of sub in which every local reference ("#/...")
+// is replaced by an allOf holding a copy of its target, or nil.
+func (s *Schema) inline(sub *gjs.Schema, maxDepth int) *gjs.Schema {
+	b, err := json.Marshal(sub)
+	if err != nil {
 		return nil
 	}
-	return rs
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil
+	}
+	budget := maxInlineNodes
+	out, ok := inlineRefs(doc, s.rootJSON, maxDepth, &budget)
+	if !ok {
+		return nil
+	}
+	if b, err = json.Marshal(out); err != nil {
+		return nil
+	}
+	var res gjs.Schema
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil
+	}
+	return &res
+}
+
+// schemaData are the keywords whose values are data, not schemas.
+var schemaData = map[string]bool{"enum": true, "const": true, "default": true, "examples": true, "required": true}
+
+// inlineRefs copies node with its references inlined, at most depth deep.
+func inlineRefs(node, root any, depth int, budget *int) (any, bool) {
+	if *budget--; *budget < 0 {
+		return nil, false
+	}
+	switch n := node.(type) {
+	case []any:
+		out := make([]any, len(n))
+		for i, c := range n {
+			v, ok := inlineRefs(c, root, depth, budget)
+			if !ok {
+				return nil, false
+			}
+			out[i] = v
+		}
+		return out, true
+	case map[string]any:
+		ref, isRef := n["$ref"].(string)
+		out := make(map[string]any, len(n))
+		for k, c := range n {
+			switch {
+			case k == "$ref" && isRef, k == "$defs", k == "definitions":
+				continue // definitions are reached through the references
+			case k == "$dynamicRef", k == "$id":
+				return nil, false // scoping this package does not follow
+			case schemaData[k]:
+				out[k] = c
+				continue
+			}
+			v, ok := inlineRefs(c, root, depth, budget)
+			if !ok {
+				return nil, false
+			}
+			out[k] = v
+		}
+		if isRef {
+			if !strings.HasPrefix(ref, "#") {
+				return nil, false
+			}
+			if depth <= 0 {
+				return out, true
+			}
+			target, ok := jsonPointer(root, ref[1:])
+			if !ok {
+				return nil, false
+			}
+			t, ok := inlineRefs(target, root, depth-1, budget)
+			if !ok {
+				return nil, false
+			}
+			allOf, _ := out["allOf"].([]any)
+			out["allOf"] = append(slices.Clone(allOf), t)
+		}
+		return out, true
+	}
+	return node, true
+}
+
+// jsonPointer looks up a URI-fragment JSON Pointer ("/a/b~1c") in doc.
+func jsonPointer(doc any, ptr string) (any, bool) {
+	ptr, err := url.PathUnescape(ptr)
+	if err != nil {
+		return nil, false
+	}
+	if ptr == "" {
+		return doc, true
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, false // an anchor
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		switch d := doc.(type) {
+		case map[string]any:
+			v, ok := d[tok]
+			if !ok {
+				return nil, false
+			}
+			doc = v
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(d) {
+				return nil, false
+			}
+			doc = d[i]
+		default:
+			return nil, false
+		}
+	}
+	return doc, true
 }
 
 // innermost returns the last error in err's chain: google/jsonschema-go

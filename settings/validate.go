@@ -217,9 +217,6 @@ func (v *formValidator) form(n *Node, path, label string, level map[string]strin
 		}
 		childLevel = map[string]string{}
 	}
-	if len(n.Children) == 0 {
-		v.addf(label, "form has no children")
-	}
 	for i, c := range n.Children {
 		v.node(c, fmt.Sprintf("%s.children[%d]", path, i), childLevel)
 	}
@@ -237,7 +234,7 @@ func (v *formValidator) defaultValue(n *Node, label string) {
 		return
 	}
 	if msg := checkValue(n, val); msg != "" {
-		v.addf(label, "default %s %s", bytes.TrimSpace(n.Default), msg)
+		v.addf(label, "default %s: %s", bytes.TrimSpace(n.Default), msg)
 	}
 }
 

@@ -255,7 +255,7 @@ func checkValue(n *Node, v any) string {
 				return ""
 			}
 		}
-		return fmt.Sprintf("%q is not one of %s", s, optionList(n.Options))
+		return fmt.Sprintf("must be one of %s (got %q)", optionList(n.Options), s)
 	case NodeNumber:
 		return checkNumber(n, v)
 	default:
