@@ -64,7 +64,7 @@ func TestValidateValues(t *testing.T) {
 			want: `{"advanced":{"retries":2},"code":"abc","dark":true,"enabled":false,"name":"<&é>","notes":"a\nb",` +
 				`"servers":"{\"mcpServers\": {\"x\": {\"command\": \"run\"}}}","size":"m","timeout":30}`,
 		},
-		"nulls are dropped": {values: `{"name":"bob","size":null,"advanced":null}`, want: `{"name":"bob"}`},
+		"nulls are dropped":    {values: `{"name":"bob","size":null,"advanced":null}`, want: `{"name":"bob"}`},
 		"number literals kept": {values: `{"name":"bob","timeout":1e1}`, want: `{"name":"bob","timeout":1e1}`},
 		"empty json editor":    {values: `{"name":"bob","servers":""}`, want: `{"name":"bob","servers":""}`},
 		"empty bound object":   {values: `{"name":"bob","advanced":{}}`, want: `{"advanced":{},"name":"bob"}`},
@@ -221,8 +221,8 @@ func TestSplitSecrets(t *testing.T) {
 			secrets: map[string]*string{"advanced.key": str("k"), "token": str("")},
 		},
 		"unknown fields stay for ValidateValues": {values: `{"x":1}`, plain: `{"x":1}`, secrets: map[string]*string{}},
-		"wrong type": {values: `{"token":1,"advanced":{"key":true}}`, err: "advanced.key: must be a string or null, not a boolean; token: must be a string or null, not a number"},
-		"not an object": {values: `"x"`, err: "values must be a JSON object, not a string"},
+		"wrong type":                             {values: `{"token":1,"advanced":{"key":true}}`, err: "advanced.key: must be a string or null, not a boolean; token: must be a string or null, not a number"},
+		"not an object":                          {values: `"x"`, err: "values must be a JSON object, not a string"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
