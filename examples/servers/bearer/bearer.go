@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// tokenKey is the short public name of a token: the first 12 hex digits
+// of its SHA-256.
+func tokenKey(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:6])
+}
+
+// options configures the handler.
+type options struct {
+	// tokens are the accepted tokens; empty accepts any non-empty token.
+	tokens []string
+	// reveal lets whoami return the token itself (tests only).
+	reveal bool
+	// stateless serves the stateless protocol (2026-07-28) instead of
+	// stateful sessions (2025-11-25).
+	stateless bool
+}
+
+type echoIn struct {
+	Text string `json:"text,omitempty" jsonschema:"the text to send back"`
+}
+
+type whoamiOut struct {
+	User  string `json:"user" jsonschema:"the hash prefix that names the caller's token"`
+	Token string `json:"token,omitempty" jsonschema:"the token itself, only in test mode"`
+}
+
+// newHandler returns the MCP endpoint: a Streamable HTTP handler behind a
+// bearer-token check that answers 401 without a valid token.
+func newHandler(o options) http.Handler {
+	s := mcp.NewServer(&mcp.Implementation{Name: "agenthost-example-bearer", Version: "v0.1.0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Say which bearer token the request carried (by hash)."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, whoamiOut, error) {
+			info := req.Extra.TokenInfo
+			if info == nil {
+				return nil, whoamiOut{}, fmt.Errorf("no token information")
+			}
+			out := whoamiOut{User: info.UserID}
+			if o.reveal {
+				out.Token, _ = info.Extra["token"].(string)
+			}
+			return nil, out, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Send the text back (for benchmarks)."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{Stateless: o.stateless, PropagateRequestCancellation: true})
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		if len(o.tokens) > 0 {
+			ok := false
+			for _, t := range o.tokens {
+				if subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1 {
+					ok = true
+				}
+			}
+			if !ok {
+				return nil, auth.ErrInvalidToken
+			}
+		}
+		info := &auth.TokenInfo{UserID: tokenKey(token), Expiration: time.Now().Add(time.Hour)}
+		if o.reveal {
+			info.Extra = map[string]any{"token": token}
+		}
+		return info, nil
+	}
+	return auth.RequireBearerToken(verify, nil)(h)
+}

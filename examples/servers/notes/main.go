@@ -1,0 +1,40 @@
+// Command notes is an example stdio MCP server: per-user notes kept in
+// memory. agenthost starts one process per user and passes that user's
+// token in MCP_ACCESS_TOKEN; the server keys the notes by a hash of it. It
+// exits when its stdin closes.
+//
+// Tools: add_note, list_notes, slow (sleeps, for drain tests), echo (for
+// benchmarks) and whoami (the token's hash; the token itself with
+// -reveal-token, for canary tests only).
+//
+//	notes [-token T] [-reveal-token]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	token := flag.String("token", "", "the caller's token when MCP_ACCESS_TOKEN is not set (for manual runs)")
+	reveal := flag.Bool("reveal-token", false, "let whoami return the token itself (tests only)")
+	flag.Parse()
+	tok := os.Getenv("MCP_ACCESS_TOKEN")
+	if tok == "" {
+		tok = *token
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Run returns when stdin reaches EOF (the client went away) or ctx ends.
+	if err := newServer(tok, *reveal).Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(os.Stderr, "notes:", err)
+		stop()
+		os.Exit(1)
+	}
+}

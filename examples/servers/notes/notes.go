@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// store keeps notes in memory, keyed by a hash of the caller's token: the
+// token itself is never kept.
+type store struct {
+	mu    sync.Mutex
+	notes map[string][]string
+}
+
+// tokenKey is the short, stable public name of a token: the first 12 hex
+// digits of its SHA-256 ("anonymous" without a token).
+func tokenKey(token string) string {
+	if token == "" {
+		return "anonymous"
+	}
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:6])
+}
+
+type addNoteIn struct {
+	Text string `json:"text" jsonschema:"the note"`
+}
+
+type addNoteOut struct {
+	Count int `json:"count" jsonschema:"how many notes the user has now"`
+}
+
+type listNotesOut struct {
+	Notes []string `json:"notes"`
+}
+
+type slowIn struct {
+	Duration string `json:"duration" jsonschema:"how long to sleep, as a Go duration such as 2s or 150ms"`
+}
+
+type echoIn struct {
+	Text string `json:"text,omitempty" jsonschema:"the text to send back"`
+}
+
+type whoamiOut struct {
+	User  string `json:"user" jsonschema:"the hash prefix that names the caller's token"`
+	Token string `json:"token,omitempty" jsonschema:"the token itself, only in test mode"`
+}
+
+// newServer returns the notes server for a process whose caller holds
+// token. With reveal, whoami returns the token itself (for canary tests
+// only; never in production).
+func newServer(token string, reveal bool) *mcp.Server {
+	st := &store{notes: map[string][]string{}}
+	key := tokenKey(token)
+	s := mcp.NewServer(&mcp.Implementation{Name: "agenthost-example-notes", Version: "v0.1.0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "add_note", Description: "Add a note to your notes."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addNoteIn) (*mcp.CallToolResult, addNoteOut, error) {
+			if in.Text == "" {
+				return nil, addNoteOut{}, fmt.Errorf("the note is empty")
+			}
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			st.notes[key] = append(st.notes[key], in.Text)
+			return nil, addNoteOut{Count: len(st.notes[key])}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "list_notes", Description: "List your notes, oldest first."},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, listNotesOut, error) {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			return nil, listNotesOut{Notes: slices.Clone(st.notes[key])}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Sleep for a while, then answer (for drain and timeout tests)."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
+			d, err := time.ParseDuration(in.Duration)
+			if err != nil || d < 0 {
+				return nil, nil, fmt.Errorf("duration %q is not a Go duration such as 2s", in.Duration)
+			}
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept " + d.String()}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Send the text back (for benchmarks)."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Say which token this server was started with (by hash)."},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, whoamiOut, error) {
+			out := whoamiOut{User: key}
+			if reveal {
+				out.Token = token
+			}
+			return nil, out, nil
+		})
+	return s
+}
