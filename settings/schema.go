@@ -21,9 +21,10 @@ import (
 )
 
 // SchemaFor returns the JSON Schema (draft 2020-12) of v's type, generated
-// with invopop/jsonschema: one self-contained object schema with no $ref,
-// no $id, and additionalProperties false, fit for a [JSONEditor] field and
-// for go-sdk tool schemas.
+// with invopop/jsonschema: one self-contained object schema with no $id,
+// additionalProperties false on objects, and no $ref unless the type is
+// recursive (then the recursive types are $refs into $defs), fit for a
+// [JSONEditor] field and for go-sdk tool schemas.
 //
 // Describe fields with invopop tags (`jsonschema:"title=...,enum=a,enum=b"`,
 // `jsonschema_description:"..."`). Two mistakes are refused with an error
@@ -47,7 +48,8 @@ func schemaForType(t reflect.Type) (_ json.RawMessage, err error) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if err := checkTags(t, t.Name(), map[reflect.Type]bool{}); err != nil {
+	w := &typeWalk{active: map[reflect.Type]bool{}, done: map[reflect.Type]bool{}}
+	if err := w.visit(t, t.Name()); err != nil {
 		return nil, fmt.Errorf("generating schema for %s: %w", t, err)
 	}
 	defer func() {
@@ -57,9 +59,19 @@ func schemaForType(t reflect.Type) (_ json.RawMessage, err error) {
 		}
 	}()
 	r := &jsonschema.Reflector{ExpandedStruct: true, DoNotReference: true, Anonymous: true}
+	if w.recursive {
+		// Inlined, a recursive type would never end: keep its types in
+		// $defs and lift the root's definition to the top (liftRoot).
+		r = &jsonschema.Reflector{Anonymous: true}
+	}
 	raw, err := json.Marshal(r.ReflectFromType(t))
 	if err != nil {
 		return nil, fmt.Errorf("encoding schema for %s: %w", t, err)
+	}
+	if w.recursive {
+		if raw, err = liftRoot(raw); err != nil {
+			return nil, fmt.Errorf("generating schema for %s: %w", t, err)
+		}
 	}
 	s, err := CompileSchema(raw)
 	if err != nil {
@@ -71,20 +83,60 @@ func schemaForType(t reflect.Type) (_ json.RawMessage, err error) {
 	return raw, nil
 }
 
+// liftRoot turns {"$ref":"#/$defs/T","$defs":{...}} into T's definition
+// with the $defs beside it, so that the root is an object schema (go-sdk
+// wants one) while references to T still resolve.
+func liftRoot(raw json.RawMessage) (json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, err
+	}
+	var ref string
+	var defs map[string]json.RawMessage
+	if err := json.Unmarshal(top["$ref"], &ref); err != nil {
+		return nil, fmt.Errorf("the reflected schema has no root $ref: %w", err)
+	}
+	if err := json.Unmarshal(top["$defs"], &defs); err != nil {
+		return nil, fmt.Errorf("the reflected schema has no $defs: %w", err)
+	}
+	def, ok := defs[strings.TrimPrefix(ref, "#/$defs/")]
+	if !ok {
+		return nil, fmt.Errorf("the reflected schema's root $ref %q is not in $defs", ref)
+	}
+	var root map[string]json.RawMessage
+	if err := json.Unmarshal(def, &root); err != nil {
+		return nil, err
+	}
+	root["$schema"], root["$defs"] = top["$schema"], top["$defs"]
+	return json.Marshal(root)
+}
+
 // invopopFlags are the bare (key-less) words invopop understands in a
 // jsonschema tag.
 var invopopFlags = map[string]bool{"required": true, "nullable": true, "-": true, "": true}
 
-// checkTags refuses google-style jsonschema tags (a plain description),
-// which invopop ignores without a word.
-func checkTags(t reflect.Type, path string, seen map[reflect.Type]bool) error {
+// typeWalk visits the struct types reachable from a type, refusing
+// google-style jsonschema tags (a plain description, which invopop ignores
+// without a word) and noting whether the type is recursive (invopop would
+// expand a recursive type without end under DoNotReference).
+type typeWalk struct {
+	active, done map[reflect.Type]bool
+	recursive    bool
+}
+
+func (w *typeWalk) visit(t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct || seen[t] {
+	if t.Kind() != reflect.Struct || w.done[t] {
 		return nil
 	}
-	seen[t] = true
+	if w.active[t] {
+		w.recursive = true
+		return nil
+	}
+	w.active[t] = true
+	defer func() { delete(w.active, t); w.done[t] = true }()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() && !f.Anonymous {
@@ -98,7 +150,7 @@ func checkTags(t reflect.Type, path string, seen map[reflect.Type]bool) error {
 				}
 			}
 		}
-		if err := checkTags(f.Type, fpath, seen); err != nil {
+		if err := w.visit(f.Type, fpath); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package settings_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -208,5 +209,32 @@ func TestSchemaValidateDeepRecursion(t *testing.T) {
 	want := &settings.FieldError{Field: strings.Repeat("kids[0].", 12) + "name", Msg: "must be a string, not an integer"}
 	if diff := cmp.Diff(want, fe); diff != "" {
 		t.Errorf("Validate (-want +got):\n%s", diff)
+	}
+}
+
+type treeNode struct {
+	Name string     `json:"name"`
+	Kids []treeNode `json:"kids,omitempty"`
+}
+
+func TestSchemaForRecursiveType(t *testing.T) {
+	t.Parallel()
+	raw, err := settings.SchemaOf[treeNode]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"$ref"`) {
+		t.Errorf("schema of a recursive type has no $ref: %s", raw)
+	}
+	s, err := settings.CompileSchema(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(json.RawMessage(`{"name":"a","kids":[{"name":"b","kids":[{"name":"c"}]}]}`)); err != nil {
+		t.Errorf("Validate of a good tree: %v", err)
+	}
+	err = s.Validate(json.RawMessage(`{"name":"a","kids":[{"name":"b","kids":[{"nam":"c"}]}]}`))
+	if diff := cmp.Diff(`kids[0].kids[0]: unknown field "nam"`, fmt.Sprint(err)); diff != "" {
+		t.Errorf("Validate of a bad tree (-want +got):\n%s", diff)
 	}
 }

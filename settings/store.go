@@ -68,17 +68,18 @@ func checkKey(ext, user, section string) error {
 // when they are not one JSON object.
 func compactObject(values json.RawMessage) (json.RawMessage, error) {
 	trimmed := bytes.TrimSpace(values)
-	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
-		what := "not valid JSON"
-		if json.Valid(trimmed) {
-			what = "not an object"
-		}
-		return nil, invalidf("values must be a JSON object (%s)", what)
+	if !json.Valid(trimmed) {
+		return nil, invalidf("values are not valid JSON")
+	}
+	if trimmed[0] != '{' {
+		var v any
+		_ = json.Unmarshal(trimmed, &v) // valid, checked above
+		return nil, invalidf("values must be a JSON object, not %s", typeName(v))
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(trimmed))
 	if err := json.Compact(&buf, trimmed); err != nil {
-		return nil, invalidf("values must be a JSON object: %v", err)
+		return nil, invalidf("values are not valid JSON: %v", err)
 	}
 	return buf.Bytes(), nil
 }

@@ -1,5 +1,3 @@
-// Package settingstest is the conformance suite for [settings.Store]
-// implementations.
 package settingstest
 
 import (
