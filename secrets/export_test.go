@@ -17,9 +17,10 @@ func NewKeychainWithFake(opts *KeychainOptions, fake *FakeKeyring) (*Keychain, e
 // (go-keyring's MockInit is not safe for concurrent use).
 type FakeKeyring struct {
 	// Hook, when set, runs before every call with the operation ("get",
-	// "set", "delete") and the account; a non-nil error fails the call. It
-	// may block or panic to simulate a hung or misbehaving keychain.
-	Hook func(op, account string) error
+	// "set", "delete"), the account and (for "set") the secret; a non-nil
+	// error fails the call. It may block or panic to simulate a hung or
+	// misbehaving keychain. It must be set before the Keychain is used.
+	Hook func(op, account, secret string) error
 
 	mu    sync.Mutex
 	items map[[2]string]string
@@ -30,15 +31,15 @@ func NewFakeKeyring() *FakeKeyring {
 	return &FakeKeyring{items: map[[2]string]string{}}
 }
 
-func (f *FakeKeyring) hook(op, account string) error {
+func (f *FakeKeyring) hook(op, account, secret string) error {
 	if f.Hook == nil {
 		return nil
 	}
-	return f.Hook(op, account)
+	return f.Hook(op, account, secret)
 }
 
 func (f *FakeKeyring) Set(service, account, secret string) error {
-	if err := f.hook("set", account); err != nil {
+	if err := f.hook("set", account, secret); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -48,7 +49,7 @@ func (f *FakeKeyring) Set(service, account, secret string) error {
 }
 
 func (f *FakeKeyring) Get(service, account string) (string, error) {
-	if err := f.hook("get", account); err != nil {
+	if err := f.hook("get", account, ""); err != nil {
 		return "", err
 	}
 	f.mu.Lock()
@@ -61,7 +62,7 @@ func (f *FakeKeyring) Get(service, account string) (string, error) {
 }
 
 func (f *FakeKeyring) Delete(service, account string) error {
-	if err := f.hook("delete", account); err != nil {
+	if err := f.hook("delete", account, ""); err != nil {
 		return err
 	}
 	f.mu.Lock()

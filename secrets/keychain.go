@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -158,7 +159,7 @@ func (k *Keychain) Service() string { return k.service }
 // install or unlock. The host calls Probe once at startup to choose between
 // the Keychain and the encrypted [File] store.
 func (k *Keychain) Probe(ctx context.Context) error {
-	_, err := k.get(ctx, encodeAccount(kindProbe, "probe"))
+	_, err := k.get(ctx, nil, encodeAccount(kindProbe, "probe"))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return wrapOp("probing the keychain", err)
 	}
@@ -170,7 +171,7 @@ func (k *Keychain) Get(ctx context.Context, key Key) (Value, error) {
 	if err := key.Validate(); err != nil {
 		return Value{}, err
 	}
-	s, err := k.get(ctx, secretAccount(key))
+	s, err := k.get(ctx, nil, secretAccount(key))
 	if err != nil {
 		return Value{}, wrapOp("getting "+key.String(), err)
 	}
@@ -186,20 +187,21 @@ func (k *Keychain) Set(ctx context.Context, key Key, v Value) error {
 		return err
 	}
 	op := "setting " + key.String()
-	if err := k.lock(ctx); err != nil {
-		return wrapOp(op, err)
-	}
-	defer k.unlock()
-
-	// Indexes first: whatever happens next, they list the secret.
-	if _, err := k.addToList(ctx, userIndexAccount(key.User), key.Extension); err != nil {
-		return wrapOp(op, err)
-	}
-	added, err := k.addToList(ctx, nameIndexAccount(key.Extension, key.User), key.Name)
+	w, err := k.lock(ctx)
 	if err != nil {
 		return wrapOp(op, err)
 	}
-	err = k.set(ctx, secretAccount(key), v.s)
+	defer k.unlock(w)
+
+	// Indexes first: whatever happens next, they list the secret.
+	if _, err := k.addToList(ctx, w, userIndexAccount(key.User), key.Extension); err != nil {
+		return wrapOp(op, err)
+	}
+	added, err := k.addToList(ctx, w, nameIndexAccount(key.Extension, key.User), key.Name)
+	if err != nil {
+		return wrapOp(op, err)
+	}
+	err = k.set(ctx, w, secretAccount(key), v.s)
 	if err == nil {
 		return nil
 	}
@@ -208,7 +210,7 @@ func (k *Keychain) Set(ctx context.Context, key Key, v Value) error {
 	// the call was abandoned it may still land, and the entry must stay.
 	if added && !isAbandoned(err) {
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.timeout)
-		_, _ = k.removeFromList(cleanup, nameIndexAccount(key.Extension, key.User), key.Name)
+		_, _ = k.removeFromList(cleanup, w, nameIndexAccount(key.Extension, key.User), key.Name)
 		cancel()
 	}
 	return wrapOp(op, scrub(err, v.s))
@@ -220,21 +222,22 @@ func (k *Keychain) Delete(ctx context.Context, key Key) error {
 		return err
 	}
 	op := "deleting " + key.String()
-	if err := k.lock(ctx); err != nil {
+	w, err := k.lock(ctx)
+	if err != nil {
 		return wrapOp(op, err)
 	}
-	defer k.unlock()
+	defer k.unlock(w)
 
 	// The secret first, then its index entries.
-	if err := k.del(ctx, secretAccount(key)); err != nil {
+	if err := k.del(ctx, w, secretAccount(key)); err != nil {
 		return wrapOp(op, err)
 	}
-	left, err := k.removeFromList(ctx, nameIndexAccount(key.Extension, key.User), key.Name)
+	left, err := k.removeFromList(ctx, w, nameIndexAccount(key.Extension, key.User), key.Name)
 	if err != nil {
 		return wrapOp(op, err)
 	}
 	if left == 0 {
-		if _, err := k.removeFromList(ctx, userIndexAccount(key.User), key.Extension); err != nil {
+		if _, err := k.removeFromList(ctx, w, userIndexAccount(key.User), key.Extension); err != nil {
 			return wrapOp(op, err)
 		}
 	}
@@ -246,7 +249,7 @@ func (k *Keychain) List(ctx context.Context, extension, user string) ([]string, 
 	if err := validateListArgs(extension, user); err != nil {
 		return nil, err
 	}
-	names, err := k.readList(ctx, nameIndexAccount(extension, user))
+	names, err := k.readList(ctx, nil, nameIndexAccount(extension, user))
 	if err != nil {
 		return nil, wrapOp("listing the secrets of "+describeScope(extension, user), err)
 	}
@@ -259,31 +262,32 @@ func (k *Keychain) DeleteUser(ctx context.Context, user string) error {
 		return err
 	}
 	op := "deleting the secrets of user " + describeUser(user)
-	if err := k.lock(ctx); err != nil {
+	w, err := k.lock(ctx)
+	if err != nil {
 		return wrapOp(op, err)
 	}
-	defer k.unlock()
+	defer k.unlock(w)
 
-	exts, err := k.readList(ctx, userIndexAccount(user))
+	exts, err := k.readList(ctx, w, userIndexAccount(user))
 	if err != nil {
 		return wrapOp(op, err)
 	}
 	for _, ext := range exts {
 		idx := nameIndexAccount(ext, user)
-		names, err := k.readList(ctx, idx)
+		names, err := k.readList(ctx, w, idx)
 		if err != nil {
 			return wrapOp(op, err)
 		}
 		for _, name := range names {
-			if err := k.del(ctx, secretAccount(Key{Extension: ext, User: user, Name: name})); err != nil {
+			if err := k.del(ctx, w, secretAccount(Key{Extension: ext, User: user, Name: name})); err != nil {
 				return wrapOp(op, err)
 			}
 		}
-		if err := k.del(ctx, idx); err != nil {
+		if err := k.del(ctx, w, idx); err != nil {
 			return wrapOp(op, err)
 		}
 	}
-	if err := k.del(ctx, userIndexAccount(user)); err != nil {
+	if err := k.del(ctx, w, userIndexAccount(user)); err != nil {
 		return wrapOp(op, err)
 	}
 	return nil
@@ -296,33 +300,60 @@ func (k *Keychain) Close() error {
 	return nil
 }
 
-// lock takes the write semaphore, or gives up when ctx ends.
-func (k *Keychain) lock(ctx context.Context) error {
+// writeOp tracks the keychain calls of one mutation (Set, Delete,
+// DeleteUser), so that the write semaphore is released only when every one
+// of them has returned, abandoned ones included. Otherwise a call abandoned
+// after a timeout could land after the next mutation and undo its work, for
+// example re-create a secret that DeleteUser just removed from the indexes.
+type writeOp struct {
+	wg      sync.WaitGroup
+	pending atomic.Int32
+}
+
+// lock takes the write semaphore, or gives up when ctx ends or the
+// Keychain's timeout passes (an earlier mutation may still wait for a hung
+// keychain).
+func (k *Keychain) lock(ctx context.Context) (*writeOp, error) {
+	timer := time.NewTimer(k.timeout)
+	defer timer.Stop()
 	select {
 	case k.writing <- struct{}{}:
-		return nil
+		return &writeOp{}, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
+	case <-timer.C:
+		return nil, fmt.Errorf("%w: an earlier keychain write has waited for the keychain for more than %v: "+
+			"unlock the keyring, or use the encrypted file store (%w)", ErrUnavailable, k.timeout, context.DeadlineExceeded)
 	}
 }
 
-func (k *Keychain) unlock() { <-k.writing }
+// unlock releases the write semaphore once every call of w has returned.
+func (k *Keychain) unlock(w *writeOp) {
+	if w.pending.Load() == 0 {
+		<-k.writing
+		return
+	}
+	go func() {
+		w.wg.Wait()
+		<-k.writing
+	}()
+}
 
 // get reads one item. A missing item gives an error wrapping ErrNotFound.
-func (k *Keychain) get(ctx context.Context, account string) (string, error) {
-	s, err := callKeyring(ctx, k, func() (string, error) { return k.kr.Get(k.service, account) })
+func (k *Keychain) get(ctx context.Context, w *writeOp, account string) (string, error) {
+	s, err := callKeyring(ctx, k, w, func() (string, error) { return k.kr.Get(k.service, account) })
 	return s, k.mapErr(err)
 }
 
 // set writes one item.
-func (k *Keychain) set(ctx context.Context, account, secret string) error {
-	_, err := callKeyring(ctx, k, func() (struct{}, error) { return struct{}{}, k.kr.Set(k.service, account, secret) })
+func (k *Keychain) set(ctx context.Context, w *writeOp, account, secret string) error {
+	_, err := callKeyring(ctx, k, w, func() (struct{}, error) { return struct{}{}, k.kr.Set(k.service, account, secret) })
 	return k.mapErr(err)
 }
 
 // del deletes one item; a missing item is not an error.
-func (k *Keychain) del(ctx context.Context, account string) error {
-	_, err := callKeyring(ctx, k, func() (struct{}, error) { return struct{}{}, k.kr.Delete(k.service, account) })
+func (k *Keychain) del(ctx context.Context, w *writeOp, account string) error {
+	_, err := callKeyring(ctx, k, w, func() (struct{}, error) { return struct{}{}, k.kr.Delete(k.service, account) })
 	if err = k.mapErr(err); errors.Is(err, ErrNotFound) {
 		return nil
 	}
@@ -331,8 +362,8 @@ func (k *Keychain) del(ctx context.Context, account string) error {
 
 // readList reads an index item: a sorted JSON array of strings. A missing
 // item is an empty list.
-func (k *Keychain) readList(ctx context.Context, account string) ([]string, error) {
-	s, err := k.get(ctx, account)
+func (k *Keychain) readList(ctx context.Context, w *writeOp, account string) ([]string, error) {
+	s, err := k.get(ctx, w, account)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
@@ -349,20 +380,20 @@ func (k *Keychain) readList(ctx context.Context, account string) ([]string, erro
 }
 
 // writeList writes an index item, or deletes it when the list is empty.
-func (k *Keychain) writeList(ctx context.Context, account string, list []string) error {
+func (k *Keychain) writeList(ctx context.Context, w *writeOp, account string, list []string) error {
 	if len(list) == 0 {
-		return k.del(ctx, account)
+		return k.del(ctx, w, account)
 	}
 	b, err := json.Marshal(list)
 	if err != nil {
 		return fmt.Errorf("encoding the keychain index item %q: %w", account, err)
 	}
-	return k.set(ctx, account, string(b))
+	return k.set(ctx, w, account, string(b))
 }
 
 // addToList adds s to the index item and reports whether it was absent.
-func (k *Keychain) addToList(ctx context.Context, account, s string) (bool, error) {
-	list, err := k.readList(ctx, account)
+func (k *Keychain) addToList(ctx context.Context, w *writeOp, account, s string) (bool, error) {
+	list, err := k.readList(ctx, w, account)
 	if err != nil {
 		return false, err
 	}
@@ -370,13 +401,13 @@ func (k *Keychain) addToList(ctx context.Context, account, s string) (bool, erro
 	if found {
 		return false, nil
 	}
-	return true, k.writeList(ctx, account, slices.Insert(list, i, s))
+	return true, k.writeList(ctx, w, account, slices.Insert(list, i, s))
 }
 
 // removeFromList removes s from the index item and returns how many
 // entries are left.
-func (k *Keychain) removeFromList(ctx context.Context, account, s string) (int, error) {
-	list, err := k.readList(ctx, account)
+func (k *Keychain) removeFromList(ctx context.Context, w *writeOp, account, s string) (int, error) {
+	list, err := k.readList(ctx, w, account)
 	if err != nil {
 		return 0, err
 	}
@@ -385,13 +416,13 @@ func (k *Keychain) removeFromList(ctx context.Context, account, s string) (int, 
 		return len(list), nil
 	}
 	list = slices.Delete(list, i, i+1)
-	return len(list), k.writeList(ctx, account, list)
+	return len(list), k.writeList(ctx, w, account, list)
 }
 
 // fileKey reads the encryption key of the store file at path (absolute).
 // A missing key gives an error wrapping ErrNotFound.
 func (k *Keychain) fileKey(ctx context.Context, path string) ([]byte, error) {
-	s, err := k.get(ctx, encodeAccount(kindFileKey, path))
+	s, err := k.get(ctx, nil, encodeAccount(kindFileKey, path))
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +435,7 @@ func (k *Keychain) fileKey(ctx context.Context, path string) ([]byte, error) {
 
 // setFileKey stores the encryption key of the store file at path.
 func (k *Keychain) setFileKey(ctx context.Context, path string, key []byte) error {
-	err := k.set(ctx, encodeAccount(kindFileKey, path), base64.StdEncoding.EncodeToString(key))
+	err := k.set(ctx, nil, encodeAccount(kindFileKey, path), base64.StdEncoding.EncodeToString(key))
 	return scrub(err, base64.StdEncoding.EncodeToString(key))
 }
 
@@ -452,9 +483,9 @@ type callResult[T any] struct {
 // callKeyring runs f, one go-keyring call, on its own goroutine so that it
 // can be bounded by the Keychain's timeout and by ctx. go-keyring calls
 // cannot be cancelled: a call given up on keeps its goroutine (and its slot
-// in k.calls) until it returns. A panic in f (go-keyring type-asserts what
+// in k.calls, and the write semaphore when w is set) until it returns. A panic in f (go-keyring type-asserts what
 // the Secret Service sends) becomes an error.
-func callKeyring[T any](ctx context.Context, k *Keychain, f func() (T, error)) (T, error) {
+func callKeyring[T any](ctx context.Context, k *Keychain, w *writeOp, f func() (T, error)) (T, error) {
 	var zero T
 	if k.closed.Load() {
 		return zero, errClosed
@@ -475,8 +506,18 @@ func callKeyring[T any](ctx context.Context, k *Keychain, f func() (T, error)) (
 		return zero, k.timeoutError()
 	}
 	done := make(chan callResult[T], 1)
+	if w != nil {
+		w.wg.Add(1)
+		w.pending.Add(1)
+	}
 	go func() {
-		defer func() { <-k.calls }()
+		defer func() {
+			if w != nil {
+				w.pending.Add(-1)
+				w.wg.Done()
+			}
+			<-k.calls
+		}()
 		defer func() {
 			if p := recover(); p != nil {
 				detail := ""
