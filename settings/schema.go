@@ -275,6 +275,9 @@ func walkSchema(s *gjs.Schema, path string, fn func(*gjs.Schema, string)) {
 // is a [*FieldError] whose Field is the location in value of what is
 // wrong, e.g. `mcpServers.x: unknown field "comand"`.
 func (s *Schema) Validate(value json.RawMessage) error {
+	if s == nil || s.resolved == nil {
+		return errors.New("settings: Schema.Validate: schema not compiled (use CompileSchema)")
+	}
 	var doc any
 	if err := json.Unmarshal(value, &doc); err != nil {
 		return &FieldError{Msg: "not valid JSON: " + err.Error()}

@@ -155,6 +155,10 @@ func (s *SQLiteStore) init() error {
 	if mode != "wal" {
 		return fmt.Errorf("journal mode is %q, want \"wal\"", mode)
 	}
+	var fk int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil || fk != 1 {
+		return fmt.Errorf("foreign keys are not enabled (%d, %v)", fk, err)
+	}
 	if err := s.migrate(ctx); err != nil {
 		return err
 	}

@@ -309,3 +309,30 @@ func FuzzValidateValues(f *testing.F) {
 		}
 	})
 }
+
+func TestValidateValuesNestedRequired(t *testing.T) {
+	t.Parallel()
+	form := settings.NewForm(settings.Group("adv", "Advanced", settings.Text("host", "Host").WithRequired()))
+	for name, tc := range map[string]struct {
+		values string
+		errs   settings.FieldErrors
+	}{
+		"absent group": {values: `{}`, errs: settings.FieldErrors{{Field: "adv.host", Msg: "required"}}},
+		"empty group":  {values: `{"adv":{}}`, errs: settings.FieldErrors{{Field: "adv.host", Msg: "required"}}},
+		"present":      {values: `{"adv":{"host":"h"}}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := settings.ValidateValues(form, json.RawMessage(tc.values))
+			var errs settings.FieldErrors
+			errors.As(err, &errs)
+			if diff := cmp.Diff(tc.errs, errs); diff != "" {
+				t.Errorf("ValidateValues errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+	var zero *settings.Schema
+	if err := zero.Validate(json.RawMessage(`{}`)); err == nil {
+		t.Error("Validate on a nil *Schema succeeded")
+	}
+}
