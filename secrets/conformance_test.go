@@ -45,7 +45,7 @@ func TestKeychainConformance(t *testing.T) {
 
 // openRealKeychain returns a Keychain on the real Secret Service with a
 // service name of its own, whose items are all deleted when the test ends.
-func openRealKeychain(t *testing.T) *secrets.Keychain {
+func openRealKeychain(t testing.TB) *secrets.Keychain {
 	t.Helper()
 	requireRealKeychain(t)
 	service := uniqueService()

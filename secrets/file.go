@@ -464,18 +464,18 @@ func (f *File) dropCache() {
 }
 
 // read runs fn on the current contents, under f.mu.
-func (f *File) read(ctx context.Context, op string, fn func(*fileData) error) error {
-	if err := ctxErr(ctx, op); err != nil {
-		return err
+func (f *File) read(ctx context.Context, op func() string, fn func(*fileData) error) error {
+	if err := ctx.Err(); err != nil {
+		return wrapOp(op(), err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return wrapOp(op, errClosed)
+		return wrapOp(op(), errClosed)
 	}
 	d, err := f.load()
 	if err != nil {
-		return wrapOp(op, err)
+		return wrapOp(op(), err)
 	}
 	return fn(d)
 }
@@ -483,8 +483,8 @@ func (f *File) read(ctx context.Context, op string, fn func(*fileData) error) er
 // update runs fn on the current contents under f.mu and the flock, and
 // saves them when fn reports a change.
 func (f *File) update(ctx context.Context, op string, fn func(*fileData) bool) error {
-	if err := ctxErr(ctx, op); err != nil {
-		return err
+	if err := ctx.Err(); err != nil {
+		return wrapOp(op, err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -513,12 +513,12 @@ func (f *File) Get(ctx context.Context, k Key) (Value, error) {
 	if err := k.Validate(); err != nil {
 		return Value{}, err
 	}
-	op := "getting " + k.String()
+	op := func() string { return "getting " + k.String() }
 	var v Value
 	err := f.read(ctx, op, func(d *fileData) error {
 		b, ok := d.Users[k.User][k.Extension][k.Name]
 		if !ok {
-			return wrapOp(op, ErrNotFound)
+			return wrapOp(op(), ErrNotFound)
 		}
 		v = Value{s: string(b)}
 		return nil
@@ -578,7 +578,8 @@ func (f *File) List(ctx context.Context, extension, user string) ([]string, erro
 		return nil, err
 	}
 	var names []string
-	err := f.read(ctx, "listing the secrets of "+describeScope(extension, user), func(d *fileData) error {
+	op := func() string { return "listing the secrets of " + describeScope(extension, user) }
+	err := f.read(ctx, op, func(d *fileData) error {
 		names = slices.Sorted(maps.Keys(d.Users[user][extension]))
 		return nil
 	})

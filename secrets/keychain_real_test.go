@@ -23,7 +23,8 @@ func TestKeychainProbeReal(t *testing.T) {
 	}
 }
 
-// requireProgram skips (laptop) or fails (CI) when testbus cannot start
+// startBusOrSkip starts a private bus for one test. It skips (laptop) or
+// fails (CI) when testbus cannot start
 // what a test needs.
 func startBusOrSkip(t *testing.T, opts testbus.Options) *testbus.Bus {
 	t.Helper()

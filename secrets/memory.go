@@ -28,18 +28,17 @@ func (m *Memory) Get(ctx context.Context, k Key) (Value, error) {
 	if err := k.Validate(); err != nil {
 		return Value{}, err
 	}
-	op := "getting " + k.String()
-	if err := ctxErr(ctx, op); err != nil {
-		return Value{}, err
+	if err := ctx.Err(); err != nil {
+		return Value{}, wrapOp("getting "+k.String(), err)
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
-		return Value{}, wrapOp(op, errClosed)
+		return Value{}, wrapOp("getting "+k.String(), errClosed)
 	}
 	v, ok := m.users[k.User][k.Extension][k.Name]
 	if !ok {
-		return Value{}, wrapOp(op, ErrNotFound)
+		return Value{}, wrapOp("getting "+k.String(), ErrNotFound)
 	}
 	return Value{s: v}, nil
 }
@@ -52,14 +51,13 @@ func (m *Memory) Set(ctx context.Context, k Key, v Value) error {
 	if err := validateValue(v); err != nil {
 		return err
 	}
-	op := "setting " + k.String()
-	if err := ctxErr(ctx, op); err != nil {
-		return err
+	if err := ctx.Err(); err != nil {
+		return wrapOp("setting "+k.String(), err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return wrapOp(op, errClosed)
+		return wrapOp("setting "+k.String(), errClosed)
 	}
 	exts := m.users[k.User]
 	if exts == nil {
@@ -106,14 +104,13 @@ func (m *Memory) List(ctx context.Context, extension, user string) ([]string, er
 	if err := validateListArgs(extension, user); err != nil {
 		return nil, err
 	}
-	op := "listing the secrets of " + describeScope(extension, user)
-	if err := ctxErr(ctx, op); err != nil {
-		return nil, err
+	if err := ctx.Err(); err != nil {
+		return nil, wrapOp("listing the secrets of "+describeScope(extension, user), err)
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
-		return nil, wrapOp(op, errClosed)
+		return nil, wrapOp("listing the secrets of "+describeScope(extension, user), errClosed)
 	}
 	return slices.Sorted(maps.Keys(m.users[user][extension])), nil
 }

@@ -1,0 +1,104 @@
+package secrets_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agenthost/agenthost/secrets"
+)
+
+// The benchmarks run one operation against each backend. The memory
+// backend is the baseline: file and keychain report, beside their own
+// ns/op, the memory figure of the same run ("memory-ns/op") and their
+// ratio to it ("x-memory").
+//
+//	go test -run '^$' -bench . -benchmem ./
+func BenchmarkGet(b *testing.B) {
+	benchBackends(b, "Get", func(b *testing.B, s secrets.Store) {
+		ctx := context.Background()
+		k := secrets.Key{Extension: "mcp", User: "alice", Name: "token:github"}
+		if err := s.Set(ctx, k, secrets.NewValue(benchValue)); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for b.Loop() {
+			if _, err := s.Get(ctx, k); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkSet(b *testing.B) {
+	benchBackends(b, "Set", func(b *testing.B, s secrets.Store) {
+		ctx := context.Background()
+		k := secrets.Key{Extension: "mcp", User: "alice", Name: "token:github"}
+		v := secrets.NewValue(benchValue)
+		for b.Loop() {
+			if err := s.Set(ctx, k, v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// benchValue is the size of a typical OAuth access token.
+var benchValue = fmt.Sprintf("%064d", 42)
+
+var (
+	baselineMu sync.Mutex
+	baseline   = map[string]time.Duration{} // op → memory ns/op
+)
+
+// memoryBaseline returns the memory backend's time per op, measuring it
+// if the "memory" sub-benchmark did not run (filtered out by -bench).
+func memoryBaseline(op string, run func(*testing.B, secrets.Store)) time.Duration {
+	baselineMu.Lock()
+	defer baselineMu.Unlock()
+	if d, ok := baseline[op]; ok {
+		return d
+	}
+	r := testing.Benchmark(func(b *testing.B) { run(b, secrets.NewMemory()) })
+	baseline[op] = time.Duration(r.NsPerOp())
+	return baseline[op]
+}
+
+func benchBackends(b *testing.B, op string, run func(*testing.B, secrets.Store)) {
+	b.Run("memory", func(b *testing.B) {
+		run(b, secrets.NewMemory())
+		if b.N > 1 {
+			baselineMu.Lock()
+			baseline[op] = b.Elapsed() / time.Duration(b.N)
+			baselineMu.Unlock()
+		}
+	})
+	for _, be := range []struct {
+		name string
+		open func(b *testing.B) secrets.Store
+	}{
+		{"file", func(b *testing.B) secrets.Store {
+			f, err := secrets.OpenFile(filepath.Join(b.TempDir(), "secrets.enc"), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}},
+		{"keychain", func(b *testing.B) secrets.Store { return openRealKeychain(b) }},
+	} {
+		b.Run(be.name, func(b *testing.B) {
+			s := be.open(b)
+			defer s.Close()
+			run(b, s)
+			mem := memoryBaseline(op, run)
+			own := b.Elapsed() / time.Duration(b.N)
+			b.ReportMetric(float64(mem.Nanoseconds()), "memory-ns/op")
+			if mem > 0 {
+				b.ReportMetric(float64(own)/float64(mem), "x-memory")
+			}
+		})
+	}
+}
