@@ -91,9 +91,23 @@ func (osKeyring) Delete(service, account string) error {
 // within the Keychain, so concurrent Sets never lose an index entry. They
 // write the indexes before the secret and remove the secret before its index
 // entry, so however a call ends the indexes list at least every stored
-// secret: DeleteUser never leaves one behind. Two processes that write the
-// same service at the same time are not serialized against each other; the
-// host is the only writer.
+// secret: DeleteUser never leaves one behind. (After a crash or a timeout
+// List may therefore name a secret that was never written; Get reports it as
+// ErrNotFound.) A keychain call that times out
+// cannot be cancelled; it finishes in the background, and the mutation it
+// belongs to keeps the write lock until it has, so it never lands after a
+// later mutation. Two processes that write the same service at the same
+// time are not serialized against each other; the host is the only writer.
+//
+// Items are filed under the service name with a "user" attribute that
+// encodes the key injectively: "s/<extension>/<user>/<name>" with '%', '/',
+// control characters and invalid UTF-8 percent-escaped ("n/…" and "u/…" are
+// the indexes), so `secret-tool search service agenthost` shows them
+// readably.
+//
+// Size limits are the keychain's: the Secret Service took 1 MiB values in
+// tests, while macOS and Windows keep only a few KiB per item and refuse
+// more with an error wrapping ErrInvalid.
 //
 // On Linux and the BSDs Keychain never lets D-Bus autolaunch a session bus
 // (which would leak a dbus-daemon per process): when DBUS_SESSION_BUS_ADDRESS

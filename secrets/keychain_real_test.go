@@ -24,8 +24,7 @@ func TestKeychainProbeReal(t *testing.T) {
 }
 
 // startBusOrSkip starts a private bus for one test. It skips (laptop) or
-// fails (CI) when testbus cannot start
-// what a test needs.
+// fails (CI) when testbus cannot start what the test needs.
 func startBusOrSkip(t *testing.T, opts testbus.Options) *testbus.Bus {
 	t.Helper()
 	bus, err := testbus.Start(opts)
