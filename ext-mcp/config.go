@@ -1,0 +1,647 @@
+package extmcp
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/invopop/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/agenthost/catalog"
+	"github.com/agenthost/agenthost/ext"
+)
+
+// Config is the extension's config block in the operator's file.
+//
+// Servers may be listed under "mcpServers" (the shape Claude Desktop,
+// Claude Code, pi and mcphost read) or under "servers" (VS Code's), or
+// both; a name may appear only once across the two.
+type Config struct {
+	// UserServers is the policy for the users' own servers: "none" (the
+	// default), "url" (remote servers) or "all" (stdio servers too).
+	UserServers string `json:"userServers,omitempty" jsonschema:"enum=none,enum=url,enum=all,default=none" jsonschema_description:"Which servers of their own users may add: none, url (remote) or all (stdio too)."`
+	ServerList
+}
+
+// ServerList is a list of servers by name, in the operator's file and in a
+// user's "Your MCP servers" JSON. Its JSON Schema is [ServerListSchema].
+type ServerList struct {
+	// MCPServers is the Claude Desktop shape.
+	MCPServers map[string]Server `json:"mcpServers,omitempty" jsonschema_description:"Servers by name (Claude Desktop shape). A name matches ^[A-Za-z0-9_-]{1,64}$."`
+	// Servers is VS Code's shape; same fields.
+	Servers map[string]Server `json:"servers,omitempty" jsonschema_description:"Servers by name (VS Code shape). A name matches ^[A-Za-z0-9_-]{1,64}$."`
+}
+
+// Server is one server: stdio (Command) or remote (URL), never both.
+type Server struct {
+	// Command starts a stdio server (one process per user).
+	Command string `json:"command,omitempty" jsonschema_description:"The program of a stdio server; the host starts one process per user."`
+	// Args are the command's arguments.
+	Args []string `json:"args,omitempty" jsonschema_description:"Arguments of the command."`
+	// Env adds to the process's environment. MCP_ACCESS_TOKEN is dropped
+	// for personal servers: the user's token is passed instead.
+	Env map[string]string `json:"env,omitempty" jsonschema_description:"Environment of the process. MCP_ACCESS_TOKEN is set from the user's token, never from here, on personal servers."`
+	// Cwd is the process's working directory (default: the user's data
+	// folder).
+	Cwd string `json:"cwd,omitempty" jsonschema_description:"Working directory of the process (default: the user's data folder)."`
+	// URL is a remote server's endpoint.
+	URL string `json:"url,omitempty" jsonschema:"format=uri" jsonschema_description:"Endpoint of a remote server (http or https)."`
+	// Headers are sent with every request. Authorization (any spelling) is
+	// replaced by the user's token on personal servers.
+	Headers map[string]string `json:"headers,omitempty" jsonschema_description:"HTTP headers for a remote server. Authorization is replaced by the user's token on personal servers."`
+	// Type is "http" (Streamable HTTP, the default) or "sse" for a remote
+	// server, "stdio" (or empty) for a command.
+	Type string `json:"type,omitempty" jsonschema:"enum=http,enum=sse,enum=stdio" jsonschema_description:"Transport: http (Streamable HTTP) or sse for a url, stdio for a command."`
+	// Credentials is "user" (each user's own token, the default) or
+	// "shared" (the operator's credential, lent to Users).
+	Credentials string `json:"credentials,omitempty" jsonschema:"enum=user,enum=shared" jsonschema_description:"user: each user's own token (default). shared: the operator's credential, lent to the users listed in users."`
+	// Availability is "default" (on until switched off) or "opt-in".
+	Availability string `json:"availability,omitempty" jsonschema:"enum=default,enum=opt-in" jsonschema_description:"default: on until a user switches it off. opt-in: off until a user switches it on."`
+	// Users is the allowlist of a shared server.
+	Users []string `json:"users,omitempty" jsonschema_description:"The users a shared server is lent to."`
+	// SharedAuthority says why the operator lends this credential; users
+	// see it next to the server's switch.
+	SharedAuthority string `json:"sharedAuthority,omitempty" jsonschema_description:"Why the operator lends this credential (shown to users)."`
+	// Timeout bounds each call (default 60s).
+	Timeout Duration `json:"timeout,omitempty" jsonschema_description:"Per-call timeout: a duration string such as 30s or 2m, or a number of seconds."`
+	// Enabled switches the server off for everyone when false.
+	Enabled *bool `json:"enabled,omitempty" jsonschema_description:"false switches the server off for everyone."`
+	// Tools sets the exposure per tool name or glob (* and ?): direct (the
+	// default), deferred, codemode or hidden.
+	Tools map[string]string `json:"tools,omitempty" jsonschema_description:"Exposure per tool name or glob (* and ?): direct, deferred, codemode or hidden."`
+	// ProtocolVersion pins the MCP protocol version; "latest" lets go-sdk
+	// negotiate the newest; empty means DefaultProtocolVersion.
+	ProtocolVersion string `json:"protocolVersion,omitempty" jsonschema_description:"MCP protocol version to speak, e.g. 2025-11-25; latest negotiates the newest."`
+}
+
+// Duration is a timeout written as a Go duration string ("30s", "2m") or
+// as a number of seconds (30, 0.5).
+type Duration time.Duration
+
+// UnmarshalJSON implements [json.Unmarshaler].
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration such as 30s or 2m", clip(s, 20))
+		}
+		*d = Duration(v)
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("must be a duration string such as \"30s\" or a number of seconds")
+	}
+	if f > float64(maxTimeout/time.Second) || f < 0 {
+		return fmt.Errorf("%v seconds is out of range", f)
+	}
+	*d = Duration(f * float64(time.Second))
+	return nil
+}
+
+// MarshalJSON implements [json.Marshaler]: a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// JSONSchema describes Duration for invopop/jsonschema: a string or a
+// number of seconds.
+func (Duration) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		{Type: "string", Pattern: `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`},
+		{Type: "number", Minimum: json.Number("0")},
+	}}
+}
+
+// The accepted policies, kinds and values.
+const (
+	maxTimeout = 24 * time.Hour
+	// ProtocolLatest lets go-sdk negotiate the newest protocol version.
+	ProtocolLatest = "latest"
+)
+
+// DefaultProtocolVersion is the protocol version ext-mcp speaks to a
+// server whose config pins none. It was chosen by measurement
+// (BenchmarkCall): against go-sdk servers the draft 2026-07-28 protocol
+// costs about 40% more per call than 2025-11-25, servers of other SDKs
+// mostly speak only 2025-11-25, and keepalive works only on it.
+const DefaultProtocolVersion = "2025-11-25"
+
+var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// envName is what a variable name in env may look like.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// dangerousEnv are variables a user's own server may not set: they change
+// how any program, not just the server, runs.
+var dangerousEnv = regexp.MustCompile(`^(LD_[A-Z_]+|DYLD_[A-Z_]+|NODE_OPTIONS|PYTHONPATH|PYTHONSTARTUP|PATH|HOME|BASH_ENV|ENV|PERL5OPT|RUBYOPT)$`)
+
+// ConfigError lists everything wrong with a config or a server list, each
+// problem naming the server and the field. It wraps
+// [ext.ErrInvalidArgument]. Values are never quoted where they could hold
+// a secret (env and header values).
+type ConfigError struct {
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	if len(e.Problems) == 1 {
+		return e.Problems[0]
+	}
+	return fmt.Sprintf("%d problems: %s", len(e.Problems), strings.Join(e.Problems, "; "))
+}
+
+// Unwrap returns [ext.ErrInvalidArgument].
+func (e *ConfigError) Unwrap() error { return ext.ErrInvalidArgument }
+
+type problems []string
+
+func (p *problems) add(where, format string, args ...any) {
+	*p = append(*p, where+": "+fmt.Sprintf(format, args...))
+}
+
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return &ConfigError{Problems: p}
+}
+
+// ParseConfig parses and validates the operator's config block. An empty
+// block is a config with no servers. Every problem is reported, each
+// naming the server and the field.
+func ParseConfig(raw json.RawMessage) (*Config, error) {
+	var errs problems
+	cfg := &Config{}
+	if isEmpty(raw) {
+		return cfg, nil
+	}
+	top, ok := object(raw, "config", &errs)
+	if !ok {
+		return nil, errs.err()
+	}
+	for _, k := range sortedKeys(top) {
+		v := top[k]
+		switch k {
+		case "userServers":
+			if s, ok := str(v, k, &errs); ok {
+				switch s {
+				case "", catalog.UserServersNone, catalog.UserServersURL, catalog.UserServersAll:
+					cfg.UserServers = s
+				default:
+					errs.add(k, "%q is not one of none, url, all", clip(s, 20))
+				}
+			}
+		case "mcpServers", "servers", "$schema":
+		default:
+			errs.add(k, "unknown field%s", suggest(k, "userServers", "mcpServers", "servers"))
+		}
+	}
+	cfg.ServerList = parseList(top, false, &errs)
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// ParseServerList parses and validates a user's own server list: the
+// same shape and validator as the operator's file, without userServers,
+// and without the operator-only fields (credentials, availability, users,
+// sharedAuthority) and environment variables that change how programs run.
+func ParseServerList(raw json.RawMessage) (*ServerList, error) {
+	var errs problems
+	if isEmpty(raw) {
+		return &ServerList{}, nil
+	}
+	top, ok := object(raw, "your MCP servers", &errs)
+	if !ok {
+		return nil, errs.err()
+	}
+	for _, k := range sortedKeys(top) {
+		switch k {
+		case "mcpServers", "servers", "$schema":
+		case "userServers":
+			errs.add(k, "is the operator's policy; it does not belong in your list")
+		default:
+			errs.add(k, "unknown field%s", suggest(k, "mcpServers", "servers"))
+		}
+	}
+	list := parseList(top, true, &errs)
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	return &list, nil
+}
+
+// parseList parses mcpServers and servers of an object.
+func parseList(top map[string]json.RawMessage, user bool, errs *problems) ServerList {
+	var list ServerList
+	seen := map[string]string{}
+	for _, key := range []string{"mcpServers", "servers"} {
+		raw, ok := top[key]
+		if !ok || isNull(raw) {
+			continue
+		}
+		servers, ok := object(raw, key, errs)
+		if !ok {
+			continue
+		}
+		out := map[string]Server{}
+		for _, name := range sortedKeys(servers) {
+			where := key + "." + name
+			if !serverName.MatchString(name) {
+				errs.add(where, "the server name must match %s", serverName)
+				continue
+			}
+			if !user && strings.HasPrefix(name, catalog.UserServerPrefix) {
+				errs.add(where, "names starting with %q are reserved for the users' own servers", catalog.UserServerPrefix)
+				continue
+			}
+			if prev, dup := seen[name]; dup {
+				errs.add(where, "the server is also declared as %s", prev)
+				continue
+			}
+			seen[name] = where
+			if s, ok := parseServer(servers[name], where, user, errs); ok {
+				out[name] = s
+			}
+		}
+		if key == "mcpServers" {
+			list.MCPServers = out
+		} else {
+			list.Servers = out
+		}
+	}
+	return list
+}
+
+// parseServer parses and checks one server.
+func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (Server, bool) {
+	var s Server
+	fields, ok := object(raw, where, errs)
+	if !ok {
+		return s, false
+	}
+	n := len(*errs)
+	known := []string{"command", "args", "env", "cwd", "url", "headers", "type", "credentials", "availability",
+		"users", "sharedAuthority", "timeout", "enabled", "tools", "protocolVersion"}
+	for _, k := range sortedKeys(fields) {
+		v, at := fields[k], where+"."+k
+		switch k {
+		case "command":
+			s.Command, _ = str(v, at, errs)
+		case "args":
+			s.Args, _ = strList(v, at, errs)
+		case "env":
+			s.Env, _ = strMap(v, at, errs)
+		case "cwd":
+			s.Cwd, _ = str(v, at, errs)
+		case "url":
+			s.URL, _ = str(v, at, errs)
+		case "headers":
+			s.Headers, _ = strMap(v, at, errs)
+		case "type":
+			s.Type, _ = str(v, at, errs)
+		case "credentials":
+			s.Credentials, _ = str(v, at, errs)
+		case "availability":
+			s.Availability, _ = str(v, at, errs)
+		case "users":
+			s.Users, _ = strList(v, at, errs)
+		case "sharedAuthority":
+			s.SharedAuthority, _ = str(v, at, errs)
+		case "timeout":
+			if err := s.Timeout.UnmarshalJSON(v); err != nil {
+				errs.add(at, "%v", err)
+			}
+		case "enabled":
+			var b bool
+			if err := json.Unmarshal(v, &b); err != nil {
+				errs.add(at, "must be true or false")
+			} else {
+				s.Enabled = &b
+			}
+		case "tools":
+			s.Tools, _ = strMap(v, at, errs)
+		case "protocolVersion":
+			s.ProtocolVersion, _ = str(v, at, errs)
+		default:
+			errs.add(at, "unknown field%s", suggest(k, known...))
+		}
+	}
+	if len(*errs) > n {
+		return s, false
+	}
+	checkServer(&s, where, user, errs)
+	return s, len(*errs) == n
+}
+
+// checkServer checks the relations between a server's fields.
+func checkServer(s *Server, where string, user bool, errs *problems) {
+	switch {
+	case s.Command != "" && s.URL != "":
+		errs.add(where, "has both command and url; a server is either stdio (command) or remote (url)")
+	case s.Command == "" && s.URL == "":
+		errs.add(where, "has neither command nor url")
+	case s.Command != "":
+		if s.Type != "" && s.Type != "stdio" {
+			errs.add(where+".type", "%q does not go with command; use stdio or leave it out", clip(s.Type, 20))
+		}
+		if len(s.Headers) > 0 {
+			errs.add(where+".headers", "applies to url servers only")
+		}
+		for _, k := range sortedKeys(s.Env) {
+			switch {
+			case !envName.MatchString(k):
+				errs.add(where+".env", "%q is not a variable name", clip(k, 40))
+			case strings.ContainsRune(s.Env[k], 0):
+				errs.add(where+".env."+k, "the value holds a NUL byte")
+			case user && dangerousEnv.MatchString(k):
+				errs.add(where+".env."+k, "your own servers may not set %s", k)
+			}
+		}
+		for i, a := range s.Args {
+			if strings.ContainsRune(a, 0) {
+				errs.add(fmt.Sprintf("%s.args[%d]", where, i), "holds a NUL byte")
+			}
+		}
+	default:
+		if s.Type != "" && s.Type != "http" && s.Type != "sse" {
+			errs.add(where+".type", "%q is not one of http, sse", clip(s.Type, 20))
+		}
+		u, err := url.Parse(s.URL)
+		switch {
+		case err != nil:
+			errs.add(where+".url", "is not a URL")
+		case u.Scheme != "http" && u.Scheme != "https":
+			errs.add(where+".url", "must start with http:// or https://")
+		case u.Host == "":
+			errs.add(where+".url", "has no host")
+		case u.User != nil:
+			errs.add(where+".url", "must not hold credentials; use headers or the users' tokens")
+		}
+		for _, k := range sortedKeys(s.Headers) {
+			if !validHeaderName(k) {
+				errs.add(where+".headers", "%q is not a header name", clip(k, 40))
+			} else if strings.ContainsAny(s.Headers[k], "\r\n\x00") {
+				errs.add(where+".headers."+k, "the value holds a line break or NUL")
+			}
+		}
+		if len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {
+			errs.add(where, "args, env and cwd apply to command servers only")
+		}
+	}
+	if user {
+		for k, set := range map[string]bool{"credentials": s.Credentials != "" && s.Credentials != catalog.CredentialsUser,
+			"availability": s.Availability != "", "users": s.Users != nil, "sharedAuthority": s.SharedAuthority != ""} {
+			if set {
+				errs.add(where+"."+k, "is for the operator's servers only; your servers always use your own credentials")
+			}
+		}
+	}
+	switch s.Credentials {
+	case "", catalog.CredentialsUser:
+		if len(s.Users) > 0 && !user {
+			errs.add(where+".users", "applies to shared servers only (credentials: shared)")
+		}
+		if s.SharedAuthority != "" && !user {
+			errs.add(where+".sharedAuthority", "applies to shared servers only (credentials: shared)")
+		}
+	case catalog.CredentialsShared:
+		if len(s.Users) == 0 {
+			errs.add(where+".users", "a shared server needs the list of users it is lent to")
+		}
+		for i, u := range s.Users {
+			if u == "" || u == OperatorUser {
+				errs.add(fmt.Sprintf("%s.users[%d]", where, i), "is not a user")
+			}
+		}
+	default:
+		errs.add(where+".credentials", "%q is not one of user, shared", clip(s.Credentials, 20))
+	}
+	switch s.Availability {
+	case "", catalog.AvailabilityDefault, catalog.AvailabilityOptIn:
+	default:
+		errs.add(where+".availability", "%q is not one of default, opt-in", clip(s.Availability, 20))
+	}
+	if s.Timeout < 0 || time.Duration(s.Timeout) > maxTimeout {
+		errs.add(where+".timeout", "must be between 0 and %v", maxTimeout)
+	}
+	for _, pat := range sortedKeys(s.Tools) {
+		switch s.Tools[pat] {
+		case string(ext.ExposureDirect), string(ext.ExposureDeferred), string(ext.ExposureCodemode), string(catalog.Hidden):
+		default:
+			errs.add(where+".tools."+pat, "%q is not one of direct, deferred, codemode, hidden", clip(s.Tools[pat], 20))
+		}
+		if pat == "" {
+			errs.add(where+".tools", "has an empty tool name")
+		}
+	}
+	if v := s.ProtocolVersion; v != "" && v != ProtocolLatest && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+		errs.add(where+".protocolVersion", "%q is not one of %s, %s", clip(v, 20), ProtocolLatest, strings.Join(mcp.SupportedProtocolVersions(), ", "))
+	}
+}
+
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if r > 127 || !(r == '-' || r == '_' || r == '.' || r == '!' || r == '#' || r == '$' || r == '%' || r == '&' ||
+			r == '\'' || r == '*' || r == '+' || r == '^' || r == '`' || r == '|' || r == '~' ||
+			('0' <= r && r <= '9') || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z')) {
+			return false
+		}
+	}
+	return true
+}
+
+// isAuthorization reports whether a header name is Authorization, in any
+// spelling.
+func isAuthorization(k string) bool {
+	return http.CanonicalHeaderKey(strings.TrimSpace(k)) == "Authorization"
+}
+
+// Each yields the servers of the list, mcpServers then servers, each in
+// name order.
+func (l *ServerList) each(f func(name string, s Server)) {
+	for _, m := range []map[string]Server{l.MCPServers, l.Servers} {
+		for _, name := range sortedKeys(m) {
+			f(name, m[name])
+		}
+	}
+}
+
+// decl turns a validated server into the catalog's declaration. name is
+// the registered name ("u_x" for a user's own server x).
+func decl(name string, s Server, own bool) catalog.ServerDecl {
+	d := catalog.ServerDecl{
+		Name:         name,
+		Remote:       s.URL != "",
+		Availability: s.Availability,
+		Credentials:  s.Credentials,
+		Enabled:      s.Enabled == nil || *s.Enabled,
+		Users:        slices.Clone(s.Users),
+		Timeout:      time.Duration(s.Timeout),
+		Spec:         &spec{name: name, server: s, own: own},
+	}
+	if d.Availability == "" {
+		d.Availability = catalog.AvailabilityDefault
+	}
+	if d.Credentials == "" || own {
+		d.Credentials = catalog.CredentialsUser
+	}
+	if len(s.Tools) > 0 {
+		d.Tools = catalog.ToolPolicy{}
+		for pat, e := range s.Tools {
+			d.Tools[pat] = ext.Exposure(e)
+		}
+	}
+	d.Fingerprint = fingerprint(d.Credentials, s)
+	return d
+}
+
+// spec is a server as the connector sees it.
+type spec struct {
+	name   string
+	server Server
+	own    bool
+}
+
+// fingerprint identifies what a connection depends on: the fields that
+// reach the server. Timeouts, tool policies and switches are left out, so
+// changing them keeps the connection.
+func fingerprint(credentials string, s Server) string {
+	b, _ := json.Marshal(struct {
+		C, Cmd, Cwd, URL, Type, PV string
+		Args                       []string
+		Env, Headers               map[string]string
+	}{credentials, s.Command, s.Cwd, s.URL, s.Type, s.ProtocolVersion, s.Args, s.Env, s.Headers})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
+
+// helpers for the hand-rolled decoder, which reports every problem.
+
+func object(raw json.RawMessage, where string, errs *problems) (map[string]json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		if syn := (*json.SyntaxError)(nil); asSyntax(err, &syn) {
+			errs.add(where, "is not valid JSON (at byte %d)", syn.Offset)
+		} else {
+			errs.add(where, "must be a JSON object")
+		}
+		return nil, false
+	}
+	return m, true
+}
+
+func asSyntax(err error, target **json.SyntaxError) bool {
+	se, ok := err.(*json.SyntaxError)
+	if ok {
+		*target = se
+	}
+	return ok
+}
+
+func str(raw json.RawMessage, where string, errs *problems) (string, bool) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		errs.add(where, "must be a string")
+		return "", false
+	}
+	return s, true
+}
+
+func strList(raw json.RawMessage, where string, errs *problems) ([]string, bool) {
+	var l []string
+	if err := json.Unmarshal(raw, &l); err != nil {
+		errs.add(where, "must be a list of strings")
+		return nil, false
+	}
+	return l, true
+}
+
+func strMap(raw json.RawMessage, where string, errs *problems) (map[string]string, bool) {
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		errs.add(where, "must be an object of strings")
+		return nil, false
+	}
+	return m, true
+}
+
+func isEmpty(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || bytes.Equal(t, []byte("null"))
+}
+
+func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// clip shortens s for an error message.
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// suggest returns ` (did you mean "x"?)` for the known word nearest to k,
+// when it is near enough.
+func suggest(k string, known ...string) string {
+	best, bestD := "", 3
+	for _, w := range known {
+		if d := editDistance(strings.ToLower(k), strings.ToLower(w)); d < bestD {
+			best, bestD = w, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

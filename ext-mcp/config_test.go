@@ -1,0 +1,301 @@
+package extmcp_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agenthost/agenthost/ext"
+	extmcp "github.com/agenthost/agenthost/ext-mcp"
+	"github.com/agenthost/agenthost/settings"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestParseConfigValid(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		in   string
+		want *extmcp.Config
+	}{
+		"empty":      {``, &extmcp.Config{}},
+		"null":       {`null`, &extmcp.Config{}},
+		"empty list": {`{"mcpServers": {}}`, &extmcp.Config{ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{}}}},
+		"claude desktop": {
+			`{"mcpServers": {"notes": {"command": "npx", "args": ["-y", "notes"], "env": {"A": "1"}},
+			                 "search": {"url": "https://s.example/mcp", "headers": {"X-Key": "k"}}}}`,
+			&extmcp.Config{ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
+				"notes":  {Command: "npx", Args: []string{"-y", "notes"}, Env: map[string]string{"A": "1"}},
+				"search": {URL: "https://s.example/mcp", Headers: map[string]string{"X-Key": "k"}},
+			}}},
+		},
+		"vs code": {
+			`{"$schema": "x", "servers": {"fs": {"type": "stdio", "command": "fs-server"}, "remote": {"type": "sse", "url": "http://127.0.0.1:9/sse"}}}`,
+			&extmcp.Config{ServerList: extmcp.ServerList{Servers: map[string]extmcp.Server{
+				"fs":     {Type: "stdio", Command: "fs-server"},
+				"remote": {Type: "sse", URL: "http://127.0.0.1:9/sse"},
+			}}},
+		},
+		"every field": {
+			`{"userServers": "all", "mcpServers": {"team": {"url": "https://t/mcp", "type": "http", "credentials": "shared",
+			  "availability": "opt-in", "users": ["alice"], "sharedAuthority": "why", "timeout": "90s", "enabled": false,
+			  "tools": {"delete_*": "hidden", "search": "deferred"}, "protocolVersion": "2025-11-25"},
+			  "b": {"command": "b", "cwd": "/tmp", "timeout": 2.5, "protocolVersion": "latest"}}}`,
+			&extmcp.Config{UserServers: "all", ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
+				"team": {URL: "https://t/mcp", Type: "http", Credentials: "shared", Availability: "opt-in", Users: []string{"alice"},
+					SharedAuthority: "why", Timeout: extmcp.Duration(90 * time.Second), Enabled: ptr(false),
+					Tools: map[string]string{"delete_*": "hidden", "search": "deferred"}, ProtocolVersion: "2025-11-25"},
+				"b": {Command: "b", Cwd: "/tmp", Timeout: extmcp.Duration(2500 * time.Millisecond), ProtocolVersion: "latest"},
+			}}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := extmcp.ParseConfig(json.RawMessage(tc.in))
+			if err != nil {
+				t.Fatalf("ParseConfig: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		in   string
+		want []string // every problem, in order
+	}{
+		"not JSON":              {`{"mcpServers": `, []string{"config: is not valid JSON (at byte 15)"}},
+		"not an object":         {`[1]`, []string{"config: must be a JSON object"}},
+		"unknown top":           {`{"mcpServer": {}}`, []string{`mcpServer: unknown field (did you mean "mcpServers"?)`}},
+		"bad policy":            {`{"userServers": "some"}`, []string{`userServers: "some" is not one of none, url, all`}},
+		"servers not an object": {`{"servers": []}`, []string{"servers: must be a JSON object"}},
+		"unknown field with suggestion": {`{"mcpServers": {"a": {"comand": "x"}}}`,
+			[]string{`mcpServers.a.comand: unknown field (did you mean "command"?)`}},
+		"bad names": {`{"mcpServers": {"a/b": {"command": "x"}, "": {"command": "x"}, "u_x": {"command": "x"}}}`, []string{
+			"mcpServers.: the server name must match ^[A-Za-z0-9_-]{1,64}$",
+			"mcpServers.a/b: the server name must match ^[A-Za-z0-9_-]{1,64}$",
+			`mcpServers.u_x: names starting with "u_" are reserved for the users' own servers`,
+		}},
+		"too long a name": {`{"mcpServers": {"` + strings.Repeat("a", 65) + `": {"command": "x"}}}`,
+			[]string{"mcpServers." + strings.Repeat("a", 65) + ": the server name must match ^[A-Za-z0-9_-]{1,64}$"}},
+		"declared twice": {`{"mcpServers": {"a": {"command": "x"}}, "servers": {"a": {"command": "y"}}}`,
+			[]string{"servers.a: the server is also declared as mcpServers.a"}},
+		"both and neither": {`{"mcpServers": {"both": {"command": "x", "url": "http://h"}, "none": {"args": ["x"]}}}`, []string{
+			"mcpServers.both: has both command and url; a server is either stdio (command) or remote (url)",
+			"mcpServers.none: has neither command nor url",
+		}},
+		"wrong types": {`{"mcpServers": {"a": {"command": 1, "args": "x", "env": {"A": 1}, "enabled": "yes", "timeout": "soon"}}}`, []string{
+			"mcpServers.a.args: must be a list of strings",
+			"mcpServers.a.command: must be a string",
+			"mcpServers.a.enabled: must be true or false",
+			"mcpServers.a.env: must be an object of strings",
+			`mcpServers.a.timeout: "soon" is not a duration such as 30s or 2m`,
+		}},
+		"bad enums": {`{"mcpServers": {"a": {"url": "http://h", "type": "ws", "credentials": "mine", "availability": "always",
+			"tools": {"x": "visible", "": "direct"}, "protocolVersion": "2099-01-01"}}}`, []string{
+			`mcpServers.a.type: "ws" is not one of http, sse`,
+			`mcpServers.a.credentials: "mine" is not one of user, shared`,
+			`mcpServers.a.availability: "always" is not one of default, opt-in`,
+			`mcpServers.a.tools: has an empty tool name`,
+			`mcpServers.a.tools.x: "visible" is not one of direct, deferred, codemode, hidden`,
+			`mcpServers.a.protocolVersion: "2099-01-01" is not one of latest, 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05`,
+		}},
+		"shared without users": {`{"mcpServers": {"a": {"url": "http://h", "credentials": "shared"}}}`,
+			[]string{"mcpServers.a.users: a shared server needs the list of users it is lent to"}},
+		"users on a personal server": {`{"mcpServers": {"a": {"url": "http://h", "users": ["x"], "sharedAuthority": "y"}}}`, []string{
+			"mcpServers.a.users: applies to shared servers only (credentials: shared)",
+			"mcpServers.a.sharedAuthority: applies to shared servers only (credentials: shared)",
+		}},
+		"the operator as a user": {`{"mcpServers": {"a": {"url": "http://h", "credentials": "shared", "users": ["@operator", ""]}}}`, []string{
+			"mcpServers.a.users[0]: is not a user", "mcpServers.a.users[1]: is not a user",
+		}},
+		"stdio fields on a url": {`{"mcpServers": {"a": {"url": "http://h", "env": {"A": "b"}}}}`,
+			[]string{"mcpServers.a: args, env and cwd apply to command servers only"}},
+		"url fields on a command": {`{"mcpServers": {"a": {"command": "x", "headers": {"A": "b"}, "type": "http"}}}`, []string{
+			`mcpServers.a.type: "http" does not go with command; use stdio or leave it out`,
+			"mcpServers.a.headers: applies to url servers only",
+		}},
+		"bad urls": {`{"mcpServers": {"a": {"url": "ftp://h"}, "b": {"url": "http://"}, "c": {"url": "https://u:p@h"}}}`, []string{
+			"mcpServers.a.url: must start with http:// or https://",
+			"mcpServers.b.url: has no host",
+			"mcpServers.c.url: must not hold credentials; use headers or the users' tokens",
+		}},
+		"bad header and env names": {`{"mcpServers": {"a": {"url": "http://h", "headers": {"Bad Header": "x", "X": "a\nb"}},
+			"b": {"command": "x", "env": {"1A": "x"}}}}`, []string{
+			`mcpServers.a.headers: "Bad Header" is not a header name`,
+			"mcpServers.a.headers.X: the value holds a line break or NUL",
+			`mcpServers.b.env: "1A" is not a variable name`,
+		}},
+		"timeouts": {`{"mcpServers": {"a": {"command": "x", "timeout": -1}, "b": {"command": "x", "timeout": "48h"}}}`, []string{
+			"mcpServers.a.timeout: -1 seconds is out of range",
+			"mcpServers.b.timeout: must be between 0 and 24h0m0s",
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := extmcp.ParseConfig(json.RawMessage(tc.in))
+			var ce *extmcp.ConfigError
+			if !errors.As(err, &ce) || !errors.Is(err, ext.ErrInvalidArgument) {
+				t.Fatalf("ParseConfig: %v; want a *ConfigError wrapping ErrInvalidArgument", err)
+			}
+			if diff := cmp.Diff(tc.want, ce.Problems); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseServerList(t *testing.T) {
+	t.Parallel()
+	if _, err := extmcp.ParseServerList(json.RawMessage(`{"mcpServers": {"mine": {"url": "https://m/mcp", "timeout": "5s"}}}`)); err != nil {
+		t.Errorf("a valid own list: %v", err)
+	}
+	_, err := extmcp.ParseServerList(json.RawMessage(`{"userServers": "all", "mcpServers": {"x": {"command": "c",
+		"credentials": "shared", "users": ["bob"], "availability": "opt-in", "sharedAuthority": "s",
+		"env": {"LD_PRELOAD": "/evil.so", "NODE_OPTIONS": "--require x", "OK": "1"}}}}`))
+	var ce *extmcp.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("ParseServerList: %v", err)
+	}
+	want := []string{
+		`userServers: is the operator's policy; it does not belong in your list`,
+		"mcpServers.x.env.LD_PRELOAD: your own servers may not set LD_PRELOAD",
+		"mcpServers.x.env.NODE_OPTIONS: your own servers may not set NODE_OPTIONS",
+		"mcpServers.x.availability: is for the operator's servers only; your servers always use your own credentials",
+		"mcpServers.x.credentials: is for the operator's servers only; your servers always use your own credentials",
+		"mcpServers.x.sharedAuthority: is for the operator's servers only; your servers always use your own credentials",
+		"mcpServers.x.users: is for the operator's servers only; your servers always use your own credentials",
+	}
+	got := append([]string(nil), ce.Problems...)
+	if diff := cmp.Diff(sorted(want), sorted(got)); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// TestConfigErrorsHoldNoSecrets checks that env and header values never
+// appear in a validation error.
+func TestConfigErrorsHoldNoSecrets(t *testing.T) {
+	t.Parallel()
+	_, err := extmcp.ParseConfig(json.RawMessage(`{"mcpServers": {
+		"a": {"url": "http://h", "headers": {"Authorization": "Bearer CANARY-1\n"}, "env": {"T": "CANARY-2"}},
+		"b": {"command": "x", "env": {"T": "CANARY-3\u0000"}, "headers": {"K": "CANARY-4"}}}}`))
+	if err == nil || strings.Contains(err.Error(), "CANARY") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// TestServerListSchema checks the generated JSON Schema: it compiles, and
+// accepts and refuses what the validator does for the common mistakes.
+func TestServerListSchema(t *testing.T) {
+	t.Parallel()
+	raw, err := extmcp.ServerListSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := settings.CompileSchema(raw)
+	if err != nil {
+		t.Fatalf("the schema does not compile: %v", err)
+	}
+	for doc, ok := range map[string]bool{
+		`{"mcpServers": {"a": {"command": "x", "args": ["y"], "timeout": "30s"}}}`:                true,
+		`{"servers": {"a": {"url": "https://h/mcp", "type": "sse", "timeout": 12}}}`:              true,
+		`{"mcpServers": {"a": {"url": "https://h", "tools": {"x": "hidden"}, "enabled": false}}}`: true,
+		`{"mcpServers": {"a": {"comand": "x"}}}`:                                                  false,
+		`{"mcpServers": {"a/b": {"command": "x"}}}`:                                               false,
+		`{"mcpServers": {"a": {"command": "x", "url": "https://h"}}}`:                             false,
+		`{"mcpServers": {"a": {}}}`:                                                               false,
+		`{"mcpServers": {"a": {"url": "https://h", "type": "ws"}}}`:                               false,
+		`{"mcpServers": {"a": {"command": "x", "timeout": "soon"}}}`:                              false,
+	} {
+		if err := s.Validate(json.RawMessage(doc)); (err == nil) != ok {
+			t.Errorf("schema on %s: %v; want ok=%v", doc, err, ok)
+		}
+	}
+}
+
+// FuzzParseConfig checks that the parser never panics, that a config it
+// accepts survives a round trip through JSON, and that its errors always
+// wrap ErrInvalidArgument.
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{
+		``, `{}`, `{"mcpServers": {"a": {"command": "x", "args": ["1"], "env": {"A": "b"}, "timeout": "1s"}}}`,
+		`{"userServers": "url", "servers": {"b": {"url": "https://h/mcp", "headers": {"X": "y"}, "type": "sse"}}}`,
+		`{"mcpServers": {"t": {"url": "http://h", "credentials": "shared", "users": ["u"], "tools": {"*": "hidden"}, "timeout": 3}}}`,
+		`{"mcpServers": {"a": {"comand": "x"}, "b/c": {}}}`, `[`, `{"mcpServers": null}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		cfg, err := extmcp.ParseConfig(json.RawMessage(in))
+		if err != nil {
+			if !errors.Is(err, ext.ErrInvalidArgument) {
+				t.Fatalf("error %v does not wrap ErrInvalidArgument", err)
+			}
+			return
+		}
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatalf("marshalling an accepted config: %v", err)
+		}
+		again, err := extmcp.ParseConfig(b)
+		if err != nil {
+			t.Fatalf("an accepted config fails after a round trip: %v\n%s", err, b)
+		}
+		if !reflect.DeepEqual(normalize(cfg), normalize(again)) {
+			t.Fatalf("round trip changed the config:\n%+v\n%+v", cfg, again)
+		}
+	})
+}
+
+// normalize maps empty maps and lists to nil, which JSON's omitempty does.
+func normalize(c *extmcp.Config) *extmcp.Config {
+	out := *c
+	fix := func(m map[string]extmcp.Server) map[string]extmcp.Server {
+		if len(m) == 0 {
+			return nil
+		}
+		n := map[string]extmcp.Server{}
+		for k, s := range m {
+			if len(s.Args) == 0 {
+				s.Args = nil
+			}
+			if len(s.Env) == 0 {
+				s.Env = nil
+			}
+			if len(s.Headers) == 0 {
+				s.Headers = nil
+			}
+			if len(s.Users) == 0 {
+				s.Users = nil
+			}
+			if len(s.Tools) == 0 {
+				s.Tools = nil
+			}
+			n[k] = s
+		}
+		return n
+	}
+	out.MCPServers, out.Servers = fix(c.MCPServers), fix(c.Servers)
+	return &out
+}

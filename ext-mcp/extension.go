@@ -1,0 +1,429 @@
+package extmcp
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agenthost/agenthost/catalog"
+	"github.com/agenthost/agenthost/ext"
+)
+
+// Version is the extension's version.
+const Version = "v0.1.0"
+
+// OperatorUser is the reserved user ID whose store holds the operator's
+// credentials for shared servers: the secret token:S of this user is lent
+// to the users of shared server S. The host maps its operator scope (the
+// CLI's `secret set --operator`) to this ID. No call, activation or
+// service start is ever made in its name.
+const OperatorUser = "@operator"
+
+// The settings sections and fields.
+const (
+	// SectionServers is the "MCP servers" section: one switch per server,
+	// named after it, and one secret token:S per personal server.
+	SectionServers = "servers"
+	// SectionUserServers is the "Your MCP servers" section, offered when
+	// the policy is not none.
+	SectionUserServers = "user-servers"
+	// UserServersField is the field of SectionUserServers that holds the
+	// user's server list, as JSON text.
+	UserServersField = "servers"
+)
+
+// TokenSecret is the name of the secret that holds a user's token for
+// server: "token:" + server.
+func TokenSecret(server string) string { return "token:" + server }
+
+// Options configures an [Extension]. The zero value gives the defaults.
+type Options struct {
+	// Logger receives the extension's logs (default: [ext.Logger]).
+	Logger *slog.Logger
+	// Catalog tunes the catalog engine (timeouts, backoff); nil gives its
+	// defaults.
+	Catalog *catalog.Options
+	// DefaultProtocolVersion overrides [DefaultProtocolVersion];
+	// ProtocolLatest lets go-sdk negotiate.
+	DefaultProtocolVersion string
+	_                      struct{}
+}
+
+// Extension is the MCP extension: it keeps each user's catalog of MCP
+// servers (package catalog) and connects to them with go-sdk. It
+// implements [ext.Extension], [ext.ToolCaller], [ext.UserLifecycle],
+// [ext.ServiceProvider] and [ext.StatusReporter]; all its methods are safe
+// for concurrent use.
+type Extension struct {
+	log             *slog.Logger
+	catalogOpts     *catalog.Options
+	defaultProtocol string
+	key             []byte // keys the credential identities in fingerprints
+	transport       *http.Transport
+	seq             atomic.Uint64
+
+	mu       sync.Mutex
+	host     ext.Host
+	cfg      *Config
+	planner  *catalog.SettingsPlanner
+	engine   *catalog.Engine
+	sections []ext.SettingsSection
+	shut     bool
+}
+
+// Compile-time guards.
+var (
+	_ ext.Extension       = (*Extension)(nil)
+	_ ext.ToolCaller      = (*Extension)(nil)
+	_ ext.UserLifecycle   = (*Extension)(nil)
+	_ ext.ServiceProvider = (*Extension)(nil)
+	_ ext.StatusReporter  = (*Extension)(nil)
+)
+
+// New returns the extension; opts may be nil. New starts nothing.
+func New(opts *Options) *Extension {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = ext.Logger()
+	}
+	x := &Extension{
+		log:             o.Logger,
+		catalogOpts:     o.Catalog,
+		defaultProtocol: o.DefaultProtocolVersion,
+		key:             make([]byte, 32),
+		transport:       newHTTPTransport(),
+	}
+	switch x.defaultProtocol {
+	case "":
+		x.defaultProtocol = DefaultProtocolVersion
+	case ProtocolLatest:
+		x.defaultProtocol = ""
+	}
+	if _, err := rand.Read(x.key); err != nil {
+		panic(fmt.Sprintf("extmcp: reading random bytes: %v", err)) // never fails on supported platforms
+	}
+	return x
+}
+
+// Describe implements [ext.Extension]. Its settings sections reflect the
+// config once Configure has run; before, the "MCP servers" form is empty.
+func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
+	x.mu.Lock()
+	sections := x.sections
+	x.mu.Unlock()
+	if sections == nil {
+		var err error
+		if sections, err = buildSections(&Config{}); err != nil {
+			return nil, err
+		}
+	}
+	return &ext.Descriptor{
+		Name:        "mcp",
+		Version:     Version,
+		Description: "MCP servers as tools: a per-user catalog of the operator's servers and the users' own.",
+		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
+			ext.CapabilityServices, ext.CapabilityStatus},
+		Settings: sections,
+	}, nil
+}
+
+// Configure implements [ext.Extension]: it validates the config (an error
+// names every bad field, and the host refuses to start the extension) and
+// starts a fresh catalog. Configuring again replaces the catalog; the old
+// one drains and closes.
+func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) error {
+	if req == nil || req.Host == nil {
+		return fmt.Errorf("extmcp: Configure without a host: %w", ext.ErrInvalidArgument)
+	}
+	cfg, err := ParseConfig(req.Config)
+	if err != nil {
+		return fmt.Errorf("invalid MCP config: %w", err)
+	}
+	sections, err := buildSections(cfg)
+	if err != nil {
+		return err
+	}
+	var decls []catalog.ServerDecl
+	cfg.each(func(name string, s Server) { decls = append(decls, decl(name, s, false)) })
+	planner := &catalog.SettingsPlanner{
+		Servers:         decls,
+		UserServers:     cfg.UserServers,
+		Toggles:         x.toggles,
+		OwnServers:      x.ownServers,
+		ParseOwnServers: parseOwn,
+		CredentialID:    x.credentialID,
+	}
+	h := req.Host
+	opts := x.catalogOpts
+	if opts == nil {
+		opts = &catalog.Options{}
+	}
+	o := *opts
+	if o.Logger == nil {
+		o.Logger = x.log
+	}
+	engine := catalog.New(planner, &connector{x: x}, catalog.PublisherFunc(h.SetUserTools), &o)
+
+	x.mu.Lock()
+	if x.shut {
+		x.mu.Unlock()
+		_ = engine.Close(ctx)
+		return fmt.Errorf("extmcp: Configure after Shutdown: %w", ext.ErrUnavailable)
+	}
+	old := x.engine
+	x.host, x.cfg, x.planner, x.engine, x.sections = h, cfg, planner, engine, sections
+	x.mu.Unlock()
+	if old != nil {
+		return old.Close(ctx)
+	}
+	return nil
+}
+
+// Shutdown implements [ext.Extension]: the catalog drains (until ctx ends)
+// and closes every connection. It is idempotent and safe before Configure.
+func (x *Extension) Shutdown(ctx context.Context) error {
+	x.mu.Lock()
+	x.shut = true
+	e := x.engine
+	x.mu.Unlock()
+	var err error
+	if e != nil {
+		err = e.Close(ctx)
+	}
+	x.transport.CloseIdleConnections()
+	return err
+}
+
+// state returns the configured host, planner and engine.
+func (x *Extension) state() (ext.Host, *catalog.SettingsPlanner, *catalog.Engine, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	switch {
+	case x.shut:
+		return nil, nil, nil, fmt.Errorf("extmcp: shut down: %w", ext.ErrUnavailable)
+	case x.engine == nil:
+		return nil, nil, nil, fmt.Errorf("extmcp: not configured: %w", ext.ErrUnavailable)
+	}
+	return x.host, x.planner, x.engine, nil
+}
+
+func (x *Extension) hostRef() (ext.Host, error) {
+	h, _, _, err := x.state()
+	return h, err
+}
+
+// checkUser refuses calls without an identifiable user, and in the
+// operator's name.
+func checkUser(user string) error {
+	switch user {
+	case "":
+		return fmt.Errorf("caller not identified: %w", ext.ErrPermission)
+	case OperatorUser:
+		return fmt.Errorf("%q is reserved for the operator's credentials: %w", OperatorUser, ext.ErrPermission)
+	}
+	return nil
+}
+
+// CallTool implements [ext.ToolCaller]. A call without an identifiable user
+// is refused before anything is looked up or read.
+func (x *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error) {
+	if req == nil {
+		return nil, fmt.Errorf("extmcp: nil request: %w", ext.ErrInvalidArgument)
+	}
+	if err := checkUser(req.User); err != nil {
+		return nil, err
+	}
+	_, _, e, err := x.state()
+	if err != nil {
+		return nil, err
+	}
+	return e.Call(ctx, req.User, req.Name, req.Arguments)
+}
+
+// Activate implements [ext.UserLifecycle]: it activates or refreshes the
+// user's catalog.
+func (x *Extension) Activate(ctx context.Context, user string) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	_, _, e, err := x.state()
+	if err != nil {
+		return err
+	}
+	return e.Activate(ctx, user)
+}
+
+// Retire implements [ext.UserLifecycle]: it withdraws one server of the
+// user (until the next refresh), or, with an empty name, the whole
+// catalog of the user.
+func (x *Extension) Retire(ctx context.Context, user, name string) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	_, _, e, err := x.state()
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		return e.Deactivate(ctx, user)
+	}
+	return e.Retire(ctx, user, name)
+}
+
+// ReconcileAll implements [ext.UserLifecycle].
+func (x *Extension) ReconcileAll(ctx context.Context) error {
+	_, _, e, err := x.state()
+	if err != nil {
+		return err
+	}
+	return e.ReconcileAll(ctx)
+}
+
+// Status implements [ext.StatusReporter].
+func (x *Extension) Status(_ context.Context, user string) ([]ext.StatusEntry, error) {
+	_, _, e, err := x.state()
+	if err != nil {
+		return nil, err
+	}
+	return e.Status(user), nil
+}
+
+// serviceName names one connection's process. Each connection gets its own
+// name, so the host never hands a new MCP session a process that already
+// served one (a stdio server speaks one session per process).
+func (x *Extension) serviceName(server string) string {
+	return fmt.Sprintf("%s#%d", server, x.seq.Add(1))
+}
+
+// StartService implements [ext.ServiceProvider]: the process of a stdio
+// server for one user, or nil when the user may not use it (unknown,
+// switched off, not on a shared server's allowlist, not allowed by the
+// policy). The environment is the configured one without any
+// MCP_ACCESS_TOKEN on personal servers, plus MCP_ACCESS_TOKEN set to the
+// user's token (the operator's, on shared servers) when there is one.
+func (x *Extension) StartService(ctx context.Context, name, user string) (*ext.ProcessSpec, error) {
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	h, planner, _, err := x.state()
+	if err != nil {
+		return nil, err
+	}
+	server, _, _ := strings.Cut(name, "#")
+	plan, err := planner.Plan(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	var d *catalog.ServerDecl
+	for i := range plan.Servers {
+		if plan.Servers[i].Name == server && !plan.Servers[i].Remote {
+			d = &plan.Servers[i]
+		}
+	}
+	if d == nil {
+		return nil, nil
+	}
+	sp := d.Spec.(*spec)
+	token, replace, err := x.credential(ctx, h, user, *d)
+	if err != nil {
+		return nil, err
+	}
+	env := make([]string, 0, len(sp.server.Env)+1)
+	for _, k := range sortedKeys(sp.server.Env) {
+		if k == "MCP_ACCESS_TOKEN" && replace {
+			continue
+		}
+		env = append(env, k+"="+sp.server.Env[k])
+	}
+	if token != "" {
+		env = append(env, "MCP_ACCESS_TOKEN="+token)
+	}
+	return &ext.ProcessSpec{Command: sp.server.Command, Args: append([]string(nil), sp.server.Args...),
+		Env: env, Dir: sp.server.Cwd}, nil
+}
+
+// toggles reads the user's switches for the planner.
+func (x *Extension) toggles(ctx context.Context, user string) (json.RawMessage, error) {
+	h, err := x.hostRef()
+	if err != nil {
+		return nil, err
+	}
+	return h.UserStore(user).Settings().Get(ctx, SectionServers)
+}
+
+// ownServers reads the user's own server list (JSON text in a longtext
+// field) for the planner.
+func (x *Extension) ownServers(ctx context.Context, user string) (json.RawMessage, error) {
+	h, err := x.hostRef()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := h.UserStore(user).Settings().Get(ctx, SectionUserServers)
+	if err != nil {
+		return nil, err
+	}
+	var values map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &values); err != nil {
+		return json.RawMessage(`"your settings are not a JSON object"`), nil // fails to parse, with a reason
+	}
+	field := values[UserServersField]
+	var text string
+	if err := json.Unmarshal(field, &text); err == nil {
+		return json.RawMessage(text), nil
+	}
+	return field, nil // stored as JSON rather than text
+}
+
+// parseOwn is the planner's parser for the user's own servers.
+func parseOwn(raw json.RawMessage) ([]catalog.ServerDecl, error) {
+	list, err := ParseServerList(raw)
+	if err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			return nil, ce
+		}
+		return nil, err
+	}
+	var out []catalog.ServerDecl
+	list.each(func(name string, s Server) {
+		d := decl(catalog.UserServerPrefix+name, s, true)
+		d.Name = name // the planner adds the prefix
+		out = append(out, d)
+	})
+	return out, nil
+}
+
+// credentialID names the credential user would use on d without revealing
+// it: an HMAC under a key that lives as long as this process.
+func (x *Extension) credentialID(ctx context.Context, user string, d catalog.ServerDecl) (string, error) {
+	h, err := x.hostRef()
+	if err != nil {
+		return "", err
+	}
+	token, replace, err := x.credential(ctx, h, user, d)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case token != "":
+		m := hmac.New(sha256.New, x.key)
+		m.Write([]byte(token))
+		return hex.EncodeToString(m.Sum(nil)[:12]), nil
+	case !replace:
+		return "configured", nil
+	}
+	return "none", nil
+}

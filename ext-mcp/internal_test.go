@@ -1,0 +1,135 @@
+package extmcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestAuthTransport checks the header rules of remote servers: configured
+// headers pass, Authorization in any spelling is replaced by the user's
+// token or dropped, and never follows a redirect to another origin.
+func TestAuthTransport(t *testing.T) {
+	var got []http.Header
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Clone())
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Clone())
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, other.URL+"/elsewhere", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	u := srv.URL
+	hdr := http.Header{}
+	for k, v := range map[string]string{"X-Team": "blue"} {
+		hdr.Set(k, v)
+	}
+	for name, tc := range map[string]struct {
+		token string
+		want  string
+	}{
+		"with a token":    {"tok-1", "Bearer tok-1"},
+		"without a token": {"", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got = nil
+			rt := &authTransport{base: http.DefaultTransport, origin: strings.ToLower(u), headers: hdr, token: tc.token}
+			c := &http.Client{Transport: rt}
+			req, _ := http.NewRequest("GET", u+"/redirect", nil)
+			req.Header.Set("authorization", "Bearer injected")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if len(got) != 2 {
+				t.Fatalf("%d requests, want the request and its redirect", len(got))
+			}
+			if a := got[0].Get("Authorization"); a != tc.want {
+				t.Errorf("Authorization to the server: %q, want %q", a, tc.want)
+			}
+			if got[0].Get("X-Team") != "blue" {
+				t.Error("configured header lost")
+			}
+			if a := got[1].Get("Authorization"); a != "" {
+				t.Errorf("Authorization followed a redirect to another origin: %q", a)
+			}
+		})
+	}
+}
+
+func TestIsAuthorization(t *testing.T) {
+	for _, k := range []string{"Authorization", "authorization", "AUTHORIZATION", " AuThOrIzAtIoN "} {
+		if !isAuthorization(k) {
+			t.Errorf("%q not recognised", k)
+		}
+	}
+	if isAuthorization("Proxy-Authorization") || isAuthorization("X-Authorization") {
+		t.Error("another header taken for Authorization")
+	}
+}
+
+func TestToResultAndRedact(t *testing.T) {
+	res, err := toResult(&mcp.CallToolResult{})
+	if err != nil || string(res.Content) != "[]" || res.StructuredContent != nil || res.IsError {
+		t.Errorf("empty result: %+v %v", res, err)
+	}
+	res, _ = toResult(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "x"}}, Meta: mcp.Meta{"k": "v"}})
+	if string(res.Details) != `{"_meta":{"k":"v"}}` {
+		t.Errorf("details %s", res.Details)
+	}
+	c := &conn{server: "s", secrets: []string{"SECRET-1"}}
+	base := errors.New(`Post "http://h": 401 for Bearer SECRET-1`)
+	r := c.redact(base)
+	if strings.Contains(r.Error(), "SECRET-1") || !errors.Is(r, base) {
+		t.Errorf("redact: %v", r)
+	}
+	if c.redact(context.Canceled) != context.Canceled {
+		t.Error("an error without secrets was rewrapped")
+	}
+}
+
+// TestProtocolErrorIsResult checks that a JSON-RPC error from the server
+// becomes an error result naming the server, with no token in it.
+func TestProtocolErrorIsResult(t *testing.T) {
+	ctx := context.Background()
+	s := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "v0"}, nil)
+	s.AddTool(&mcp.Tool{Name: "fails", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: -32001, Message: "quota exceeded for TOKEN-9"}
+		})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &conn{server: "srv", cs: cs, secrets: []string{"TOKEN-9"}, done: make(chan struct{}), cancel: func() {}}
+	go c.wait()
+	defer func() {
+		_ = c.Close()
+		_ = ss.Wait()
+	}()
+	for tool, want := range map[string]string{
+		"nope":  `MCP server "srv" refused the call of "nope": `,
+		"fails": `MCP server "srv" refused the call of "fails": quota exceeded for [redacted] (code -32001)`,
+	} {
+		res, err := c.CallTool(ctx, "u", tool, nil)
+		if err != nil || !res.IsError || !strings.HasPrefix(res.Text(), want) {
+			t.Errorf("%s: %v %q; want an error result starting %q", tool, err, res.Text(), want)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package extmcp
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/agenthost/agenthost/catalog"
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/settings"
+)
+
+// JSONSchemaExtend adds to the generated schema what the Go types cannot
+// say: server names follow a pattern.
+func (ServerList) JSONSchemaExtend(s *jsonschema.Schema) {
+	for _, key := range []string{"mcpServers", "servers"} {
+		if p, ok := s.Properties.Get(key); ok && p != nil {
+			p.PropertyNames = &jsonschema.Schema{Pattern: serverName.String()}
+		}
+	}
+}
+
+// JSONSchemaExtend adds to the generated schema that a server has either a
+// command or a url.
+func (Server) JSONSchemaExtend(s *jsonschema.Schema) {
+	s.OneOf = []*jsonschema.Schema{{Required: []string{"command"}}, {Required: []string{"url"}}}
+}
+
+var (
+	schemaOnce sync.Once
+	schemaRaw  json.RawMessage
+	schemaErr  error
+)
+
+// ServerListSchema returns the JSON Schema of a server list ([ServerList]),
+// generated with invopop/jsonschema. The "Your MCP servers" editor checks
+// the user's JSON against it; [ParseServerList] is the full validator.
+func ServerListSchema() (json.RawMessage, error) {
+	schemaOnce.Do(func() { schemaRaw, schemaErr = settings.SchemaOf[ServerList]() })
+	return schemaRaw, schemaErr
+}
+
+// sharedWarning is shown on the switch of every shared server.
+const sharedWarning = "A shared server hands every permitted user's agent the operator's credential for this service: " +
+	"what your agent does with it is done in the operator's name."
+
+// buildSections returns the settings sections for cfg: "MCP servers"
+// always, "Your MCP servers" when the policy is not none.
+func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
+	var nodes []*settings.Node
+	cfg.each(func(name string, s Server) {
+		if s.Enabled != nil && !*s.Enabled {
+			return
+		}
+		label := name
+		toggle := settings.Toggle(name, label).WithDefault(s.Availability != catalog.AvailabilityOptIn)
+		if s.Credentials == catalog.CredentialsShared {
+			help := "Shared server, lent by the operator to some users only."
+			if s.SharedAuthority != "" {
+				help = "Shared server: " + s.SharedAuthority
+			}
+			nodes = append(nodes, toggle.WithHelp(help).WithWarning(sharedWarning))
+			return
+		}
+		if s.Availability == catalog.AvailabilityOptIn {
+			toggle.WithHelp("Off until you switch it on.")
+		}
+		nodes = append(nodes, toggle,
+			settings.Secret(TokenSecret(name), "Your token for "+name).
+				WithHelp(tokenHelp(s)))
+	})
+	servers := settings.Section{
+		ID: SectionServers, Title: "MCP servers", Scope: settings.ScopeUser,
+		Description: "The MCP servers your agent may use, and your tokens for them.",
+		Form:        settings.NewForm(nodes...),
+	}
+	sections := []settings.Section{servers}
+	if cfg.UserServers == catalog.UserServersURL || cfg.UserServers == catalog.UserServersAll {
+		schema, err := ServerListSchema()
+		if err != nil {
+			return nil, fmt.Errorf("extmcp: generating the server list schema: %w", err)
+		}
+		allowed := "remote servers (url)"
+		if cfg.UserServers == catalog.UserServersAll {
+			allowed = "remote servers (url) and local programs (command)"
+		}
+		help := fmt.Sprintf(`Paste a {"mcpServers": {...}} list, as Claude Desktop or VS Code reads it. The operator allows %s. `+
+			`Their tools are named u_<name>/<tool>. Store a server's token as the secret token:u_<name>; an Authorization header written here is not sent.`, allowed)
+		sections = append(sections, settings.Section{
+			ID: SectionUserServers, Title: "Your MCP servers", Scope: settings.ScopeUser,
+			Description: "MCP servers of your own, beside the operator's.",
+			Form:        settings.NewForm(settings.JSONEditor(UserServersField, "Your MCP servers", schema).WithHelp(help)),
+		})
+	}
+	out := make([]ext.SettingsSection, 0, len(sections))
+	for _, s := range sections {
+		form, err := s.MarshalForm()
+		if err != nil {
+			return nil, fmt.Errorf("extmcp: building settings: %w", err)
+		}
+		out = append(out, ext.SettingsSection{ID: s.ID, Title: s.Title, Description: s.Description,
+			Scope: string(s.Scope), Form: form})
+	}
+	return out, nil
+}
+
+func tokenHelp(s Server) string {
+	if s.URL != "" {
+		return "Sent as Authorization: Bearer <token>. Without one, the server is called without credentials."
+	}
+	return "Passed to the server as MCP_ACCESS_TOKEN. Without one, the server runs without credentials."
+}
