@@ -1,17 +1,22 @@
 package extmcp_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -311,6 +316,52 @@ func TestSharedServer(t *testing.T) {
 		if a != "Bearer "+operatorTok {
 			t.Errorf("the shared server received %q", a)
 		}
+	}
+	if strings.Contains(f.logs.String(), "CANARY-") {
+		t.Error("a token in the logs")
+	}
+}
+
+// TestBearerExample runs the example bearer server (a separate process
+// that accepts listed tokens only) behind ext-mcp: each user's calls carry
+// that user's token, and a user whose token the server refuses is
+// quarantined with a reason that does not hold the token.
+func TestBearerExample(t *testing.T) {
+	needBins(t)
+	t.Parallel()
+	alice, bob := canary("alice"), canary("bob")
+	cmd := exec.Command(bins.bearer, "-addr", "127.0.0.1:0", "-tokens", alice)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	url := strings.TrimSpace(strings.TrimPrefix(line, "bearer: serving "))
+	f := newFixture(t, "grpc-fd", fmt.Sprintf(`{"mcpServers": {"b": {"url": %q, "timeout": "5s"}}}`, url), nil)
+	f.setSecret("alice", extmcp.TokenSecret("b"), alice)
+	f.setSecret("bob", extmcp.TokenSecret("b"), bob)
+	f.activate("alice")
+	f.activate("bob")
+	var who struct{ User, Token string }
+	_ = json.Unmarshal(f.mustCall("alice", "b/whoami", `{}`).StructuredContent, &who)
+	sum := sha256.Sum256([]byte(alice))
+	if who.User != hex.EncodeToString(sum[:6]) || who.Token != "" {
+		t.Errorf("whoami for alice: %+v", who)
+	}
+	st := f.statusOf("bob", "b")
+	if st.State != "quarantined" || strings.Contains(st.Reason, bob) || strings.Contains(st.Reason, "CANARY") {
+		t.Errorf("bob's status: %+v; want quarantined without his token", st)
 	}
 	if strings.Contains(f.logs.String(), "CANARY-") {
 		t.Error("a token in the logs")

@@ -280,3 +280,22 @@ func TestConfigureRefusesBadConfig(t *testing.T) {
 		_ = e.Shutdown(ctx(t))
 	}
 }
+
+// TestCallTimeout checks the per-call timeout from the config: a call that
+// outlives it is an error result naming the server and the timeout, and
+// the connection stays usable.
+func TestCallTimeout(t *testing.T) {
+	needBins(t)
+	t.Parallel()
+	f := newFixture(t, "grpc-fd", fmt.Sprintf(`{"mcpServers": {"notes": %s}}`, notesServer(`"timeout": 0.3`)), nil)
+	f.activate("alice")
+	start := time.Now()
+	res, err := f.call("alice", "notes/slow", `{"duration":"5s"}`)
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), `"notes"`) || !strings.Contains(res.Text(), "300ms") {
+		t.Errorf("slow call: %v %q; want an error result naming the server and 300ms", err, res.Text())
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the timeout took %v", d)
+	}
+	f.mustCall("alice", "notes/echo", `{"text":"still here"}`)
+}
