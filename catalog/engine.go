@@ -179,6 +179,12 @@ func (e *Engine) spawn(f func()) bool {
 	return true
 }
 
+func (e *Engine) isClosing() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closing
+}
+
 // userFor returns the user's catalog, creating it.
 func (e *Engine) userFor(id string) (*user, error) {
 	e.mu.Lock()
@@ -242,17 +248,10 @@ func (e *Engine) Refresh(ctx context.Context, user string) error {
 // ReconcileAll refreshes every active user, a few at a time, and returns
 // their errors joined.
 func (e *Engine) ReconcileAll(ctx context.Context) error {
-	e.mu.Lock()
-	if e.closing {
-		e.mu.Unlock()
+	if e.isClosing() {
 		return errClosed
 	}
-	ids := make([]string, 0, len(e.users))
-	for id := range e.users {
-		ids = append(ids, id)
-	}
-	e.mu.Unlock()
-	slices.Sort(ids)
+	ids := e.Users()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -273,6 +272,18 @@ func (e *Engine) ReconcileAll(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// Users returns the active users, sorted.
+func (e *Engine) Users() []string {
+	e.mu.Lock()
+	ids := make([]string, 0, len(e.users))
+	for id := range e.users {
+		ids = append(ids, id)
+	}
+	e.mu.Unlock()
+	slices.Sort(ids)
+	return ids
 }
 
 // Retire withdraws one server from an active user's catalog: its tools

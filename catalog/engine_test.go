@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -704,6 +705,9 @@ func TestReconcileAll(t *testing.T) {
 		r.plan.set(u, decl("s"))
 		mustActivate(t, r.e, u)
 		r.plan.set(u, decl("s"), decl("t"))
+	}
+	if got := r.e.Users(); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("Users() = %q", got)
 	}
 	if err := r.e.ReconcileAll(context.Background()); err != nil {
 		t.Fatal(err)
