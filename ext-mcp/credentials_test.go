@@ -307,7 +307,10 @@ func TestSharedServer(t *testing.T) {
 	if err := f.e.Configure(ctx(t), &ext.ConfigureRequest{Name: "mcp", Config: json.RawMessage(cfg2), Host: counter}); err != nil {
 		t.Fatal(err)
 	}
-	f.activate("alice")
+	// No new Activate: the new config takes over the active users.
+	if names := f.names("alice"); hasPrefix(names, "team") {
+		t.Errorf("alice keeps %q after removal from the allowlist", names)
+	}
 	if _, err := f.call("alice", "teamcli/whoami", `{}`); !errors.Is(err, ext.ErrNotFound) {
 		t.Errorf("call after removal from the allowlist: %v", err)
 	}

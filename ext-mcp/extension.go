@@ -142,7 +142,8 @@ func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 
 // Configure implements [ext.Extension]: it validates the config (an error
 // names every bad field, and the host refuses to start the extension) and
-// starts a fresh catalog. Configuring again replaces the catalog; the old
+// starts a fresh catalog. Configuring again replaces the catalog: the
+// users active in the old one are activated in the new one, then the old
 // one drains and closes.
 func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) error {
 	if req == nil || req.Host == nil {
@@ -186,10 +187,25 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	old := x.engine
 	x.host, x.cfg, x.planner, x.engine, x.sections = h, cfg, planner, engine, sections
 	x.mu.Unlock()
-	if old != nil {
-		return old.Close(ctx)
+	if old == nil {
+		return nil
 	}
-	return nil
+	// A new config: the users active under the old one move over (their
+	// servers are planned afresh), then the old catalog drains and closes.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, u := range old.Users() {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := engine.Activate(ctx, u); err != nil {
+				x.log.Warn("extmcp: re-activating a user under the new config failed", "user", u, "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return old.Close(ctx)
 }
 
 // Shutdown implements [ext.Extension]: the catalog drains (until ctx ends)
