@@ -178,6 +178,7 @@ func processSpecToProto(in *ProcessSpec) *extpb.ProcessSpec {
 	}
 	return &extpb.ProcessSpec{
 		Command: in.Command, Args: in.Args, Env: in.Env, Dir: in.Dir, ReadablePaths: in.ReadablePaths,
+		OneSession: in.OneSession,
 	}
 }
 
@@ -187,7 +188,7 @@ func processSpecFromProto(in *extpb.ProcessSpec) *ProcessSpec {
 	}
 	return &ProcessSpec{
 		Command: in.GetCommand(), Args: in.GetArgs(), Env: in.GetEnv(), Dir: in.GetDir(),
-		ReadablePaths: in.GetReadablePaths(),
+		ReadablePaths: in.GetReadablePaths(), OneSession: in.GetOneSession(),
 	}
 }
 

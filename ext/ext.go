@@ -132,6 +132,10 @@ type ConfigureRequest struct {
 	Config json.RawMessage
 	// Host is the host's services. It stays valid until Shutdown.
 	Host Host
+	// BaseDir is the folder of the operator's file: relative paths in
+	// Config resolve against it. Empty for in-process extensions without a
+	// file.
+	BaseDir string
 }
 
 // CallToolRequest asks an extension to run one of its tools.
@@ -213,6 +217,11 @@ type ProcessSpec struct {
 	// ReadablePaths lists paths the process needs to read (a hint for
 	// sandboxes).
 	ReadablePaths []string
+	// OneSession marks a process that serves one handle in its whole life,
+	// such as an MCP stdio server (one session per process). The host never
+	// hands it to a second ConnectService and stops it as soon as that
+	// handle is released, instead of keeping it idle for reuse.
+	OneSession bool
 }
 
 // StatusEntry is one line of a status report.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -62,10 +63,28 @@ func (s *fdSender) send(stdin, stdout *os.File) (string, error) {
 		return "", err
 	}
 	token := hex.EncodeToString(b[:])
-	rights := syscall.UnixRights(int(stdin.Fd()), int(stdout.Fd()))
+	// Reach the descriptors through SyscallConn: f.Fd() would switch the
+	// shared file descriptions to blocking mode.
+	inRC, err := stdin.SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	outRC, err := stdout.SyscallConn()
+	if err != nil {
+		return "", err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, _, err := s.conn.WriteMsgUnix([]byte(token), rights, nil); err != nil {
+	var werr error
+	cerr := inRC.Control(func(in uintptr) {
+		cerr := outRC.Control(func(out uintptr) {
+			_, _, werr = s.conn.WriteMsgUnix([]byte(token), syscall.UnixRights(int(in), int(out)), nil)
+		})
+		if werr == nil {
+			werr = cerr
+		}
+	})
+	if err := errors.Join(cerr, werr); err != nil {
 		return "", err
 	}
 	return token, nil

@@ -54,7 +54,7 @@ func (s *extensionServer) Configure(ctx context.Context, req *extpb.ConfigureReq
 		transports: req.GetServiceTransports(),
 		fds:        s.fds,
 	}
-	if err := s.impl.Configure(ctx, &ConfigureRequest{Name: req.GetName(), Config: raw(req.GetConfig()), Host: h}); err != nil {
+	if err := s.impl.Configure(ctx, &ConfigureRequest{Name: req.GetName(), Config: raw(req.GetConfig()), Host: h, BaseDir: req.GetBaseDir()}); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}

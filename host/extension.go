@@ -151,8 +151,18 @@ func (e *extension) launch(ctx context.Context, inproc ext.Extension) error {
 	gen := e.gen
 	e.mu.Unlock()
 	hs := &hostServices{h: e.h, ext: e.name}
-	if err := carrier.Configure(ctx, &ext.ConfigureRequest{Name: e.name, Config: e.config, Host: hs}); err != nil {
+	if err := carrier.Configure(ctx, &ext.ConfigureRequest{Name: e.name, Config: e.config, Host: hs, BaseDir: e.h.cfg.dir}); err != nil {
 		return fail(fmt.Errorf("configuring extension %q: %w", e.name, err))
+	}
+	// Describe again: settings sections may depend on the config (ext-mcp
+	// offers one toggle per configured server).
+	if d2, err := carrier.Describe(ctx); err == nil && d2 != nil {
+		if err := e.h.checkSections(e.name, d2); err != nil {
+			return fail(err)
+		}
+		e.mu.Lock()
+		e.desc = d2
+		e.mu.Unlock()
 	}
 	e.mu.Lock()
 	if e.stopping {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/services"
 	"github.com/agenthost/agenthost/host/internal/supervisor"
 )
 
@@ -44,7 +45,24 @@ type Options struct {
 	// DisableFDPassing relays service bytes over gRPC instead of passing
 	// descriptors (tests of both carriers).
 	DisableFDPassing bool
-	_                struct{}
+	// ServiceGrace is how long each step of stopping a service process
+	// waits (close stdin, then SIGTERM, then SIGKILL; default 2 s).
+	ServiceGrace time.Duration
+	_            struct{}
+}
+
+func minutes(v, def float64) time.Duration {
+	if v <= 0 {
+		v = def
+	}
+	return time.Duration(v * float64(time.Minute))
+}
+
+func seconds(v, def float64) time.Duration {
+	if v <= 0 {
+		v = def
+	}
+	return time.Duration(v * float64(time.Second))
 }
 
 // Host loads extensions and serves their tools to users. It is safe for
@@ -64,6 +82,7 @@ type Host struct {
 
 	settings settingsStore
 	secrets  secretStore
+	services *services.Manager
 	dataDir  string
 
 	closeOnce sync.Once
@@ -112,6 +131,13 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		cfg: cfg, logger: logger, reg: newRegistry(logger), exts: map[string]*extension{},
 		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
 		dataDir: dataDir, settings: newMemorySettings(), secrets: newMemorySecrets(),
+		services: services.New(services.Options{
+			Idle:        minutes(cfg.Services.IdleMinutes, 10),
+			Max:         cfg.Services.MaxProcesses,
+			ConnectWait: seconds(cfg.Services.ConnectWaitSeconds, 10),
+			Grace:       o.ServiceGrace,
+			Logger:      logger,
+		}),
 	}
 	inprocs := map[string]ext.Extension{}
 	for name, ec := range cfg.Extensions {
@@ -186,6 +212,11 @@ func (h *Host) Close() error {
 			if err := exts[i].stop(ctx); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		// Extensions are gone, and with them their handles: stop the
+		// service processes.
+		if err := h.services.Close(); err != nil {
+			errs = append(errs, err)
 		}
 		h.closeErr = errors.Join(errs...)
 	})

@@ -1,10 +1,13 @@
 package host_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -26,6 +29,16 @@ import (
 // environment variables (STYLE.md rule 9: no helper binaries to build).
 func TestMain(m *testing.M) {
 	switch {
+	case os.Getenv("HOST_TEST_SERVICE") == "echo":
+		_, _ = io.Copy(os.Stdout, os.Stdin)
+		os.Exit(0)
+	case os.Getenv("HOST_TEST_SERVICE") == "canary":
+		// Answer every line with the canary, so a reused process answers too.
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			fmt.Println(os.Getenv("CANARY"))
+		}
+		os.Exit(0)
 	case os.Getenv("HOST_TEST_EXTENSION") != "":
 		ext.Serve(&testExt{})
 		os.Exit(0)
@@ -54,7 +67,7 @@ type testExt struct {
 }
 
 func (e *testExt) Describe(context.Context) (*ext.Descriptor, error) {
-	return &ext.Descriptor{Name: "t", Version: "v1", Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers},
+	return &ext.Descriptor{Name: "t", Version: "v1", Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers, ext.CapabilityServices},
 		Settings: []ext.SettingsSection{{ID: "prefs", Title: "Preferences", Scope: "user",
 			Form: json.RawMessage(`{"v":1,"root":{"type":"form","children":[{"type":"text","name":"greeting"}]}}`)}}}, nil
 }
@@ -64,7 +77,7 @@ func (e *testExt) Configure(ctx context.Context, req *ext.ConfigureRequest) erro
 	e.host = req.Host
 	e.mu.Unlock()
 	return req.Host.SetSystemTools(ctx, []ext.Tool{
-		{Name: "t/echo"}, {Name: "t/slow"}, {Name: "t/env"}, {Name: "t/block"}, {Name: "t/greet"},
+		{Name: "t/echo"}, {Name: "t/slow"}, {Name: "t/env"}, {Name: "t/block"}, {Name: "t/greet"}, {Name: "t/svc"},
 	})
 }
 
@@ -76,6 +89,68 @@ func (e *testExt) Activate(ctx context.Context, user string) error {
 	e.mu.Unlock()
 	return h.SetUserTools(ctx, user, []ext.Tool{{Name: "t/mine_" + user, Exposure: ext.ExposureDeferred}})
 }
+func (e *testExt) StartService(_ context.Context, name, user string) (*ext.ProcessSpec, error) {
+	switch name {
+	case "echo":
+		return &ext.ProcessSpec{Command: os.Args[0], Env: []string{"HOST_TEST_SERVICE=echo"}}, nil
+	case "canary":
+		return &ext.ProcessSpec{Command: os.Args[0], Env: []string{"HOST_TEST_SERVICE=canary", "CANARY=canary-" + user}}, nil
+	}
+	return nil, nil
+}
+
+// svc connects to a service as the user, pushes n bytes through it and
+// checks they come back, then reports the pid and the first line.
+func (e *testExt) svc(ctx context.Context, user string, args json.RawMessage) (*ext.CallToolResult, error) {
+	var a struct {
+		Service string `json:"service"`
+		Bytes   int    `json:"bytes"`
+		Keep    bool   `json:"keep"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	h := e.host
+	e.mu.Unlock()
+	conn, err := h.ConnectService(ctx, a.Service, user)
+	if err != nil {
+		return nil, err
+	}
+	if !a.Keep {
+		defer conn.Release()
+	}
+	r := bufio.NewReaderSize(conn.Stdout(), 1<<20)
+	if a.Bytes == 0 {
+		if _, err := conn.Stdin().Write([]byte("\n")); err != nil {
+			return nil, err
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		return ext.TextResult(fmt.Sprintf("%d %s", conn.PID(), strings.TrimSpace(line))), nil
+	}
+	payload := bytes.Repeat([]byte("x"), a.Bytes)
+	payload = append(payload, '\n')
+	errc := make(chan error, 1)
+	go func() {
+		_, err := conn.Stdin().Write(payload)
+		errc <- err
+	}()
+	got := make([]byte, len(payload))
+	if _, err := io.ReadFull(r, got); err != nil {
+		return nil, err
+	}
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(got, payload) {
+		return ext.ErrorResult("bytes differ"), nil
+	}
+	return ext.TextResult(fmt.Sprintf("%d ok", conn.PID())), nil
+}
+
 func (e *testExt) Retire(context.Context, string, string) error { return nil }
 func (e *testExt) ReconcileAll(context.Context) error           { return nil }
 
@@ -110,6 +185,8 @@ func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.
 			return nil, err
 		}
 		return ext.TextResult(string(v)), nil
+	case req.Name == "t/svc":
+		return e.svc(ctx, req.User, req.Arguments)
 	case strings.HasPrefix(req.Name, "t/mine_"):
 		return ext.TextResult("mine of " + req.User), nil
 	}
@@ -167,7 +244,7 @@ func TestToolsAndCall(t *testing.T) {
 	for _, tool := range tools {
 		names = append(names, tool.Name)
 	}
-	want := "t/block t/echo t/env t/greet t/mine_alice t/slow"
+	want := "t/block t/echo t/env t/greet t/mine_alice t/slow t/svc"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("tools = %s, want %s", got, want)
 	}

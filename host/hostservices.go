@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/services"
 )
 
 // hostServices is what the host offers one extension ([ext.Host]). Every
@@ -31,11 +33,40 @@ func (s *hostServices) SetSystemTools(_ context.Context, tools []ext.Tool) error
 	return s.h.reg.setSystem(s.ext, tools)
 }
 
+var validService = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// ConnectService starts (or reuses) the user's process of service name,
+// asking the extension for its spec only when none runs. HOME and the
+// default working directory are the user's data folder for the extension.
 func (s *hostServices) ConnectService(ctx context.Context, name, user string) (ext.ServiceConn, error) {
 	if err := checkUser(user); err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("services are not available yet: %w", ext.ErrUnimplemented)
+	if !validService.MatchString(name) {
+		return nil, fmt.Errorf("service name %q is not valid: %w", name, ext.ErrInvalidArgument)
+	}
+	e := s.h.exts[s.ext]
+	home := filepath.Join(s.h.dataDir, "users", user, s.ext, "data")
+	start := func(ctx context.Context) (*ext.ProcessSpec, error) {
+		cur, err := e.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sp, ok := cur.(ext.ServiceProvider)
+		if !ok || !e.descriptor().Has(ext.CapabilityServices) {
+			return nil, fmt.Errorf("extension %q offers no services: %w", s.ext, ext.ErrUnimplemented)
+		}
+		spec, err := sp.StartService(ctx, name, user)
+		if err != nil {
+			return nil, e.wrapErr(fmt.Sprintf("describing service %q", name), err)
+		}
+		return spec, nil
+	}
+	h, err := s.h.services.Connect(ctx, services.Key{Extension: s.ext, Service: name, User: user}, home, start)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 func (s *hostServices) ActingUser(_ context.Context, conversation string) (string, error) {

@@ -385,8 +385,11 @@ type ConfigureRequest struct {
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// Which ways a service's stdio may travel ("fd", "stream").
 	ServiceTransports []string `protobuf:"bytes,4,rep,name=service_transports,json=serviceTransports,proto3" json:"service_transports,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The folder of the operator's file: relative paths in config resolve
+	// against it.
+	BaseDir       string `protobuf:"bytes,5,opt,name=base_dir,json=baseDir,proto3" json:"base_dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigureRequest) Reset() {
@@ -445,6 +448,13 @@ func (x *ConfigureRequest) GetServiceTransports() []string {
 		return x.ServiceTransports
 	}
 	return nil
+}
+
+func (x *ConfigureRequest) GetBaseDir() string {
+	if x != nil {
+		return x.BaseDir
+	}
+	return ""
 }
 
 type ConfigureResponse struct {
@@ -1036,6 +1046,9 @@ type ProcessSpec struct {
 	Env           []string               `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty"`
 	Dir           string                 `protobuf:"bytes,4,opt,name=dir,proto3" json:"dir,omitempty"`
 	ReadablePaths []string               `protobuf:"bytes,5,rep,name=readable_paths,json=readablePaths,proto3" json:"readable_paths,omitempty"`
+	// The process serves one handle in its whole life (an MCP stdio server:
+	// one session per process): never shared, stopped on release.
+	OneSession    bool `protobuf:"varint,6,opt,name=one_session,json=oneSession,proto3" json:"one_session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1103,6 +1116,13 @@ func (x *ProcessSpec) GetReadablePaths() []string {
 		return x.ReadablePaths
 	}
 	return nil
+}
+
+func (x *ProcessSpec) GetOneSession() bool {
+	if x != nil {
+		return x.OneSession
+	}
+	return false
 }
 
 type StatusRequest struct {
@@ -2585,12 +2605,13 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x14\n" +
 	"\x05scope\x18\x03 \x01(\tR\x05scope\x12\x12\n" +
 	"\x04form\x18\x04 \x01(\fR\x04form\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\x93\x01\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xae\x01\n" +
 	"\x10ConfigureRequest\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12$\n" +
 	"\x0ehost_broker_id\x18\x02 \x01(\rR\fhostBrokerId\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12-\n" +
-	"\x12service_transports\x18\x04 \x03(\tR\x11serviceTransports\"\x13\n" +
+	"\x12service_transports\x18\x04 \x03(\tR\x11serviceTransports\x12\x19\n" +
+	"\bbase_dir\x18\x05 \x01(\tR\abaseDir\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
 	"\x10ShutdownResponse\"\x85\x01\n" +
@@ -2617,13 +2638,15 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\"I\n" +
 	"\x14StartServiceResponse\x121\n" +
-	"\x04spec\x18\x01 \x01(\v2\x1d.agenthost.ext.v1.ProcessSpecR\x04spec\"\x86\x01\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1d.agenthost.ext.v1.ProcessSpecR\x04spec\"\xa7\x01\n" +
 	"\vProcessSpec\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12\x10\n" +
 	"\x03env\x18\x03 \x03(\tR\x03env\x12\x10\n" +
 	"\x03dir\x18\x04 \x01(\tR\x03dir\x12%\n" +
-	"\x0ereadable_paths\x18\x05 \x03(\tR\rreadablePaths\"(\n" +
+	"\x0ereadable_paths\x18\x05 \x03(\tR\rreadablePaths\x12\x1f\n" +
+	"\vone_session\x18\x06 \x01(\bR\n" +
+	"oneSession\"(\n" +
 	"\rStatusRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\"I\n" +
 	"\x0eStatusResponse\x127\n" +

@@ -1,0 +1,599 @@
+package services
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agenthost/agenthost/ext"
+)
+
+// Key names one service process.
+type Key struct {
+	Extension string
+	Service   string
+	User      string
+}
+
+func (k Key) String() string { return k.Extension + "/" + k.Service + " for " + k.User }
+
+// Options bounds the processes. Zero values take the defaults.
+type Options struct {
+	// Idle is how long a process with no handle lives (default 10 min).
+	Idle time.Duration
+	// Max caps running processes (default 256).
+	Max int
+	// ConnectWait bounds how long a connect waits for a slot (default 10 s).
+	ConnectWait time.Duration
+	// Grace is how long each stop step waits (stdin close, then SIGTERM)
+	// before the next (default 2 s).
+	Grace time.Duration
+	// Logger receives each process's stderr and lifecycle events.
+	Logger *slog.Logger
+}
+
+// Starter returns how to start a process; it is called only when none runs.
+type Starter func(ctx context.Context) (*ext.ProcessSpec, error)
+
+// Manager runs the processes.
+type Manager struct {
+	opts   Options
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	procs   map[Key]*proc      // shared processes, reused by key
+	single  map[*proc]struct{} // one-session processes
+	pending int                // processes being started, counted against Max
+	slot    chan struct{}      // closed and replaced whenever a slot may have freed
+	closed  bool
+	seq     uint64
+
+	wg sync.WaitGroup
+}
+
+// New returns a Manager.
+func New(opts Options) *Manager {
+	if opts.Idle <= 0 {
+		opts.Idle = 10 * time.Minute
+	}
+	if opts.Max <= 0 {
+		opts.Max = 256
+	}
+	if opts.ConnectWait <= 0 {
+		opts.ConnectWait = 10 * time.Second
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 2 * time.Second
+	}
+	l := opts.Logger
+	if l == nil {
+		l = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Manager{opts: opts, logger: l, procs: map[Key]*proc{}, single: map[*proc]struct{}{}, slot: make(chan struct{})}
+}
+
+// proc is one running process.
+type proc struct {
+	m      *Manager
+	key    Key
+	cmd    *exec.Cmd
+	stdin  *os.File // write end, host side
+	stdout *os.File // read end, host side
+	exited chan struct{}
+	// oneSession processes serve one handle and stop on its release.
+	oneSession bool
+
+	// guarded by m.mu
+	waiting bool // a wait goroutine reaps it
+	// guarded by m.mu
+	refs     int
+	lastUsed uint64
+	idle     *time.Timer
+	stopping bool
+}
+
+// Running returns how many processes run.
+func (m *Manager) Running() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runningLocked()
+}
+
+func (m *Manager) runningLocked() int { return len(m.procs) + len(m.single) }
+
+// registeredLocked reports whether p is still one of the manager's.
+func (m *Manager) registeredLocked(p *proc) bool {
+	if p.oneSession {
+		_, ok := m.single[p]
+		return ok
+	}
+	return m.procs[p.key] == p
+}
+
+func (m *Manager) unregisterLocked(p *proc) {
+	if p.oneSession {
+		delete(m.single, p)
+	} else if m.procs[p.key] == p {
+		delete(m.procs, p.key)
+	}
+}
+
+// PIDs returns the pids of the running processes, for status pages and
+// tests.
+func (m *Manager) PIDs() map[Key]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[Key]int, len(m.procs))
+	for k, p := range m.procs {
+		out[k] = p.cmd.Process.Pid
+	}
+	for p := range m.single {
+		k := p.key
+		k.Service += "#" + fmt.Sprint(p.cmd.Process.Pid)
+		out[k] = p.cmd.Process.Pid
+	}
+	return out
+}
+
+// ErrBusy is returned when every process slot stays busy for ConnectWait.
+var ErrBusy = errors.New("all service process slots are busy")
+
+// Connect returns a handle to key's process, starting it with start and
+// home (its HOME and default working directory) when none runs.
+func (m *Manager) Connect(ctx context.Context, key Key, home string, start Starter) (*Handle, error) {
+	deadline := time.Now().Add(m.opts.ConnectWait)
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("service manager is closed: %w", ext.ErrUnavailable)
+		}
+		if p, ok := m.procs[key]; ok && !p.stopping {
+			h, err := m.handleLocked(p)
+			m.mu.Unlock()
+			return h, err
+		}
+		if m.runningLocked()+m.pending < m.opts.Max {
+			m.pending++
+			m.mu.Unlock()
+			p, err := m.start(ctx, key, home, start)
+			m.mu.Lock()
+			m.pending--
+			if err != nil {
+				m.signalLocked()
+				m.mu.Unlock()
+				return nil, err
+			}
+			if m.closed {
+				m.mu.Unlock()
+				p.stop()
+				return nil, fmt.Errorf("service manager is closed: %w", ext.ErrUnavailable)
+			}
+			if other, ok := m.procs[key]; ok && !other.stopping && !p.oneSession {
+				// Lost a race with another connect for the same key.
+				h, err := m.handleLocked(other)
+				m.mu.Unlock()
+				p.stop()
+				return h, err
+			}
+			if p.oneSession {
+				m.single[p] = struct{}{}
+			} else {
+				m.procs[key] = p
+			}
+			m.wg.Add(1)
+			p.waiting = true
+			go p.wait()
+			h, err := m.handleLocked(p)
+			m.mu.Unlock()
+			return h, err
+		}
+		// Full: stop the least recently used idle process, or wait.
+		victim := m.lruIdleLocked()
+		if victim != nil {
+			victim.stopping = true
+			m.mu.Unlock()
+			m.logger.Info("stopping idle service process to make room", "service", victim.key.String(), "max", m.opts.Max)
+			victim.stop()
+			continue
+		}
+		wait := m.slot
+		m.mu.Unlock()
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return nil, fmt.Errorf("starting %s: %w: %d processes run and none is idle (services.maxProcesses); try again later", key, ErrBusy, m.opts.Max)
+		}
+		t := time.NewTimer(remaining)
+		select {
+		case <-wait:
+			t.Stop()
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (m *Manager) signalLocked() {
+	close(m.slot)
+	m.slot = make(chan struct{})
+}
+
+func (m *Manager) lruIdleLocked() *proc {
+	var victim *proc
+	for _, p := range m.procs {
+		if p.refs == 0 && !p.stopping && (victim == nil || p.lastUsed < victim.lastUsed) {
+			victim = p
+		}
+	}
+	return victim
+}
+
+// handleLocked takes a reference on p and returns a handle with its own
+// duplicates of the pipes, so closing them never touches other handles.
+func (m *Manager) handleLocked(p *proc) (*Handle, error) {
+	stdin, err := dupFile(p.stdin, "service-stdin")
+	if err != nil {
+		return nil, fmt.Errorf("duplicating the stdin of %s: %w", p.key, err)
+	}
+	stdout, err := dupFile(p.stdout, "service-stdout")
+	if err != nil {
+		_ = stdin.Close()
+		return nil, fmt.Errorf("duplicating the stdout of %s: %w", p.key, err)
+	}
+	p.refs++
+	m.seq++
+	p.lastUsed = m.seq
+	if p.idle != nil {
+		p.idle.Stop()
+		p.idle = nil
+	}
+	return &Handle{p: p, stdin: stdin, stdout: stdout}, nil
+}
+
+// dupFile duplicates f's descriptor without f.Fd(), which would switch the
+// shared file description to blocking mode and make reads uninterruptible
+// by Close. The duplicate stays non-blocking, so os.NewFile makes it
+// pollable.
+func dupFile(f *os.File, name string) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		nfd  int
+		derr error
+	)
+	if err := rc.Control(func(fd uintptr) { nfd, derr = syscall.Dup(int(fd)) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	syscall.CloseOnExec(nfd)
+	if err := syscall.SetNonblock(nfd, true); err != nil {
+		_ = syscall.Close(nfd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(nfd), name), nil
+}
+
+// dangerousEnv are variables a spec may not set: they change what code the
+// process loads.
+func dangerousEnv(k string) bool {
+	switch {
+	case k == "LD_PRELOAD", k == "LD_LIBRARY_PATH", k == "LD_AUDIT", strings.HasPrefix(k, "DYLD_"):
+		return true
+	}
+	return false
+}
+
+// buildEnv is the spec's environment plus the host's short allowlist; HOME
+// is the user's folder and always wins.
+func buildEnv(spec *ext.ProcessSpec, home string) ([]string, error) {
+	env := make([]string, 0, len(spec.Env)+5)
+	for _, k := range []string{"PATH", "LANG", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, kv := range spec.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("environment entry %q is not KEY=VALUE: %w", redactKV(kv), ext.ErrInvalidArgument)
+		}
+		if strings.ContainsRune(v, 0) || strings.ContainsRune(k, 0) {
+			return nil, fmt.Errorf("environment variable %s contains a NUL byte: %w", k, ext.ErrInvalidArgument)
+		}
+		if dangerousEnv(k) {
+			return nil, fmt.Errorf("environment variable %s is not allowed for service processes: %w", k, ext.ErrInvalidArgument)
+		}
+		if k == "HOME" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "HOME="+home), nil
+}
+
+func redactKV(kv string) string {
+	k, _, _ := strings.Cut(kv, "=")
+	if len(k) > 40 {
+		k = k[:40]
+	}
+	return k + "=…"
+}
+
+func (m *Manager) start(ctx context.Context, key Key, home string, start Starter) (*proc, error) {
+	spec, err := start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if spec == nil {
+		return nil, fmt.Errorf("%s: %w", key, ext.ErrNotFound)
+	}
+	if spec.Command == "" {
+		return nil, fmt.Errorf("%s: the extension gave no command: %w", key, ext.ErrInvalidArgument)
+	}
+	env, err := buildEnv(spec, home)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("%s: creating its folder: %w", key, err)
+	}
+	cmd := exec.Command(spec.Command, spec.Args...)
+	cmd.Env = env
+	cmd.Dir = spec.Dir
+	if cmd.Dir == "" {
+		cmd.Dir = home
+	}
+	cmd.SysProcAttr = procAttrs()
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		_, _ = stdinR.Close(), stdinW.Close()
+		return nil, err
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		_, _, _, _ = stdinR.Close(), stdinW.Close(), stdoutR.Close(), stdoutW.Close()
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	err = cmd.Start()
+	_, _, _ = stdinR.Close(), stdoutW.Close(), stderrW.Close()
+	if err != nil {
+		_, _, _ = stdinW.Close(), stdoutR.Close(), stderrR.Close()
+		return nil, fmt.Errorf("starting %s (%s): %w", key, spec.Command, err)
+	}
+	p := &proc{m: m, key: key, cmd: cmd, stdin: stdinW, stdout: stdoutR, exited: make(chan struct{}), oneSession: spec.OneSession}
+	m.wg.Add(1)
+	go m.drainStderr(key, cmd.Process.Pid, stderrR)
+	m.logger.Info("service process started", "extension", key.Extension, "service", key.Service, "user", key.User, "pid", cmd.Process.Pid)
+	return p, nil
+}
+
+// Stderr is logged line by line, at most stderrLinesPerSec lines a second
+// and stderrLineMax bytes a line; the rest is drained and counted, never
+// blocking the process.
+const (
+	stderrLinesPerSec = 50
+	stderrLineMax     = 4 << 10
+)
+
+func (m *Manager) drainStderr(key Key, pid int, r *os.File) {
+	defer m.wg.Done()
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	var (
+		window  = time.Now()
+		lines   int
+		dropped int
+	)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if time.Since(window) > time.Second {
+				if dropped > 0 {
+					m.logger.Warn("service stderr rate-limited", "extension", key.Extension, "service", key.Service, "user", key.User, "dropped_lines", dropped)
+				}
+				window, lines, dropped = time.Now(), 0, 0
+			}
+			lines++
+			if lines <= stderrLinesPerSec {
+				s := strings.TrimRight(string(line), "\r\n")
+				if len(s) > stderrLineMax {
+					s = s[:stderrLineMax] + "…(truncated)"
+				}
+				m.logger.Info(s, "stream", "stderr", "extension", key.Extension, "service", key.Service, "user", key.User, "pid", pid)
+			} else {
+				dropped++
+			}
+		}
+		if err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				// A line longer than the buffer: log its start, skip the rest.
+				continue
+			}
+			return
+		}
+	}
+}
+
+// wait reaps the process and forgets it.
+func (p *proc) wait() {
+	defer p.m.wg.Done()
+	err := p.cmd.Wait()
+	close(p.exited)
+	p.m.mu.Lock()
+	p.m.unregisterLocked(p)
+	if p.idle != nil {
+		p.idle.Stop()
+	}
+	stopping := p.stopping
+	p.m.signalLocked()
+	p.m.mu.Unlock()
+	_ = p.stdin.Close()
+	_ = p.stdout.Close()
+	if !stopping {
+		p.m.logger.Warn("service process exited", "extension", p.key.Extension, "service", p.key.Service, "user", p.key.User, "error", errString(err))
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// stop ends the process: close stdin, wait Grace, SIGTERM the group, wait
+// Grace, SIGKILL the group; it returns once the process is reaped or, for a
+// process that was never registered, killed.
+func (p *proc) stop() {
+	p.m.mu.Lock()
+	p.stopping = true
+	waiting := p.waiting
+	p.m.mu.Unlock()
+	if !waiting {
+		// Started but lost a race: nobody waits for it yet.
+		_ = p.stdin.Close()
+		killGroup(p.cmd, syscall.SIGKILL)
+		_ = p.cmd.Wait()
+		_ = p.stdout.Close()
+		return
+	}
+	_ = p.stdin.Close()
+	grace := p.m.opts.Grace
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(grace):
+	}
+	killGroup(p.cmd, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(grace):
+	}
+	killGroup(p.cmd, syscall.SIGKILL)
+	<-p.exited
+}
+
+// release drops one reference; the last one arms the idle timer.
+func (p *proc) release() {
+	m := p.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p.refs--
+	if p.refs > 0 || p.stopping || !m.registeredLocked(p) {
+		return
+	}
+	if p.oneSession {
+		// Its one session is over: stop it now, in the background.
+		p.stopping = true
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			p.stop()
+		}()
+		return
+	}
+	m.signalLocked() // an idle process can now be evicted for a waiter
+	p.idle = time.AfterFunc(m.opts.Idle, func() {
+		m.mu.Lock()
+		if p.refs > 0 || p.stopping || !m.registeredLocked(p) || m.closed {
+			m.mu.Unlock()
+			return
+		}
+		p.stopping = true
+		m.wg.Add(1)
+		m.mu.Unlock()
+		defer m.wg.Done()
+		m.logger.Info("stopping idle service process", "extension", p.key.Extension, "service", p.key.Service, "user", p.key.User, "idle", m.opts.Idle)
+		p.stop()
+	})
+}
+
+// Close stops every process and waits for all goroutines. It is idempotent.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.wg.Wait()
+		return nil
+	}
+	m.closed = true
+	procs := make([]*proc, 0, m.runningLocked())
+	for _, p := range m.procs {
+		procs = append(procs, p)
+	}
+	for p := range m.single {
+		procs = append(procs, p)
+	}
+	for _, p := range procs {
+		if p.idle != nil {
+			p.idle.Stop()
+		}
+	}
+	m.signalLocked()
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.stop()
+		}()
+	}
+	wg.Wait()
+	m.wg.Wait()
+	return nil
+}
+
+// Handle is one reference to a running process. It implements
+// [ext.FileServiceConn]: its pipes are its own duplicates of the process's.
+type Handle struct {
+	p      *proc
+	stdin  *os.File
+	stdout *os.File
+	once   sync.Once
+}
+
+var _ ext.FileServiceConn = (*Handle)(nil)
+
+// Stdin returns the process's stdin (this handle's copy).
+func (h *Handle) Stdin() io.WriteCloser { return h.stdin }
+
+// Stdout returns the process's stdout (this handle's copy).
+func (h *Handle) Stdout() io.ReadCloser { return h.stdout }
+
+// Files returns both descriptors, for passing to an extension process.
+func (h *Handle) Files() (stdin, stdout *os.File) { return h.stdin, h.stdout }
+
+// PID returns the process ID.
+func (h *Handle) PID() int { return h.p.cmd.Process.Pid }
+
+// Release gives the handle back; it is idempotent.
+func (h *Handle) Release() error {
+	h.once.Do(func() {
+		_ = h.stdin.Close()
+		_ = h.stdout.Close()
+		h.p.release()
+	})
+	return nil
+}

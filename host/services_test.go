@@ -1,0 +1,112 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agenthost/agenthost/host"
+)
+
+// TestServiceCarriers pushes 10 MiB each way through a per-user service
+// from inside an extension, over every carrier of the bytes: descriptors
+// passed to an extension process, the gRPC byte stream, and the in-process
+// carrier that hands over the descriptors directly.
+func TestServiceCarriers(t *testing.T) {
+	cases := map[string]func(t *testing.T) *host.Host{
+		"grpc fd passing": func(t *testing.T) *host.Host { return newHostOpts(t, nil) },
+		"grpc stream": func(t *testing.T) *host.Host {
+			return newHostOpts(t, &host.Options{DisableFDPassing: true})
+		},
+		"in process": func(t *testing.T) *host.Host {
+			h, err := host.New(context.Background(), &host.Config{DataDir: t.TempDir()}, &host.Options{
+				Extensions: map[string]host.InProcess{"t": {Extension: &testExt{}}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = h.Close() })
+			return h
+		},
+	}
+	for name, newH := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newH(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := h.Call(ctx, "alice", "", "t/svc", json.RawMessage(`{"service":"echo","bytes":10485760}`))
+			if err != nil || res.IsError || !strings.HasSuffix(res.Text(), " ok") {
+				t.Fatalf("10 MiB round trip: %v, %v", res, err)
+			}
+			// Per-user processes with their own environment.
+			pids := map[string]string{}
+			for _, u := range []string{"alice", "bob"} {
+				res, err := h.Call(ctx, u, "", "t/svc", json.RawMessage(`{"service":"canary"}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := strings.Fields(res.Text())
+				if len(f) != 2 || f[1] != "canary-"+u {
+					t.Errorf("%s's service said %q", u, res.Text())
+				}
+				pids[u] = f[0]
+			}
+			if pids["alice"] == pids["bob"] {
+				t.Error("two users share one process")
+			}
+			// A second connect by the same user reuses the process.
+			res, _ = h.Call(ctx, "alice", "", "t/svc", json.RawMessage(`{"service":"canary"}`))
+			if f := strings.Fields(res.Text()); len(f) == 0 || f[0] != pids["alice"] {
+				t.Errorf("alice's second connect got %q, want pid %s", res.Text(), pids["alice"])
+			}
+			_, err = h.Call(ctx, "alice", "", "t/svc", json.RawMessage(`{"service":"nope"}`))
+			if err == nil || !strings.Contains(err.Error(), "not found") {
+				t.Errorf("unknown service: %v", err)
+			}
+		})
+	}
+}
+
+// TestHostCloseStopsServices checks that closing the host stops every
+// service process.
+func TestHostCloseStopsServices(t *testing.T) {
+	h, err := host.New(context.Background(), testConfig(t.TempDir(), nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for i := range 3 {
+		res, err := h.Call(context.Background(), fmt.Sprintf("u%d", i), "", "t/svc", json.RawMessage(`{"service":"canary","keep":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(strings.Fields(res.Text())[0])
+		pids = append(pids, pid)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("service process %d outlived the host's Close", pid)
+		}
+	}
+}
+
+func newHostOpts(t *testing.T, opts *host.Options) *host.Host {
+	t.Helper()
+	if opts == nil {
+		opts = &host.Options{}
+	}
+	opts.Logger = testLogger(t)
+	h, err := host.New(context.Background(), testConfig(t.TempDir(), nil), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	return h
+}
