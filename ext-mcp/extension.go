@@ -11,9 +11,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
@@ -70,9 +70,9 @@ type Extension struct {
 	defaultProtocol string
 	key             []byte // keys the credential identities in fingerprints
 	transport       *http.Transport
-	seq             atomic.Uint64
 
 	mu       sync.Mutex
+	baseDir  string // the operator's file's folder
 	host     ext.Host
 	cfg      *Config
 	planner  *catalog.SettingsPlanner
@@ -186,6 +186,7 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	}
 	old := x.engine
 	x.host, x.cfg, x.planner, x.engine, x.sections = h, cfg, planner, engine, sections
+	x.baseDir = req.BaseDir
 	x.mu.Unlock()
 	if old == nil {
 		return nil
@@ -317,11 +318,12 @@ func (x *Extension) Status(_ context.Context, user string) ([]ext.StatusEntry, e
 	return e.Status(user), nil
 }
 
-// serviceName names one connection's process. Each connection gets its own
-// name, so the host never hands a new MCP session a process that already
-// served one (a stdio server speaks one session per process).
+// serviceName names a server's process. Its spec is OneSession, so the
+// host never hands a new MCP session a process that already served one (a
+// stdio server speaks one session per process) and stops it when the
+// connection closes.
 func (x *Extension) serviceName(server string) string {
-	return fmt.Sprintf("%s#%d", server, x.seq.Add(1))
+	return server
 }
 
 // StartService implements [ext.ServiceProvider]: the process of a stdio
@@ -367,8 +369,30 @@ func (x *Extension) StartService(ctx context.Context, name, user string) (*ext.P
 	if token != "" {
 		env = append(env, "MCP_ACCESS_TOKEN="+token)
 	}
-	return &ext.ProcessSpec{Command: sp.server.Command, Args: append([]string(nil), sp.server.Args...),
-		Env: env, Dir: sp.server.Cwd}, nil
+	command, dir := sp.server.Command, sp.server.Cwd
+	if !strings.HasPrefix(d.Name, catalog.UserServerPrefix) {
+		// The operator's relative paths resolve against the config file's
+		// folder; a bare command name is looked up on PATH.
+		command, dir = x.resolve(command, true), x.resolve(dir, false)
+	}
+	return &ext.ProcessSpec{Command: command, Args: append([]string(nil), sp.server.Args...),
+		Env: env, Dir: dir, OneSession: true}, nil
+}
+
+// resolve returns an operator's path resolved against the config file's
+// folder. A command without a separator is a name to look up on PATH and
+// stays as written.
+func (x *Extension) resolve(p string, command bool) string {
+	x.mu.Lock()
+	base := x.baseDir
+	x.mu.Unlock()
+	if p == "" || base == "" || filepath.IsAbs(p) {
+		return p
+	}
+	if command && !strings.ContainsRune(p, filepath.Separator) && !strings.ContainsRune(p, '/') {
+		return p
+	}
+	return filepath.Join(base, p)
 }
 
 // toggles reads the user's switches for the planner.
