@@ -17,6 +17,8 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/services"
 	"github.com/agenthost/agenthost/host/internal/supervisor"
+	"github.com/agenthost/agenthost/secrets"
+	"github.com/agenthost/agenthost/settings"
 )
 
 // Version is the host's version, set at build time with -ldflags.
@@ -45,6 +47,12 @@ type Options struct {
 	// DisableFDPassing relays service bytes over gRPC instead of passing
 	// descriptors (tests of both carriers).
 	DisableFDPassing bool
+	// Settings replaces the SQLite settings store (embedding, tests). The
+	// host does not close it.
+	Settings settings.Store
+	// Secrets replaces the secrets store chosen by the config. The host
+	// does not close it.
+	Secrets secrets.Store
 	// ServiceGrace is how long each step of stopping a service process
 	// waits (close stdin, then SIGTERM, then SIGKILL; default 2 s).
 	ServiceGrace time.Duration
@@ -80,10 +88,13 @@ type Host struct {
 	convs  map[string]string
 	closed bool
 
-	settings settingsStore
-	secrets  secretStore
-	services *services.Manager
-	dataDir  string
+	settings    settings.Store
+	secrets     secrets.Store
+	secretsKind string
+	ownStores   bool // the host opened the settings store and closes it
+	ownSecrets  bool // the host opened the secrets store and closes it
+	services    *services.Manager
+	dataDir     string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -130,7 +141,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	h := &Host{
 		cfg: cfg, logger: logger, reg: newRegistry(logger), exts: map[string]*extension{},
 		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
-		dataDir: dataDir, settings: newMemorySettings(), secrets: newMemorySecrets(),
+		dataDir: dataDir,
 		services: services.New(services.Options{
 			Idle:        minutes(cfg.Services.IdleMinutes, 10),
 			Max:         cfg.Services.MaxProcesses,
@@ -139,6 +150,14 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 			Logger:      logger,
 		}),
 	}
+	st, sec, kind, err := openStores(ctx, cfg, &o, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	h.settings, h.secrets, h.secretsKind = st, sec, kind
+	h.ownStores = o.Settings == nil
+	h.ownSecrets = o.Secrets == nil
+	logger.Info("stores opened", "secrets", kind)
 	inprocs := map[string]ext.Extension{}
 	for name, ec := range cfg.Extensions {
 		if ec.Disabled {
@@ -217,6 +236,16 @@ func (h *Host) Close() error {
 		// service processes.
 		if err := h.services.Close(); err != nil {
 			errs = append(errs, err)
+		}
+		if h.ownStores && h.settings != nil {
+			if err := h.settings.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("closing the settings store: %w", err))
+			}
+		}
+		if h.ownSecrets && h.secrets != nil {
+			if err := h.secrets.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("closing the secrets store: %w", err))
+			}
 		}
 		h.closeErr = errors.Join(errs...)
 	})

@@ -69,7 +69,7 @@ type testExt struct {
 func (e *testExt) Describe(context.Context) (*ext.Descriptor, error) {
 	return &ext.Descriptor{Name: "t", Version: "v1", Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers, ext.CapabilityServices},
 		Settings: []ext.SettingsSection{{ID: "prefs", Title: "Preferences", Scope: "user",
-			Form: json.RawMessage(`{"v":1,"root":{"type":"form","children":[{"type":"text","name":"greeting"}]}}`)}}}, nil
+			Form: json.RawMessage(`{"v":1,"root":{"type":"form","children":[{"type":"text","name":"greeting"},{"type":"secret","name":"token"}]}}`)}}}, nil
 }
 
 func (e *testExt) Configure(ctx context.Context, req *ext.ConfigureRequest) error {
@@ -77,7 +77,7 @@ func (e *testExt) Configure(ctx context.Context, req *ext.ConfigureRequest) erro
 	e.host = req.Host
 	e.mu.Unlock()
 	return req.Host.SetSystemTools(ctx, []ext.Tool{
-		{Name: "t/echo"}, {Name: "t/slow"}, {Name: "t/env"}, {Name: "t/block"}, {Name: "t/greet"}, {Name: "t/svc"},
+		{Name: "t/echo"}, {Name: "t/slow"}, {Name: "t/env"}, {Name: "t/block"}, {Name: "t/greet"}, {Name: "t/svc"}, {Name: "t/token"},
 	})
 }
 
@@ -185,6 +185,15 @@ func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.
 			return nil, err
 		}
 		return ext.TextResult(string(v)), nil
+	case req.Name == "t/token":
+		e.mu.Lock()
+		h := e.host
+		e.mu.Unlock()
+		v, err := h.UserStore(req.User).Secrets().Get(ctx, "token")
+		if err != nil {
+			return nil, err
+		}
+		return ext.TextResult(v), nil
 	case req.Name == "t/svc":
 		return e.svc(ctx, req.User, req.Arguments)
 	case strings.HasPrefix(req.Name, "t/mine_"):
@@ -244,7 +253,7 @@ func TestToolsAndCall(t *testing.T) {
 	for _, tool := range tools {
 		names = append(names, tool.Name)
 	}
-	want := "t/block t/echo t/env t/greet t/mine_alice t/slow t/svc"
+	want := "t/block t/echo t/env t/greet t/mine_alice t/slow t/svc t/token"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("tools = %s, want %s", got, want)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/services"
+	"github.com/agenthost/agenthost/secrets"
 )
 
 // hostServices is what the host offers one extension ([ext.Host]). Every
@@ -115,28 +116,34 @@ func (s *userSecrets) Get(ctx context.Context, name string) (string, error) {
 	if err := (*userStore)(s).check(); err != nil {
 		return "", err
 	}
-	return s.h.secrets.Get(ctx, s.ext, s.user, name)
+	v, err := s.h.secrets.Get(ctx, secretKey(s.ext, s.user, name))
+	if err != nil {
+		return "", mapSecretErr(err)
+	}
+	return v.Reveal(), nil
 }
 
 func (s *userSecrets) Set(ctx context.Context, name, value string) error {
 	if err := (*userStore)(s).check(); err != nil {
 		return err
 	}
-	return s.h.secrets.Set(ctx, s.ext, s.user, name, value)
+	return mapSecretErr(s.h.secrets.Set(ctx, secretKey(s.ext, s.user, name), secrets.NewValue(value)))
 }
 
 func (s *userSecrets) Delete(ctx context.Context, name string) error {
 	if err := (*userStore)(s).check(); err != nil {
 		return err
 	}
-	return s.h.secrets.Delete(ctx, s.ext, s.user, name)
+	return mapSecretErr(s.h.secrets.Delete(ctx, secretKey(s.ext, s.user, name)))
 }
 
 func (s *userSecrets) List(ctx context.Context) ([]string, error) {
 	if err := (*userStore)(s).check(); err != nil {
 		return nil, err
 	}
-	return s.h.secrets.List(ctx, s.ext, s.user)
+	k := secretKey(s.ext, s.user, "x")
+	names, err := s.h.secrets.List(ctx, k.Extension, k.User)
+	return names, mapSecretErr(err)
 }
 
 type userSettings userStore
@@ -145,11 +152,15 @@ func (s *userSettings) Get(ctx context.Context, section string) (json.RawMessage
 	if err := (*userStore)(s).check(); err != nil {
 		return nil, err
 	}
-	return s.h.settings.Get(ctx, s.ext, s.user, section)
+	if s.user == OperatorUser {
+		return nil, fmt.Errorf("the operator has no settings: %w", ext.ErrInvalidArgument)
+	}
+	v, err := s.h.settings.Get(ctx, s.ext, s.user, section)
+	return v, mapSettingsErr(err)
 }
 
 func (s *userSettings) Set(ctx context.Context, section string, values json.RawMessage) error {
-	if err := (*userStore)(s).check(); err != nil {
+	if err := checkUser(s.user); err != nil {
 		return err
 	}
 	return s.h.setSettings(ctx, s.ext, s.user, section, values, false)

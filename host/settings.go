@@ -3,31 +3,107 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/settings"
 )
 
-// validateForm checks a settings section's form at registration.
+// validateForm checks a settings section when its extension registers it:
+// an unknown node type, a duplicate name or a bad default is an error.
 func validateForm(s ext.SettingsSection) error {
-	var f struct {
-		V    int             `json:"v"`
-		Root json.RawMessage `json:"root"`
+	f, err := settings.ParseForm(s.Form)
+	if err != nil {
+		return err
 	}
-	if err := json.Unmarshal(s.Form, &f); err != nil {
-		return fmt.Errorf("form is not valid JSON: %w", err)
-	}
-	if f.V != 1 {
-		return fmt.Errorf("form version %d, want 1", f.V)
-	}
-	if len(f.Root) == 0 {
-		return fmt.Errorf("form has no root")
-	}
-	return nil
+	return settings.ValidateSection(settings.Section{ID: s.ID, Title: s.Title, Description: s.Description,
+		Scope: settings.Scope(s.Scope), Form: f})
 }
 
-// SetSettings validates and stores a user's values of one settings section
-// of an extension, then refreshes the user in that extension.
+// Section is one settings section of an extension, as a UI renders it.
+type Section struct {
+	Extension   string          `json:"extension"`
+	ID          string          `json:"id"`
+	Title       string          `json:"title"`
+	Description string          `json:"description,omitempty"`
+	Scope       string          `json:"scope"`
+	Form        json.RawMessage `json:"form"`
+}
+
+// Sections lists every extension's settings sections, by extension name.
+func (h *Host) Sections() []Section {
+	var out []Section
+	for _, e := range sortedExtensions(h.exts) {
+		d := e.descriptor()
+		if d == nil {
+			continue
+		}
+		for _, s := range d.Settings {
+			out = append(out, Section{Extension: e.name, ID: s.ID, Title: s.Title, Description: s.Description, Scope: s.Scope, Form: s.Form})
+		}
+	}
+	return out
+}
+
+func (h *Host) form(extName, section string) (settings.Form, error) {
+	e := h.exts[extName]
+	if e == nil {
+		return settings.Form{}, fmt.Errorf("extension %q: %w", extName, ext.ErrNotFound)
+	}
+	for _, s := range e.descriptor().Settings {
+		if s.ID == section {
+			return settings.ParseForm(s.Form)
+		}
+	}
+	return settings.Form{}, fmt.Errorf("extension %q has no settings section %q: %w", extName, section, ext.ErrNotFound)
+}
+
+// SettingsValues is a user's view of one section: the stored values and,
+// for each secret field, whether it is set. Secrets are never read back.
+type SettingsValues struct {
+	Values  json.RawMessage `json:"values"`
+	Secrets map[string]bool `json:"secrets,omitempty"`
+}
+
+// GetSettings returns a user's values of one settings section and which of
+// its secret fields are set.
+func (h *Host) GetSettings(ctx context.Context, user, extName, section string) (*SettingsValues, error) {
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	f, err := h.form(extName, section)
+	if err != nil {
+		return nil, err
+	}
+	v, err := h.settings.Get(ctx, extName, user, section)
+	if err != nil {
+		return nil, mapSettingsErr(err)
+	}
+	out := &SettingsValues{Values: v}
+	if names := settings.SecretNames(f); len(names) > 0 {
+		stored, err := h.secrets.List(ctx, extName, user)
+		if err != nil {
+			return nil, mapSecretErr(err)
+		}
+		set := map[string]bool{}
+		for _, n := range stored {
+			set[n] = true
+		}
+		out.Secrets = map[string]bool{}
+		for _, n := range names {
+			out.Secrets[n] = set[n]
+		}
+	}
+	return out, nil
+}
+
+// SetSettings validates a user's values of one settings section, stores
+// them (secret fields go to the secrets store: a string sets, null
+// clears, absent keeps), and refreshes the user in that extension. A bad
+// value is refused with [settings.FieldErrors] naming each field, and
+// nothing is stored.
 func (h *Host) SetSettings(ctx context.Context, user, extName, section string, values json.RawMessage) error {
 	if err := checkUser(user); err != nil {
 		return err
@@ -35,45 +111,104 @@ func (h *Host) SetSettings(ctx context.Context, user, extName, section string, v
 	return h.setSettings(ctx, extName, user, section, values, true)
 }
 
-// GetSettings returns a user's values of one settings section.
-func (h *Host) GetSettings(ctx context.Context, user, extName, section string) (json.RawMessage, error) {
-	if err := checkUser(user); err != nil {
-		return nil, err
-	}
-	if _, err := h.section(extName, section); err != nil {
-		return nil, err
-	}
-	return h.settings.Get(ctx, extName, user, section)
-}
-
-func (h *Host) section(extName, section string) (ext.SettingsSection, error) {
-	e := h.exts[extName]
-	if e == nil {
-		return ext.SettingsSection{}, fmt.Errorf("extension %q: %w", extName, ext.ErrNotFound)
-	}
-	for _, s := range e.descriptor().Settings {
-		if s.ID == section {
-			return s, nil
-		}
-	}
-	return ext.SettingsSection{}, fmt.Errorf("extension %q has no settings section %q: %w", extName, section, ext.ErrNotFound)
-}
-
 func (h *Host) setSettings(ctx context.Context, extName, user, section string, values json.RawMessage, refresh bool) error {
-	if _, err := h.section(extName, section); err != nil {
+	f, err := h.form(extName, section)
+	if err != nil {
 		return err
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(values, &obj); err != nil || obj == nil {
-		return fmt.Errorf("settings of section %q must be a JSON object: %w", section, ext.ErrInvalidArgument)
+	plain, secretVals, err := settings.SplitSecrets(f, values)
+	if err != nil {
+		return errors.Join(err, ext.ErrInvalidArgument)
 	}
-	if err := h.settings.Set(ctx, extName, user, section, values); err != nil {
-		return err
+	normalized, err := settings.ValidateValues(f, plain)
+	if err != nil {
+		return errors.Join(err, ext.ErrInvalidArgument)
+	}
+	if err := h.settings.Set(ctx, extName, user, section, normalized); err != nil {
+		return mapSettingsErr(err)
+	}
+	names := make([]string, 0, len(secretVals))
+	for n := range secretVals {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ss := (&userStore{h: h, ext: extName, user: user}).Secrets()
+		if v := secretVals[n]; v != nil {
+			err = ss.Set(ctx, n, *v)
+		} else {
+			err = ss.Delete(ctx, n)
+		}
+		if err != nil {
+			return fmt.Errorf("storing secret field %q: %w", n, err)
+		}
 	}
 	if refresh {
 		return h.refreshUser(ctx, extName, user)
 	}
 	return nil
+}
+
+// SetSecret stores a secret of a user (or, with [OperatorUser], of the
+// operator) for an extension, then refreshes the user there.
+func (h *Host) SetSecret(ctx context.Context, user, extName, name, value string) error {
+	if err := h.checkSecretOwner(user, extName); err != nil {
+		return err
+	}
+	if err := (&userStore{h: h, ext: extName, user: user}).Secrets().Set(ctx, name, value); err != nil {
+		return err
+	}
+	return h.refreshAfterSecret(ctx, user, extName)
+}
+
+// DeleteSecret removes a secret of a user (or of the operator) for an
+// extension, then refreshes.
+func (h *Host) DeleteSecret(ctx context.Context, user, extName, name string) error {
+	if err := h.checkSecretOwner(user, extName); err != nil {
+		return err
+	}
+	if err := (&userStore{h: h, ext: extName, user: user}).Secrets().Delete(ctx, name); err != nil {
+		return err
+	}
+	return h.refreshAfterSecret(ctx, user, extName)
+}
+
+// SecretNames lists a user's (or the operator's) secret names for an
+// extension; values are never returned.
+func (h *Host) SecretNames(ctx context.Context, user, extName string) ([]string, error) {
+	if err := h.checkSecretOwner(user, extName); err != nil {
+		return nil, err
+	}
+	return (&userStore{h: h, ext: extName, user: user}).Secrets().List(ctx)
+}
+
+func (h *Host) checkSecretOwner(user, extName string) error {
+	if user != OperatorUser {
+		if err := checkUser(user); err != nil {
+			return err
+		}
+	}
+	if h.exts[extName] == nil {
+		return fmt.Errorf("extension %q: %w", extName, ext.ErrNotFound)
+	}
+	return nil
+}
+
+// refreshAfterSecret refreshes the user, or every active user after an
+// operator's secret changed.
+func (h *Host) refreshAfterSecret(ctx context.Context, user, extName string) error {
+	if user != OperatorUser {
+		return h.refreshUser(ctx, extName, user)
+	}
+	e := h.exts[extName]
+	if e == nil || !e.descriptor().Has(ext.CapabilityUsers) {
+		return nil
+	}
+	cur, err := e.get(ctx)
+	if err != nil {
+		return err
+	}
+	return e.wrapErr("reconciling users", cur.(ext.UserLifecycle).ReconcileAll(ctx))
 }
 
 // refreshUser re-activates an active user in one extension after their

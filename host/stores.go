@@ -2,102 +2,124 @@ package host
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
-	"sync"
+	"os"
+	"path/filepath"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/secrets"
+	"github.com/agenthost/agenthost/settings"
 )
 
-// OperatorUser is the reserved user ID under which an extension keeps the
-// operator's own secrets (for instance a shared server's credential). No
-// real user can have it: user IDs start with a letter or digit.
+// OperatorUser is the user ID under which an extension keeps the
+// operator's own secrets (for instance a shared server's credential) in
+// its [ext.UserStore]. No real user can have it: user IDs start with a
+// letter or digit. The host maps it to [secrets.Operator].
 const OperatorUser = "@operator"
 
-// settingsStore keeps settings values per extension, user and section.
-type settingsStore interface {
-	Get(ctx context.Context, ext, user, section string) (json.RawMessage, error)
-	Set(ctx context.Context, ext, user, section string, values json.RawMessage) error
-}
-
-// secretStore keeps secrets per extension, user and name.
-type secretStore interface {
-	Get(ctx context.Context, ext, user, name string) (string, error)
-	Set(ctx context.Context, ext, user, name, value string) error
-	Delete(ctx context.Context, ext, user, name string) error
-	List(ctx context.Context, ext, user string) ([]string, error)
-}
-
-type memorySettings struct {
-	mu sync.Mutex
-	m  map[[3]string]json.RawMessage
-}
-
-func newMemorySettings() *memorySettings {
-	return &memorySettings{m: map[[3]string]json.RawMessage{}}
-}
-
-func (s *memorySettings) Get(_ context.Context, e, user, section string) (json.RawMessage, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[[3]string{e, user, section}]
-	if !ok {
-		return json.RawMessage("{}"), nil
+// openStores opens the settings and secrets stores the config and options
+// ask for: SQLite under the data folder; the OS keychain when reachable,
+// else the encrypted file.
+func openStores(ctx context.Context, cfg *Config, o *Options, dataDir string) (settings.Store, secrets.Store, string, error) {
+	st := o.Settings
+	if st == nil {
+		s, err := settings.OpenSQLite(filepath.Join(dataDir, "settings.db"), nil)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("opening the settings store: %w", err)
+		}
+		st = s
 	}
-	return slices.Clone(v), nil
-}
-
-func (s *memorySettings) Set(_ context.Context, e, user, section string, values json.RawMessage) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[[3]string{e, user, section}] = slices.Clone(values)
-	return nil
-}
-
-type memorySecrets struct {
-	mu sync.Mutex
-	m  map[[3]string]string
-}
-
-func newMemorySecrets() *memorySecrets { return &memorySecrets{m: map[[3]string]string{}} }
-
-func (s *memorySecrets) Get(_ context.Context, e, user, name string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[[3]string{e, user, name}]
-	if !ok {
-		return "", fmt.Errorf("secret %q: %w", name, ext.ErrNotFound)
+	if o.Secrets != nil {
+		return st, o.Secrets, "custom", nil
 	}
-	return v, nil
-}
-
-func (s *memorySecrets) Set(_ context.Context, e, user, name, value string) error {
-	if name == "" {
-		return fmt.Errorf("empty secret name: %w", ext.ErrInvalidArgument)
+	sec, kind, err := openSecrets(ctx, cfg.Secrets.Backend, dataDir)
+	if err != nil {
+		if o.Settings == nil {
+			_ = st.Close()
+		}
+		return nil, nil, "", err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[[3]string{e, user, name}] = value
-	return nil
+	return st, sec, kind, nil
 }
 
-func (s *memorySecrets) Delete(_ context.Context, e, user, name string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, [3]string{e, user, name})
-	return nil
+func openSecrets(ctx context.Context, backend, dataDir string) (secrets.Store, string, error) {
+	file := func() (secrets.Store, string, error) {
+		f, err := secrets.OpenFile(filepath.Join(dataDir, "secrets.enc"), &secrets.FileOptions{KeyFile: filepath.Join(dataDir, "secrets.key")})
+		if err != nil {
+			return nil, "", fmt.Errorf("opening the encrypted secrets file: %w", err)
+		}
+		return f, "file", nil
+	}
+	switch backend {
+	case "memory":
+		return secrets.NewMemory(), "memory", nil
+	case "file":
+		return file()
+	case "keychain", "", "auto":
+		k, err := secrets.NewKeychain(nil)
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 5e9)
+			err = k.Probe(pctx)
+			cancel()
+			if err == nil {
+				return k, "keychain", nil
+			}
+			_ = k.Close()
+		}
+		if backend == "keychain" {
+			return nil, "", fmt.Errorf("secrets.backend is keychain but the OS keychain is unreachable: %w", err)
+		}
+		return file()
+	}
+	return nil, "", fmt.Errorf("unknown secrets backend %q", backend)
 }
 
-func (s *memorySecrets) List(_ context.Context, e, user string) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for k := range s.m {
-		if k[0] == e && k[1] == user {
-			out = append(out, k[2])
+// secretKey maps an extension's view (user, name) to the store's key.
+func secretKey(extName, user, name string) secrets.Key {
+	if user == OperatorUser {
+		user = secrets.Operator
+	}
+	return secrets.Key{Extension: extName, User: user, Name: name}
+}
+
+// mapSecretErr maps the secrets module's sentinels to the contract's.
+func mapSecretErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, secrets.ErrNotFound):
+		return errors.Join(err, ext.ErrNotFound)
+	case errors.Is(err, secrets.ErrInvalid):
+		return errors.Join(err, ext.ErrInvalidArgument)
+	case errors.Is(err, secrets.ErrUnavailable):
+		return errors.Join(err, ext.ErrUnavailable)
+	}
+	return err
+}
+
+func mapSettingsErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, settings.ErrInvalid):
+		return errors.Join(err, ext.ErrInvalidArgument)
+	case errors.Is(err, settings.ErrClosed):
+		return errors.Join(err, ext.ErrUnavailable)
+	}
+	return err
+}
+
+// userFolder returns the user's data folder for an extension.
+func (h *Host) userFolder(user, extName string) string {
+	return filepath.Join(h.dataDir, "users", user, extName)
+}
+
+func ensureDirs(dirs ...string) error {
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
 		}
 	}
-	slices.Sort(out)
-	return out, nil
+	return nil
 }

@@ -1,0 +1,95 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host"
+	"github.com/agenthost/agenthost/settings"
+)
+
+// TestSecretsAndSettings covers the per-user stores through the host's
+// APIs: secret form fields go to the secrets store and are never read
+// back, each user sees only their own values, bad values are refused with
+// the field named and nothing stored, and everything survives a restart
+// (SQLite and the encrypted file).
+func TestSecretsAndSettings(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir, nil)
+	cfg.Secrets.Backend = "file"
+	ctx := context.Background()
+	h, err := host.New(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{"greeting":"hi","token":"alice-canary-1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.GetSettings(ctx, "alice", "t", "prefs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(got.Values), "canary") || !got.Secrets["token"] {
+		t.Errorf("alice's settings = %s %v; the secret must be stored apart and shown only as set", got.Values, got.Secrets)
+	}
+	res, err := h.Call(ctx, "alice", "", "t/token", nil)
+	if err != nil || res.Text() != "alice-canary-1" {
+		t.Fatalf("alice's token through the extension = %v, %v", res, err)
+	}
+	if _, err := h.Call(ctx, "bob", "", "t/token", nil); !errors.Is(err, ext.ErrNotFound) || strings.Contains(err.Error(), "canary") {
+		t.Errorf("bob reading a token: %v; want not found and no leak", err)
+	}
+	bob, _ := h.GetSettings(ctx, "bob", "t", "prefs")
+	if string(bob.Values) != "{}" || bob.Secrets["token"] {
+		t.Errorf("bob's settings = %s %v", bob.Values, bob.Secrets)
+	}
+	// A bad value names the field and stores nothing.
+	err = h.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{"greeting":42,"token":"x"}`))
+	var fe settings.FieldErrors
+	if !errors.As(err, &fe) || !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), "greeting") {
+		t.Errorf("bad value: %v; want field errors naming greeting", err)
+	}
+	err = h.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{"colour":"red"}`))
+	if !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), "colour") {
+		t.Errorf("unknown field: %v", err)
+	}
+	if got, _ := h.GetSettings(ctx, "alice", "t", "prefs"); string(got.Values) != `{"greeting":"hi"}` {
+		t.Errorf("after refused writes: %s", got.Values)
+	}
+	if res, _ := h.Call(ctx, "alice", "", "t/token", nil); res.Text() != "alice-canary-1" {
+		t.Error("a refused write changed the secret")
+	}
+	// Operator secrets live apart from every user's.
+	if err := h.SetSecret(ctx, host.OperatorUser, "t", "token", "operator-canary"); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := h.Call(ctx, "alice", "", "t/token", nil); res.Text() != "alice-canary-1" {
+		t.Error("the operator's secret replaced alice's")
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopen: everything is still there.
+	h2, err := host.New(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	if got, _ := h2.GetSettings(ctx, "alice", "t", "prefs"); string(got.Values) != `{"greeting":"hi"}` || !got.Secrets["token"] {
+		t.Errorf("after reopening: %s %v", got.Values, got.Secrets)
+	}
+	if res, err := h2.Call(ctx, "alice", "", "t/token", nil); err != nil || res.Text() != "alice-canary-1" {
+		t.Errorf("token after reopening: %v, %v", res, err)
+	}
+	// Clearing a secret field with null.
+	if err := h2.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{"greeting":"hi","token":null}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h2.Call(ctx, "alice", "", "t/token", nil); !errors.Is(err, ext.ErrNotFound) {
+		t.Errorf("after clearing: %v", err)
+	}
+}
