@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/supervisor"
 )
 
@@ -58,18 +59,7 @@ type extension struct {
 }
 
 // ExtensionInfo describes an extension for status pages and the CLI.
-type ExtensionInfo struct {
-	Name         string           `json:"name"`
-	Version      string           `json:"version,omitempty"`
-	Description  string           `json:"description,omitempty"`
-	State        string           `json:"state"`
-	Error        string           `json:"error,omitempty"`
-	Restarts     int              `json:"restarts"`
-	PID          int              `json:"pid,omitempty"`
-	InProcess    bool             `json:"inProcess"`
-	Capabilities []ext.Capability `json:"capabilities,omitempty"`
-	Path         string           `json:"path,omitempty"`
-}
+type ExtensionInfo = api.ExtensionInfo
 
 func (e *extension) info() ExtensionInfo {
 	e.mu.Lock()

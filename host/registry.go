@@ -9,14 +9,11 @@ import (
 	"sync"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
 )
 
 // Tool is a registered tool and the extension that owns it.
-type Tool struct {
-	ext.Tool
-	// Extension names the owner.
-	Extension string
-}
+type Tool = api.Tool
 
 // registry holds system tools and per-user tools, keyed by extension. A
 // name taken by two extensions is refused loudly. Every change raises a

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/settings"
 )
 
@@ -23,14 +24,7 @@ func validateForm(s ext.SettingsSection) error {
 }
 
 // Section is one settings section of an extension, as a UI renders it.
-type Section struct {
-	Extension   string          `json:"extension"`
-	ID          string          `json:"id"`
-	Title       string          `json:"title"`
-	Description string          `json:"description,omitempty"`
-	Scope       string          `json:"scope"`
-	Form        json.RawMessage `json:"form"`
-}
+type Section = api.Section
 
 // Sections lists every extension's settings sections, by extension name.
 func (h *Host) Sections() []Section {
@@ -62,10 +56,7 @@ func (h *Host) form(extName, section string) (settings.Form, error) {
 
 // SettingsValues is a user's view of one section: the stored values and,
 // for each secret field, whether it is set. Secrets are never read back.
-type SettingsValues struct {
-	Values  json.RawMessage `json:"values"`
-	Secrets map[string]bool `json:"secrets,omitempty"`
-}
+type SettingsValues = api.SettingsValues
 
 // GetSettings returns a user's values of one settings section and which of
 // its secret fields are set.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/secrets"
 	"github.com/agenthost/agenthost/settings"
 )
@@ -16,7 +17,7 @@ import (
 // operator's own secrets (for instance a shared server's credential) in
 // its [ext.UserStore]. No real user can have it: user IDs start with a
 // letter or digit. The host maps it to [secrets.Operator].
-const OperatorUser = "@operator"
+const OperatorUser = api.OperatorUser
 
 // openStores opens the settings and secrets stores the config and options
 // ask for: SQLite under the data folder; the OS keychain when reachable,

@@ -1,0 +1,104 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
+)
+
+// StatusEntry is one line of an extension's per-user status.
+type StatusEntry = api.StatusEntry
+
+// Overview is the operator's summary for status pages.
+type Overview = api.Overview
+
+// The host implements what its surfaces need.
+var _ api.Host = (*Host)(nil)
+
+// Status reports every extension's per-user status for user, or for every
+// user when user is "". An extension that fails to answer is reported as
+// one entry with its error, and does not hide the others.
+func (h *Host) Status(ctx context.Context, user string) ([]StatusEntry, error) {
+	if user != "" {
+		if err := checkUser(user); err != nil {
+			return nil, err
+		}
+	}
+	var (
+		mu  sync.Mutex
+		out []StatusEntry
+		wg  sync.WaitGroup
+	)
+	for _, e := range sortedExtensions(h.exts) {
+		if !e.descriptor().Has(ext.CapabilityStatus) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			entries, err := h.statusOf(ctx, e, user)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				out = append(out, StatusEntry{Extension: e.name, User: user, Name: e.name, State: "unavailable", Reason: err.Error()})
+				return
+			}
+			out = append(out, entries...)
+		}()
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.User != b.User {
+			return a.User < b.User
+		}
+		if a.Extension != b.Extension {
+			return a.Extension < b.Extension
+		}
+		return a.Name < b.Name
+	})
+	return out, nil
+}
+
+func (h *Host) statusOf(ctx context.Context, e *extension, user string) ([]StatusEntry, error) {
+	cur, err := e.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sr, ok := cur.(ext.StatusReporter)
+	if !ok {
+		return nil, errors.New("no status capability")
+	}
+	entries, err := sr.Status(ctx, user)
+	if err != nil {
+		return nil, e.wrapErr("reporting status", err)
+	}
+	out := make([]StatusEntry, 0, len(entries))
+	for _, s := range entries {
+		if user != "" && s.User != user {
+			// Never show one user another's lines, whatever the extension
+			// sends.
+			continue
+		}
+		out = append(out, StatusEntry{Extension: e.name, User: s.User, Name: s.Name, State: s.State, Reason: s.Reason,
+			NextRetry: s.NextRetry, Tools: s.Tools, Detail: s.Detail})
+	}
+	return out, nil
+}
+
+// Overview returns the operator's summary.
+func (h *Host) Overview() Overview {
+	h.mu.Lock()
+	users := len(h.active)
+	h.mu.Unlock()
+	return Overview{
+		Version: Version, Started: h.start, Uptime: time.Since(h.start).Round(time.Second).String(),
+		Extensions: h.Extensions(), ActiveUsers: users, ServiceProcesses: h.services.Running(),
+		SecretsBackend: h.secretsKind,
+	}
+}
