@@ -24,6 +24,11 @@ type registry struct {
 	mu     sync.RWMutex
 	system map[string][]ext.Tool            // extension → tools
 	user   map[string]map[string][]ext.Tool // user → extension → tools
+	// gone remembers, per user, tools that left the user's list (a server
+	// switched off or quarantined) and their extension, so a call with a
+	// stale list still reaches the extension, which explains why (for
+	// ext-mcp: `MCP server "S" is disabled`) instead of a bare not found.
+	gone map[string]map[string]string // user → tool name → extension
 	subs   map[string]map[chan struct{}]struct{}
 	// allSubs hear every change (status pages, all-user surfaces).
 	allSubs map[chan struct{}]struct{}
@@ -32,6 +37,7 @@ type registry struct {
 func newRegistry(logger *slog.Logger) *registry {
 	return &registry{
 		logger: logger, system: map[string][]ext.Tool{}, user: map[string]map[string][]ext.Tool{},
+		gone: map[string]map[string]string{},
 		subs: map[string]map[chan struct{}]struct{}{}, allSubs: map[chan struct{}]struct{}{},
 	}
 }
@@ -151,6 +157,7 @@ func (r *registry) setUser(extName, user string, tools []ext.Tool) error {
 	if r.user[user] == nil {
 		r.user[user] = map[string][]ext.Tool{}
 	}
+	r.rememberGoneLocked(user, extName, r.user[user][extName], tools)
 	if len(tools) == 0 {
 		delete(r.user[user], extName)
 	} else {
@@ -162,12 +169,53 @@ func (r *registry) setUser(extName, user string, tools []ext.Tool) error {
 	return nil
 }
 
+// maxGone bounds the remembered tools per user.
+const maxGone = 4096
+
+func (r *registry) rememberGoneLocked(user, extName string, old, now []ext.Tool) {
+	g := r.gone[user]
+	if g == nil {
+		g = map[string]string{}
+		r.gone[user] = g
+	}
+	keep := make(map[string]bool, len(now))
+	for _, t := range now {
+		keep[t.Name] = true
+		delete(g, t.Name)
+	}
+	for _, t := range old {
+		if keep[t.Name] {
+			continue
+		}
+		if len(g) >= maxGone {
+			for k := range g {
+				delete(g, k)
+				break
+			}
+		}
+		g[t.Name] = extName
+	}
+	if len(g) == 0 {
+		delete(r.gone, user)
+	}
+}
+
 // dropExtension removes every tool of an extension (it stopped for good).
 func (r *registry) dropExtension(extName string) {
 	r.mu.Lock()
 	delete(r.system, extName)
 	for _, perExt := range r.user {
 		delete(perExt, extName)
+	}
+	for u, g := range r.gone {
+		for n, e := range g {
+			if e == extName {
+				delete(g, n)
+			}
+		}
+		if len(g) == 0 {
+			delete(r.gone, u)
+		}
 	}
 	chans := r.allChansLocked()
 	r.mu.Unlock()
@@ -210,6 +258,9 @@ func (r *registry) lookup(user, name string) (Tool, bool) {
 				return Tool{Tool: t, Extension: e}, true
 			}
 		}
+	}
+	if e, ok := r.gone[user][name]; ok {
+		return Tool{Tool: ext.Tool{Name: name}, Extension: e}, true
 	}
 	return Tool{}, false
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
+	"github.com/agenthost/agenthost/host/internal/control"
 )
 
 // usageError marks bad usage (exit status 2).
@@ -58,7 +59,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&a.configPath, "config", host.DefaultConfigFile, "the operator's config file")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
-	root.AddCommand(a.serveCmd(), a.toolsCmd(), a.callCmd(), a.extCmd(), a.versionCmd())
+	root.AddCommand(a.serveCmd(), a.toolsCmd(), a.callCmd(), a.settingsCmd(), a.secretCmd(), a.statusCmd(),
+		a.tokenCmd(), a.loginLinkCmd(), a.extCmd(), a.versionCmd())
 	// Unknown subcommands are usage errors too.
 	root.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
@@ -89,19 +91,6 @@ func (a *app) logger(quietDefault bool) (*slog.Logger, error) {
 	return nil, usagef("--log-format %q: want text or json", a.logFormat)
 }
 
-// openHost loads the config and starts a host in this process.
-func (a *app) openHost(ctx context.Context, quiet bool) (*host.Host, error) {
-	logger, err := a.logger(quiet)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := host.LoadConfig(a.configPath)
-	if err != nil {
-		return nil, err
-	}
-	return host.New(ctx, cfg, &host.Options{Logger: logger})
-}
-
 func (a *app) serveCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "serve",
@@ -109,13 +98,27 @@ func (a *app) serveCmd() *cobra.Command {
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			h, err := a.openHost(ctx, false)
+			logger, err := a.logger(false)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "agenthost %s serving %d extension(s); Ctrl-C to stop\n", host.Version, len(h.Extensions()))
+			cfg, err := host.LoadConfig(a.configPath)
+			if err != nil {
+				return err
+			}
+			h, err := host.New(ctx, cfg, &host.Options{Logger: logger})
+			if err != nil {
+				return err
+			}
+			ctl, err := control.Serve(cfg.DataPath(), h, nil, logger)
+			if err != nil {
+				_ = h.Close()
+				return err
+			}
+			fmt.Fprintf(a.stdout, "agenthost %s serving %d extension(s); control socket %s; Ctrl-C to stop\n",
+				host.Version, len(h.Extensions()), ctl.Path())
 			<-ctx.Done()
-			return h.Close()
+			return errors.Join(ctl.Close(), h.Close())
 		},
 	}
 }
@@ -134,12 +137,12 @@ func (a *app) toolsCmd() *cobra.Command {
 				return usagef("--user is required")
 			}
 			ctx := cmd.Context()
-			h, err := a.openHost(ctx, true)
+			b, err := a.openBackend(ctx)
 			if err != nil {
 				return err
 			}
-			defer h.Close()
-			tools, err := h.Tools(ctx, user)
+			defer b.Close()
+			tools, err := b.Tools(ctx, user)
 			if err != nil {
 				return err
 			}
@@ -201,12 +204,12 @@ func (a *app) callCmd() *cobra.Command {
 				return usagef("ARGS_JSON is not valid JSON: %s", args[1])
 			}
 			ctx := cmd.Context()
-			h, err := a.openHost(ctx, true)
+			b, err := a.openBackend(ctx)
 			if err != nil {
 				return err
 			}
-			defer h.Close()
-			res, err := h.Call(ctx, user, conversation, args[0], json.RawMessage(args[1]))
+			defer b.Close()
+			res, err := b.Call(ctx, user, conversation, args[0], json.RawMessage(args[1]))
 			if err != nil {
 				return err
 			}
@@ -247,12 +250,15 @@ func (a *app) extCmd() *cobra.Command {
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			h, err := a.openHost(ctx, true)
+			b, err := a.openBackend(ctx)
 			if err != nil {
 				return err
 			}
-			defer h.Close()
-			infos := h.Extensions()
+			defer b.Close()
+			infos, err := b.Extensions(ctx)
+			if err != nil {
+				return err
+			}
 			sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)

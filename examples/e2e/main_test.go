@@ -1,0 +1,223 @@
+package e2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agenthost/agenthost/examples/internal/testbin"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreCurrent(), goleak.Cleanup(func(int) { testbin.Cleanup() }))
+}
+
+const pkg = "github.com/agenthost/agenthost/"
+
+// bins builds the binaries the tests run.
+type bins struct{ agenthost, extMCP, notes, bearer string }
+
+func build(t *testing.T) bins {
+	var b bins
+	var wg sync.WaitGroup
+	for p, dst := range map[string]*string{
+		pkg + "host/cmd/agenthost":            &b.agenthost,
+		pkg + "ext-mcp/cmd/agenthost-ext-mcp": &b.extMCP,
+		pkg + "examples/servers/notes":        &b.notes,
+		pkg + "examples/servers/bearer":       &b.bearer,
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			*dst = testbin.Build(t, p)
+		}()
+	}
+	wg.Wait()
+	return b
+}
+
+// env is a config folder and the commands run against it.
+type env struct {
+	t        *testing.T
+	bin      bins
+	dir      string
+	cfg      string
+	serve    *exec.Cmd
+	serveOut *bytes.Buffer
+}
+
+func newEnv(t *testing.T, b bins, mcpConfig map[string]any) *env {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := map[string]any{
+		"dataDir": "data",
+		"secrets": map[string]any{"backend": "file"},
+		"extensions": map[string]any{
+			"mcp": map[string]any{"path": b.extMCP, "config": mcpConfig},
+		},
+	}
+	raw, _ := json.MarshalIndent(cfg, "", "  ")
+	p := filepath.Join(dir, "agenthost.json")
+	if err := os.WriteFile(p, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, bin: b, dir: dir, cfg: p}
+}
+
+// startServe runs `agenthost serve` and waits until its control socket
+// answers.
+func (e *env) startServe() {
+	e.t.Helper()
+	cmd := exec.Command(e.bin.agenthost, "--config", e.cfg, "--log-level", "warn", "serve")
+	pr, pw, _ := os.Pipe()
+	cmd.Stdout = pw
+	var logs bytes.Buffer
+	cmd.Stderr = &syncWriter{w: &logs}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	_ = pw.Close()
+	e.serve, e.serveOut = cmd, &logs
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			e.t.Error("agenthost serve did not stop within 15s of SIGTERM")
+		}
+		if e.t.Failed() {
+			e.t.Logf("host log:\n%s", logs.String())
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	_ = pr.Close()
+	if err != nil || !strings.Contains(line, "serving") {
+		e.t.Fatalf("serve did not start: %q %v\n%s", line, err, logs.String())
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// run runs the CLI; stdin may be empty.
+func (e *env) run(stdin string, args ...string) (stdout, stderr string, code int) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.bin.agenthost, append([]string{"--config", e.cfg}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, er bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &er
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		e.t.Fatal(err)
+	}
+	return o.String(), er.String(), code
+}
+
+// must runs the CLI and fails the test on a non-zero exit.
+func (e *env) must(stdin string, args ...string) string {
+	e.t.Helper()
+	out, errOut, code := e.run(stdin, args...)
+	if code != 0 {
+		e.t.Fatalf("agenthost %v: exit %d\n%s\n%s", args, code, out, errOut)
+	}
+	return out
+}
+
+// toolNames lists a user's tool names.
+func (e *env) toolNames(user string) []string {
+	e.t.Helper()
+	var tools []struct{ Name string }
+	if err := json.Unmarshal([]byte(e.must("", "tools", "--user", user, "--json")), &tools); err != nil {
+		e.t.Fatal(err)
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
+func hasPrefix(names []string, prefix string) bool {
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// eventually retries cond until it holds or 20s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// pidsWithEnv returns the processes whose environment holds kv.
+func pidsWithEnv(kv string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, e := range bytes.Split(b, []byte{0}) {
+			if string(e) == kv {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// freePort returns a free loopback port.
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

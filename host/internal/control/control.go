@@ -1,0 +1,177 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/settings"
+)
+
+// SocketName is the socket's file name inside the data folder.
+const SocketName = "agenthost.sock"
+
+// Tokens is the token and login-link administration the CLI reaches
+// through the socket. It may be nil (the verbs then fail clearly).
+type Tokens interface {
+	CreateToken(ctx context.Context, user, name string, operator bool) (plaintext string, info TokenInfo, err error)
+	ListTokens(ctx context.Context, user string) ([]TokenInfo, error)
+	RevokeToken(ctx context.Context, id string) error
+	CreateLoginLink(ctx context.Context, user string) (url string, err error)
+}
+
+// TokenInfo describes a token; never its value.
+type TokenInfo struct {
+	ID       string    `json:"id"`
+	User     string    `json:"user,omitempty"`
+	Operator bool      `json:"operator,omitempty"`
+	Name     string    `json:"name"`
+	Created  time.Time `json:"created"`
+	LastUsed time.Time `json:"lastUsed,omitzero"`
+}
+
+// Server serves the control API on a unix socket.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	path string
+	done chan struct{}
+	err  error
+}
+
+// Serve listens on the socket in dataDir and serves h (and tokens, which
+// may be nil) until Close. A stale socket from a dead host is replaced; a
+// live one is an error (another host runs on this data folder).
+func Serve(dataDir string, h api.Host, tokens Tokens, logger *slog.Logger) (*Server, error) {
+	path := filepath.Join(dataDir, SocketName)
+	if c, err := net.DialTimeout("unix", path, 500*time.Millisecond); err == nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("another agenthost is running on %s (its control socket answers)", dataDir)
+	}
+	_ = os.Remove(path)
+	// The data folder is 0700, so the socket is unreachable to others even
+	// before the chmod below.
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listening on the control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	s := &Server{
+		ln: peerCheck{ln}, path: path, done: make(chan struct{}),
+		srv: &http.Server{Handler: Handler(h, tokens), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)},
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.err = err
+		}
+	}()
+	return s, nil
+}
+
+// Path returns the socket's path.
+func (s *Server) Path() string { return s.path }
+
+// Close stops serving, waits for in-flight requests (up to 5 s) and removes
+// the socket.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	<-s.done
+	_ = os.Remove(s.path)
+	return errors.Join(err, s.err)
+}
+
+// errorBody is the API's error shape.
+type errorBody struct {
+	Error  string       `json:"error"`
+	Code   string       `json:"code"`
+	Fields []fieldError `json:"fields,omitempty"`
+}
+
+type fieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+var codes = []struct {
+	code string
+	err  error
+	http int
+}{
+	{"not_found", ext.ErrNotFound, http.StatusNotFound},
+	{"permission_denied", ext.ErrPermission, http.StatusForbidden},
+	{"unavailable", ext.ErrUnavailable, http.StatusServiceUnavailable},
+	{"invalid_argument", ext.ErrInvalidArgument, http.StatusBadRequest},
+	{"unimplemented", ext.ErrUnimplemented, http.StatusNotImplemented},
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	body := errorBody{Error: err.Error(), Code: "internal"}
+	status := http.StatusInternalServerError
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			body.Code, status = c.code, c.http
+			break
+		}
+	}
+	var fe settings.FieldErrors
+	if errors.As(err, &fe) {
+		for _, f := range fe {
+			body.Fields = append(body.Fields, fieldError{Field: f.Field, Message: f.Msg})
+		}
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decodeError turns an error body back into an error that wraps the
+// matching sentinel (and settings.FieldErrors).
+func decodeError(status int, r io.Reader) error {
+	var b errorBody
+	if err := json.NewDecoder(io.LimitReader(r, 1<<20)).Decode(&b); err != nil || b.Error == "" {
+		return fmt.Errorf("the running host answered HTTP %d", status)
+	}
+	var errs []error
+	if len(b.Fields) > 0 {
+		var fe settings.FieldErrors
+		for _, f := range b.Fields {
+			fe = append(fe, &settings.FieldError{Field: f.Field, Msg: f.Message})
+		}
+		errs = append(errs, fe)
+	}
+	for _, c := range codes {
+		if c.code == b.Code {
+			errs = append(errs, c.err)
+		}
+	}
+	return &remoteError{msg: b.Error, errs: errs}
+}
+
+type remoteError struct {
+	msg  string
+	errs []error
+}
+
+func (e *remoteError) Error() string   { return e.msg }
+func (e *remoteError) Unwrap() []error { return e.errs }

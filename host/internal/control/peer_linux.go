@@ -1,0 +1,39 @@
+package control
+
+import (
+	"net"
+	"os"
+	"syscall"
+)
+
+// peerCheck accepts only connections from processes of our own user
+// (SO_PEERCRED), on top of the socket's 0600 mode.
+type peerCheck struct{ net.Listener }
+
+func (l peerCheck) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		uc, ok := c.(*net.UnixConn)
+		if !ok {
+			return c, nil
+		}
+		raw, err := uc.SyscallConn()
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		var cred *syscall.Ucred
+		var cerr error
+		_ = raw.Control(func(fd uintptr) {
+			cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+		})
+		if cerr != nil || cred == nil || int(cred.Uid) != os.Getuid() {
+			_ = c.Close()
+			continue
+		}
+		return c, nil
+	}
+}
