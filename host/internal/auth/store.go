@@ -1,0 +1,394 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Sentinel errors. Test for them with errors.Is.
+var (
+	// ErrInvalidToken is returned for a token that is malformed, unknown
+	// or revoked. It never says which.
+	ErrInvalidToken = errors.New("invalid or revoked token")
+	// ErrInvalidCode is returned for a login code that is unknown, used or
+	// expired.
+	ErrInvalidCode = errors.New("invalid, used or expired login link")
+	// ErrNoSession is returned for a web session that does not exist, has
+	// expired, or died with its token.
+	ErrNoSession = errors.New("no such session, or it has expired")
+	// ErrNotFound is returned when revoking a token that does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalidArgument is returned for a malformed user ID or name.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrClosed is returned by a Store used after Close.
+	ErrClosed = errors.New("auth store closed")
+)
+
+// Options configures [Open]. A nil *Options means the defaults; so does
+// every zero field.
+type Options struct {
+	// Logger receives failed attempts and lockouts (default: discard).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests inject a fake one.
+	Now func() time.Time
+	// Limiter counts failed attempts for [Store.Authenticate]. Nil means a
+	// new Limiter with default options, the same Logger and the same clock.
+	Limiter *Limiter
+	// LoginLinkTTL is how long a login link stays valid (default 15 min).
+	LoginLinkTTL time.Duration
+	// SessionIdle ends a web session unused for that long (default 12 h).
+	SessionIdle time.Duration
+	// SessionMaxAge ends a web session that old, however busy (default 7
+	// days).
+	SessionMaxAge time.Duration
+	// TouchEvery throttles the writes that record a token's last use and a
+	// session's last activity (default 1 min).
+	TouchEvery time.Duration
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// process (default 5 s).
+	BusyTimeout time.Duration
+	_           struct{}
+}
+
+// Store keeps tokens, login links and web sessions in one SQLite file. It
+// is safe for concurrent use.
+type Store struct {
+	db      *sql.DB
+	path    string
+	logger  *slog.Logger
+	now     func() time.Time
+	limiter *Limiter
+
+	linkTTL, idle, maxAge, touchEvery time.Duration
+
+	// wmu serializes this process's writes: SQLite has one writer at a
+	// time, and queueing here is cheaper than its sleeping busy handler.
+	wmu sync.Mutex
+
+	subMu  sync.Mutex
+	subs   map[int]func(tokenID string)
+	nextID int
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// migrations are applied in order, each once, and recorded in
+// schema_migrations; append new ones, never edit old ones. Times are unix
+// milliseconds; hashes are SHA-256 of the secret.
+var migrations = []string{
+	1: `CREATE TABLE tokens (
+		id           TEXT    PRIMARY KEY,
+		user_id      TEXT    NOT NULL, -- '' for operator tokens
+		name         TEXT    NOT NULL,
+		operator     INTEGER NOT NULL CHECK (operator IN (0, 1)),
+		hash         BLOB    NOT NULL UNIQUE,
+		created_at   INTEGER NOT NULL,
+		last_used_at INTEGER NOT NULL DEFAULT 0
+	) STRICT`,
+	2: `CREATE INDEX tokens_user ON tokens (user_id)`,
+	3: `CREATE TABLE login_links (
+		hash       BLOB    PRIMARY KEY,
+		user_id    TEXT    NOT NULL,
+		created_at INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL
+	) STRICT, WITHOUT ROWID`,
+	4: `CREATE TABLE sessions (
+		hash         BLOB    PRIMARY KEY,
+		user_id      TEXT    NOT NULL,
+		operator     INTEGER NOT NULL CHECK (operator IN (0, 1)),
+		token_id     TEXT    REFERENCES tokens (id) ON DELETE CASCADE,
+		csrf         TEXT    NOT NULL,
+		created_at   INTEGER NOT NULL,
+		last_seen_at INTEGER NOT NULL
+	) STRICT, WITHOUT ROWID`,
+	5: `CREATE INDEX sessions_token ON sessions (token_id)`,
+	6: `CREATE INDEX sessions_user ON sessions (user_id)`,
+}
+
+// Open opens (creating if needed) the auth database at path, normally
+// <dataDir>/auth.db. The folder is created with mode 0700 and the file
+// with mode 0600; an existing file that is group- or world-writable is
+// refused, since whoever can write it can mint tokens. Close the store
+// when done.
+func Open(path string, opts *Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("auth: Open: empty path")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	lim := o.Limiter
+	if lim == nil {
+		lim = NewLimiter(&LimiterOptions{Now: now, Logger: logger})
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening auth database %s: %w", path, err)
+	}
+	if err := prepareFile(abs); err != nil {
+		return nil, fmt.Errorf("opening auth database %s: %w", abs, err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", orDefault(o.BusyTimeout, 5*time.Second).Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("opening auth database %s: %w", abs, err)
+	}
+	s := &Store{
+		db: db, path: abs, logger: logger, now: now, limiter: lim,
+		linkTTL:    orDefault(o.LoginLinkTTL, 15*time.Minute),
+		idle:       orDefault(o.SessionIdle, 12*time.Hour),
+		maxAge:     orDefault(o.SessionMaxAge, 7*24*time.Hour),
+		touchEvery: orDefault(o.TouchEvery, time.Minute),
+		subs:       map[int]func(string){},
+	}
+	if err := s.init(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening auth database %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Close closes the database. It may be called more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// Limiter returns the limiter that [Store.Authenticate] uses, for the
+// other places that check credentials (the web sign-in, login links).
+func (s *Store) Limiter() *Limiter { return s.limiter }
+
+// Path returns the database file's absolute path.
+func (s *Store) Path() string { return s.path }
+
+// prepareFile creates the folder (0700) and the file (0600), or checks the
+// modes of an existing file and its WAL files.
+func prepareFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return prepareFile(path) // another process created it first
+		}
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("not a regular file (mode %s)", fi.Mode())
+	}
+	if runtime.GOOS == "windows" {
+		return nil // no Unix permission bits
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if m := fi.Mode().Perm(); m&0o022 != 0 {
+			return fmt.Errorf("%s is group- or world-writable (mode %04o); run chmod 600 on it", p, m)
+		}
+	}
+	return nil
+}
+
+// init checks the connection and runs the migrations.
+func (s *Store) init() error {
+	ctx := context.Background() // opening is not cancellable; it is short
+	var mode string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("checking journal mode: %w", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("journal mode is %q, want \"wal\"", mode)
+	}
+	var fk int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil || fk != 1 {
+		return fmt.Errorf("foreign keys are not enabled (%d, %v)", fk, err)
+	}
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		applied_at INTEGER NOT NULL -- unix milliseconds
+	) STRICT`); err != nil {
+		return fmt.Errorf("creating schema_migrations: %w", err)
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var have int
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+			return fmt.Errorf("reading schema version: %w", err)
+		}
+		if have >= len(migrations) {
+			return fmt.Errorf("database schema version %d is newer than this program's (%d)", have, len(migrations)-1)
+		}
+		for v := have + 1; v < len(migrations); v++ {
+			if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("applying migration %d: %w", v, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, v, s.now().UnixMilli()); err != nil {
+				return fmt.Errorf("recording migration %d: %w", v, err)
+			}
+		}
+		return nil
+	})
+}
+
+// write runs fn in an immediate transaction, one writer of this process at
+// a time.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return s.mapErr(tx.Commit())
+}
+
+// mapErr turns the error of a closed database into ErrClosed.
+func (s *Store) mapErr(err error) error {
+	if err != nil && s.closed.Load() {
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	return err
+}
+
+// Secret lengths and prefixes.
+const (
+	// TokenPrefix starts every bearer token, so that a leaked one is easy
+	// to grep for.
+	TokenPrefix = "ah_"
+	// secretBytes is the entropy of every token, code and session ID.
+	secretBytes = 32
+)
+
+// encodedLen is the length of secretBytes in unpadded base64url.
+var encodedLen = base64.RawURLEncoding.EncodedLen(secretBytes)
+
+// newSecret returns prefix followed by 32 random bytes in unpadded
+// base64url.
+func newSecret(prefix string) string {
+	b := make([]byte, secretBytes)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// wellFormed reports whether secret looks like one newSecret(prefix) made.
+func wellFormed(secret, prefix string) bool {
+	if len(secret) != len(prefix)+encodedLen || secret[:len(prefix)] != prefix {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(secret[len(prefix):])
+	return err == nil
+}
+
+// newID returns a short random identifier with the given prefix.
+func newID(prefix string) string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+func hashOf(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// Fingerprint names a secret in logs without revealing it: the first 8
+// hex digits of its SHA-256. It is safe to log for high-entropy secrets
+// only (tokens, codes), never for passwords.
+func Fingerprint(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:4])
+}
+
+// validUser is the host's shape of a user ID (host.ValidUser); it is
+// repeated here because the host imports this package, not the reverse.
+var validUser = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`)
+
+// validName is what a token's name may look like: printable, short.
+var validName = regexp.MustCompile(`^[\p{L}\p{N} ._@+:/()-]{1,64}$`)
+
+func checkUser(user string) error {
+	if !validUser.MatchString(user) {
+		return fmt.Errorf("user ID %q is not valid (want 1-128 of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit): %w", user, ErrInvalidArgument)
+	}
+	return nil
+}
+
+func checkName(name string) error {
+	if !validName.MatchString(name) {
+		return fmt.Errorf("token name %q is not valid (want 1-64 letters, digits, spaces or . _ @ + : / ( ) -): %w", name, ErrInvalidArgument)
+	}
+	return nil
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v)
+}
