@@ -1,0 +1,94 @@
+// Package mcpendpoint is the host's agent-facing MCP endpoint: MCP
+// Streamable HTTP, served with go-sdk, where each authenticated user sees
+// and calls their own tools.
+//
+// # Use
+//
+//	ep, err := mcpendpoint.New(host, verifier, &mcpendpoint.Options{Limiter: lim})
+//	mux.Handle("/mcp", ep)
+//	...
+//	ep.CloseToken(id) // after revoking token id in the verifier's store
+//	ep.Sessions()     // for the status page
+//	ep.Close()        // before the host closes
+//
+// The endpoint talks to the host only through [api.Host]: Tools lists a
+// user's tools, Call runs one, Subscribe reports changes.
+//
+// # Protocol revision
+//
+// The endpoint speaks the stateful revision 2025-11-25 (and 2025-06-18
+// for older clients), not the stateless draft 2026-07-28:
+//
+//   - Sessions carry state the draft has no place for: the deferred tools a
+//     session found with search_tools join that session's list only.
+//   - tools/list_changed must reach every open session of a user when the
+//     user's tools change, and only those. A stateful session has the
+//     standalone SSE stream (GET) for that; go-sdk sends a server's
+//     list_changed to that server's sessions, so each session gets its own
+//     [mcp.Server].
+//   - go-sdk binds a stateful session to the verified principal
+//     (TokenInfo.UserID) and refuses the session to anyone else: SECURITY.md
+//     F5. The endpoint binds it to the user and the token that opened it.
+//   - It is cheaper per call: go-sdk measured 556 µs stateful against
+//     617 µs stateless (LIBRARIES.md, "Performance facts"), and most
+//     third-party clients speak 2025-11-25 only.
+//
+// A go-sdk v1.8 client first tries server/discover (2026-07-28); the
+// stateful handler refuses it and the client falls back to initialize, one
+// extra round trip at connect time and nothing per call. 2025-03-26 is not
+// offered because it obliges servers to accept JSON-RPC batches, which the
+// endpoint refuses (400) for every revision.
+//
+// # Requests
+//
+// ServeHTTP checks, in this order: the Host header (a loopback connection
+// must name a loopback host: DNS rebinding, 403; go-sdk checks it again),
+// the Origin header (absent, a loopback origin or one of
+// [Options.AllowedOrigins], else 403), the body size
+// ([Options.MaxBodyBytes], 413), the lockout ([Options.Limiter], 429), the
+// bearer token (401 with WWW-Authenticate: Bearer), batches (400). Tokens
+// are never logged.
+//
+// The endpoint expects its [http.Server] (the lead's) to set
+// ReadHeaderTimeout (for example 10 s) and IdleTimeout, and no
+// WriteTimeout: the standalone SSE stream of a session lives as long as
+// the session. TLS, the listener and a loopback default bind are the
+// server's too.
+//
+// # Tool names
+//
+// MCP tool names allow only A-Z, a-z, 0-9, '_', '-' and '.'. A host name
+// "server/tool" becomes "server__tool" ([Options.Separator]); any other
+// character becomes '_'. A name longer than 64 characters, and every name
+// of a group that maps to the same result, is cut and given "_" plus 8 hex
+// digits of the SHA-256 of the original name. Each tool's definition
+// carries its host name in _meta "agenthost/name". Calls map back through
+// the user's table, never by parsing.
+//
+// # Exposure
+//
+// direct tools are listed. deferred tools are found with search_tools
+// (listed when the user has any), which then adds them to that session's
+// list and notifies it; a call by name works before that too. codemode
+// tools are never listed, and a call gets the error result "tool X is only
+// callable from code".
+//
+// # Calls
+//
+// Arguments reach the host as the raw JSON go-sdk read. The result's
+// content blocks are sent as the host's bytes (each validated and compacted
+// by encoding/json as it writes them, never decoded into Go values), and
+// structured content as raw JSON. A host error becomes an error result
+// that names the tool and the kind of failure, never the host's message.
+// The conversation of a call is "mcp:" plus the session ID.
+//
+// # Concurrency
+//
+// All methods of [Endpoint] are safe for concurrent use. Each user with
+// sessions has one goroutine that reloads the user's tools when the host
+// reports a change and updates that user's sessions; each open session has
+// one goroutine that waits for its end. [Endpoint.Close] cancels calls in
+// flight, closes every session and joins all of them. [Endpoint.CloseToken]
+// returns when the sessions it closes are closed; it must not be called
+// from inside a tool call of the endpoint.
+package mcpendpoint

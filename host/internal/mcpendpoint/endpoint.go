@@ -1,0 +1,484 @@
+package mcpendpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/agenthost/host/internal/api"
+)
+
+// Principal is who a bearer token stands for.
+type Principal struct {
+	// User is the user ID every call of the session acts as.
+	User string
+	// TokenID identifies the token (never the token itself), so that
+	// [Endpoint.CloseToken] can find the sessions it opened.
+	TokenID string
+}
+
+// Verifier checks bearer tokens. The endpoint calls Verify on every HTTP
+// request, concurrently.
+type Verifier interface {
+	// Verify returns the principal of a valid token. An invalid, unknown,
+	// expired or revoked token is any error; an error that wraps
+	// [ErrUnavailable] means the verifier could not decide (its store is
+	// down), which is not counted as a failed attempt.
+	Verify(ctx context.Context, token string) (Principal, error)
+}
+
+// Limiter locks out client addresses after failed attempts. The endpoint
+// calls Allow before it looks at a token, Fail after an invalid token and
+// Succeed after a valid one, concurrently. addr is the client's IP address.
+type Limiter interface {
+	Allow(addr string) error
+	Fail(addr string)
+	Succeed(addr string)
+}
+
+// ErrUnavailable is wrapped by a [Verifier] error that means "cannot
+// decide now" rather than "invalid token": the request fails with 503.
+var ErrUnavailable = errors.New("mcpendpoint: verifier unavailable")
+
+// DefaultMaxBodyBytes is the default cap of a request body.
+const DefaultMaxBodyBytes = 4 << 20
+
+// DefaultSeparator replaces "/" in tool names.
+const DefaultSeparator = "__"
+
+// ProtocolVersions lists the MCP revisions the endpoint speaks, newest
+// first (see the package doc for why not 2026-07-28).
+var ProtocolVersions = []string{"2025-11-25", "2025-06-18"}
+
+// Options configures an [Endpoint]. The zero value is ready to use.
+type Options struct {
+	// Limiter, when set, locks out addresses that fail too often: a locked
+	// address gets 429 before its token is looked at.
+	Limiter Limiter
+	// Separator replaces "/" in tool names (default "__"). It may hold only
+	// A-Z, a-z, 0-9, '_', '-' and '.', at most 8 of them.
+	Separator string
+	// AllowedOrigins lists the browser origins ("https://app.example.com",
+	// scheme://host[:port], no path) whose requests are served, besides
+	// loopback origins, which are always allowed. "*" allows any origin. A
+	// request without Origin (every non-browser client) is not affected.
+	AllowedOrigins []string
+	// MaxBodyBytes caps a request body (default [DefaultMaxBodyBytes]); a
+	// larger one gets 413.
+	MaxBodyBytes int64
+	// SessionTimeout closes a session that has received no POST for that
+	// long; its client then gets 404 and must start a new session. Zero
+	// keeps idle sessions until the client deletes them, the token is
+	// revoked or the endpoint closes.
+	SessionTimeout time.Duration
+	// ResourceMetadataURL, when set, is advertised in the WWW-Authenticate
+	// header of a 401 (RFC 9728).
+	ResourceMetadataURL string
+	// Version is the server version reported to clients.
+	Version string
+	// Logger receives the endpoint's logs; nil discards them. Tokens are
+	// never logged.
+	Logger *slog.Logger
+}
+
+// Endpoint serves each authenticated user their own tools over MCP
+// Streamable HTTP. It is an [http.Handler]; all its methods are safe for
+// concurrent use.
+type Endpoint struct {
+	host     api.Host
+	verifier Verifier
+	limiter  Limiter
+	sep      string
+	origins  map[string]bool
+	anyOrig  bool
+	maxBody  int64
+	rmURL    string
+	log      *slog.Logger
+	impl     *mcp.Implementation
+
+	sdk           http.Handler // go-sdk's handler behind its bearer middleware
+	probe         *mcp.Server  // answers go-sdk's per-request version check
+	scratch       sync.Mutex   // guards scratchServer
+	scratchServer *mcp.Server
+
+	ctx    context.Context // cancelled by Close: refresh loops, calls
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	users    map[string]*userState
+	sessions map[*session]struct{} // pending and bound
+	wg       sync.WaitGroup        // refresh loops and session waiters
+	open     atomic.Int64          // bound sessions
+
+	closeOnce sync.Once
+}
+
+// New returns an endpoint that serves h's tools to the principals v
+// accepts. opts may be nil.
+func New(h api.Host, v Verifier, opts *Options) (*Endpoint, error) {
+	if h == nil {
+		return nil, errors.New("mcpendpoint: New: nil Host")
+	}
+	if v == nil {
+		return nil, errors.New("mcpendpoint: New: nil Verifier")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Separator == "" {
+		o.Separator = DefaultSeparator
+	}
+	if err := checkSeparator(o.Separator); err != nil {
+		return nil, fmt.Errorf("mcpendpoint: New: %w", err)
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Endpoint{
+		host:     h,
+		verifier: v,
+		limiter:  o.Limiter,
+		sep:      o.Separator,
+		origins:  map[string]bool{},
+		maxBody:  o.MaxBodyBytes,
+		rmURL:    o.ResourceMetadataURL,
+		log:      o.Logger,
+		impl:     &mcp.Implementation{Name: "agenthost", Title: "agenthost", Version: o.Version},
+		users:    map[string]*userState{},
+		sessions: map[*session]struct{}{},
+	}
+	for _, origin := range o.AllowedOrigins {
+		if origin == "*" {
+			e.anyOrig = true
+			continue
+		}
+		n, ok := normalizeOrigin(origin)
+		if !ok {
+			return nil, fmt.Errorf("mcpendpoint: New: allowed origin %q is not scheme://host[:port]", origin)
+		}
+		e.origins[n] = true
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.probe = mcp.NewServer(e.impl, &mcp.ServerOptions{SupportedProtocolVersions: ProtocolVersions, Logger: e.log})
+	e.scratchServer = mcp.NewServer(e.impl, &mcp.ServerOptions{Logger: e.log})
+	handler := mcp.NewStreamableHTTPHandler(e.getServer, &mcp.StreamableHTTPOptions{
+		Logger:              e.log,
+		SessionTimeout:      o.SessionTimeout,
+		MaxRequestBodyBytes: o.MaxBodyBytes,
+		// DisableLocalhostProtection stays false: go-sdk refuses a
+		// non-loopback Host on a loopback connection, as ServeHTTP does
+		// first.
+	})
+	// go-sdk binds a session to TokenInfo.UserID and refuses (403) a
+	// request for it that carries another. Only its own middleware can put
+	// TokenInfo in the context, so it runs after our check, reading the
+	// principal we verified instead of verifying again.
+	e.sdk = auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		p, ok := ctx.Value(principalKey{}).(Principal)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: bindingKey(p)}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
+	return e, nil
+}
+
+// bindingKey is what a session is bound to: the user and the very token
+// that opened it. Another user's token, and another token of the same
+// user, are refused on it.
+func bindingKey(p Principal) string { return p.User + "\x00" + p.TokenID }
+
+type principalKey struct{}
+
+// slotKey marks a request that may open a session; getServer fills the
+// slot at most once per request, however often go-sdk asks.
+type slotKey struct{}
+
+type slot struct {
+	u    *userState
+	p    Principal
+	once sync.Once
+	s    *session
+}
+
+// ServeHTTP serves MCP Streamable HTTP (POST, GET for the server's stream,
+// DELETE to end a session). In order: Host and Origin checks (403), the
+// body cap (413), the lockout (429), the bearer token (401), batch
+// rejection (400), then go-sdk.
+func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e.isClosed() {
+		http.Error(w, "the MCP endpoint is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if !hostAllowed(r) {
+		http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
+		return
+	}
+	if !e.originAllowed(r.Header.Get("Origin")) {
+		e.log.Warn("mcp: refused a request from a foreign origin", "origin", clip(r.Header.Get("Origin"), 100), "addr", clientAddr(r))
+		http.Error(w, "forbidden: origin not allowed", http.StatusForbidden)
+		return
+	}
+	if r.ContentLength > e.maxBody {
+		http.Error(w, fmt.Sprintf("request body exceeds %d bytes", e.maxBody), http.StatusRequestEntityTooLarge)
+		return
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, e.maxBody)
+	}
+
+	addr := clientAddr(r)
+	if e.limiter != nil {
+		if err := e.limiter.Allow(addr); err != nil {
+			e.log.Warn("mcp: refused a locked-out address", "addr", addr)
+			w.Header().Set("Retry-After", "60")
+			http.Error(w, "too many failed attempts: try again later", http.StatusTooManyRequests)
+			return
+		}
+	}
+	token, ok := bearerToken(r)
+	if !ok {
+		e.unauthorized(w, "")
+		return
+	}
+	p, err := e.verifier.Verify(r.Context(), token)
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		e.log.Error("mcp: cannot verify tokens", "err", err)
+		http.Error(w, "cannot verify the token now: try again later", http.StatusServiceUnavailable)
+		return
+	case err != nil:
+		if e.limiter != nil {
+			e.limiter.Fail(addr)
+		}
+		e.log.Warn("mcp: refused an invalid token", "addr", addr)
+		e.unauthorized(w, "invalid_token")
+		return
+	case p.User == "":
+		e.log.Error("mcp: the verifier accepted a token without a user", "tokenID", p.TokenID)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	if e.limiter != nil {
+		e.limiter.Succeed(addr)
+	}
+
+	if r.Method == http.MethodPost {
+		if batch, err := peekBatch(r); err != nil {
+			e.bodyError(w, err)
+			return
+		} else if batch {
+			writeRPCError(w, http.StatusBadRequest, -32600, "JSON-RPC batches are not supported")
+			return
+		}
+	}
+
+	ctx := context.WithValue(r.Context(), principalKey{}, p)
+	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		// This request may open a session: make sure the user's tools are
+		// loaded, and let getServer build the session's server from them.
+		u, err := e.acquire(r.Context(), p.User)
+		if err != nil {
+			if errors.Is(err, errClosed) {
+				http.Error(w, "the MCP endpoint is shutting down", http.StatusServiceUnavailable)
+				return
+			}
+			e.log.Error("mcp: loading a user's tools", "user", p.User, "err", err)
+			writeRPCError(w, http.StatusServiceUnavailable, -32603, "could not load your tools: try again later")
+			return
+		}
+		sl := &slot{u: u, p: p}
+		defer e.settle(sl)
+		ctx = context.WithValue(ctx, slotKey{}, sl)
+	}
+	e.sdk.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// getServer gives go-sdk the server of a new session, built once per
+// request; every other request gets the probe, which go-sdk consults only
+// for the protocol versions.
+func (e *Endpoint) getServer(r *http.Request) *mcp.Server {
+	sl, _ := r.Context().Value(slotKey{}).(*slot)
+	if sl == nil {
+		return e.probe
+	}
+	sl.once.Do(func() { sl.s = e.newSession(sl.u, sl.p) })
+	if sl.s == nil {
+		return nil // the endpoint closed: go-sdk answers 400
+	}
+	return sl.s.server
+}
+
+// settle runs after a request that could open a session: a session that
+// was not bound (the request was not a successful initialize) is dropped,
+// and the request's hold on the user is released.
+func (e *Endpoint) settle(sl *slot) {
+	if sl.s != nil {
+		e.mu.Lock()
+		bound := sl.s.ss != nil
+		e.mu.Unlock()
+		if !bound {
+			e.drop(sl.s)
+		}
+	}
+	e.release(sl.u)
+}
+
+// Sessions returns the number of open sessions.
+func (e *Endpoint) Sessions() int { return int(e.open.Load()) }
+
+// CloseToken closes every session opened with token tokenID, cancelling
+// its calls in flight, and returns when they are closed. The caller
+// revokes the token in the verifier first, so that it is refused from then
+// on. CloseToken must not be called from inside a tool call of the
+// endpoint (closing waits for the session's requests to return).
+func (e *Endpoint) CloseToken(tokenID string) {
+	if tokenID == "" {
+		return
+	}
+	e.closeWhere(func(s *session) bool { return s.p.TokenID == tokenID })
+}
+
+// closeWhere revokes and closes the sessions that match.
+func (e *Endpoint) closeWhere(match func(*session) bool) {
+	var close []*session
+	e.mu.Lock()
+	for s := range e.sessions {
+		if match(s) {
+			s.revoked = true
+			close = append(close, s)
+		}
+	}
+	e.mu.Unlock()
+	for _, s := range close {
+		s.close()
+	}
+}
+
+// Close closes every session, cancels calls in flight, stops listening to
+// the host and waits for every goroutine the endpoint started. Requests
+// that arrive later get 503. Close may be called more than once.
+func (e *Endpoint) Close() error {
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		for _, u := range e.users {
+			u.stopLocked()
+		}
+		e.mu.Unlock()
+		e.cancel()
+		e.closeWhere(func(*session) bool { return true })
+		e.wg.Wait()
+	})
+	return nil
+}
+
+func (e *Endpoint) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// unauthorized answers 401 with a Bearer challenge (RFC 6750).
+func (e *Endpoint) unauthorized(w http.ResponseWriter, code string) {
+	params := []string{`realm="agenthost"`}
+	if e.rmURL != "" {
+		params = append(params, fmt.Sprintf("resource_metadata=%q", e.rmURL))
+	}
+	if code != "" {
+		params = append(params, fmt.Sprintf("error=%q", code))
+	}
+	w.Header().Set("WWW-Authenticate", "Bearer "+strings.Join(params, ", "))
+	msg := "unauthorized: a bearer token is required"
+	if code != "" {
+		msg = "unauthorized: invalid token"
+	}
+	http.Error(w, msg, http.StatusUnauthorized)
+}
+
+func (e *Endpoint) bodyError(w http.ResponseWriter, err error) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+		return
+	}
+	http.Error(w, "reading the request body failed", http.StatusBadRequest)
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" || strings.ContainsAny(tok, " \t") {
+		return "", false
+	}
+	return tok, true
+}
+
+// peekBatch reports whether a POST body is a JSON array (a JSON-RPC
+// batch), reading only up to its first significant byte and leaving the
+// body whole for go-sdk.
+func peekBatch(r *http.Request) (bool, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return false, nil
+	}
+	var head []byte
+	buf := make([]byte, 64)
+	for {
+		n, err := r.Body.Read(buf)
+		chunk := buf[:n]
+		head = append(head, chunk...)
+		for _, c := range chunk {
+			if !isSpace(c) {
+				r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+				return c == '[', nil
+			}
+		}
+		if err == io.EOF {
+			r.Body = readCloser{bytes.NewReader(head), r.Body}
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// writeRPCError answers with a JSON-RPC error that has no request ID.
+func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":%q}}`, code, msg)
+}
+
+// clip shortens s for a log line.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

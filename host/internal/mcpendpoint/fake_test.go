@@ -1,0 +1,379 @@
+package mcpendpoint_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeHost implements the part of api.Host the endpoint uses: per-user
+// tool lists, a Subscribe the test fires, and a Call that echoes.
+type fakeHost struct {
+	api.Host // the rest is not used; calling it panics
+
+	mu     sync.Mutex
+	tools  map[string][]api.Tool
+	subs   map[string]map[chan struct{}]struct{}
+	calls  []fakeCall
+	toolsE map[string]error // Tools fails for these users
+	// callFn, when set, replaces the echo.
+	callFn func(ctx context.Context, user, name string, args json.RawMessage) (*ext.CallToolResult, error)
+}
+
+type fakeCall struct {
+	User, Conversation, Name string
+	Args                     string
+}
+
+func newFakeHost() *fakeHost {
+	return &fakeHost{tools: map[string][]api.Tool{}, subs: map[string]map[chan struct{}]struct{}{}, toolsE: map[string]error{}}
+}
+
+// tool builds a tool registration; exposure may be "".
+func tool(name, desc string, exposure ext.Exposure) api.Tool {
+	return api.Tool{Tool: ext.Tool{Name: name, Description: desc, Exposure: exposure,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)}, Extension: "mcp"}
+}
+
+func (h *fakeHost) Tools(_ context.Context, user string) ([]api.Tool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.toolsE[user]; err != nil {
+		return nil, err
+	}
+	return append([]api.Tool(nil), h.tools[user]...), nil
+}
+
+func (h *fakeHost) Call(ctx context.Context, user, conversation, name string, args json.RawMessage) (*ext.CallToolResult, error) {
+	h.mu.Lock()
+	h.calls = append(h.calls, fakeCall{user, conversation, name, string(args)})
+	known := false
+	for _, t := range h.tools[user] {
+		known = known || t.Name == name
+	}
+	fn := h.callFn
+	h.mu.Unlock()
+	if !known {
+		return nil, fmt.Errorf("tool %q for user %q: %w", name, user, ext.ErrNotFound)
+	}
+	if fn != nil {
+		return fn(ctx, user, name, args)
+	}
+	return echo(user, name, args), nil
+}
+
+// echo is the default result: who called what with which arguments.
+func echo(user, name string, args json.RawMessage) *ext.CallToolResult {
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	res := ext.TextResult(user + " " + name + " " + string(args))
+	res.StructuredContent, _ = json.Marshal(map[string]any{"user": user, "tool": name, "args": args})
+	return res
+}
+
+func (h *fakeHost) Subscribe(user string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	h.mu.Lock()
+	if h.subs[user] == nil {
+		h.subs[user] = map[chan struct{}]struct{}{}
+	}
+	h.subs[user][ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.subs[user], ch)
+		h.mu.Unlock()
+	}
+}
+
+// setTools replaces a user's tools and reports the change, as the host's
+// registry does.
+func (h *fakeHost) setTools(user string, tools ...api.Tool) {
+	h.mu.Lock()
+	h.tools[user] = tools
+	for ch := range h.subs[user] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	h.mu.Unlock()
+}
+
+func (h *fakeHost) subscribers(user string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[user])
+}
+
+func (h *fakeHost) callLog() []fakeCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]fakeCall(nil), h.calls...)
+}
+
+// fakeVerifier accepts the tokens it holds.
+type fakeVerifier struct {
+	mu     sync.Mutex
+	tokens map[string]mcpendpoint.Principal
+}
+
+func (v *fakeVerifier) Verify(_ context.Context, token string) (mcpendpoint.Principal, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if p, ok := v.tokens[token]; ok {
+		return p, nil
+	}
+	return mcpendpoint.Principal{}, errors.New("unknown token")
+}
+
+func (v *fakeVerifier) revoke(token string) {
+	v.mu.Lock()
+	delete(v.tokens, token)
+	v.mu.Unlock()
+}
+
+// fakeLimiter locks an address out after max failures.
+type fakeLimiter struct {
+	mu      sync.Mutex
+	max     int
+	fails   map[string]int
+	success int
+}
+
+func (l *fakeLimiter) Allow(addr string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fails[addr] >= l.max {
+		return errors.New("locked out")
+	}
+	return nil
+}
+
+func (l *fakeLimiter) Fail(addr string) {
+	l.mu.Lock()
+	l.fails[addr]++
+	l.mu.Unlock()
+}
+
+func (l *fakeLimiter) Succeed(string) {
+	l.mu.Lock()
+	l.success++
+	l.mu.Unlock()
+}
+
+// The tokens of the test principals.
+const (
+	aliceTok  = "tok-alice-1"
+	alice2Tok = "tok-alice-2"
+	bobTok    = "tok-bob"
+)
+
+// env is an endpoint behind an httptest server, with a fake host.
+type env struct {
+	host *fakeHost
+	ver  *fakeVerifier
+	ep   *mcpendpoint.Endpoint
+	srv  *httptest.Server
+	tr   *http.Transport
+}
+
+func newEnv(t testing.TB, opts *mcpendpoint.Options) *env {
+	t.Helper()
+	h := newFakeHost()
+	h.tools["alice"] = []api.Tool{tool("notes/add", "Add a note.", ""), tool("notes/list", "List notes.", ext.ExposureDirect)}
+	h.tools["bob"] = []api.Tool{tool("web/fetch", "Fetch a URL.", "")}
+	v := &fakeVerifier{tokens: map[string]mcpendpoint.Principal{
+		aliceTok:  {User: "alice", TokenID: "a1"},
+		alice2Tok: {User: "alice", TokenID: "a2"},
+		bobTok:    {User: "bob", TokenID: "b1"},
+	}}
+	ep, err := mcpendpoint.New(h, v, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ep)
+	tr := &http.Transport{MaxIdleConnsPerHost: 256}
+	t.Cleanup(func() {
+		if err := ep.Close(); err != nil {
+			t.Error(err)
+		}
+		srv.Close()
+		tr.CloseIdleConnections()
+	})
+	return &env{host: h, ver: v, ep: ep, srv: srv, tr: tr}
+}
+
+// bearerRT adds a bearer token to every request.
+type bearerRT struct {
+	base  http.RoundTripper
+	token string
+}
+
+func (b *bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// client is a go-sdk client session and the list_changed notifications it
+// received.
+type client struct {
+	*mcp.ClientSession
+	changed chan struct{}
+}
+
+// connect opens a session with token, speaking protocolVersion ("" lets
+// go-sdk try the draft first and fall back).
+func (e *env) connect(t testing.TB, token, protocolVersion string) (*client, error) {
+	t.Helper()
+	changed := make(chan struct{}, 64)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   e.srv.URL,
+		HTTPClient: &http.Client{Transport: &bearerRT{base: e.tr, token: token}},
+		MaxRetries: -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return &client{cs, changed}, nil
+}
+
+func (e *env) mustConnect(t testing.TB, token string) *client {
+	t.Helper()
+	c, err := e.connect(t, token, "2025-11-25")
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	return c
+}
+
+// names lists the session's tool names.
+func (c *client) names(t testing.TB) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := c.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("listing tools: %v", err)
+	}
+	var out []string
+	for _, tl := range res.Tools {
+		out = append(out, tl.Name)
+	}
+	return out
+}
+
+func (c *client) call(t testing.TB, name, args string) *mcp.CallToolResult {
+	t.Helper()
+	res, err := c.tryCall(name, args)
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	return res
+}
+
+func (c *client) tryCall(name, args string) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return c.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+}
+
+// waitChanged waits for a list_changed notification.
+func (c *client) waitChanged(t testing.TB) {
+	t.Helper()
+	select {
+	case <-c.changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notifications/tools/list_changed")
+	}
+}
+
+// text returns the text of a result's text blocks.
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// rawPost sends one JSON-RPC message to the endpoint by hand.
+func (e *env) rawPost(t testing.TB, token, sessionID, body string, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if sessionID != "" {
+		req.Header.Set("Mcp-Session-Id", sessionID)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := (&http.Client{Transport: e.tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// sseMessage reads the first JSON-RPC message of an SSE response.
+func sseMessage(t testing.TB, resp *http.Response) []byte {
+	t.Helper()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(data, `"jsonrpc"`) {
+			return []byte(data)
+		}
+	}
+	b, _ := io.ReadAll(resp.Body)
+	t.Fatalf("no message in the response (status %d): %s", resp.StatusCode, b)
+	return nil
+}
+
+const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
