@@ -1,0 +1,35 @@
+// Package web serves the host's pages and JSON API for people: the
+// settings UI at /settings, its JSON twin under /api/v1/, and the
+// operator's status page at /status and /status.json.
+//
+// # Pages
+//
+// The settings page renders every extension's user sections from their
+// form descriptors (settings.Form) with html/template: plain, accessible
+// HTML that works without JavaScript; one small static script adds a live
+// JSON check to JSON editors. Each section is its own form; a refused
+// save re-renders the page with the posted values and each field's error
+// next to it. Secret fields are write-only: never filled in, shown as set
+// or not set, with a clear button. The page also shows the user's status
+// (each server's state, reason, next retry and tool count) and tools.
+//
+// # Access
+//
+// People sign in at /settings/login with a bearer token or a one-time
+// login link (which asks before it signs in, so that a planted link cannot
+// sign a browser into someone else's account). The session cookie is
+// HttpOnly, SameSite=Strict, Path=/, and Secure with the __Host- prefix
+// when served over TLS. Every state-changing form carries the session's
+// CSRF token, and cross-origin browser posts are refused
+// (http.CrossOriginProtection). The JSON API takes the same tokens in
+// "Authorization: Bearer". Failed sign-ins, tokens and links count towards
+// the address lockout of package auth. The user always comes from the
+// session or the token, never from the request, so nobody reaches another
+// user's settings, secrets, status or tools.
+//
+// # Concurrency
+//
+// The handler returned by [New] is safe for concurrent use and starts no
+// goroutines; it holds no state of its own besides its options and parsed
+// templates: sessions live in the auth store, settings in the host.
+package web

@@ -1,0 +1,280 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agenthost/agenthost/host/internal/auth"
+)
+
+type ctxKey int
+
+const (
+	sessionKey ctxKey = iota
+	principalKey
+)
+
+// webSession is the signed-in browser of a request.
+type webSession struct {
+	ID string
+	*auth.Session
+}
+
+func sessionFrom(ctx context.Context) *webSession {
+	ws, _ := ctx.Value(sessionKey).(*webSession)
+	return ws
+}
+
+// currentSession reads the session cookie; nil when there is no live
+// session. A dead session's cookie is cleared.
+func (s *server) currentSession(w http.ResponseWriter, r *http.Request) *webSession {
+	c, err := r.Cookie(s.cookie)
+	if err != nil || c.Value == "" {
+		return nil
+	}
+	ss, err := s.a.Session(r.Context(), c.Value)
+	if err != nil {
+		if !errors.Is(err, auth.ErrNoSession) {
+			s.logger.Error("reading a web session", "err", err)
+		}
+		s.setSessionCookie(w, r, "", -1)
+		return nil
+	}
+	return &webSession{ID: c.Value, Session: ss}
+}
+
+// requireSession lets through requests of a signed-in browser and sends
+// the others to the sign-in page. State-changing requests must carry the
+// session's CSRF token.
+func (s *server) requireSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws := s.currentSession(w, r)
+		if ws == nil {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				s.redirect(w, r, "/settings/login")
+				return
+			}
+			s.errorPage(w, r, http.StatusUnauthorized, "Signed out",
+				"Your session has ended (signed out, expired, or its token was revoked). Sign in again; your change was not saved.")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := r.ParseForm(); err != nil {
+				s.formError(w, r, err)
+				return
+			}
+			if !equalSecret(r.PostForm.Get(csrfField), ws.CSRF) {
+				s.logger.Warn("CSRF token mismatch", "addr", auth.AddrKey(r.RemoteAddr), "path", r.URL.Path)
+				s.forbidden(w, r, "This form has expired or did not come from this site. Reload the page and try again.")
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey, ws)))
+	})
+}
+
+// formError answers a form that could not be parsed.
+func (s *server) formError(w http.ResponseWriter, r *http.Request, err error) {
+	if isBodyTooLarge(err) {
+		s.tooLarge(w, r)
+		return
+	}
+	s.errorPage(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
+}
+
+func (s *server) setSessionCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name: s.cookie, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: s.opts.Secure || r.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// loginToken returns the sign-in form's anti-forgery value, setting its
+// cookie when the browser has none.
+func (s *server) loginToken(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(loginCookie); err == nil && len(c.Value) >= 32 {
+		return c.Value
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	v := base64.RawURLEncoding.EncodeToString(b)
+	http.SetCookie(w, &http.Cookie{
+		Name: loginCookie, Value: v, Path: "/", MaxAge: 3600,
+		HttpOnly: true, Secure: s.opts.Secure || r.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+	return v
+}
+
+// loginView is what login.html shows.
+type loginView struct {
+	Base    string
+	CSRF    string
+	Code    string // a login link's code, for the confirmation form
+	AsUser  string // whom the link signs in
+	Error   string
+	Notice  string
+	Locked  bool
+	Title   string
+	Example string
+}
+
+func (s *server) loginPage(w http.ResponseWriter, r *http.Request) {
+	v := &loginView{Base: s.base, CSRF: s.loginToken(w, r), Title: "Sign in"}
+	code := r.URL.Query().Get("code")
+	if code == "" {
+		if ws := s.currentSession(w, r); ws != nil {
+			s.redirectHome(w, r, ws.Operator)
+			return
+		}
+		if r.URL.Query().Get("signed-out") != "" {
+			v.Notice = "You are signed out."
+		}
+		s.render(w, r, http.StatusOK, "login.html", v)
+		return
+	}
+	// A login link asks before it signs in: following a link planted by
+	// someone else must not sign this browser into their account.
+	addr := auth.AddrKey(r.RemoteAddr)
+	if err := s.a.Limiter().Allow(addr); err != nil {
+		s.loginRefused(w, r, v, err)
+		return
+	}
+	user, err := s.a.LoginLinkUser(r.Context(), code)
+	if err != nil {
+		s.linkFailed(w, r, v, addr, code, err)
+		return
+	}
+	v.Code, v.AsUser, v.Title = code, user, "Sign in as "+user
+	s.render(w, r, http.StatusOK, "login.html", v)
+}
+
+func (s *server) redirectHome(w http.ResponseWriter, r *http.Request, operator bool) {
+	if operator {
+		s.redirect(w, r, "/status")
+		return
+	}
+	s.redirect(w, r, "/settings")
+}
+
+func (s *server) loginSubmit(w http.ResponseWriter, r *http.Request) {
+	v := &loginView{Base: s.base, Title: "Sign in"}
+	if err := r.ParseForm(); err != nil {
+		s.formError(w, r, err)
+		return
+	}
+	c, err := r.Cookie(loginCookie)
+	if err != nil || !equalSecret(r.PostForm.Get(csrfField), c.Value) {
+		v.CSRF = s.loginToken(w, r)
+		v.Error = "This sign-in form has expired or did not come from this site. Please try again."
+		s.render(w, r, http.StatusForbidden, "login.html", v)
+		return
+	}
+	v.CSRF = c.Value
+	addr := auth.AddrKey(r.RemoteAddr)
+	if err := s.a.Limiter().Allow(addr); err != nil {
+		s.loginRefused(w, r, v, err)
+		return
+	}
+	var p auth.Principal
+	switch token, code := strings.TrimSpace(r.PostForm.Get("token")), r.PostForm.Get("code"); {
+	case code != "":
+		user, err := s.a.RedeemLoginLink(r.Context(), code)
+		if err != nil {
+			s.linkFailed(w, r, v, addr, code, err)
+			return
+		}
+		s.a.Limiter().Succeed(addr)
+		p = auth.Principal{User: user}
+	case token != "":
+		p, err = s.a.Authenticate(r.Context(), addr, token)
+		if err != nil {
+			if errors.Is(err, auth.ErrInvalidToken) && !errors.Is(err, auth.ErrLockedOut) {
+				v.Error = "That token is not valid, or it has been revoked."
+				s.render(w, r, http.StatusUnauthorized, "login.html", v)
+				return
+			}
+			s.loginRefused(w, r, v, err)
+			return
+		}
+	default:
+		v.Error = "Paste a token to sign in."
+		s.render(w, r, http.StatusBadRequest, "login.html", v)
+		return
+	}
+	// A fresh session ID at every sign-in; the old session, if any, ends.
+	if old, err := r.Cookie(s.cookie); err == nil && old.Value != "" {
+		_ = s.a.DeleteSession(r.Context(), old.Value)
+	}
+	id, _, err := s.a.CreateSession(r.Context(), p)
+	if err != nil {
+		s.logger.Error("creating a web session", "err", err)
+		s.errorPage(w, r, http.StatusInternalServerError, "Sign-in failed", "The session could not be created; the host's log has the details.")
+		return
+	}
+	s.setSessionCookie(w, r, id, 0)
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		Secure: s.opts.Secure || r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	s.logger.Info("signed in to the web UI", "user", p.User, "operator", p.Operator, "token", p.TokenID)
+	s.redirectHome(w, r, p.Operator)
+}
+
+// linkFailed answers a bad login code: it counts towards the lockout and
+// is logged by fingerprint only.
+func (s *server) linkFailed(w http.ResponseWriter, r *http.Request, v *loginView, addr, code string, err error) {
+	if !errors.Is(err, auth.ErrInvalidCode) {
+		s.logger.Error("checking a login link", "err", err)
+		s.errorPage(w, r, http.StatusInternalServerError, "Sign-in failed", "The link could not be checked; the host's log has the details.")
+		return
+	}
+	s.logger.Warn("login link refused", "addr", addr, "code_sha256", auth.Fingerprint(code))
+	if lerr := s.a.Limiter().Fail(addr); lerr != nil {
+		s.loginRefused(w, r, v, lerr)
+		return
+	}
+	v.Code, v.AsUser = "", ""
+	v.Error = "This sign-in link is not valid: it was already used, it has expired (links last 15 minutes), or it was mistyped. " +
+		"Ask for a new one (agenthost login-link --user YOU), or sign in with a token."
+	s.render(w, r, http.StatusUnauthorized, "login.html", v)
+}
+
+// loginRefused answers a locked-out address (429) or an internal error.
+func (s *server) loginRefused(w http.ResponseWriter, r *http.Request, v *loginView, err error) {
+	var le *auth.LockoutError
+	if errors.As(err, &le) {
+		retryAfter(w, err)
+		v.Code, v.AsUser, v.Locked = "", "", true
+		v.Error = "Too many failed sign-in attempts from your address. Sign-in is locked for " +
+			humanDuration(le.RetryAfter) + " (until " + le.Until.UTC().Format("15:04:05 UTC") + ")."
+		s.render(w, r, http.StatusTooManyRequests, "login.html", v)
+		return
+	}
+	s.logger.Error("signing in", "err", err)
+	s.errorPage(w, r, http.StatusInternalServerError, "Sign-in failed", "The sign-in could not be checked; the host's log has the details.")
+}
+
+func (s *server) logout(w http.ResponseWriter, r *http.Request) {
+	ws := sessionFrom(r.Context())
+	if err := s.a.DeleteSession(r.Context(), ws.ID); err != nil {
+		s.logger.Error("signing out", "err", err)
+	}
+	s.setSessionCookie(w, r, "", -1)
+	http.Redirect(w, r, s.path("/settings/login?signed-out=1"), http.StatusSeeOther)
+}
+
+// humanDuration reads "15 minutes", "1 minute", "40 seconds".
+func humanDuration(d time.Duration) string {
+	unit, n := "second", int((d+time.Second-1)/time.Second)
+	if d >= time.Minute {
+		unit, n = "minute", int((d+time.Minute-1)/time.Minute)
+	}
+	if n != 1 {
+		unit += "s"
+	}
+	return strconv.Itoa(n) + " " + unit
+}

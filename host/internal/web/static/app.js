@@ -1,0 +1,24 @@
+// agenthost settings: a live JSON check for JSON editors. The page works
+// without it; the server checks every value again on save.
+"use strict";
+document.addEventListener("DOMContentLoaded", function () {
+  document.querySelectorAll('textarea[data-syntax="json"]').forEach(function (ta) {
+    var out = document.getElementById(ta.id + "-live");
+    if (!out) return;
+    var check = function () {
+      var text = ta.value.trim();
+      if (text === "") { out.hidden = true; return; }
+      try {
+        JSON.parse(text);
+        out.textContent = "Valid JSON (the schema is checked when you save).";
+        out.className = "json-live good";
+      } catch (e) {
+        out.textContent = "Not valid JSON yet: " + e.message;
+        out.className = "json-live bad";
+      }
+      out.hidden = false;
+    };
+    var timer = null;
+    ta.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(check, 300); });
+  });
+});

@@ -1,0 +1,76 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/agenthost/agenthost/host/internal/api"
+)
+
+// statusBody is the operator's status: the host's overview and the count
+// of open MCP sessions. No secrets, and no per-user data but counts.
+type statusBody struct {
+	api.Overview
+	MCPSessions int `json:"mcpSessions"`
+}
+
+// operator admits the operator, by an operator token in the Authorization
+// header or by an operator's web session. It answers the others itself
+// and returns false.
+func (s *server) operator(w http.ResponseWriter, r *http.Request, asJSON bool) bool {
+	if _, present := bearerToken(r); present {
+		p, ok := s.authenticate(w, r)
+		if !ok {
+			return false
+		}
+		if !p.Operator {
+			writeError(w, http.StatusForbidden, "the status page needs an operator token (agenthost token create --operator)", nil)
+			return false
+		}
+		return true
+	}
+	ws := s.currentSession(w, r)
+	switch {
+	case ws != nil && ws.Operator:
+		return true
+	case asJSON && ws == nil:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agenthost"`)
+		writeError(w, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <operator token>", nil)
+	case asJSON:
+		writeError(w, http.StatusForbidden, "the status page is for the operator", nil)
+	case ws == nil:
+		s.render(w, r, http.StatusUnauthorized, "error.html", map[string]any{
+			"Base": s.base, "Title": "Operator sign-in needed",
+			"Message": "The status page is for the operator. Sign in with an operator token (agenthost token create --operator --name NAME).",
+			"Login":   true,
+		})
+	default:
+		s.errorPage(w, r, http.StatusForbidden, "Forbidden", "The status page is for the operator; you are signed in as "+ws.User+".")
+	}
+	return false
+}
+
+func (s *server) status() statusBody {
+	b := statusBody{Overview: s.h.Overview()}
+	if s.opts.MCPSessions != nil {
+		b.MCPSessions = s.opts.MCPSessions()
+	}
+	return b
+}
+
+func (s *server) statusPage(w http.ResponseWriter, r *http.Request) {
+	if !s.operator(w, r, false) {
+		return
+	}
+	var csrf string
+	if ws := s.currentSession(w, r); ws != nil {
+		csrf = ws.CSRF
+	}
+	s.render(w, r, http.StatusOK, "status.html", map[string]any{"Base": s.base, "S": s.status(), "CSRF": csrf})
+}
+
+func (s *server) statusJSON(w http.ResponseWriter, r *http.Request) {
+	if !s.operator(w, r, true) {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.status())
+}
