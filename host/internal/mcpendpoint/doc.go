@@ -87,8 +87,9 @@
 // All methods of [Endpoint] are safe for concurrent use. Each user with
 // sessions has one goroutine that reloads the user's tools when the host
 // reports a change and updates that user's sessions; each open session has
-// one goroutine that waits for its end. [Endpoint.Close] cancels calls in
-// flight, closes every session and joins all of them. [Endpoint.CloseToken]
-// returns when the sessions it closes are closed; it must not be called
-// from inside a tool call of the endpoint.
+// one goroutine that waits for its end. [Endpoint.CloseToken] returns at
+// once (it may run in a revocation callback): the token's sessions refuse
+// every request from then on, their calls in flight are cancelled, and
+// they close in the background. [Endpoint.Close] cancels calls in flight,
+// closes every session and joins every goroutine the endpoint started.
 package mcpendpoint

@@ -3,6 +3,7 @@ package mcpendpoint
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -38,12 +39,14 @@ type Verifier interface {
 	Verify(ctx context.Context, token string) (Principal, error)
 }
 
-// Limiter locks out client addresses after failed attempts. The endpoint
-// calls Allow before it looks at a token, Fail after an invalid token and
-// Succeed after a valid one, concurrently. addr is the client's IP address.
+// Limiter locks out client addresses after failed attempts (the host's
+// auth.Limiter is one). The endpoint calls Allow before it looks at a
+// token, Fail after an invalid token (its error is ignored: the request
+// gets 401 either way) and Succeed after a valid one, concurrently. addr is
+// the key [Options.AddrKey] made of the client's address.
 type Limiter interface {
 	Allow(addr string) error
-	Fail(addr string)
+	Fail(addr string) error
 	Succeed(addr string)
 }
 
@@ -66,6 +69,11 @@ type Options struct {
 	// Limiter, when set, locks out addresses that fail too often: a locked
 	// address gets 429 before its token is looked at.
 	Limiter Limiter
+	// AddrKey turns a request's RemoteAddr into the limiter's key. The
+	// default is the IP address, and for IPv6 its /64 prefix (one client
+	// often holds a whole /64). Behind a reverse proxy, RemoteAddr is the
+	// proxy's: the server must set it from a header it trusts.
+	AddrKey func(remoteAddr string) string
 	// Separator replaces "/" in tool names (default "__"). It may hold only
 	// A-Z, a-z, 0-9, '_', '-' and '.', at most 8 of them.
 	Separator string
@@ -82,6 +90,13 @@ type Options struct {
 	// keeps idle sessions until the client deletes them, the token is
 	// revoked or the endpoint closes.
 	SessionTimeout time.Duration
+	// VerifyCacheTTL, when positive, lets a token verified once pass
+	// without the verifier for that long. Only wire it when every
+	// revocation calls [Endpoint.CloseToken] (which empties the cache of
+	// that token at once); a token revoked otherwise stays usable for up to
+	// the TTL. Failed verifications are never cached. Zero verifies every
+	// request.
+	VerifyCacheTTL time.Duration
 	// ResourceMetadataURL, when set, is advertised in the WWW-Authenticate
 	// header of a 401 (RFC 9728).
 	ResourceMetadataURL string
@@ -99,6 +114,8 @@ type Endpoint struct {
 	host     api.Host
 	verifier Verifier
 	limiter  Limiter
+	cache    *verifyCache // nil: verify every request
+	addrKey  func(string) string
 	sep      string
 	origins  map[string]bool
 	anyOrig  bool
@@ -153,10 +170,14 @@ func New(h api.Host, v Verifier, opts *Options) (*Endpoint, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.AddrKey == nil {
+		o.AddrKey = addrKey
+	}
 	e := &Endpoint{
 		host:     h,
 		verifier: v,
 		limiter:  o.Limiter,
+		addrKey:  o.AddrKey,
 		sep:      o.Separator,
 		origins:  map[string]bool{},
 		maxBody:  o.MaxBodyBytes,
@@ -165,6 +186,9 @@ func New(h api.Host, v Verifier, opts *Options) (*Endpoint, error) {
 		impl:     &mcp.Implementation{Name: "agenthost", Title: "agenthost", Version: o.Version},
 		users:    map[string]*userState{},
 		sessions: map[*session]struct{}{},
+	}
+	if o.VerifyCacheTTL > 0 {
+		e.cache = newVerifyCache(o.VerifyCacheTTL)
 	}
 	for _, origin := range o.AllowedOrigins {
 		if origin == "*" {
@@ -234,7 +258,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !e.originAllowed(r.Header.Get("Origin")) {
-		e.log.Warn("mcp: refused a request from a foreign origin", "origin", clip(r.Header.Get("Origin"), 100), "addr", clientAddr(r))
+		e.log.Warn("mcp: refused a request from a foreign origin", "origin", clip(r.Header.Get("Origin"), 100), "addr", r.RemoteAddr)
 		http.Error(w, "forbidden: origin not allowed", http.StatusForbidden)
 		return
 	}
@@ -246,7 +270,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, e.maxBody)
 	}
 
-	addr := clientAddr(r)
+	addr := e.addrKey(r.RemoteAddr)
 	if e.limiter != nil {
 		if err := e.limiter.Allow(addr); err != nil {
 			e.log.Warn("mcp: refused a locked-out address", "addr", addr)
@@ -260,7 +284,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.unauthorized(w, "")
 		return
 	}
-	p, err := e.verifier.Verify(r.Context(), token)
+	p, err := e.verify(r, token)
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		e.log.Error("mcp: cannot verify tokens", "err", err)
@@ -268,7 +292,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		if e.limiter != nil {
-			e.limiter.Fail(addr)
+			_ = e.limiter.Fail(addr)
 		}
 		e.log.Warn("mcp: refused an invalid token", "addr", addr)
 		e.unauthorized(w, "invalid_token")
@@ -313,6 +337,23 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.sdk.ServeHTTP(w, r.WithContext(ctx))
 }
 
+// verify asks the verifier, or the cache when it has the token.
+func (e *Endpoint) verify(r *http.Request, token string) (Principal, error) {
+	if e.cache == nil {
+		return e.verifier.Verify(r.Context(), token)
+	}
+	key := sha256.Sum256([]byte(token))
+	p, ok, gen := e.cache.get(key)
+	if ok {
+		return p, nil
+	}
+	p, err := e.verifier.Verify(r.Context(), token)
+	if err == nil && p.User != "" {
+		e.cache.put(key, p, gen)
+	}
+	return p, err
+}
+
 // getServer gives go-sdk the server of a new session, built once per
 // request; every other request gets the probe, which go-sdk consults only
 // for the protocol versions.
@@ -346,32 +387,51 @@ func (e *Endpoint) settle(sl *slot) {
 // Sessions returns the number of open sessions.
 func (e *Endpoint) Sessions() int { return int(e.open.Load()) }
 
-// CloseToken closes every session opened with token tokenID, cancelling
-// its calls in flight, and returns when they are closed. The caller
-// revokes the token in the verifier first, so that it is refused from then
-// on. CloseToken must not be called from inside a tool call of the
-// endpoint (closing waits for the session's requests to return).
+// CloseToken ends every session opened with token tokenID. It returns at
+// once: by then the sessions' calls in flight are cancelled and their
+// further requests refused; they close in the background, and
+// [Endpoint.Close] waits for that. The caller revokes the token in the
+// verifier first (or at the same time), so that it cannot open new
+// sessions. CloseToken suits a revocation callback that must return
+// quickly.
 func (e *Endpoint) CloseToken(tokenID string) {
 	if tokenID == "" {
 		return
 	}
-	e.closeWhere(func(s *session) bool { return s.p.TokenID == tokenID })
+	if e.cache != nil {
+		e.cache.revoke(tokenID)
+	}
+	for _, s := range e.revoke(func(s *session) bool { return s.p.TokenID == tokenID }) {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return // Close closes them
+		}
+		e.wg.Add(1)
+		e.mu.Unlock()
+		go func() {
+			defer e.wg.Done()
+			s.close()
+		}()
+	}
 }
 
-// closeWhere revokes and closes the sessions that match.
-func (e *Endpoint) closeWhere(match func(*session) bool) {
-	var close []*session
+// revoke marks the sessions that match as revoked (every request on them
+// is refused from now on) and cancels their calls.
+func (e *Endpoint) revoke(match func(*session) bool) []*session {
+	var out []*session
 	e.mu.Lock()
 	for s := range e.sessions {
 		if match(s) {
-			s.revoked = true
-			close = append(close, s)
+			s.revoked.Store(true)
+			out = append(out, s)
 		}
 	}
 	e.mu.Unlock()
-	for _, s := range close {
-		s.close()
+	for _, s := range out {
+		s.cancel()
 	}
+	return out
 }
 
 // Close closes every session, cancels calls in flight, stops listening to
@@ -386,7 +446,9 @@ func (e *Endpoint) Close() error {
 		}
 		e.mu.Unlock()
 		e.cancel()
-		e.closeWhere(func(*session) bool { return true })
+		for _, s := range e.revoke(func(*session) bool { return true }) {
+			s.close()
+		}
 		e.wg.Wait()
 	})
 	return nil

@@ -175,6 +175,8 @@ func TestListChanged(t *testing.T) {
 		t.Error("a removed tool is still callable")
 	}
 	// A change that alters nothing a session sees sends nothing.
+	time.Sleep(50 * time.Millisecond) // past go-sdk's 10 ms debounce
+	a1.drain()
 	e.host.setTools("alice", tool("calendar/today", "Today's events.", ""), tool("x/code", "", ext.ExposureCodemode))
 	select {
 	case <-a1.changed:
@@ -248,6 +250,7 @@ func TestSearchTools(t *testing.T) {
 		}
 	}
 	// Without deferred tools there is no search_tools.
+	s2.waitChanged(t) // notes/add's new description
 	e.host.setTools("alice", tool("notes/add", "", ""))
 	s2.waitChanged(t)
 	if got := s2.names(t); !slices.Equal(got, []string{"notes__add"}) {
@@ -429,9 +432,7 @@ func TestRevokedToken(t *testing.T) {
 		t.Fatal("the call in flight was not cancelled")
 	}
 	<-done
-	if n := e.ep.Sessions(); n != 1 {
-		t.Errorf("Sessions() = %d after CloseToken, want 1", n)
-	}
+	// Refused at once, even before the sessions finished closing.
 	for _, c := range []*client{a1, a1b} {
 		if _, err := c.ListTools(context.Background(), nil); err == nil {
 			t.Error("a revoked session still lists tools")
@@ -445,6 +446,42 @@ func TestRevokedToken(t *testing.T) {
 	}
 	if res := a2.call(t, "notes__add", `{}`); res.IsError {
 		t.Errorf("alice's other token: %q", text(res))
+	}
+	waitFor(t, "the revoked sessions to close", func() bool { return e.ep.Sessions() == 1 })
+
+	// CloseToken alone (the verifier still accepts the token) refuses the
+	// session's very next request; the token may open a new session.
+	e.ep.CloseToken("a2")
+	if _, err := a2.ListTools(context.Background(), nil); err == nil {
+		t.Error("a session closed by CloseToken still lists tools")
+	}
+	e.mustConnect(t, alice2Tok).names(t)
+}
+
+// TestVerifyCache: with VerifyCacheTTL a verified token skips the
+// verifier; CloseToken empties the cache of that token at once; failures
+// are never cached.
+func TestVerifyCache(t *testing.T) {
+	e := newEnv(t, &mcpendpoint.Options{VerifyCacheTTL: time.Minute})
+	c := e.mustConnect(t, aliceTok)
+	before := e.ver.count()
+	for range 5 {
+		c.call(t, "notes__add", `{}`)
+	}
+	if n := e.ver.count() - before; n != 0 {
+		t.Errorf("the verifier ran %d times for cached calls", n)
+	}
+	before = e.ver.count()
+	for range 3 {
+		e.rawPost(t, "tok-guess", "", initBody, nil)
+	}
+	if n := e.ver.count() - before; n != 3 {
+		t.Errorf("the verifier ran %d times for 3 bad guesses, want 3", n)
+	}
+	e.ver.revoke(aliceTok)
+	e.ep.CloseToken("a1")
+	if _, err := e.connect(t, aliceTok, "2025-11-25"); err == nil {
+		t.Error("a revoked token passed from the cache")
 	}
 }
 

@@ -135,11 +135,13 @@ func (h *fakeHost) callLog() []fakeCall {
 type fakeVerifier struct {
 	mu     sync.Mutex
 	tokens map[string]mcpendpoint.Principal
+	calls  int
 }
 
 func (v *fakeVerifier) Verify(_ context.Context, token string) (mcpendpoint.Principal, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.calls++
 	if p, ok := v.tokens[token]; ok {
 		return p, nil
 	}
@@ -169,10 +171,11 @@ func (l *fakeLimiter) Allow(addr string) error {
 	return nil
 }
 
-func (l *fakeLimiter) Fail(addr string) {
+func (l *fakeLimiter) Fail(addr string) error {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.fails[addr]++
-	l.mu.Unlock()
+	return nil
 }
 
 func (l *fakeLimiter) Succeed(string) {
@@ -319,6 +322,17 @@ func (c *client) waitChanged(t testing.TB) {
 	}
 }
 
+// drain forgets the notifications received so far.
+func (c *client) drain() {
+	for {
+		select {
+		case <-c.changed:
+		default:
+			return
+		}
+	}
+}
+
 // text returns the text of a result's text blocks.
 func text(res *mcp.CallToolResult) string {
 	var parts []string
@@ -377,3 +391,9 @@ func sseMessage(t testing.TB, resp *http.Response) []byte {
 }
 
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+func (v *fakeVerifier) count() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.calls
+}

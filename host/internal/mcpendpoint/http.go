@@ -3,6 +3,7 @@ package mcpendpoint
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -70,9 +71,20 @@ func (e *Endpoint) originAllowed(origin string) bool {
 	return isLoopbackHost(u.Hostname())
 }
 
-// clientAddr is the client's IP address, the lockout's key. Behind a
-// reverse proxy it is the proxy's: the lead's server must then set
-// RemoteAddr from a trusted header.
-func clientAddr(r *http.Request) string {
-	return hostOnly(r.RemoteAddr)
+// addrKey is the default [Options.AddrKey]: the IP of a host:port, the
+// /64 prefix of an IPv6 address.
+func addrKey(remoteAddr string) string {
+	ip, err := netip.ParseAddr(hostOnly(remoteAddr))
+	if err != nil {
+		return remoteAddr
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, err := ip.Prefix(64)
+	if err != nil {
+		return ip.String()
+	}
+	return p.String()
 }

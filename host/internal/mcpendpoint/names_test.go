@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agenthost/agenthost/ext"
 )
@@ -238,5 +239,47 @@ func TestToMCPKeepsBytes(t *testing.T) {
 	empty, _ := toMCP(&ext.CallToolResult{})
 	if b, _ := json.Marshal(empty); !strings.Contains(string(b), `"content":[]`) {
 		t.Errorf("empty result = %s, want an empty content array", b)
+	}
+}
+
+func TestAddrKey(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"192.0.2.7:5555":             "192.0.2.7",
+		"[2001:db8:1:2:3:4:5:6]:443": "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff::1]:1":   "2001:db8:1:2::/64",
+		"[::ffff:192.0.2.7]:80":      "192.0.2.7",
+		"not an address":             "not an address",
+	} {
+		if got := addrKey(in); got != want {
+			t.Errorf("addrKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestVerifyCacheRace(t *testing.T) {
+	t.Parallel()
+	c := newVerifyCache(time.Minute)
+	now := time.Unix(1000, 0)
+	c.now = func() time.Time { return now }
+	key := [32]byte{1}
+	p := Principal{User: "alice", TokenID: "a1"}
+	_, ok, gen := c.get(key)
+	if ok {
+		t.Fatal("hit in an empty cache")
+	}
+	c.revoke("a1") // a revocation while the verifier was running
+	c.put(key, p, gen)
+	if _, ok, _ := c.get(key); ok {
+		t.Error("a verification older than a revocation was cached")
+	}
+	_, _, gen = c.get(key)
+	c.put(key, p, gen)
+	if got, ok, _ := c.get(key); !ok || got != p {
+		t.Errorf("get = %v %v, want %v", got, ok, p)
+	}
+	now = now.Add(time.Minute)
+	if _, ok, _ := c.get(key); ok {
+		t.Error("an expired entry was returned")
 	}
 }

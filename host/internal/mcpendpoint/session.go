@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -31,9 +32,10 @@ type session struct {
 	ctx    context.Context // cancelled when the session closes
 	cancel context.CancelFunc
 
+	revoked atomic.Bool // its token was revoked, or the endpoint closed
+
 	// Guarded by Endpoint.mu.
 	ss      *mcp.ServerSession // set by a successful initialize
-	revoked bool               // its token was revoked, or the endpoint closed
 	dropped bool
 
 	// Guarded by u.mu.
@@ -41,6 +43,9 @@ type session struct {
 	registered   map[string]*entry // what its server lists, by MCP name
 	searchListed bool
 }
+
+// errRevoked answers requests on a session that is closing.
+var errRevoked = errors.New("the session is closed: its token was revoked or the endpoint is shutting down")
 
 // newSession builds the server of a session that go-sdk is about to open
 // for principal p, or returns nil once the endpoint closed. The session
@@ -85,6 +90,9 @@ func (e *Endpoint) newSession(u *userState, p Principal) *session {
 // name and codemode or not-yet-found deferred tools get a clear answer.
 func (s *session) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if s.revoked.Load() {
+			return nil, errRevoked
+		}
 		switch method {
 		case "tools/call":
 			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
@@ -111,8 +119,8 @@ func (s *session) bind(ss *mcp.ServerSession) error {
 	switch {
 	case ss == nil:
 		return errors.New("mcpendpoint: initialize without a session")
-	case s.revoked || s.dropped || e.closed:
-		return errors.New("the session was closed: its token was revoked or the endpoint is shutting down")
+	case s.revoked.Load() || s.dropped || e.closed:
+		return errRevoked
 	case s.ss != nil:
 		return nil // a repeated initialize; go-sdk answers it
 	}
