@@ -70,7 +70,7 @@ func (s *server) requireSession(next http.Handler) http.Handler {
 				return
 			}
 			if !equalSecret(r.PostForm.Get(csrfField), ws.CSRF) {
-				s.logger.Warn("CSRF token mismatch", "addr", auth.AddrKey(r.RemoteAddr), "path", r.URL.Path)
+				s.logger.Warn("CSRF token mismatch", "addr", s.addrKey(r.RemoteAddr), "path", r.URL.Path)
 				s.forbidden(w, r, "This form has expired or did not come from this site. Reload the page and try again.")
 				return
 			}
@@ -140,7 +140,7 @@ func (s *server) loginPage(w http.ResponseWriter, r *http.Request) {
 	}
 	// A login link asks before it signs in: following a link planted by
 	// someone else must not sign this browser into their account.
-	addr := auth.AddrKey(r.RemoteAddr)
+	addr := s.addrKey(r.RemoteAddr)
 	if err := s.a.Limiter().Allow(addr); err != nil {
 		s.loginRefused(w, r, v, err)
 		return
@@ -176,7 +176,7 @@ func (s *server) loginSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.CSRF = c.Value
-	addr := auth.AddrKey(r.RemoteAddr)
+	addr := s.addrKey(r.RemoteAddr)
 	if err := s.a.Limiter().Allow(addr); err != nil {
 		s.loginRefused(w, r, v, err)
 		return

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/settings"
 )
 
@@ -102,6 +103,11 @@ type settingsView struct {
 	StatusError              string
 	Tools                    []api.Tool
 	ToolsError               string
+	Tokens                   []auth.Token
+	TokensError              string
+	SessionToken             string // the token this session came from
+	NewToken, NewTokenName   string // a token just made, shown once
+	TokenName, TokenNameErr  string // a refused name
 }
 
 // submitted is a refused submission to re-render: the section, the
@@ -111,6 +117,8 @@ type submitted struct {
 	form         url.Values
 	errs         map[string]string
 	general      string
+	// newToken is a token just created, to show once.
+	newToken, newTokenName string
 }
 
 func (s *server) settingsPage(w http.ResponseWriter, r *http.Request) {
@@ -133,6 +141,8 @@ func flashText(s *server, q url.Values) string {
 		return "The secret was stored."
 	case q.Get("secret") == "deleted":
 		return "The secret was deleted."
+	case q.Get("token") == "revoked":
+		return "The token was revoked."
 	}
 	return ""
 }
@@ -203,6 +213,19 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 		}
 		sv.Names = names
 		v.Secrets = append(v.Secrets, sv)
+	}
+	if toks, err := s.a.ListTokens(ctx, ws.User); err != nil {
+		s.logger.Error("listing tokens", "err", err)
+		v.TokensError = "Your tokens could not be listed; the host's log has the details."
+	} else {
+		v.Tokens, v.SessionToken = toks, ws.TokenID
+	}
+	if sub != nil && sub.ext == tokensTarget {
+		v.NewToken, v.NewTokenName = sub.newToken, sub.newTokenName
+		v.TokenName, v.TokenNameErr = sub.form.Get("name"), sub.errs["name"]
+		if sub.general != "" {
+			v.Error = sub.general
+		}
 	}
 	if st, err := s.h.Status(ctx, ws.User); err != nil {
 		_, v.StatusError = s.hostErrStatus(r, err)

@@ -46,6 +46,11 @@ type Options struct {
 	// MaxBodyBytes limits request bodies (default 1 MiB); a larger one is
 	// refused with 413.
 	MaxBodyBytes int64
+	// AddrKey turns a request's RemoteAddr into the lockout's key (default
+	// auth.AddrKey: the IP, or an IPv6 /64). Behind a reverse proxy every
+	// RemoteAddr is the proxy's: the server must set it from a header it
+	// trusts, or all clients share one lockout.
+	AddrKey func(remoteAddr string) string
 	// TrustedOrigins are origins other than the request's own from which
 	// browsers may post forms (e.g. "https://agenthost.example.com" behind
 	// a proxy that rewrites Host).
@@ -90,6 +95,9 @@ func New(h api.Host, a *auth.Store, opts *Options) http.Handler {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.AddrKey == nil {
+		o.AddrKey = auth.AddrKey
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = defaultMaxBody
@@ -136,6 +144,8 @@ func (s *server) routes(r chi.Router) {
 		r.Use(s.requireSession)
 		r.Post("/settings/logout", s.logout)
 		r.Get("/settings", s.settingsPage)
+		r.Post("/settings/_tokens", s.createToken)
+		r.Post("/settings/_tokens/revoke", s.revokeToken)
 		r.Post("/settings/_secrets/{ext}", s.setNamedSecret)
 		r.Post("/settings/_secrets/{ext}/delete", s.deleteNamedSecret)
 		r.Post("/settings/{ext}/{section}", s.saveSection)
@@ -156,10 +166,16 @@ func (s *server) routes(r chi.Router) {
 		r.Get("/secrets/{ext}", s.apiSecretNames)
 		r.Put("/secrets/{ext}/{name}", s.apiPutSecret)
 		r.Delete("/secrets/{ext}/{name}", s.apiDeleteSecret)
+		r.Get("/tokens", s.apiTokens)
+		r.Post("/tokens", s.apiCreateToken)
+		r.Delete("/tokens/{id}", s.apiRevokeToken)
 		r.Get("/tools", s.apiTools)
 		r.Get("/status", s.apiStatus)
 	})
 }
+
+// addrKey is the lockout key of a client address.
+func (s *server) addrKey(remoteAddr string) string { return s.opts.AddrKey(remoteAddr) }
 
 // path returns p under the base path.
 func (s *server) path(p string) string { return s.base + p }

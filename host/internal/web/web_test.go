@@ -979,3 +979,113 @@ func TestTokenAdmin(t *testing.T) {
 		t.Errorf("the link's page: %d", r.code)
 	}
 }
+
+func TestUserTokens(t *testing.T) {
+	e := newEnv(t, nil)
+	b := e.signIn("alice")
+	r := b.postCSRF("/settings/_tokens", url.Values{"name": {"my agent"}})
+	m := regexp.MustCompile(`id="new-token" value="(ah_[A-Za-z0-9_-]{43})" readonly`).FindStringSubmatch(r.body)
+	if r.code != 200 || m == nil || !strings.Contains(r.body, "shown only this once") {
+		t.Fatalf("create: %d\n%s", r.code, r.body)
+	}
+	tok := m[1]
+	if r := e.api("GET", "/api/v1/me", tok, ""); !strings.Contains(r.body, `"user":"alice"`) {
+		t.Fatalf("the new token does not work: %s", r.body)
+	}
+	page := b.get("/settings").body
+	if strings.Contains(page, tok) || !strings.Contains(page, "<th scope=\"row\">my agent</th>") {
+		t.Errorf("the token list shows the token again, or lacks it")
+	}
+	if r := b.postCSRF("/settings/_tokens", url.Values{"name": {"bad\nname"}}); r.code != 400 || !strings.Contains(r.body, `id="token-name-error"`) {
+		t.Errorf("bad name: %d", r.code)
+	}
+	// Another user's token cannot be revoked from here.
+	_, bobTok, _ := e.a.CreateToken(context.Background(), "bob", "phone")
+	if r := b.postCSRF("/settings/_tokens/revoke", url.Values{"id": {bobTok.ID}}); r.code != 404 {
+		t.Errorf("revoking bob's token: %d", r.code)
+	}
+	if strings.Contains(b.get("/settings").body, bobTok.ID) {
+		t.Error("alice sees bob's token")
+	}
+	toks, _ := e.a.ListTokens(context.Background(), "alice")
+	var agentID, sessionID string
+	for _, tk := range toks {
+		if tk.Name == "my agent" {
+			agentID = tk.ID
+		} else {
+			sessionID = tk.ID
+		}
+	}
+	if r := b.postCSRF("/settings/_tokens/revoke", url.Values{"id": {agentID}}); r.code != http.StatusSeeOther {
+		t.Errorf("revoke: %d", r.code)
+	}
+	if r := e.api("GET", "/api/v1/me", tok, ""); r.code != 401 {
+		t.Errorf("revoked token: %d", r.code)
+	}
+	if !strings.Contains(b.get("/settings?token=revoked").body, "The token was revoked.") {
+		t.Error("no notice")
+	}
+	// Revoking the token this session came from signs it out.
+	if r := b.postCSRF("/settings/_tokens/revoke", url.Values{"id": {sessionID}}); r.code != http.StatusSeeOther ||
+		!strings.Contains(r.hdr.Get("Location"), "signed-out") {
+		t.Errorf("revoke own session's token: %d %s", r.code, r.hdr.Get("Location"))
+	}
+	if r := b.get("/settings"); r.code != http.StatusSeeOther {
+		t.Errorf("still signed in: %d", r.code)
+	}
+
+	// The same through the API.
+	apiTok := e.token("carol")
+	r = e.api("POST", "/api/v1/tokens", apiTok, `{"name":"ci"}`)
+	var created struct {
+		Token, ID, Name, User string
+	}
+	if err := json.Unmarshal([]byte(r.body), &created); err != nil || r.code != 201 || !strings.HasPrefix(created.Token, "ah_") || created.User != "carol" {
+		t.Fatalf("POST tokens: %d %s", r.code, r.body)
+	}
+	r = e.api("GET", "/api/v1/tokens", apiTok, "")
+	if r.code != 200 || strings.Contains(r.body, created.Token) || strings.Contains(r.body, "ah_") || !strings.Contains(r.body, created.ID) || strings.Contains(r.body, bobTok.ID) {
+		t.Errorf("GET tokens: %s", r.body)
+	}
+	if r := e.api("DELETE", "/api/v1/tokens/"+bobTok.ID, apiTok, ""); r.code != 404 {
+		t.Errorf("DELETE bob's token: %d", r.code)
+	}
+	if r := e.api("POST", "/api/v1/tokens", apiTok, `{"name":""}`); r.code != 400 {
+		t.Errorf("empty name: %d", r.code)
+	}
+	if r := e.api("DELETE", "/api/v1/tokens/"+created.ID, apiTok, ""); r.code != 204 {
+		t.Errorf("DELETE: %d", r.code)
+	}
+	if r := e.api("GET", "/api/v1/me", created.Token, ""); r.code != 401 {
+		t.Errorf("deleted token still works: %d", r.code)
+	}
+}
+
+// TestConcurrentUsers runs several users' browsers and API clients at once
+// (under -race in CI): each sees only their own values.
+func TestConcurrentUsers(t *testing.T) {
+	e := newEnv(t, nil)
+	var wg sync.WaitGroup
+	for i := range 6 {
+		user := "user" + string(rune('a'+i))
+		b := e.signIn(user)
+		tok := e.token(user)
+		wg.Go(func() {
+			for j := range 5 {
+				nick := user + "-nick-" + string(rune('0'+j))
+				if r := b.postCSRF("/settings/demo/prefs", url.Values{"nickname": {nick}}); r.code != http.StatusSeeOther {
+					t.Errorf("%s save: %d", user, r.code)
+					return
+				}
+				r := e.api("GET", "/api/v1/settings/demo/prefs", tok, "")
+				if !strings.Contains(r.body, `"nickname":"`+nick+`"`) {
+					t.Errorf("%s reads %s", user, r.body)
+				}
+				if strings.Count(r.body, "-nick-") != 1 {
+					t.Errorf("%s sees others: %s", user, r.body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
