@@ -233,8 +233,12 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 
 func (s *server) static(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "*")
+	if name == "" || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") {
+		s.notFound(w, r)
+		return
+	}
 	b, err := fs.ReadFile(staticFS, "static/"+name)
-	if err != nil || strings.Contains(name, "/") {
+	if err != nil {
 		s.notFound(w, r)
 		return
 	}
