@@ -118,7 +118,7 @@ func TestResultPassthrough(t *testing.T) {
 			IsError           bool            `json:"isError"`
 		} `json:"result"`
 	}
-	raw := sseMessage(t, resp)
+	raw := rpcMessage(t, resp)
 	if err := json.Unmarshal(raw, &msg); err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestSessionBoundToToken(t *testing.T) {
 		}
 	}
 	resp := e.rawPost(t, aliceTok, alice.ID(), list, nil)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(sseMessage(t, resp)), "notes__add") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(rpcMessage(t, resp)), "notes__add") {
 		t.Errorf("alice's own token on her session: status %d", resp.StatusCode)
 	}
 }

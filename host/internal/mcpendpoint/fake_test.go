@@ -375,9 +375,17 @@ func (e *env) rawPost(t testing.TB, token, sessionID, body string, hdr map[strin
 	return resp
 }
 
-// sseMessage reads the first JSON-RPC message of an SSE response.
-func sseMessage(t testing.TB, resp *http.Response) []byte {
+// rpcMessage reads the JSON-RPC message of a response: the body of an
+// application/json one (the endpoint's), or the first event of an SSE one.
+func rpcMessage(t testing.TB, resp *http.Response) []byte {
 	t.Helper()
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
