@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -482,6 +483,49 @@ func TestVerifyCache(t *testing.T) {
 	e.ep.CloseToken("a1")
 	if _, err := e.connect(t, aliceTok, "2025-11-25"); err == nil {
 		t.Error("a revoked token passed from the cache")
+	}
+}
+
+// TestSessionTimeout: an idle session closes after Options.SessionTimeout
+// and is no longer counted.
+func TestSessionTimeout(t *testing.T) {
+	e := newEnv(t, &mcpendpoint.Options{SessionTimeout: 100 * time.Millisecond})
+	c := e.mustConnect(t, aliceTok)
+	c.names(t)
+	waitFor(t, "the idle session to close", func() bool { return e.ep.Sessions() == 0 })
+	if _, err := c.ListTools(context.Background(), nil); err == nil {
+		t.Error("a timed-out session still lists tools")
+	}
+}
+
+// unavailableVerifier cannot reach its store.
+type unavailableVerifier struct{}
+
+func (unavailableVerifier) Verify(context.Context, string) (mcpendpoint.Principal, error) {
+	return mcpendpoint.Principal{}, fmt.Errorf("querying tokens: %w", mcpendpoint.ErrUnavailable)
+}
+
+// TestVerifierUnavailable: a verifier that cannot decide gives 503, and
+// the failure does not count towards the lockout.
+func TestVerifierUnavailable(t *testing.T) {
+	lim := &fakeLimiter{max: 1, fails: map[string]int{}}
+	ep, err := mcpendpoint.New(newFakeHost(), unavailableVerifier{}, &mcpendpoint.Options{Limiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, "/mcp", strings.NewReader(initBody))
+		req.Header.Set("Authorization", "Bearer tok")
+		req.RemoteAddr = "192.0.2.1:1234"
+		w := httptest.NewRecorder()
+		ep.ServeHTTP(w, req)
+		if w.Code != http.StatusServiceUnavailable {
+			t.Errorf("status %d, want 503", w.Code)
+		}
+	}
+	if n := lim.fails["192.0.2.1"]; n != 0 {
+		t.Errorf("%d failures counted", n)
 	}
 }
 

@@ -1,0 +1,57 @@
+package mcpendpoint_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
+)
+
+// ExampleNew serves a host's tools at /mcp and lists them with a go-sdk
+// client, as an agent would.
+func ExampleNew() {
+	host := newFakeHost()
+	host.tools["alice"] = []api.Tool{
+		tool("github/create_issue", "Open an issue.", ext.ExposureDirect),
+		tool("db/query", "Run SQL.", ext.ExposureDeferred),
+		tool("py/exec", "Run code.", ext.ExposureCodemode),
+	}
+	verifier := &fakeVerifier{tokens: map[string]mcpendpoint.Principal{"secret-token": {User: "alice", TokenID: "tok_1"}}}
+	ep, err := mcpendpoint.New(host, verifier, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer ep.Close()
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", ep)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp",
+			HTTPClient: &http.Client{Transport: &bearerRT{base: tr, token: "secret-token"}}}, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		panic(err)
+	}
+	for _, t := range res.Tools {
+		fmt.Println(t.Name)
+	}
+	fmt.Println("open sessions:", ep.Sessions())
+	// Output:
+	// github__create_issue
+	// search_tools
+	// open sessions: 1
+}
