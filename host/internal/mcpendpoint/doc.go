@@ -46,8 +46,9 @@
 // the Origin header (absent, a loopback origin or one of
 // [Options.AllowedOrigins], else 403), the body size
 // ([Options.MaxBodyBytes], 413), the lockout ([Options.Limiter], 429), the
-// bearer token (401 with WWW-Authenticate: Bearer), batches (400). Tokens
-// are never logged.
+// bearer token (401 with WWW-Authenticate: Bearer; 403 for a valid token
+// that stands for no user, such as an operator's; 503 when the verifier
+// cannot decide), batches (400). Tokens are never logged.
 //
 // The endpoint expects its [http.Server] (the lead's) to set
 // ReadHeaderTimeout (for example 10 s) and IdleTimeout, and no

@@ -132,6 +132,8 @@ type Endpoint struct {
 	ctx    context.Context // cancelled by Close: refresh loops, calls
 	cancel context.CancelFunc
 
+	closing atomic.Bool // set first by Close, read without a lock
+
 	mu       sync.Mutex
 	closed   bool
 	users    map[string]*userState
@@ -303,8 +305,10 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.unauthorized(w, "invalid_token")
 		return
 	case p.User == "":
-		e.log.Error("mcp: the verifier accepted a token without a user", "tokenID", p.TokenID)
-		http.Error(w, "internal error", http.StatusInternalServerError)
+		// A valid token that stands for no user (an operator's) has no
+		// tools to serve.
+		e.log.Warn("mcp: refused a token without a user", "tokenID", p.TokenID)
+		http.Error(w, "forbidden: this token does not belong to a user", http.StatusForbidden)
 		return
 	}
 	if e.limiter != nil {
@@ -444,6 +448,7 @@ func (e *Endpoint) revoke(match func(*session) bool) []*session {
 // that arrive later get 503. Close may be called more than once.
 func (e *Endpoint) Close() error {
 	e.closeOnce.Do(func() {
+		e.closing.Store(true)
 		e.mu.Lock()
 		e.closed = true
 		for _, u := range e.users {
@@ -459,11 +464,7 @@ func (e *Endpoint) Close() error {
 	return nil
 }
 
-func (e *Endpoint) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
-}
+func (e *Endpoint) isClosed() bool { return e.closing.Load() }
 
 // unauthorized answers 401 with a Bearer challenge (RFC 6750).
 func (e *Endpoint) unauthorized(w http.ResponseWriter, code string) {

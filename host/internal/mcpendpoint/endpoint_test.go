@@ -562,6 +562,12 @@ func TestAuth(t *testing.T) {
 		strings.Contains(string(body), wrong) {
 		t.Errorf("wrong token: status %d, WWW-Authenticate %q, body %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
 	}
+	e.ver.mu.Lock()
+	e.ver.tokens["tok-operator"] = mcpendpoint.Principal{TokenID: "op1"}
+	e.ver.mu.Unlock()
+	if resp := e.rawPost(t, "tok-operator", "", initBody, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an operator token (no user): status %d, want 403", resp.StatusCode)
+	}
 	for _, hdr := range []string{"Basic dXNlcjpwYXNz", "Bearer", "Bearer a b"} {
 		req, _ := http.NewRequest(http.MethodPost, e.srv.URL, strings.NewReader(initBody))
 		req.Header.Set("Authorization", hdr)
