@@ -21,64 +21,12 @@ import (
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
 )
 
-// The measurement: 200 warm-up calls, b.N sequential calls for p50 and
-// p99, then max(b.N, 800) calls from 8 concurrent callers for throughput
-// (the timer covers the sequential phase only). Run with
-// -benchtime=3000x for figures comparable to LIBRARIES.md.
+// callers is the number of concurrent callers of the throughput figures.
 const callers = 8
 
 type stats struct {
 	p50, p99 time.Duration
 	perSec   float64
-}
-
-func measure(b *testing.B, call func(context.Context) error) stats {
-	b.Helper()
-	ctx := context.Background()
-	for range 200 {
-		if err := call(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now()
-		if err := call(ctx); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(start))
-	}
-	b.StopTimer()
-	slices.Sort(lat)
-	st := stats{p50: lat[len(lat)/2], p99: lat[min(len(lat)-1, len(lat)*99/100)]}
-
-	per := max(b.N, 800) / callers
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	start := time.Now()
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range per {
-				if err := call(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	st.perSec = float64(per*callers) / time.Since(start).Seconds()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(st.p50.Nanoseconds())/1e3, "p50-µs")
-	b.ReportMetric(float64(st.p99.Nanoseconds())/1e3, "p99-µs")
-	b.ReportMetric(st.perSec, "calls/s")
-	return st
 }
 
 // stdioHost is a host whose only tool, notes/echo, forwards to a stdio MCP
@@ -161,17 +109,21 @@ func callOK(cs *mcp.ClientSession, name string, args json.RawMessage) func(conte
 }
 
 // BenchmarkEndpointCall measures one echo call to the example notes server
-// (stdio), three ways in the same run:
+// (stdio), three ways, interleaved in the same run:
 //
-//   - direct-stdio: a go-sdk client calls the server itself;
-//   - one-hop-proxy: a go-sdk client calls a plain go-sdk Streamable HTTP
-//     server whose tool calls the stdio server (the shape of a proxy such
+//   - direct: a go-sdk client calls the stdio server itself;
+//   - proxy: a go-sdk client calls a plain go-sdk Streamable HTTP server
+//     whose tool calls the stdio server (the shape of a one-hop proxy such
 //     as TBXark/mcp-proxy);
 //   - endpoint: a go-sdk client calls this endpoint over HTTP, whose host
-//     forwards to the stdio server.
+//     forwards to the stdio server the way ext-mcp does.
 //
-// All three share one stdio session. endpoint also reports its ratio to
-// the proxy (x-proxy-p50, x-proxy-calls/s).
+// All three share one stdio session. The paths take turns in chunks of 50
+// sequential calls (b.N calls each, for p50 and p99) and then in rounds of
+// 8 concurrent callers (for calls/s), so that a neighbour's load on this
+// shared machine weighs on all three alike. Every path's figures are on
+// one line, with the endpoint's ratios to the proxy (x-proxy-*).
+// Run with -benchtime=3000x.
 func BenchmarkEndpointCall(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "notes")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/agenthost/agenthost/examples/servers/notes").CombinedOutput(); err != nil {
@@ -188,40 +140,104 @@ func BenchmarkEndpointCall(b *testing.B) {
 	defer tr.CloseIdleConnections()
 	args := json.RawMessage(`{"text":"hi"}`)
 
-	b.Run("direct-stdio", func(b *testing.B) {
-		measure(b, callOK(stdio, "echo", args))
-	})
+	// The one-hop proxy: go-sdk's defaults, the result passed through.
+	s := mcp.NewServer(&mcp.Implementation{Name: "proxy"}, nil)
+	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return stdio.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: req.Params.Arguments})
+		})
+	proxySrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer proxySrv.Close()
+	proxy := httpClient(b, tr, proxySrv.URL, "")
+	defer proxy.Close()
 
-	var proxy stats
-	b.Run("one-hop-proxy", func(b *testing.B) {
-		s := mcp.NewServer(&mcp.Implementation{Name: "proxy"}, nil)
-		s.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
-			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return stdio.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: req.Params.Arguments})
-			})
-		srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-		defer srv.Close()
-		cs := httpClient(b, tr, srv.URL, "")
-		defer cs.Close()
-		proxy = measure(b, callOK(cs, "echo", args))
-	})
+	ep, err := mcpendpoint.New(&stdioHost{cs: stdio}, benchVerifier{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ep.Close()
+	epSrv := httptest.NewServer(ep)
+	defer epSrv.Close()
+	endpoint := httpClient(b, tr, epSrv.URL, "tok-alice")
+	defer endpoint.Close()
 
-	b.Run("endpoint", func(b *testing.B) {
-		ep, err := mcpendpoint.New(&stdioHost{cs: stdio}, benchVerifier{}, nil)
-		if err != nil {
-			b.Fatal(err)
+	paths := []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"direct", callOK(stdio, "echo", args)},
+		{"proxy", callOK(proxy, "echo", args)},
+		{"endpoint", callOK(endpoint, "notes__echo", args)},
+	}
+	ctx := context.Background()
+	for _, p := range paths {
+		for range 200 {
+			if err := p.call(ctx); err != nil {
+				b.Fatalf("%s: %v", p.name, err)
+			}
 		}
-		defer ep.Close()
-		srv := httptest.NewServer(ep)
-		defer srv.Close()
-		cs := httpClient(b, tr, srv.URL, "tok-alice")
-		defer cs.Close()
-		st := measure(b, callOK(cs, "notes__echo", args))
-		if proxy.p50 > 0 {
-			b.ReportMetric(float64(st.p50)/float64(proxy.p50), "x-proxy-p50")
-			b.ReportMetric(st.perSec/proxy.perSec, "x-proxy-calls/s")
+	}
+
+	const chunk = 50
+	lat := make([][]time.Duration, len(paths))
+	b.ResetTimer()
+	for done := 0; done < b.N; done += chunk {
+		for i, p := range paths {
+			for range min(chunk, b.N-done) {
+				start := time.Now()
+				if err := p.call(ctx); err != nil {
+					b.Fatalf("%s: %v", p.name, err)
+				}
+				lat[i] = append(lat[i], time.Since(start))
+			}
 		}
-	})
+	}
+	b.StopTimer()
+
+	// Throughput: rounds of 8 callers per path, taking turns.
+	const rounds = 6
+	per := max(b.N, 1200) / rounds / callers
+	elapsed := make([]time.Duration, len(paths))
+	for range rounds {
+		for i, p := range paths {
+			var wg sync.WaitGroup
+			errs := make(chan error, callers)
+			start := time.Now()
+			for range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range per {
+						if err := p.call(ctx); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed[i] += time.Since(start)
+			close(errs)
+			for err := range errs {
+				b.Fatalf("%s: %v", p.name, err)
+			}
+		}
+	}
+
+	st := make([]stats, len(paths))
+	for i, p := range paths {
+		slices.Sort(lat[i])
+		st[i] = stats{
+			p50:    lat[i][len(lat[i])/2],
+			p99:    lat[i][min(len(lat[i])-1, len(lat[i])*99/100)],
+			perSec: float64(rounds*per*callers) / elapsed[i].Seconds(),
+		}
+		b.ReportMetric(float64(st[i].p50.Nanoseconds())/1e3, p.name+"-p50-µs")
+		b.ReportMetric(float64(st[i].p99.Nanoseconds())/1e3, p.name+"-p99-µs")
+		b.ReportMetric(st[i].perSec, p.name+"-calls/s")
+	}
+	b.ReportMetric(float64(st[2].p50)/float64(st[1].p50), "x-proxy-p50")
+	b.ReportMetric(st[2].perSec/st[1].perSec, "x-proxy-calls/s")
 }
 
 // BenchmarkSessions opens 100 sessions (100 users) and makes b.N calls
