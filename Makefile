@@ -11,7 +11,8 @@ export PATH  := $(GOBIN):$(PATH)
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 
-BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/examples/hello
+BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG)/examples/hello \
+	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer
 CONFIG   ?= examples/agenthost.json
 
 .PHONY: all build run test test-go lint fmt vet bench proto tools clean
@@ -22,9 +23,14 @@ build:
 	@mkdir -p bin
 	$(GO) build -o bin/ $(BINARIES)
 
-## run: the host with the demo config (make run CONFIG=... for another)
+## run: the host with ext-mcp, the example servers and the demo config,
+## on embedded defaults (SQLite, an encrypted secrets file under .agenthost);
+## prints the settings URL, a sign-in link and an MCP token for user "demo".
+## The opt-in "web" server is the example bearer server, started beside it.
 run: build
-	./bin/agenthost --config $(CONFIG) serve
+	@./bin/bearer -addr 127.0.0.1:7778 & bearer=$$!; \
+	trap 'kill $$bearer 2>/dev/null' EXIT INT TERM; \
+	./bin/agenthost --config $(CONFIG) serve --demo-user demo
 
 ## test: lint, then every module's tests with -race (ext alone with GOWORK=off)
 test: lint test-go

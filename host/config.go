@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -29,6 +31,15 @@ type Config struct {
 	Services ServicesConfig `json:"services,omitzero"`
 	// Secrets chooses where secrets are kept.
 	Secrets SecretsConfig `json:"secrets,omitzero"`
+	// TLS serves the HTTP surfaces over TLS.
+	TLS TLSConfig `json:"tls,omitzero"`
+	// PublicURL is the address people and clients use to reach the host
+	// (for sign-in links and the MCP URL shown), when it differs from
+	// Listen (a reverse proxy).
+	PublicURL string `json:"publicURL,omitempty"`
+	// AllowedOrigins lists browser origins allowed to call the MCP
+	// endpoint besides loopback ones.
+	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string
@@ -64,6 +75,16 @@ type ServicesConfig struct {
 	ConnectWaitSeconds float64 `json:"connectWaitSeconds,omitempty"`
 }
 
+// TLSConfig names the certificate and key files (PEM).
+type TLSConfig struct {
+	CertFile string `json:"certFile,omitempty"`
+	KeyFile  string `json:"keyFile,omitempty"`
+}
+
+// DefaultListen is the address of the HTTP surfaces when the file names
+// none: loopback only.
+const DefaultListen = "127.0.0.1:7777"
+
 // SecretsConfig chooses the secrets backend.
 type SecretsConfig struct {
 	// Backend is "auto" (the OS keychain when reachable, else the encrypted
@@ -98,17 +119,21 @@ func LoadConfig(path string) (*Config, error) {
 // resolve against dir. Errors name the field.
 func ParseConfig(data []byte, dir string) (*Config, error) {
 	var top struct {
-		Listen     string                     `json:"listen"`
-		DataDir    string                     `json:"dataDir"`
-		Extensions map[string]json.RawMessage `json:"extensions"`
-		Services   ServicesConfig             `json:"services"`
-		Secrets    SecretsConfig              `json:"secrets"`
+		Listen         string                     `json:"listen"`
+		DataDir        string                     `json:"dataDir"`
+		Extensions     map[string]json.RawMessage `json:"extensions"`
+		Services       ServicesConfig             `json:"services"`
+		Secrets        SecretsConfig              `json:"secrets"`
+		TLS            TLSConfig                  `json:"tls"`
+		PublicURL      string                     `json:"publicURL"`
+		AllowedOrigins []string                   `json:"allowedOrigins"`
 	}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
 	}
 	cfg := &Config{
 		Listen: top.Listen, DataDir: top.DataDir, Services: top.Services, Secrets: top.Secrets,
+		TLS: top.TLS, PublicURL: top.PublicURL, AllowedOrigins: top.AllowedOrigins,
 		Extensions: map[string]ExtensionConfig{}, dir: dir,
 	}
 	var errs []error
@@ -138,6 +163,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	if cfg.Services.ConnectWaitSeconds < 0 {
 		errs = append(errs, fmt.Errorf("services.connectWaitSeconds: must not be negative"))
 	}
+	errs = append(errs, cfg.validateListen()...)
 	switch cfg.Secrets.Backend {
 	case "", "auto", "keychain", "file", "memory":
 	default:
@@ -227,4 +253,49 @@ func (c *Config) DataPath() string {
 		d = ".agenthost"
 	}
 	return c.Resolve(d)
+}
+
+// validateListen refuses to serve tokens in clear text beyond loopback.
+func (c *Config) validateListen() []error {
+	var errs []error
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		errs = append(errs, fmt.Errorf("tls: give both certFile and keyFile"))
+	}
+	listen := c.ListenAddr()
+	hostPart, port, err := net.SplitHostPort(listen)
+	if err != nil || port == "" {
+		return append(errs, fmt.Errorf("listen: %q is not host:port", listen))
+	}
+	ip := net.ParseIP(hostPart)
+	loopback := hostPart == "localhost" || (ip != nil && ip.IsLoopback())
+	if !loopback && c.TLS.CertFile == "" {
+		errs = append(errs, fmt.Errorf("listen: %q is reachable beyond this machine but tls is not configured: bearer tokens would cross the network in clear text; set tls.certFile and tls.keyFile, or listen on 127.0.0.1", listen))
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("publicURL: %q is not an http(s) URL", c.PublicURL))
+		}
+	}
+	return errs
+}
+
+// ListenAddr returns the address of the HTTP surfaces.
+func (c *Config) ListenAddr() string {
+	if c.Listen == "" {
+		return DefaultListen
+	}
+	return c.Listen
+}
+
+// BaseURL returns the URL people and clients use to reach the host.
+func (c *Config) BaseURL() string {
+	if c.PublicURL != "" {
+		return strings.TrimRight(c.PublicURL, "/")
+	}
+	scheme := "http"
+	if c.TLS.CertFile != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + c.ListenAddr()
 }

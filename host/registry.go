@@ -29,7 +29,7 @@ type registry struct {
 	// stale list still reaches the extension, which explains why (for
 	// ext-mcp: `MCP server "S" is disabled`) instead of a bare not found.
 	gone map[string]map[string]string // user → tool name → extension
-	subs   map[string]map[chan struct{}]struct{}
+	subs map[string]map[chan struct{}]struct{}
 	// allSubs hear every change (status pages, all-user surfaces).
 	allSubs map[chan struct{}]struct{}
 }

@@ -65,6 +65,7 @@ func newEnv(t *testing.T, b bins, mcpConfig map[string]any) *env {
 	dir := t.TempDir()
 	cfg := map[string]any{
 		"dataDir": "data",
+		"listen":  "127.0.0.1:0",
 		"secrets": map[string]any{"backend": "file"},
 		"extensions": map[string]any{
 			"mcp": map[string]any{"path": b.extMCP, "config": mcpConfig},

@@ -8,7 +8,10 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/host/internal/control"
+	"github.com/agenthost/agenthost/host/internal/surface"
+	"github.com/agenthost/agenthost/host/internal/web"
 )
 
 // backend is what the verbs need: a running host through its control
@@ -34,6 +37,7 @@ type remoteBackend struct{ *control.Client }
 // localBackend is a host in this process.
 type localBackend struct {
 	h      *host.Host
+	auth   *auth.Store
 	tokens control.Tokens
 }
 
@@ -103,7 +107,12 @@ func (l *localBackend) CreateLoginLink(ctx context.Context, user string) (string
 	return l.tokens.CreateLoginLink(ctx, user)
 }
 
-func (l *localBackend) Close() { _ = l.h.Close() }
+func (l *localBackend) Close() {
+	_ = l.h.Close()
+	if l.auth != nil {
+		_ = l.auth.Close()
+	}
+}
 
 // openBackend reaches the host of the config: through its control socket
 // when one runs, else by starting it in this process.
@@ -123,7 +132,12 @@ func (a *app) openBackend(ctx context.Context) (backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &localBackend{h: h}, nil
+	store, err := surface.OpenAuth(cfg, logger)
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	return &localBackend{h: h, auth: store, tokens: &web.TokenAdmin{Store: store, BaseURL: cfg.BaseURL()}}, nil
 }
 
 // pickExtension resolves an empty extension name to the only extension

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,8 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
-	"github.com/agenthost/agenthost/host/internal/control"
+	"github.com/agenthost/agenthost/host/internal/surface"
+	"github.com/agenthost/agenthost/host/internal/web"
 )
 
 // usageError marks bad usage (exit status 2).
@@ -92,9 +94,10 @@ func (a *app) logger(quietDefault bool) (*slog.Logger, error) {
 }
 
 func (a *app) serveCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "serve",
-		Short: "Run the host until interrupted",
+	var demoUser string
+	cmd := &cobra.Command{
+		Use:   "serve [--demo-user U]",
+		Short: "Run the host and its surfaces (MCP endpoint, settings UI, JSON API, status page) until interrupted",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -110,17 +113,66 @@ func (a *app) serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctl, err := control.Serve(cfg.DataPath(), h, nil, logger)
+			s, err := surface.Start(ctx, cfg, h, logger)
 			if err != nil {
 				_ = h.Close()
 				return err
 			}
-			fmt.Fprintf(a.stdout, "agenthost %s serving %d extension(s); control socket %s; Ctrl-C to stop\n",
-				host.Version, len(h.Extensions()), ctl.Path())
+			fmt.Fprintf(a.stdout, "agenthost %s serving %d extension(s) at %s (control socket %s); Ctrl-C to stop\n",
+				host.Version, len(h.Extensions()), s.URL, s.SocketPath())
+			if demoUser != "" {
+				if err := a.printDemo(ctx, s, demoUser); err != nil {
+					_ = s.Close()
+					_ = h.Close()
+					return err
+				}
+			}
 			<-ctx.Done()
-			return errors.Join(ctl.Close(), h.Close())
+			return errors.Join(s.Close(), h.Close())
 		},
 	}
+	cmd.Flags().StringVar(&demoUser, "demo-user", "", "issue a fresh token and sign-in link for this user and print how to connect (demo)")
+	return cmd
+}
+
+// printDemo issues the demo user a fresh MCP token (revoking the one of
+// the previous start) and a one-time sign-in link, and prints how to use
+// them.
+func (a *app) printDemo(ctx context.Context, s *surface.Surface, user string) error {
+	if !host.ValidUser(user) {
+		return usagef("--demo-user %q is not a valid user ID", user)
+	}
+	toks, err := s.Auth.ListTokens(ctx, user)
+	if err != nil {
+		return err
+	}
+	for _, t := range toks {
+		if t.Name == "demo" {
+			_ = s.Auth.RevokeToken(ctx, t.ID)
+		}
+	}
+	tok, _, err := s.Auth.CreateToken(ctx, user, "demo")
+	if err != nil {
+		return err
+	}
+	code, err := s.Auth.CreateLoginLink(ctx, user, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, `
+Demo user %[1]q is ready.
+
+  Settings page:  %[2]s/settings
+  Sign in once:   %[3]s
+  MCP endpoint:   %[2]s/mcp
+  MCP token:      %[4]s
+
+Connect a real MCP client, for example:
+  claude mcp add --transport http agenthost %[2]s/mcp --header "Authorization: Bearer %[4]s"
+  npx @modelcontextprotocol/inspector --cli %[2]s/mcp --transport http --header "Authorization: Bearer %[4]s" --method tools/list
+
+`, user, s.URL, web.LoginURL(s.URL, code), tok)
+	return nil
 }
 
 func (a *app) toolsCmd() *cobra.Command {
