@@ -43,7 +43,9 @@ type Verifier interface {
 // auth.Limiter is one). The endpoint calls Allow before it looks at a
 // token, Fail after an invalid token (its error is ignored: the request
 // gets 401 either way) and Succeed after a valid one, concurrently. addr is
-// the key [Options.AddrKey] made of the client's address.
+// the key [Options.AddrKey] made of the client's address. The text of an
+// Allow error is sent to the client with the 429; if the error has a
+// method RetryAfterSeconds() int, it sets the Retry-After header.
 type Limiter interface {
 	Allow(addr string) error
 	Fail(addr string) error
@@ -60,9 +62,9 @@ const DefaultMaxBodyBytes = 4 << 20
 // DefaultSeparator replaces "/" in tool names.
 const DefaultSeparator = "__"
 
-// ProtocolVersions lists the MCP revisions the endpoint speaks, newest
+// protocolVersions lists the MCP revisions the endpoint speaks, newest
 // first (see the package doc for why not 2026-07-28).
-var ProtocolVersions = []string{"2025-11-25", "2025-06-18"}
+var protocolVersions = []string{"2025-11-25", "2025-06-18"}
 
 // Options configures an [Endpoint]. The zero value is ready to use.
 type Options struct {
@@ -204,7 +206,7 @@ func New(h api.Host, v Verifier, opts *Options) (*Endpoint, error) {
 		e.origins[n] = true
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	e.probe = mcp.NewServer(e.impl, &mcp.ServerOptions{SupportedProtocolVersions: ProtocolVersions, Logger: e.log})
+	e.probe = mcp.NewServer(e.impl, &mcp.ServerOptions{SupportedProtocolVersions: protocolVersions, Logger: e.log})
 	e.scratchServer = mcp.NewServer(e.impl, &mcp.ServerOptions{Logger: e.log})
 	handler := mcp.NewStreamableHTTPHandler(e.getServer, &mcp.StreamableHTTPOptions{
 		Logger:         e.log,
@@ -280,9 +282,13 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	addr := e.addrKey(r.RemoteAddr)
 	if e.limiter != nil {
 		if err := e.limiter.Allow(addr); err != nil {
+			// The limiter's message is meant for the client (auth's says
+			// when to try again, and never names the address).
 			e.log.Warn("mcp: refused a locked-out address", "addr", addr)
-			w.Header().Set("Retry-After", "60")
-			http.Error(w, "too many failed attempts: try again later", http.StatusTooManyRequests)
+			if ra, ok := err.(interface{ RetryAfterSeconds() int }); ok {
+				w.Header().Set("Retry-After", fmt.Sprint(ra.RetryAfterSeconds()))
+			}
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
 			return
 		}
 	}

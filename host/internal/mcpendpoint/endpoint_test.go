@@ -599,8 +599,8 @@ func TestLockout(t *testing.T) {
 		}
 	}
 	resp := e.rawPost(t, aliceTok, "", initBody, nil)
-	if resp.StatusCode != http.StatusTooManyRequests {
-		t.Errorf("locked out with a valid token: status %d, want 429", resp.StatusCode)
+	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "locked out") {
+		t.Errorf("locked out with a valid token: status %d %q, want 429 with the limiter's message", resp.StatusCode, body)
 	}
 	lim.mu.Lock()
 	lim.fails = map[string]int{}

@@ -66,7 +66,7 @@ func (e *Endpoint) newSession(u *userState, p Principal) *session {
 
 	opts := &mcp.ServerOptions{
 		Logger:                    e.log,
-		SupportedProtocolVersions: ProtocolVersions,
+		SupportedProtocolVersions: protocolVersions,
 		// Tools only, with list_changed; no logging capability.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		GetSessionID: func() string { return s.id },
