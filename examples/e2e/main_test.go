@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 const pkg = "github.com/agenthost/agenthost/"
 
 // bins builds the binaries the tests run.
-type bins struct{ agenthost, extMCP, notes, bearer string }
+type bins struct{ agenthost, extMCP, notes, bearer, hello string }
 
 func build(t *testing.T) bins {
 	var b bins
@@ -39,6 +39,7 @@ func build(t *testing.T) bins {
 		pkg + "ext-mcp/cmd/agenthost-ext-mcp": &b.extMCP,
 		pkg + "examples/servers/notes":        &b.notes,
 		pkg + "examples/servers/bearer":       &b.bearer,
+		pkg + "examples/hello":                &b.hello,
 	} {
 		wg.Add(1)
 		go func() {
@@ -58,9 +59,11 @@ type env struct {
 	cfg      string
 	serve    *exec.Cmd
 	serveOut *bytes.Buffer
+	// url is the base URL the running host serves.
+	url string
 }
 
-func newEnv(t *testing.T, b bins, mcpConfig map[string]any) *env {
+func newEnv(t *testing.T, b bins, mcpConfig map[string]any, more ...map[string]any) *env {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := map[string]any{
@@ -70,6 +73,17 @@ func newEnv(t *testing.T, b bins, mcpConfig map[string]any) *env {
 		"extensions": map[string]any{
 			"mcp": map[string]any{"path": b.extMCP, "config": mcpConfig},
 		},
+	}
+	for _, m := range more {
+		for k, v := range m {
+			if k == "extensions" {
+				for n, x := range v.(map[string]any) {
+					cfg["extensions"].(map[string]any)[n] = x
+				}
+				continue
+			}
+			cfg[k] = v
+		}
 	}
 	raw, _ := json.MarshalIndent(cfg, "", "  ")
 	p := filepath.Join(dir, "agenthost.json")
@@ -112,6 +126,9 @@ func (e *env) startServe() {
 	_ = pr.Close()
 	if err != nil || !strings.Contains(line, "serving") {
 		e.t.Fatalf("serve did not start: %q %v\n%s", line, err, logs.String())
+	}
+	if i := strings.Index(line, " at "); i >= 0 {
+		e.url = strings.Fields(line[i+4:])[0]
 	}
 }
 
