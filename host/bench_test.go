@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -117,3 +118,45 @@ func BenchmarkColdStart(b *testing.B) {
 type nopHost struct{ ext.Host }
 
 func (nopHost) SetSystemTools(context.Context, []ext.Tool) error { return nil }
+
+// BenchmarkServiceRoundTrip measures a small line's round trip from inside
+// an extension process to a per-user echo process: passed descriptors, the
+// gRPC byte stream, and the same process spawned by the extension itself
+// (the floor). The round trips run inside the extension; each sub-benchmark
+// reports their p50 and p99.
+func BenchmarkServiceRoundTrip(b *testing.B) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		opts *host.Options
+		self bool
+	}{
+		{"fd-passing", nil, false},
+		{"grpc-stream", &host.Options{DisableFDPassing: true}, false},
+		{"self-spawned-floor", nil, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h, err := host.New(ctx, testConfig(b.TempDir(), nil), c.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close()
+			// Warm up: start the process.
+			if _, err := h.Call(ctx, "alice", "", "t/svcbench", json.RawMessage(fmt.Sprintf(`{"n":10,"self":%v}`, c.self))); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			res, err := h.Call(ctx, "alice", "", "t/svcbench", json.RawMessage(fmt.Sprintf(`{"n":%d,"self":%v}`, b.N, c.self)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			var q map[string]float64
+			if err := json.Unmarshal(res.StructuredContent, &q); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(q["p50"], "p50-µs")
+			b.ReportMetric(q["p99"], "p99-µs")
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +78,7 @@ func (e *testExt) Configure(ctx context.Context, req *ext.ConfigureRequest) erro
 	e.host = req.Host
 	e.mu.Unlock()
 	return req.Host.SetSystemTools(ctx, []ext.Tool{
-		{Name: "t/echo"}, {Name: "t/slow"}, {Name: "t/env"}, {Name: "t/block"}, {Name: "t/greet"}, {Name: "t/svc"}, {Name: "t/token"},
+		{Name: "t/echo"}, {Name: "t/slow"}, {Name: "t/env"}, {Name: "t/block"}, {Name: "t/greet"}, {Name: "t/svc"}, {Name: "t/token"}, {Name: "t/svcbench", Exposure: ext.ExposureCodemode},
 	})
 }
 
@@ -151,6 +152,62 @@ func (e *testExt) svc(ctx context.Context, user string, args json.RawMessage) (*
 	return ext.TextResult(fmt.Sprintf("%d ok", conn.PID())), nil
 }
 
+// svcBench measures n small round trips from inside the extension to an
+// echo process: one the host runs (descriptors or the gRPC stream, as the
+// host chose), or, with self, one the extension spawns itself (the floor).
+func (e *testExt) svcBench(ctx context.Context, user string, args json.RawMessage) (*ext.CallToolResult, error) {
+	var a struct {
+		N    int  `json:"n"`
+		Self bool `json:"self"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, err
+	}
+	var (
+		w io.Writer
+		r *bufio.Reader
+	)
+	if a.Self {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = []string{"HOST_TEST_SERVICE=echo"}
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		defer func() { _ = in.Close(); _ = cmd.Wait() }()
+		w, r = in, bufio.NewReader(out)
+	} else {
+		e.mu.Lock()
+		h := e.host
+		e.mu.Unlock()
+		conn, err := h.ConnectService(ctx, "echo", user)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Release()
+		w, r = conn.Stdin(), bufio.NewReader(conn.Stdout())
+	}
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
+	lat := make([]time.Duration, 0, a.N)
+	for range a.N {
+		start := time.Now()
+		if _, err := w.Write(msg); err != nil {
+			return nil, err
+		}
+		if _, err := r.ReadSlice('\n'); err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	out, _ := json.Marshal(map[string]float64{
+		"p50": float64(lat[len(lat)/2].Nanoseconds()) / 1e3,
+		"p99": float64(lat[len(lat)*99/100].Nanoseconds()) / 1e3,
+	})
+	return &ext.CallToolResult{Content: json.RawMessage(`[]`), StructuredContent: out}, nil
+}
+
 func (e *testExt) Retire(context.Context, string, string) error { return nil }
 func (e *testExt) ReconcileAll(context.Context) error           { return nil }
 
@@ -194,6 +251,8 @@ func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.
 			return nil, err
 		}
 		return ext.TextResult(v), nil
+	case req.Name == "t/svcbench":
+		return e.svcBench(ctx, req.User, req.Arguments)
 	case req.Name == "t/svc":
 		return e.svc(ctx, req.User, req.Arguments)
 	case strings.HasPrefix(req.Name, "t/mine_"):
@@ -253,7 +312,7 @@ func TestToolsAndCall(t *testing.T) {
 	for _, tool := range tools {
 		names = append(names, tool.Name)
 	}
-	want := "t/block t/echo t/env t/greet t/mine_alice t/slow t/svc t/token"
+	want := "t/block t/echo t/env t/greet t/mine_alice t/slow t/svc t/svcbench t/token"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("tools = %s, want %s", got, want)
 	}
