@@ -78,7 +78,7 @@ func (e *testExt) Configure(ctx context.Context, req *ext.ConfigureRequest) erro
 	e.host = req.Host
 	e.mu.Unlock()
 	return req.Host.SetSystemTools(ctx, []ext.Tool{
-		{Name: "t/echo"}, {Name: "t/slow"}, {Name: "t/env"}, {Name: "t/block"}, {Name: "t/greet"}, {Name: "t/svc"}, {Name: "t/token"}, {Name: "t/svcbench", Exposure: ext.ExposureCodemode},
+		{Name: "t/echo"}, {Name: "t/slow"}, {Name: "t/env"}, {Name: "t/block"}, {Name: "t/greet"}, {Name: "t/svc"}, {Name: "t/token"}, {Name: "t/svcbench", Exposure: ext.ExposureCodemode}, {Name: "t/whois"},
 	})
 }
 
@@ -251,6 +251,19 @@ func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.
 			return nil, err
 		}
 		return ext.TextResult(v), nil
+	case req.Name == "t/whois":
+		var a struct {
+			Conversation string `json:"conversation"`
+		}
+		_ = json.Unmarshal(req.Arguments, &a)
+		e.mu.Lock()
+		h := e.host
+		e.mu.Unlock()
+		u, err := h.ActingUser(ctx, a.Conversation)
+		if err != nil {
+			return nil, err
+		}
+		return ext.TextResult(u), nil
 	case req.Name == "t/svcbench":
 		return e.svcBench(ctx, req.User, req.Arguments)
 	case req.Name == "t/svc":
@@ -312,7 +325,7 @@ func TestToolsAndCall(t *testing.T) {
 	for _, tool := range tools {
 		names = append(names, tool.Name)
 	}
-	want := "t/block t/echo t/env t/greet t/mine_alice t/slow t/svc t/svcbench t/token"
+	want := "t/block t/echo t/env t/greet t/mine_alice t/slow t/svc t/svcbench t/token t/whois"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("tools = %s, want %s", got, want)
 	}
@@ -329,6 +342,14 @@ func TestToolsAndCall(t *testing.T) {
 	}
 	if _, err := h.Call(ctx, "bob", "c1", "t/echo", nil); !errors.Is(err, ext.ErrPermission) {
 		t.Errorf("bob using alice's conversation: %v, want ErrPermission", err)
+	}
+	// The extension learns who is behind a conversation, across the wire.
+	res, err = h.Call(ctx, "bob", "c2", "t/whois", json.RawMessage(`{"conversation":"c1"}`))
+	if err != nil || res.Text() != "alice" {
+		t.Errorf("ActingUser(c1) = %v, %v; want alice", res, err)
+	}
+	if _, err := h.Call(ctx, "bob", "", "t/whois", json.RawMessage(`{"conversation":"nobody"}`)); !errors.Is(err, ext.ErrNotFound) {
+		t.Errorf("ActingUser of an unknown conversation: %v, want ErrNotFound", err)
 	}
 	if _, err := h.Call(ctx, "../etc", "", "t/echo", nil); !errors.Is(err, ext.ErrInvalidArgument) {
 		t.Errorf("bad user ID: %v, want ErrInvalidArgument", err)
