@@ -295,7 +295,11 @@ func (x *Extension) Retire(ctx context.Context, user, name string) error {
 		return err
 	}
 	if name == "" {
-		return e.Deactivate(ctx, user)
+		err := e.Deactivate(ctx, user)
+		// The user's connections are gone: do not keep their idle
+		// keep-alive sockets (others' idle ones reconnect on demand).
+		x.transport.CloseIdleConnections()
+		return err
 	}
 	return e.Retire(ctx, user, name)
 }

@@ -45,7 +45,9 @@ type UserLifecycle interface {
 	// calls it on a user's first use and again whenever that user's
 	// settings or secrets for this extension change, so it also refreshes.
 	Activate(ctx context.Context, user string) error
-	// Retire withdraws one named resource (for ext-mcp: a server) of a user.
+	// Retire withdraws one named resource (for ext-mcp: a server) of a
+	// user; an empty name withdraws everything of that user (the host
+	// deactivates them, e.g. when they went idle).
 	Retire(ctx context.Context, user, name string) error
 	// ReconcileAll refreshes every active user, for instance after the
 	// operator's policy changed.

@@ -453,6 +453,43 @@ func (h *Host) reactivate(e *extension) {
 	wg.Wait()
 }
 
+// Deactivate retires everything of user in every extension that keeps
+// per-user state (Retire with an empty name) and forgets the activation:
+// the user's next Tools or Call activates them again. Use it for users who
+// went idle, to free their connections and processes.
+func (h *Host) Deactivate(ctx context.Context, user string) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	a, ok := h.active[user]
+	delete(h.active, user)
+	h.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	select {
+	case <-a.done: // let a running activation finish first
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var errs []error
+	for _, e := range sortedExtensions(h.exts) {
+		if !e.descriptor().Has(ext.CapabilityUsers) {
+			continue
+		}
+		cur, err := e.get(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := cur.(ext.UserLifecycle).Retire(ctx, user, ""); err != nil {
+			errs = append(errs, e.wrapErr("retiring user "+user, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // ActiveUsers returns the users activated so far, sorted.
 func (h *Host) ActiveUsers() []string {
 	h.mu.Lock()

@@ -354,6 +354,16 @@ func TestToolsAndCall(t *testing.T) {
 	if _, err := h.Call(ctx, "../etc", "", "t/echo", nil); !errors.Is(err, ext.ErrInvalidArgument) {
 		t.Errorf("bad user ID: %v, want ErrInvalidArgument", err)
 	}
+	// Deactivate forgets the activation; the next use activates again.
+	if err := h.Deactivate(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(h.ActiveUsers(), "alice") {
+		t.Error("alice is still active after Deactivate")
+	}
+	if _, err := h.Tools(ctx, "alice"); err != nil || !slices.Contains(h.ActiveUsers(), "alice") {
+		t.Errorf("alice was not activated again: %v %v", err, h.ActiveUsers())
+	}
 	// Settings reach the extension through the host's per-user store.
 	if err := h.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{"greeting":"hi"}`)); err != nil {
 		t.Fatal(err)

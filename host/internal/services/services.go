@@ -197,9 +197,10 @@ func (m *Manager) Connect(ctx context.Context, key Key, home string, start Start
 			m.mu.Unlock()
 			return h, err
 		}
-		// Full: stop the least recently used idle process, or wait.
+		// Full: stop the least recently used idle process, or wait (also
+		// while another connect's eviction is still underway).
 		victim := m.lruIdleLocked()
-		if victim != nil {
+		if victim != nil && !m.stoppingLocked() {
 			victim.stopping = true
 			m.mu.Unlock()
 			m.logger.Info("stopping idle service process to make room", "service", victim.key.String(), "max", m.opts.Max)
@@ -227,6 +228,22 @@ func (m *Manager) Connect(ctx context.Context, key Key, home string, start Start
 func (m *Manager) signalLocked() {
 	close(m.slot)
 	m.slot = make(chan struct{})
+}
+
+// stoppingLocked reports whether a process is being stopped: its slot
+// frees soon.
+func (m *Manager) stoppingLocked() bool {
+	for _, p := range m.procs {
+		if p.stopping {
+			return true
+		}
+	}
+	for p := range m.single {
+		if p.stopping {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Manager) lruIdleLocked() *proc {
@@ -438,7 +455,8 @@ func (m *Manager) drainStderr(key Key, pid int, r *os.File) {
 func (p *proc) wait() {
 	defer p.m.wg.Done()
 	err := p.cmd.Wait()
-	close(p.exited)
+	// Unregister before announcing the exit, so whoever waits on exited
+	// (a stop making room) sees the slot free.
 	p.m.mu.Lock()
 	p.m.unregisterLocked(p)
 	if p.idle != nil {
@@ -447,6 +465,7 @@ func (p *proc) wait() {
 	stopping := p.stopping
 	p.m.signalLocked()
 	p.m.mu.Unlock()
+	close(p.exited)
 	_ = p.stdin.Close()
 	_ = p.stdout.Close()
 	if !stopping {
