@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/host/internal/api"
@@ -162,4 +164,16 @@ func pickExtension(ctx context.Context, b backend, name string) (string, error) 
 		return names[0], nil
 	}
 	return "", usagef("--ext is required: the host has extensions %v", names)
+}
+
+// withBackend runs fn with the backend of the command's config and closes
+// it after.
+func (a *app) withBackend(cmd *cobra.Command, fn func(ctx context.Context, b backend) error) error {
+	ctx := cmd.Context()
+	b, err := a.openBackend(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return fn(ctx, b)
 }

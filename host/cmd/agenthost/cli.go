@@ -188,17 +188,13 @@ func (a *app) toolsCmd() *cobra.Command {
 			if user == "" {
 				return usagef("--user is required")
 			}
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			tools, err := b.Tools(ctx, user)
-			if err != nil {
-				return err
-			}
-			return printTools(a.stdout, tools, asJSON)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				tools, err := b.Tools(ctx, user)
+				if err != nil {
+					return err
+				}
+				return printTools(a.stdout, tools, asJSON)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&user, "user", "", "the user")
@@ -255,23 +251,19 @@ func (a *app) callCmd() *cobra.Command {
 			if !json.Valid([]byte(args[1])) {
 				return usagef("ARGS_JSON is not valid JSON: %s", args[1])
 			}
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			res, err := b.Call(ctx, user, conversation, args[0], json.RawMessage(args[1]))
-			if err != nil {
-				return err
-			}
-			if err := printResult(a.stdout, res); err != nil {
-				return err
-			}
-			if res.IsError {
-				return fmt.Errorf("tool %q failed: %s", args[0], res.Text())
-			}
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				res, err := b.Call(ctx, user, conversation, args[0], json.RawMessage(args[1]))
+				if err != nil {
+					return err
+				}
+				if err := printResult(a.stdout, res); err != nil {
+					return err
+				}
+				if res.IsError {
+					return fmt.Errorf("tool %q failed: %s", args[0], res.Text())
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&user, "user", "", "the user")
@@ -301,32 +293,28 @@ func (a *app) extCmd() *cobra.Command {
 		Short: "List the extensions and their state",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			infos, err := b.Extensions(ctx)
-			if err != nil {
-				return err
-			}
-			sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(infos)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tVERSION\tSTATE\tRESTARTS\tCAPABILITIES")
-			for _, e := range infos {
-				caps := make([]string, len(e.Capabilities))
-				for i, c := range e.Capabilities {
-					caps[i] = string(c)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				infos, err := b.Extensions(ctx)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", e.Name, e.Version, e.State, e.Restarts, strings.Join(caps, ","))
-			}
-			return tw.Flush()
+				sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(infos)
+				}
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tVERSION\tSTATE\tRESTARTS\tCAPABILITIES")
+				for _, e := range infos {
+					caps := make([]string, len(e.Capabilities))
+					for i, c := range e.Capabilities {
+						caps[i] = string(c)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", e.Name, e.Version, e.State, e.Restarts, strings.Join(caps, ","))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,40 +34,36 @@ func (a *app) settingsCmd() *cobra.Command {
 			if user == "" {
 				return usagef("--user is required")
 			}
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			secs, err := b.Sections(ctx)
-			if err != nil {
-				return err
-			}
-			type out struct {
-				Extension string          `json:"extension"`
-				Section   string          `json:"section"`
-				Title     string          `json:"title"`
-				Values    json.RawMessage `json:"values"`
-				Secrets   map[string]bool `json:"secrets,omitempty"`
-			}
-			var all []out
-			for _, s := range secs {
-				if (extName != "" && s.Extension != extName) || (len(args) == 1 && s.ID != args[0]) || s.Scope != "user" {
-					continue
-				}
-				v, err := b.GetSettings(ctx, user, s.Extension, s.ID)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				secs, err := b.Sections(ctx)
 				if err != nil {
 					return err
 				}
-				all = append(all, out{Extension: s.Extension, Section: s.ID, Title: s.Title, Values: v.Values, Secrets: v.Secrets})
-			}
-			if len(all) == 0 && len(args) == 1 {
-				return fmt.Errorf("no settings section %q", args[0])
-			}
-			enc := json.NewEncoder(a.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(all)
+				type out struct {
+					Extension string          `json:"extension"`
+					Section   string          `json:"section"`
+					Title     string          `json:"title"`
+					Values    json.RawMessage `json:"values"`
+					Secrets   map[string]bool `json:"secrets,omitempty"`
+				}
+				var all []out
+				for _, s := range secs {
+					if (extName != "" && s.Extension != extName) || (len(args) == 1 && s.ID != args[0]) || s.Scope != "user" {
+						continue
+					}
+					v, err := b.GetSettings(ctx, user, s.Extension, s.ID)
+					if err != nil {
+						return err
+					}
+					all = append(all, out{Extension: s.Extension, Section: s.ID, Title: s.Title, Values: v.Values, Secrets: v.Secrets})
+				}
+				if len(all) == 0 && len(args) == 1 {
+					return fmt.Errorf("no settings section %q", args[0])
+				}
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(all)
+			})
 		},
 	}
 	get.Flags().StringVar(&user, "user", "", "the user")
@@ -91,27 +88,23 @@ func (a *app) settingsCmd() *cobra.Command {
 			if !json.Valid(raw) {
 				return usagef("VALUES_JSON is not valid JSON")
 			}
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			e, err := pickExtension(ctx, b, setExt)
-			if err != nil {
-				return err
-			}
-			if err := b.SetSettings(ctx, setUser, e, args[0], raw); err != nil {
-				var fe settings.FieldErrors
-				if errors.As(err, &fe) {
-					for _, f := range fe {
-						fmt.Fprintf(a.stderr, "  %s: %s\n", orRoot(f.Field), f.Msg)
-					}
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				e, err := pickExtension(ctx, b, setExt)
+				if err != nil {
+					return err
 				}
-				return err
-			}
-			fmt.Fprintf(a.stdout, "saved %s/%s for %s\n", e, args[0], setUser)
-			return nil
+				if err := b.SetSettings(ctx, setUser, e, args[0], raw); err != nil {
+					var fe settings.FieldErrors
+					if errors.As(err, &fe) {
+						for _, f := range fe {
+							fmt.Fprintf(a.stderr, "  %s: %s\n", orRoot(f.Field), f.Msg)
+						}
+					}
+					return err
+				}
+				fmt.Fprintf(a.stdout, "saved %s/%s for %s\n", e, args[0], setUser)
+				return nil
+			})
 		},
 	}
 	set.Flags().StringVar(&setUser, "user", "", "the user")
@@ -162,21 +155,17 @@ func (a *app) secretCmd() *cobra.Command {
 			if value == "" {
 				return usagef("the secret on stdin is empty (use `secret delete` to remove one)")
 			}
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			e, err := pickExtension(ctx, b, extName)
-			if err != nil {
-				return err
-			}
-			if err := b.SetSecret(ctx, who, e, args[0], value); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "stored secret %q for %s in %s\n", args[0], displayOwner(who), e)
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				e, err := pickExtension(ctx, b, extName)
+				if err != nil {
+					return err
+				}
+				if err := b.SetSecret(ctx, who, e, args[0], value); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "stored secret %q for %s in %s\n", args[0], displayOwner(who), e)
+				return nil
+			})
 		},
 	}
 	set.Flags().StringVar(&user, "user", "", "the user")
@@ -195,21 +184,17 @@ func (a *app) secretCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			e, err := pickExtension(ctx, b, dext)
-			if err != nil {
-				return err
-			}
-			if err := b.DeleteSecret(ctx, who, e, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "deleted secret %q for %s in %s\n", args[0], displayOwner(who), e)
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				e, err := pickExtension(ctx, b, dext)
+				if err != nil {
+					return err
+				}
+				if err := b.DeleteSecret(ctx, who, e, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "deleted secret %q for %s in %s\n", args[0], displayOwner(who), e)
+				return nil
+			})
 		},
 	}
 	del.Flags().StringVar(&duser, "user", "", "the user")
@@ -236,52 +221,48 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Show the host, its extensions, and each user's servers: state, reason, next retry, tool count",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			if user != "" {
-				// Activate the user so the status shows their servers.
-				if _, err := b.Tools(ctx, user); err != nil {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if user != "" {
+					// Activate the user so the status shows their servers.
+					if _, err := b.Tools(ctx, user); err != nil {
+						return err
+					}
+				}
+				ov, err := b.Overview(ctx)
+				if err != nil {
 					return err
 				}
-			}
-			ov, err := b.Overview(ctx)
-			if err != nil {
-				return err
-			}
-			st, err := b.Status(ctx, user)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(struct {
-					Host   any `json:"host"`
-					Status any `json:"status"`
-				}{ov, st})
-			}
-			fmt.Fprintf(a.stdout, "agenthost %s, up %s, %d active user(s), %d service process(es), secrets in %s\n",
-				ov.Version, ov.Uptime, ov.ActiveUsers, ov.ServiceProcesses, ov.SecretsBackend)
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "\nEXTENSION\tSTATE\tRESTARTS\tERROR")
-			for _, e := range ov.Extensions {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", e.Name, e.State, e.Restarts, e.Error)
-			}
-			if len(st) > 0 {
-				fmt.Fprintln(tw, "\nUSER\tEXTENSION\tNAME\tSTATE\tTOOLS\tNEXT RETRY\tREASON")
-				for _, s := range st {
-					retry := ""
-					if !s.NextRetry.IsZero() {
-						retry = time.Until(s.NextRetry).Round(time.Second).String()
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.User, s.Extension, s.Name, s.State, s.Tools, retry, s.Reason)
+				st, err := b.Status(ctx, user)
+				if err != nil {
+					return err
 				}
-			}
-			return tw.Flush()
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(struct {
+						Host   any `json:"host"`
+						Status any `json:"status"`
+					}{ov, st})
+				}
+				fmt.Fprintf(a.stdout, "agenthost %s, up %s, %d active user(s), %d service process(es), secrets in %s\n",
+					ov.Version, ov.Uptime, ov.ActiveUsers, ov.ServiceProcesses, ov.SecretsBackend)
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "\nEXTENSION\tSTATE\tRESTARTS\tERROR")
+				for _, e := range ov.Extensions {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", e.Name, e.State, e.Restarts, e.Error)
+				}
+				if len(st) > 0 {
+					fmt.Fprintln(tw, "\nUSER\tEXTENSION\tNAME\tSTATE\tTOOLS\tNEXT RETRY\tREASON")
+					for _, s := range st {
+						retry := ""
+						if !s.NextRetry.IsZero() {
+							retry = time.Until(s.NextRetry).Round(time.Second).String()
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.User, s.Extension, s.Name, s.State, s.Tools, retry, s.Reason)
+					}
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&user, "user", "", "only this user")
@@ -307,19 +288,15 @@ func (a *app) tokenCmd() *cobra.Command {
 			if name == "" {
 				return usagef("--name is required (e.g. laptop)")
 			}
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			tok, info, err := b.CreateToken(ctx, user, name, operator)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(a.stdout, tok)
-			fmt.Fprintf(a.stderr, "token %s (%s) for %s; it is shown only this once\n", info.ID, info.Name, ownerOf(info.User, info.Operator))
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				tok, info, err := b.CreateToken(ctx, user, name, operator)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(a.stdout, tok)
+				fmt.Fprintf(a.stderr, "token %s (%s) for %s; it is shown only this once\n", info.ID, info.Name, ownerOf(info.User, info.Operator))
+				return nil
+			})
 		},
 	}
 	create.Flags().StringVar(&user, "user", "", "the user")
@@ -334,31 +311,27 @@ func (a *app) tokenCmd() *cobra.Command {
 		Short: "List tokens (never their values)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			toks, err := b.ListTokens(ctx, luser)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(toks)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tOWNER\tNAME\tCREATED\tLAST USED")
-			for _, t := range toks {
-				last := "never"
-				if !t.LastUsed.IsZero() {
-					last = t.LastUsed.Format(time.RFC3339)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				toks, err := b.ListTokens(ctx, luser)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, ownerOf(t.User, t.Operator), t.Name, t.Created.Format(time.RFC3339), last)
-			}
-			return tw.Flush()
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(toks)
+				}
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tOWNER\tNAME\tCREATED\tLAST USED")
+				for _, t := range toks {
+					last := "never"
+					if !t.LastUsed.IsZero() {
+						last = t.LastUsed.Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, ownerOf(t.User, t.Operator), t.Name, t.Created.Format(time.RFC3339), last)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	list.Flags().StringVar(&luser, "user", "", "only this user's tokens")
@@ -368,17 +341,13 @@ func (a *app) tokenCmd() *cobra.Command {
 		Short: "Revoke a token at once (open sessions that used it end too)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			if err := b.RevokeToken(ctx, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "revoked %s\n", args[0])
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if err := b.RevokeToken(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "revoked %s\n", args[0])
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(create, list, revoke)
@@ -402,18 +371,14 @@ func (a *app) loginLinkCmd() *cobra.Command {
 			if user == "" {
 				return usagef("--user is required")
 			}
-			ctx := cmd.Context()
-			b, err := a.openBackend(ctx)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			u, err := b.CreateLoginLink(ctx, user)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(a.stdout, u)
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				u, err := b.CreateLoginLink(ctx, user)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(a.stdout, u)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&user, "user", "", "the user")
