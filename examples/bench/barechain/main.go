@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -65,4 +66,11 @@ func (b *bare) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 	return &ext.CallToolResult{Content: content, IsError: res.IsError}, nil
 }
 
-func main() { ext.Serve(&bare{}) }
+// main runs with the same GC target as agenthost-ext-mcp, so the baseline
+// differs from our extension only in architecture.
+func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	ext.Serve(&bare{})
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -94,7 +96,7 @@ func (a *app) logger(quietDefault bool) (*slog.Logger, error) {
 }
 
 func (a *app) serveCmd() *cobra.Command {
-	var demoUser string
+	var demoUser, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve [--demo-user U]",
 		Short: "Run the host and its surfaces (MCP endpoint, settings UI, JSON API, status page) until interrupted",
@@ -108,6 +110,19 @@ func (a *app) serveCmd() *cobra.Command {
 			cfg, err := host.LoadConfig(a.configPath)
 			if err != nil {
 				return err
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer func() {
+					pprof.StopCPUProfile()
+					_ = f.Close()
+				}()
 			}
 			h, err := host.New(ctx, cfg, &host.Options{Logger: logger})
 			if err != nil {
@@ -131,6 +146,7 @@ func (a *app) serveCmd() *cobra.Command {
 			return errors.Join(s.Close(), h.Close())
 		},
 	}
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the host's CPU profile to this file until it stops")
 	cmd.Flags().StringVar(&demoUser, "demo-user", "", "issue a fresh token and sign-in link for this user and print how to connect (demo)")
 	return cmd
 }
