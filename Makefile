@@ -10,12 +10,13 @@ export PATH  := $(GOBIN):$(PATH)
 # Pinned code generators (make proto; the staleness test uses the same).
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
+STATICCHECK_VERSION        := v0.8.2
 
 BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG)/examples/hello \
 	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer
 CONFIG   ?= examples/agenthost.json
 
-.PHONY: all build run test test-go lint fmt vet bench proto tools clean
+.PHONY: all build run test test-go lint fmt vet staticcheck bench proto tools clean
 
 all: build
 
@@ -39,7 +40,7 @@ test-go:
 	cd ext && GOWORK=off $(GO) test -race -count=1 ./...
 	$(GO) test -race -count=1 $(foreach m,$(filter-out ext,$(MODULES)),$(PKG)/$(m)/...)
 
-lint: fmt vet
+lint: fmt vet staticcheck
 
 fmt:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -47,6 +48,10 @@ fmt:
 vet:
 	cd ext && GOWORK=off $(GO) vet ./...
 	$(GO) vet $(foreach m,$(filter-out ext,$(MODULES)),$(PKG)/$(m)/...)
+
+staticcheck:
+	@command -v staticcheck >/dev/null || { echo "staticcheck missing: run make tools"; exit 1; }
+	for m in $(MODULES); do (cd $$m && staticcheck ./...) || exit 1; done
 
 ## bench: every benchmark, each printing our figure beside its baseline
 bench:
@@ -59,6 +64,7 @@ proto: tools
 tools:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 clean:
 	rm -rf bin

@@ -267,12 +267,6 @@ func (c *fakeConn) closeCount() int {
 	return c.closed
 }
 
-func (c *fakeConn) running() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.inflight
-}
-
 // fakePublisher records each user's published lists.
 type fakePublisher struct {
 	mu      sync.Mutex

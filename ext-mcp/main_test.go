@@ -176,10 +176,6 @@ type fixture struct {
 	logs *logBuffer
 }
 
-// carriers are the ways tests reach the extension: the Go value, real
-// gRPC relaying service bytes, and real gRPC passing descriptors.
-var carriers = []string{"inprocess", "grpc", "grpc-fd"}
-
 // newFixture configures a fresh extension on a FakeHost. wrap, when
 // given, wraps the host the extension sees.
 func newFixture(t testing.TB, carrier string, config string, opts *extmcp.Options, wrap ...func(*exttest.FakeHost) ext.Host) *fixture {

@@ -312,16 +312,6 @@ func (e *extension) stop(ctx context.Context) error {
 	return err
 }
 
-// processID reports the current pid, for tests.
-func (e *extension) processID() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.inst == nil {
-		return 0
-	}
-	return e.inst.PID()
-}
-
 // sortedExtensions returns the host's extensions by name.
 func sortedExtensions(m map[string]*extension) []*extension {
 	out := make([]*extension, 0, len(m))

@@ -200,28 +200,6 @@ func (r *registry) rememberGoneLocked(user, extName string, old, now []ext.Tool)
 	}
 }
 
-// dropExtension removes every tool of an extension (it stopped for good).
-func (r *registry) dropExtension(extName string) {
-	r.mu.Lock()
-	delete(r.system, extName)
-	for _, perExt := range r.user {
-		delete(perExt, extName)
-	}
-	for u, g := range r.gone {
-		for n, e := range g {
-			if e == extName {
-				delete(g, n)
-			}
-		}
-		if len(g) == 0 {
-			delete(r.gone, u)
-		}
-	}
-	chans := r.allChansLocked()
-	r.mu.Unlock()
-	notify(chans)
-}
-
 // list returns the user's tools (system and their own), sorted by name.
 func (r *registry) list(user string) []Tool {
 	r.mu.RLock()

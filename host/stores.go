@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/agenthost/agenthost/ext"
@@ -109,18 +108,4 @@ func mapSettingsErr(err error) error {
 		return errors.Join(err, ext.ErrUnavailable)
 	}
 	return err
-}
-
-// userFolder returns the user's data folder for an extension.
-func (h *Host) userFolder(user, extName string) string {
-	return filepath.Join(h.dataDir, "users", user, extName)
-}
-
-func ensureDirs(dirs ...string) error {
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-	}
-	return nil
 }
