@@ -83,6 +83,19 @@
 // that names the tool and the kind of failure, never the host's message.
 // The conversation of a call is "mcp:" plus the session ID.
 //
+// A tools/call on an open session takes a fast path: the endpoint decodes
+// it once, runs it on the request's goroutine and writes the response
+// itself, instead of going through go-sdk's asynchronous JSON-RPC
+// connection (which allocates 32 KiB per decoded message and hands each
+// request across several goroutines). Measured on the real path
+// (examples/bench BenchmarkEndpointCall), it cut the p50 from ≈1,570 µs to
+// ≈1,210 µs and raised throughput from ≈1,300 to ≈1,740 calls/s. It answers
+// exactly as go-sdk would (tested); anything else — other methods,
+// notifications, progress tokens, unknown tools, a session of another
+// principal, an unsupported protocol version, and every request when
+// [Options.SessionTimeout] is set (go-sdk's idle clock counts only the
+// requests it sees) — goes to go-sdk unchanged.
+//
 // A POST is answered with a single application/json body rather than an
 // SSE stream (both are allowed by the spec, and clients must accept both):
 // it measured 10-15% faster per call, and the endpoint sends no messages

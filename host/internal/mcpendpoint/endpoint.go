@@ -140,8 +140,11 @@ type Endpoint struct {
 	closed   bool
 	users    map[string]*userState
 	sessions map[*session]struct{} // pending and bound
+	byID     map[string]*session   // bound sessions by Mcp-Session-Id
 	wg       sync.WaitGroup        // refresh loops and session waiters
 	open     atomic.Int64          // bound sessions
+	fast     atomic.Int64          // tools/call served by the fast path
+	noFast   bool                  // go-sdk must see every request (SessionTimeout)
 
 	closeOnce sync.Once
 }
@@ -190,6 +193,9 @@ func New(h api.Host, v Verifier, opts *Options) (*Endpoint, error) {
 		impl:     &mcp.Implementation{Name: "agenthost", Title: "agenthost", Version: o.Version},
 		users:    map[string]*userState{},
 		sessions: map[*session]struct{}{},
+		byID:     map[string]*session{},
+		// go-sdk's idle timeout counts only the requests it sees.
+		noFast: o.SessionTimeout > 0,
 	}
 	if o.VerifyCacheTTL > 0 {
 		e.cache = newVerifyCache(o.VerifyCacheTTL)
@@ -331,6 +337,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	if sid := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodPost && sid != "" && !e.noFast && e.fastCall(w, r, p, sid) {
+		return
+	}
 	ctx := context.WithValue(r.Context(), principalKey{}, p)
 	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 		// This request may open a session: make sure the user's tools are

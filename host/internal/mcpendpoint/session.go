@@ -125,6 +125,7 @@ func (s *session) bind(ss *mcp.ServerSession) error {
 		return nil // a repeated initialize; go-sdk answers it
 	}
 	s.ss = ss
+	e.byID[s.id] = s
 	e.open.Add(1)
 	e.wg.Add(1)
 	go func() {
@@ -156,6 +157,9 @@ func (e *Endpoint) drop(s *session) {
 	}
 	s.dropped = true
 	delete(e.sessions, s)
+	if e.byID[s.id] == s {
+		delete(e.byID, s.id)
+	}
 	if s.ss != nil {
 		e.open.Add(-1)
 	}
