@@ -2,11 +2,15 @@ package ext
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/agenthost/agenthost/ext/internal/extpb"
 )
@@ -47,7 +51,7 @@ func (c *Client) Done() <-chan struct{} { return c.done.Done() }
 func (c *Client) Describe(ctx context.Context) (*Descriptor, error) {
 	resp, err := c.client.Describe(ctx, &extpb.DescribeRequest{})
 	if err != nil {
-		return nil, fromStatus(err)
+		return nil, wireErr(ctx, err)
 	}
 	d := descriptorFromProto(resp.GetDescriptor_())
 	if d == nil {
@@ -93,20 +97,20 @@ func (c *Client) Configure(ctx context.Context, req *ConfigureRequest) error {
 	_, err := c.client.Configure(ctx, &extpb.ConfigureRequest{
 		Config: req.Config, HostBrokerId: id, Name: req.Name, ServiceTransports: transports, BaseDir: req.BaseDir,
 	})
-	return fromStatus(err)
+	return wireErr(ctx, err)
 }
 
 // Shutdown implements [Extension].
 func (c *Client) Shutdown(ctx context.Context) error {
 	_, err := c.client.Shutdown(ctx, &extpb.ShutdownRequest{})
-	return fromStatus(err)
+	return wireErr(ctx, err)
 }
 
 // CallTool implements [ToolCaller].
 func (c *Client) CallTool(ctx context.Context, req *CallToolRequest) (*CallToolResult, error) {
 	resp, err := c.client.CallTool(ctx, callToolRequestToProto(req))
 	if err != nil {
-		return nil, fromStatus(err)
+		return nil, wireErr(ctx, err)
 	}
 	return callToolResultFromProto(resp), nil
 }
@@ -114,26 +118,26 @@ func (c *Client) CallTool(ctx context.Context, req *CallToolRequest) (*CallToolR
 // Activate implements [UserLifecycle].
 func (c *Client) Activate(ctx context.Context, user string) error {
 	_, err := c.client.Activate(ctx, &extpb.ActivateRequest{UserId: user})
-	return fromStatus(err)
+	return wireErr(ctx, err)
 }
 
 // Retire implements [UserLifecycle].
 func (c *Client) Retire(ctx context.Context, user, name string) error {
 	_, err := c.client.Retire(ctx, &extpb.RetireRequest{UserId: user, Name: name})
-	return fromStatus(err)
+	return wireErr(ctx, err)
 }
 
 // ReconcileAll implements [UserLifecycle].
 func (c *Client) ReconcileAll(ctx context.Context) error {
 	_, err := c.client.ReconcileAll(ctx, &extpb.ReconcileAllRequest{})
-	return fromStatus(err)
+	return wireErr(ctx, err)
 }
 
 // StartService implements [ServiceProvider].
 func (c *Client) StartService(ctx context.Context, name, user string) (*ProcessSpec, error) {
 	resp, err := c.client.StartService(ctx, &extpb.StartServiceRequest{Name: name, UserId: user})
 	if err != nil {
-		return nil, fromStatus(err)
+		return nil, wireErr(ctx, err)
 	}
 	return processSpecFromProto(resp.GetSpec()), nil
 }
@@ -142,7 +146,7 @@ func (c *Client) StartService(ctx context.Context, name, user string) (*ProcessS
 func (c *Client) Status(ctx context.Context, user string) ([]StatusEntry, error) {
 	resp, err := c.client.Status(ctx, &extpb.StatusRequest{UserId: user})
 	if err != nil {
-		return nil, fromStatus(err)
+		return nil, wireErr(ctx, err)
 	}
 	out := make([]StatusEntry, 0, len(resp.GetEntries()))
 	for _, e := range resp.GetEntries() {
@@ -151,4 +155,52 @@ func (c *Client) Status(ctx context.Context, user string) ([]StatusEntry, error)
 		}
 	}
 	return out, nil
+}
+
+// wireErr maps an error of a call that crossed the wire. A call cancelled
+// while the caller's ctx is still live was cut by the connection (the
+// extension crashed or the connection is closing): that is unavailable,
+// not the caller's cancellation.
+func wireErr(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil {
+		st := status.Convert(err)
+		switch {
+		case st.Code() == codes.Canceled && st.Message() == clientConnClosing:
+			// The connection was closed before the call went out.
+			return &notDelivered{msg: "the connection to the extension is closed"}
+		case st.Code() == codes.Unavailable && strings.Contains(st.Message(), dialFailure):
+			// The extension's socket refused the connection: the call
+			// was never sent.
+			return &notDelivered{msg: "the extension is not accepting connections"}
+		}
+	}
+	err = fromStatus(err)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%v: %w", err, ErrUnavailable)
+	}
+	return err
+}
+
+// clientConnClosing is grpc-go's message for a call made on a closed
+// ClientConn (its ErrClientConnClosing, deprecated as an API but still
+// what Invoke returns before it sends anything).
+const clientConnClosing = "grpc: the client connection is closing"
+
+// dialFailure is in grpc-go's message for a call that failed because the
+// connection could not be (re)established, before anything was sent.
+const dialFailure = "error while dialing"
+
+// notDelivered is a call that never left the host.
+type notDelivered struct{ msg string }
+
+func (e *notDelivered) Error() string { return e.msg }
+func (e *notDelivered) Unwrap() error { return ErrUnavailable }
+
+// NotDelivered reports whether err means the call never reached the
+// extension (its connection was already closed, e.g. by a crash): the
+// host may then send it again, whatever the tool's replay safety, since
+// nothing ran.
+func NotDelivered(err error) bool {
+	var nd *notDelivered
+	return errors.As(err, &nd)
 }

@@ -52,6 +52,7 @@ type extension struct {
 	started  time.Time
 	backoff  time.Duration
 	ready    chan struct{} // closed while the current generation is usable
+	changed  chan struct{} // closed and replaced on every state change
 	stopping bool
 	stopCh   chan struct{}
 
@@ -86,12 +87,21 @@ func (e *extension) descriptor() *ext.Descriptor {
 	return e.desc
 }
 
+// changedLocked wakes everyone waiting for a state change.
+func (e *extension) changedLocked() {
+	if e.changed != nil {
+		close(e.changed)
+	}
+	e.changed = make(chan struct{})
+}
+
 // start launches and configures the first generation.
 func (e *extension) start(ctx context.Context, inproc ext.Extension) error {
 	e.mu.Lock()
 	e.state = StateStarting
 	e.ready = make(chan struct{})
 	e.stopCh = make(chan struct{})
+	e.changedLocked()
 	e.mu.Unlock()
 	if err := e.launch(ctx, inproc); err != nil {
 		e.mu.Lock()
@@ -163,6 +173,7 @@ func (e *extension) launch(ctx context.Context, inproc ext.Extension) error {
 	e.state, e.lastErr = StateRunning, nil
 	e.started = time.Now()
 	close(e.ready)
+	e.changedLocked()
 	e.mu.Unlock()
 	e.logger.Info("extension ready", "version", desc.Version, "capabilities", desc.Capabilities, "generation", gen)
 	if inst != nil {
@@ -190,6 +201,7 @@ func (e *extension) watch(inst *supervisor.Instance, gen int) {
 	e.lastErr = fmt.Errorf("extension %q exited unexpectedly", e.name)
 	e.ready = make(chan struct{})
 	e.cur = nil
+	e.changedLocked()
 	if time.Since(e.started) > stableAfter || e.backoff == 0 {
 		e.backoff = restartBackoffMin
 	} else {
@@ -243,25 +255,41 @@ func (e *extension) restartLoop() {
 	}
 }
 
-// get returns the current carrier, waiting while a restart is underway.
+// get returns the current carrier, waiting while a restart is underway. A
+// process that has exited but whose watcher has not yet noticed counts as
+// restarting: a call that arrives in that instant waits for the new
+// generation instead of failing on the dead connection.
 func (e *extension) get(ctx context.Context) (ext.Extension, error) {
 	for {
 		e.mu.Lock()
-		cur, ready, state, lastErr := e.cur, e.ready, e.state, e.lastErr
+		cur, inst, ready, changed, state, lastErr := e.cur, e.inst, e.ready, e.changed, e.state, e.lastErr
 		e.mu.Unlock()
+		wait := ready
 		switch {
-		case cur != nil && state == StateRunning:
+		case cur != nil && state == StateRunning && (inst == nil || !isDone(inst.Done())):
 			return cur, nil
 		case state == StateStopped:
 			return nil, fmt.Errorf("extension %q is stopped: %w", e.name, ext.ErrUnavailable)
 		case state == StateFailed:
 			return nil, fmt.Errorf("extension %q failed: %v: %w", e.name, lastErr, ext.ErrUnavailable)
+		case state == StateRunning:
+			// Exited, not yet noticed: wait for the watcher's state change.
+			wait = changed
 		}
 		select {
-		case <-ready:
+		case <-wait:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("extension %q is %s (%v): %w", e.name, state, lastErr, errors.Join(ctx.Err(), ext.ErrUnavailable))
 		}
+	}
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -289,6 +317,7 @@ func (e *extension) stop(ctx context.Context) error {
 	cur, inst := e.cur, e.inst
 	e.state = StateStopped
 	e.cur = nil
+	e.changedLocked()
 	if e.stopCh != nil {
 		close(e.stopCh)
 	}

@@ -304,17 +304,27 @@ func (h *Host) Call(ctx context.Context, user, conversation, name string, args j
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	cur, err := e.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tc, ok := cur.(ext.ToolCaller)
-	if !ok || !e.descriptor().Has(ext.CapabilityTools) {
-		return nil, fmt.Errorf("extension %q registered tool %q but offers no tools capability: %w", e.name, name, ext.ErrUnimplemented)
-	}
-	res, err := tc.CallTool(ctx, &ext.CallToolRequest{User: user, Conversation: conversation, Name: name, Arguments: args})
-	if err != nil {
-		return nil, e.wrapErr(fmt.Sprintf("calling tool %q", name), err)
+	req := &ext.CallToolRequest{User: user, Conversation: conversation, Name: name, Arguments: args}
+	var res *ext.CallToolResult
+	for attempt := 0; ; attempt++ {
+		cur, err := e.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		tc, ok := cur.(ext.ToolCaller)
+		if !ok || !e.descriptor().Has(ext.CapabilityTools) {
+			return nil, fmt.Errorf("extension %q registered tool %q but offers no tools capability: %w", e.name, name, ext.ErrUnimplemented)
+		}
+		res, err = tc.CallTool(ctx, req)
+		if err != nil && ext.NotDelivered(err) && attempt == 0 {
+			// The extension had just died and nothing ran: wait for its
+			// restart (get) and send the call once more.
+			continue
+		}
+		if err != nil {
+			return nil, e.wrapErr(fmt.Sprintf("calling tool %q", name), err)
+		}
+		break
 	}
 	if res == nil {
 		return nil, fmt.Errorf("extension %q returned no result for tool %q: %w", e.name, name, ext.ErrUnavailable)
