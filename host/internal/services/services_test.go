@@ -319,3 +319,57 @@ func TestOneSessionProcesses(t *testing.T) {
 	}
 	_ = b.Release()
 }
+
+// TestStopReachesGrandchildren: a server started through a wrapper (sh -c,
+// npx) that forks leaves no orphan: the stop signals the whole process
+// group (SECURITY.md B7).
+func TestStopReachesGrandchildren(t *testing.T) {
+	m := newManager(t, Options{Idle: time.Millisecond, Grace: 100 * time.Millisecond})
+	marker := fmt.Sprintf("grandchild-%d", time.Now().UnixNano())
+	start := func(context.Context) (*ext.ProcessSpec, error) {
+		// The wrapper forks a long sleeper (tagged by its environment) and
+		// waits; it ignores stdin.
+		return &ext.ProcessSpec{Command: "/bin/sh", Args: []string{"-c", "sleep 300 & echo started; wait"},
+			Env: []string{"MARKER=" + marker}}, nil
+	}
+	h, err := m.Connect(context.Background(), Key{"x", "wrapped", "alice"}, t.TempDir(), start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line := readLine(t, h.Stdout()); line != "started" {
+		t.Fatalf("wrapper said %q", line)
+	}
+	if n := len(pidsWithEnv("MARKER=" + marker)); n < 2 {
+		t.Fatalf("%d tagged processes, want the wrapper and its child", n)
+	}
+	_ = h.Release()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(pidsWithEnv("MARKER="+marker)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("orphans after the stop: %v", pidsWithEnv("MARKER="+marker))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pidsWithEnv returns the live processes whose environment holds kv.
+func pidsWithEnv(kv string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil || !alive(pid) {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, e := range strings.Split(string(b), "\x00") {
+			if e == kv {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
