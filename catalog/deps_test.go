@@ -10,9 +10,6 @@ import (
 // library, ext (for contract types) and golang.org/x/sync only; nothing
 // else of this repository and no MCP library, directly or not.
 func TestDependencies(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list")
-	}
 	allowedDirect := []string{"github.com/agenthost/agenthost/ext", "golang.org/x/sync/"}
 	direct := goList(t, "-f", `{{range .Imports}}{{.}}{{"\n"}}{{end}}`, "./...")
 	std := map[string]bool{}

@@ -117,12 +117,22 @@ func TestStateMachine(t *testing.T) {
 				}
 			},
 			"crash": func(rt *rapid.T) {
-				u := rapid.SampledFrom(users).Draw(rt, "user")
-				s := rapid.SampledFrom(servers).Draw(rt, "server")
-				k := key(u, s)
-				if state[k] != mConnected {
-					rt.Skip("not connected")
+				// Crash one of the connected servers; with none there is
+				// nothing to crash.
+				var connected [][2]string
+				for _, u := range users {
+					for _, s := range servers {
+						if state[key(u, s)] == mConnected {
+							connected = append(connected, [2]string{u, s})
+						}
+					}
 				}
+				if len(connected) == 0 {
+					return
+				}
+				pick := rapid.SampledFrom(connected).Draw(rt, "connected")
+				u, s := pick[0], pick[1]
+				k := key(u, s)
 				r.conn.lookup(u, s).last().crash(errors.New("killed"))
 				state[k] = mQuarantined
 				waitFor(rt, func() bool {

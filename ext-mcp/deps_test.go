@@ -10,9 +10,6 @@ import (
 // settings (form types), go-sdk and invopop/jsonschema; never the host,
 // the secrets module or the examples, and no go-plugin outside ext.
 func TestDependencies(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list")
-	}
 	std := map[string]bool{}
 	for _, p := range goList(t, "std") {
 		std[p] = true

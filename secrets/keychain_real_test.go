@@ -32,7 +32,7 @@ func startBusOrSkip(t *testing.T, opts testbus.Options) *testbus.Bus {
 	case errors.Is(err, testbus.ErrMissing) && os.Getenv("CI") == "true":
 		t.Fatalf("CI=true and the test cannot run: %v", err)
 	case errors.Is(err, testbus.ErrMissing):
-		t.Skipf("SKIPPED: %v", err)
+		t.Skipf("SKIPPED: a real Secret Service needs dbus-daemon and gnome-keyring-daemon (apt-get install dbus-daemon gnome-keyring): %v; under CI=true this fails", err)
 	case err != nil:
 		t.Fatal(err)
 	}

@@ -36,9 +36,6 @@ func inModules(path string, mods []string) bool {
 
 // TestDependencies enforces the module's dependency rules with go list.
 func TestDependencies(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list")
-	}
 	t.Parallel()
 	std := map[string]bool{}
 	for _, p := range goList(t, "std") {
