@@ -293,6 +293,32 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
+// use runs fn with the current generation as capability C (listed in the
+// descriptor as cap). A call that never reached the extension — it had just
+// died, see [ext.NotDelivered] — runs once more on the restarted one; a
+// delivered call never does, whatever its replay safety. Errors are
+// wrapped with op, which is built only when there is one.
+func use[C any](ctx context.Context, e *extension, capability ext.Capability, op func() string, fn func(C) error) error {
+	for attempt := 0; ; attempt++ {
+		cur, err := e.get(ctx)
+		if err != nil {
+			return err
+		}
+		c, ok := cur.(C)
+		if !ok || !e.descriptor().Has(capability) {
+			return fmt.Errorf("extension %q offers no %s capability: %w", e.name, capability, ext.ErrUnimplemented)
+		}
+		err = fn(c)
+		if err == nil {
+			return nil
+		}
+		if attempt == 0 && ext.NotDelivered(err) {
+			continue
+		}
+		return e.wrapErr(op(), err)
+	}
+}
+
 // wrapErr turns a transport failure into a clear error naming the
 // extension.
 func (e *extension) wrapErr(op string, err error) error {

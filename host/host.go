@@ -306,25 +306,13 @@ func (h *Host) Call(ctx context.Context, user, conversation, name string, args j
 	}
 	req := &ext.CallToolRequest{User: user, Conversation: conversation, Name: name, Arguments: args}
 	var res *ext.CallToolResult
-	for attempt := 0; ; attempt++ {
-		cur, err := e.get(ctx)
-		if err != nil {
-			return nil, err
-		}
-		tc, ok := cur.(ext.ToolCaller)
-		if !ok || !e.descriptor().Has(ext.CapabilityTools) {
-			return nil, fmt.Errorf("extension %q registered tool %q but offers no tools capability: %w", e.name, name, ext.ErrUnimplemented)
-		}
-		res, err = tc.CallTool(ctx, req)
-		if err != nil && ext.NotDelivered(err) && attempt == 0 {
-			// The extension had just died and nothing ran: wait for its
-			// restart (get) and send the call once more.
-			continue
-		}
-		if err != nil {
-			return nil, e.wrapErr(fmt.Sprintf("calling tool %q", name), err)
-		}
-		break
+	err := use(ctx, e, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", name) },
+		func(tc ext.ToolCaller) (err error) {
+			res, err = tc.CallTool(ctx, req)
+			return err
+		})
+	if err != nil {
+		return nil, err
 	}
 	if res == nil {
 		return nil, fmt.Errorf("extension %q returned no result for tool %q: %w", e.name, name, ext.ErrUnavailable)
@@ -423,15 +411,8 @@ func (h *Host) activateAll(ctx context.Context, user string) {
 }
 
 func (h *Host) activateOne(ctx context.Context, e *extension, user string) error {
-	cur, err := e.get(ctx)
-	if err != nil {
-		return err
-	}
-	ul, ok := cur.(ext.UserLifecycle)
-	if !ok {
-		return fmt.Errorf("extension %q lists users but has no user lifecycle: %w", e.name, ext.ErrUnimplemented)
-	}
-	return e.wrapErr("activating user "+user, ul.Activate(ctx, user))
+	return use(ctx, e, ext.CapabilityUsers, func() string { return "activating user " + user },
+		func(ul ext.UserLifecycle) error { return ul.Activate(ctx, user) })
 }
 
 // reactivate activates every active user again in e (after a restart).
@@ -488,13 +469,9 @@ func (h *Host) Deactivate(ctx context.Context, user string) error {
 		if !e.descriptor().Has(ext.CapabilityUsers) {
 			continue
 		}
-		cur, err := e.get(ctx)
-		if err != nil {
+		if err := use(ctx, e, ext.CapabilityUsers, func() string { return "retiring user " + user },
+			func(ul ext.UserLifecycle) error { return ul.Retire(ctx, user, "") }); err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		if err := cur.(ext.UserLifecycle).Retire(ctx, user, ""); err != nil {
-			errs = append(errs, e.wrapErr("retiring user "+user, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -48,20 +48,13 @@ func (s *hostServices) ConnectService(ctx context.Context, name, user string) (e
 	}
 	e := s.h.exts[s.ext]
 	home := filepath.Join(s.h.dataDir, "users", user, s.ext, "data")
-	start := func(ctx context.Context) (*ext.ProcessSpec, error) {
-		cur, err := e.get(ctx)
-		if err != nil {
-			return nil, err
-		}
-		sp, ok := cur.(ext.ServiceProvider)
-		if !ok || !e.descriptor().Has(ext.CapabilityServices) {
-			return nil, fmt.Errorf("extension %q offers no services: %w", s.ext, ext.ErrUnimplemented)
-		}
-		spec, err := sp.StartService(ctx, name, user)
-		if err != nil {
-			return nil, e.wrapErr(fmt.Sprintf("describing service %q", name), err)
-		}
-		return spec, nil
+	start := func(ctx context.Context) (spec *ext.ProcessSpec, err error) {
+		err = use(ctx, e, ext.CapabilityServices, func() string { return fmt.Sprintf("describing service %q", name) },
+			func(sp ext.ServiceProvider) (err error) {
+				spec, err = sp.StartService(ctx, name, user)
+				return err
+			})
+		return spec, err
 	}
 	h, err := s.h.services.Connect(ctx, services.Key{Extension: s.ext, Service: name, User: user}, home, start)
 	if err != nil {

@@ -195,11 +195,8 @@ func (h *Host) refreshAfterSecret(ctx context.Context, user, extName string) err
 	if e == nil || !e.descriptor().Has(ext.CapabilityUsers) {
 		return nil
 	}
-	cur, err := e.get(ctx)
-	if err != nil {
-		return err
-	}
-	return e.wrapErr("reconciling users", cur.(ext.UserLifecycle).ReconcileAll(ctx))
+	return use(ctx, e, ext.CapabilityUsers, func() string { return "reconciling users" },
+		func(ul ext.UserLifecycle) error { return ul.ReconcileAll(ctx) })
 }
 
 // refreshUser re-activates an active user in one extension after their

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -66,17 +65,14 @@ func (h *Host) Status(ctx context.Context, user string) ([]StatusEntry, error) {
 }
 
 func (h *Host) statusOf(ctx context.Context, e *extension, user string) ([]StatusEntry, error) {
-	cur, err := e.get(ctx)
+	var entries []ext.StatusEntry
+	err := use(ctx, e, ext.CapabilityStatus, func() string { return "reporting status" },
+		func(sr ext.StatusReporter) (err error) {
+			entries, err = sr.Status(ctx, user)
+			return err
+		})
 	if err != nil {
 		return nil, err
-	}
-	sr, ok := cur.(ext.StatusReporter)
-	if !ok {
-		return nil, errors.New("no status capability")
-	}
-	entries, err := sr.Status(ctx, user)
-	if err != nil {
-		return nil, e.wrapErr("reporting status", err)
 	}
 	out := make([]StatusEntry, 0, len(entries))
 	for _, s := range entries {
