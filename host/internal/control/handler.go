@@ -16,155 +16,102 @@ const maxBody = 8 << 20
 // Handler is the control API over h.
 func Handler(h api.Host, tokens Tokens) http.Handler {
 	mux := http.NewServeMux()
-	decode := func(r *http.Request, v any) error {
-		if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(v); err != nil {
-			return fmt.Errorf("decoding the request: %v: %w", err, ext.ErrInvalidArgument)
+	q := func(r *http.Request, k string) string { return r.URL.Query().Get(k) }
+	ok := struct{}{}
+	// get serves a route without a body; do (below) one with a JSON body.
+	get := func(pattern string, fn func(r *http.Request) (any, error)) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			v, err := fn(r)
+			reply(w, v, err)
+		})
+	}
+	needTokens := func() error {
+		if tokens == nil {
+			return fmt.Errorf("this host issues no tokens: %w", ext.ErrUnimplemented)
 		}
 		return nil
 	}
-	q := func(r *http.Request, k string) string { return r.URL.Query().Get(k) }
-	mux.HandleFunc("GET /v1/tools", func(w http.ResponseWriter, r *http.Request) {
+
+	get("GET /v1/tools", func(r *http.Request) (any, error) {
 		tools, err := h.Tools(r.Context(), q(r, "user"))
-		if err != nil {
-			writeError(w, err)
-			return
-		}
 		out := make([]wireTool, len(tools))
 		for i, t := range tools {
 			out[i] = toWireTool(t)
 		}
-		writeJSON(w, http.StatusOK, out)
+		return out, err
 	})
-	mux.HandleFunc("POST /v1/call", func(w http.ResponseWriter, r *http.Request) {
-		var req callRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
+	do(mux, "POST /v1/call", func(r *http.Request, req *callRequest) (any, error) {
 		res, err := h.Call(r.Context(), req.User, req.Conversation, req.Name, req.Arguments)
 		if err != nil {
-			writeError(w, err)
-			return
+			return nil, err
 		}
-		writeJSON(w, http.StatusOK, callResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError})
+		return callResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
 	})
-	mux.HandleFunc("GET /v1/sections", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, h.Sections())
+	get("GET /v1/sections", func(*http.Request) (any, error) { return h.Sections(), nil })
+	get("GET /v1/settings", func(r *http.Request) (any, error) {
+		return h.GetSettings(r.Context(), q(r, "user"), q(r, "ext"), q(r, "section"))
 	})
-	mux.HandleFunc("GET /v1/settings", func(w http.ResponseWriter, r *http.Request) {
-		v, err := h.GetSettings(r.Context(), q(r, "user"), q(r, "ext"), q(r, "section"))
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, v)
+	do(mux, "PUT /v1/settings", func(r *http.Request, req *settingsRequest) (any, error) {
+		return ok, h.SetSettings(r.Context(), req.User, req.Extension, req.Section, req.Values)
 	})
-	mux.HandleFunc("PUT /v1/settings", func(w http.ResponseWriter, r *http.Request) {
-		var req settingsRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
-		if err := h.SetSettings(r.Context(), req.User, req.Extension, req.Section, req.Values); err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, struct{}{})
+	do(mux, "PUT /v1/secret", func(r *http.Request, req *secretRequest) (any, error) {
+		return ok, h.SetSecret(r.Context(), req.User, req.Extension, req.Name, req.Value)
 	})
-	mux.HandleFunc("PUT /v1/secret", func(w http.ResponseWriter, r *http.Request) {
-		var req secretRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
-		if err := h.SetSecret(r.Context(), req.User, req.Extension, req.Name, req.Value); err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, struct{}{})
+	get("DELETE /v1/secret", func(r *http.Request) (any, error) {
+		return ok, h.DeleteSecret(r.Context(), q(r, "user"), q(r, "ext"), q(r, "name"))
 	})
-	mux.HandleFunc("DELETE /v1/secret", func(w http.ResponseWriter, r *http.Request) {
-		if err := h.DeleteSecret(r.Context(), q(r, "user"), q(r, "ext"), q(r, "name")); err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, struct{}{})
-	})
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		st, err := h.Status(r.Context(), q(r, "user"))
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, st)
-	})
-	mux.HandleFunc("GET /v1/overview", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, h.Overview())
-	})
-	mux.HandleFunc("GET /v1/extensions", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, h.Extensions())
-	})
-	noTokens := func(w http.ResponseWriter) bool {
-		if tokens == nil {
-			writeError(w, fmt.Errorf("this host issues no tokens: %w", ext.ErrUnimplemented))
-			return true
-		}
-		return false
-	}
-	mux.HandleFunc("POST /v1/tokens", func(w http.ResponseWriter, r *http.Request) {
-		if noTokens(w) {
-			return
-		}
-		var req tokenRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
+	get("GET /v1/status", func(r *http.Request) (any, error) { return h.Status(r.Context(), q(r, "user")) })
+	get("GET /v1/overview", func(*http.Request) (any, error) { return h.Overview(), nil })
+	get("GET /v1/extensions", func(*http.Request) (any, error) { return h.Extensions(), nil })
+	do(mux, "POST /v1/tokens", func(r *http.Request, req *tokenRequest) (any, error) {
+		if err := needTokens(); err != nil {
+			return nil, err
 		}
 		plain, info, err := tokens.CreateToken(r.Context(), req.User, req.Name, req.Operator)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, tokenCreated{Token: plain, Info: info})
+		return tokenCreated{Token: plain, Info: info}, err
 	})
-	mux.HandleFunc("GET /v1/tokens", func(w http.ResponseWriter, r *http.Request) {
-		if noTokens(w) {
-			return
+	get("GET /v1/tokens", func(r *http.Request) (any, error) {
+		if err := needTokens(); err != nil {
+			return nil, err
 		}
-		list, err := tokens.ListTokens(r.Context(), q(r, "user"))
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, list)
+		return tokens.ListTokens(r.Context(), q(r, "user"))
 	})
-	mux.HandleFunc("DELETE /v1/tokens", func(w http.ResponseWriter, r *http.Request) {
-		if noTokens(w) {
-			return
+	get("DELETE /v1/tokens", func(r *http.Request) (any, error) {
+		if err := needTokens(); err != nil {
+			return nil, err
 		}
-		if err := tokens.RevokeToken(r.Context(), q(r, "id")); err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, struct{}{})
+		return ok, tokens.RevokeToken(r.Context(), q(r, "id"))
 	})
-	mux.HandleFunc("POST /v1/login-links", func(w http.ResponseWriter, r *http.Request) {
-		if noTokens(w) {
-			return
-		}
-		var req tokenRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
+	do(mux, "POST /v1/login-links", func(r *http.Request, req *tokenRequest) (any, error) {
+		if err := needTokens(); err != nil {
+			return nil, err
 		}
 		url, err := tokens.CreateLoginLink(r.Context(), req.User)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, loginLink{URL: url})
+		return loginLink{URL: url}, err
 	})
 	return mux
+}
+
+// do registers a route whose JSON body decodes into a Req.
+func do[Req any](mux *http.ServeMux, pattern string, fn func(r *http.Request, req *Req) (any, error)) {
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(&req); err != nil {
+			writeError(w, fmt.Errorf("decoding the request: %v: %w", err, ext.ErrInvalidArgument))
+			return
+		}
+		v, err := fn(r, &req)
+		reply(w, v, err)
+	})
+}
+
+// reply writes v, or the error.
+func reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 type wireTool struct {
