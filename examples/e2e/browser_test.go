@@ -113,9 +113,24 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	)
 	errText := text("error text", chromedp.Text(css(userForm+` .field-error`)))
 	kept := text("kept text", chromedp.Value(css(userForm+` textarea[name="servers"]`)))
-	if errText == "" || kept != bad {
-		t.Errorf("invalid JSON: error %q next to the field, text kept %v", errText, kept == bad)
+	nextToField, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const ta = document.querySelector('`+userForm+` textarea[name="servers"]');
+		const err = ta.closest('.field').querySelector('.field-error');
+		return !!err && ta.getAttribute('aria-invalid') === 'true' &&
+			ta.getAttribute('aria-describedby').split(' ').includes(err.id);
+	})()`))
+	if err != nil {
+		t.Fatal(err)
 	}
+	if errText == "" || kept != bad || !nextToField {
+		t.Errorf("invalid JSON: error %q, tied to the field %v, text kept %v", errText, nextToField, kept == bad)
+	}
+	// The page's little script checks JSON while the user types.
+	do("live JSON check",
+		chromedp.SetValue(css(userForm+` textarea[name="servers"]`), `{"mcpServers": {}`),
+		chromedp.SendKeys(css(userForm+` textarea[name="servers"]`), " "),
+		chromedp.WaitVisible(css(userForm+` .json-live.bad`)),
+	)
 
 	canary := "alice-browser-canary-" + strconv.FormatInt(time.Now().UnixNano(), 16)
 	do("store a token",
@@ -125,8 +140,10 @@ func TestSettingsPageInABrowser(t *testing.T) {
 		chromedp.Click(css(serversForm+` p.actions button`)),
 		chromedp.WaitVisible(css(`p.flash`)),
 	)
-	if html := text("page", chromedp.OuterHTML(css(`html`))); strings.Contains(html, canary) {
-		t.Error("the page shows the stored token")
+	state := text("secret state", chromedp.Text(css(serversForm+` .field-secret .secret-state`)))
+	input := text("secret input", chromedp.Value(css(serversForm+` input[name="token:notes"]`)))
+	if html := text("page", chromedp.OuterHTML(css(`html`))); strings.Contains(html, canary) || input != "" || state != "Set" {
+		t.Errorf("after storing the token: state %q, input %q, page shows it %v", state, input, strings.Contains(html, canary))
 	}
 
 	// Checked through the CLI on the same running host.
