@@ -16,11 +16,7 @@ import (
 func TestFileLockHonoursContext(t *testing.T) {
 	t.Parallel()
 	path, _ := newFileStore(t)
-	f, err := secrets.OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := reopen(t, path)
 	lock, err := os.OpenFile(path+".lock", os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -91,11 +91,7 @@ func TestFileCreatesPrivateFiles(t *testing.T) {
 func TestFileReopen(t *testing.T) {
 	t.Parallel()
 	path, canary := newFileStore(t)
-	f, err := secrets.OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := reopen(t, path)
 	v, err := f.Get(t.Context(), fileKey)
 	if err != nil || v.Reveal() != canary {
 		t.Fatalf("Get after reopening: %v", err)
@@ -105,11 +101,7 @@ func TestFileReopen(t *testing.T) {
 func TestFileFreshNonceEveryWrite(t *testing.T) {
 	t.Parallel()
 	path, canary := newFileStore(t)
-	f, err := secrets.OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := reopen(t, path)
 	seen := map[string]bool{}
 	for range 5 {
 		if err := f.Set(t.Context(), fileKey, secrets.NewValue(canary)); err != nil {
@@ -223,11 +215,7 @@ func TestFileCorrupt(t *testing.T) {
 func TestFileCorruptWhileOpen(t *testing.T) {
 	t.Parallel()
 	path, _ := newFileStore(t)
-	f, err := secrets.OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := reopen(t, path)
 	if err := os.WriteFile(path, []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -408,11 +396,7 @@ func TestFileTwoProcesses(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := secrets.OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := reopen(t, path)
 	// Start writing once the helper has, so that the writes interleave.
 	for {
 		names, err := f.List(t.Context(), "x", "alice")
@@ -451,4 +435,15 @@ func TestFileTwoProcesses(t *testing.T) {
 		t.Errorf("List mismatch (-want +got):\n%s", diff)
 	}
 	t.Logf("writes interleaved with the other process: %v", interleaved)
+}
+
+// reopen opens the store at path for the rest of the test.
+func reopen(t *testing.T, path string) *secrets.File {
+	t.Helper()
+	f, err := secrets.OpenFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
 }
