@@ -24,6 +24,9 @@ type registry struct {
 	mu     sync.RWMutex
 	system map[string][]ext.Tool            // extension → tools
 	user   map[string]map[string][]ext.Tool // user → extension → tools
+	// The same tools by name, for the call path and collision checks.
+	sysIdx  map[string]Tool            // name → tool
+	userIdx map[string]map[string]Tool // user → name → tool
 	// gone remembers, per user, tools that left the user's list (a server
 	// switched off or quarantined) and their extension, so a call with a
 	// stale list still reaches the extension, which explains why (for
@@ -37,6 +40,7 @@ type registry struct {
 func newRegistry(logger *slog.Logger) *registry {
 	return &registry{
 		logger: logger, system: map[string][]ext.Tool{}, user: map[string]map[string][]ext.Tool{},
+		sysIdx: map[string]Tool{}, userIdx: map[string]map[string]Tool{},
 		gone: map[string]map[string]string{},
 		subs: map[string]map[chan struct{}]struct{}{}, allSubs: map[chan struct{}]struct{}{},
 	}
@@ -86,41 +90,34 @@ func normalize(tools []ext.Tool) []ext.Tool {
 	return out
 }
 
-// owner returns which other extension holds name for user ("" = system
-// only), or "".
+// ownerLocked returns which extension other than except holds name, for
+// user or, with user "", for anyone; "" when none does.
 func (r *registry) ownerLocked(name, user, except string) string {
-	for e, tools := range r.system {
-		if e == except {
-			continue
-		}
-		for _, t := range tools {
-			if t.Name == name {
-				return e
-			}
-		}
+	if t, ok := r.sysIdx[name]; ok && t.Extension != except {
+		return t.Extension
 	}
-	check := func(perExt map[string][]ext.Tool) string {
-		for e, tools := range perExt {
-			if e == except {
-				continue
-			}
-			for _, t := range tools {
-				if t.Name == name {
-					return e
-				}
-			}
+	if user != "" {
+		if t, ok := r.userIdx[user][name]; ok && t.Extension != except {
+			return t.Extension
 		}
 		return ""
 	}
-	if user != "" {
-		return check(r.user[user])
-	}
-	for _, perExt := range r.user {
-		if e := check(perExt); e != "" {
-			return e
+	for _, idx := range r.userIdx {
+		if t, ok := idx[name]; ok && t.Extension != except {
+			return t.Extension
 		}
 	}
 	return ""
+}
+
+// reindexLocked replaces extName's entries in idx: old out, now in.
+func reindexLocked(idx map[string]Tool, extName string, old, now []ext.Tool) {
+	for _, t := range old {
+		delete(idx, t.Name)
+	}
+	for _, t := range now {
+		idx[t.Name] = Tool{Tool: t, Extension: extName}
+	}
 }
 
 func (r *registry) setSystem(extName string, tools []ext.Tool) error {
@@ -135,7 +132,9 @@ func (r *registry) setSystem(extName string, tools []ext.Tool) error {
 			return fmt.Errorf("tool %q is already registered by extension %q: %w", t.Name, other, ext.ErrInvalidArgument)
 		}
 	}
-	r.system[extName] = normalize(tools)
+	now := normalize(tools)
+	reindexLocked(r.sysIdx, extName, r.system[extName], now)
+	r.system[extName] = now
 	chans := r.allChansLocked()
 	r.mu.Unlock()
 	notify(chans)
@@ -157,11 +156,19 @@ func (r *registry) setUser(extName, user string, tools []ext.Tool) error {
 	if r.user[user] == nil {
 		r.user[user] = map[string][]ext.Tool{}
 	}
-	r.rememberGoneLocked(user, extName, r.user[user][extName], tools)
-	if len(tools) == 0 {
+	if r.userIdx[user] == nil {
+		r.userIdx[user] = map[string]Tool{}
+	}
+	old, now := r.user[user][extName], normalize(tools)
+	r.rememberGoneLocked(user, extName, old, now)
+	reindexLocked(r.userIdx[user], extName, old, now)
+	if len(now) == 0 {
 		delete(r.user[user], extName)
 	} else {
-		r.user[user][extName] = normalize(tools)
+		r.user[user][extName] = now
+	}
+	if len(r.userIdx[user]) == 0 {
+		delete(r.userIdx, user)
 	}
 	chans := r.userChansLocked(user)
 	r.mu.Unlock()
@@ -223,19 +230,11 @@ func (r *registry) list(user string) []Tool {
 func (r *registry) lookup(user, name string) (Tool, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	for e, tools := range r.user[user] {
-		for _, t := range tools {
-			if t.Name == name {
-				return Tool{Tool: t, Extension: e}, true
-			}
-		}
+	if t, ok := r.userIdx[user][name]; ok {
+		return t, true
 	}
-	for e, tools := range r.system {
-		for _, t := range tools {
-			if t.Name == name {
-				return Tool{Tool: t, Extension: e}, true
-			}
-		}
+	if t, ok := r.sysIdx[name]; ok {
+		return t, true
 	}
 	if e, ok := r.gone[user][name]; ok {
 		return Tool{Tool: ext.Tool{Name: name}, Extension: e}, true
