@@ -6,7 +6,6 @@ require (
 	github.com/agenthost/agenthost/ext v0.0.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
-	modernc.org/sqlite v1.62.0
 )
 
 require (
@@ -32,6 +31,7 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
+	modernc.org/sqlite v1.62.0 // indirect
 )
 
 require (

@@ -6,16 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"net/url"
-	"os"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"github.com/agenthost/agenthost/settings/sqlitedb"
 )
 
 // SQLiteOptions configures [OpenSQLite]. A nil *SQLiteOptions means the
@@ -78,21 +73,7 @@ func OpenSQLite(path string, opts *SQLiteOptions) (*SQLiteStore, error) {
 	if busy <= 0 {
 		busy = 5 * time.Second
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening settings database %s: %w", path, err)
-	}
-	if err := prepareFile(abs); err != nil {
-		return nil, fmt.Errorf("opening settings database %s: %w", abs, err)
-	}
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate")
-	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
-	db, err := sql.Open("sqlite", dsn)
+	db, abs, err := sqlitedb.Open(path, busy, migrations)
 	if err != nil {
 		return nil, fmt.Errorf("opening settings database %s: %w", abs, err)
 	}
@@ -104,64 +85,9 @@ func OpenSQLite(path string, opts *SQLiteOptions) (*SQLiteStore, error) {
 	return s, nil
 }
 
-// prepareFile creates the folder (0700) and the file (0600), or checks the
-// mode of an existing file.
-func prepareFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	fi, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			return prepareFile(path) // another process created it first
-		}
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	case err != nil:
-		return err
-	case !fi.Mode().IsRegular():
-		return fmt.Errorf("not a regular file (mode %s)", fi.Mode())
-	}
-	if runtime.GOOS == "windows" {
-		return nil // no Unix permission bits
-	}
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
-		fi, err := os.Stat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if m := fi.Mode().Perm(); m&0o022 != 0 {
-			return fmt.Errorf("%s is group- or world-writable (mode %04o); run chmod 600 on it", p, m)
-		}
-	}
-	return nil
-}
-
-// init checks the connection, runs the migrations and prepares the
-// statements.
+// init prepares the statements.
 func (s *SQLiteStore) init() error {
 	ctx := context.Background() // opening is not cancellable; it is short
-	var mode string
-	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return fmt.Errorf("checking journal mode: %w", err)
-	}
-	if mode != "wal" {
-		return fmt.Errorf("journal mode is %q, want \"wal\"", mode)
-	}
-	var fk int
-	if err := s.db.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil || fk != 1 {
-		return fmt.Errorf("foreign keys are not enabled (%d, %v)", fk, err)
-	}
-	if err := s.migrate(ctx); err != nil {
-		return err
-	}
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -179,45 +105,6 @@ func (s *SQLiteStore) init() error {
 			return fmt.Errorf("preparing statement: %w", err)
 		}
 		*p.stmt = st
-	}
-	return nil
-}
-
-// migrate applies the migrations the database lacks, in one immediate
-// transaction, so that two processes opening a new file do not both run
-// them.
-func (s *SQLiteStore) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER PRIMARY KEY,
-		applied_at INTEGER NOT NULL -- unix milliseconds
-	) STRICT`); err != nil {
-		return fmt.Errorf("creating schema_migrations: %w", err)
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
-	if err != nil {
-		return fmt.Errorf("migrating: %w", err)
-	}
-	defer tx.Rollback()
-	var current int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return fmt.Errorf("reading schema version: %w", err)
-	}
-	latest := len(migrations) - 1
-	if current > latest {
-		return fmt.Errorf("schema version %d is newer than this program supports (%d)", current, latest)
-	}
-	for v := current + 1; v <= latest; v++ {
-		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
-			return fmt.Errorf("applying migration %d: %w", v, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, v, time.Now().UnixMilli()); err != nil {
-			return fmt.Errorf("recording migration %d: %w", v, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migrating: %w", err)
 	}
 	return nil
 }

@@ -10,18 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"github.com/agenthost/agenthost/settings/sqlitedb"
 )
 
 // Sentinel errors. Test for them with errors.Is.
@@ -151,21 +146,7 @@ func Open(path string, opts *Options) (*Store, error) {
 	if lim == nil {
 		lim = NewLimiter(&LimiterOptions{Now: now, Logger: logger})
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening auth database %s: %w", path, err)
-	}
-	if err := prepareFile(abs); err != nil {
-		return nil, fmt.Errorf("opening auth database %s: %w", abs, err)
-	}
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", orDefault(o.BusyTimeout, 5*time.Second).Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate")
-	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
-	db, err := sql.Open("sqlite", dsn)
+	db, abs, err := sqlitedb.Open(path, o.BusyTimeout, migrations)
 	if err != nil {
 		return nil, fmt.Errorf("opening auth database %s: %w", abs, err)
 	}
@@ -176,10 +157,6 @@ func Open(path string, opts *Options) (*Store, error) {
 		maxAge:     orDefault(o.SessionMaxAge, 7*24*time.Hour),
 		touchEvery: orDefault(o.TouchEvery, time.Minute),
 		subs:       map[int]func(string){},
-	}
-	if err := s.init(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("opening auth database %s: %w", abs, err)
 	}
 	return s, nil
 }
@@ -206,86 +183,6 @@ func (s *Store) Limiter() *Limiter { return s.limiter }
 
 // Path returns the database file's absolute path.
 func (s *Store) Path() string { return s.path }
-
-// prepareFile creates the folder (0700) and the file (0600), or checks the
-// modes of an existing file and its WAL files.
-func prepareFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	fi, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			return prepareFile(path) // another process created it first
-		}
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	case err != nil:
-		return err
-	case !fi.Mode().IsRegular():
-		return fmt.Errorf("not a regular file (mode %s)", fi.Mode())
-	}
-	if runtime.GOOS == "windows" {
-		return nil // no Unix permission bits
-	}
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
-		fi, err := os.Stat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if m := fi.Mode().Perm(); m&0o022 != 0 {
-			return fmt.Errorf("%s is group- or world-writable (mode %04o); run chmod 600 on it", p, m)
-		}
-	}
-	return nil
-}
-
-// init checks the connection and runs the migrations.
-func (s *Store) init() error {
-	ctx := context.Background() // opening is not cancellable; it is short
-	var mode string
-	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return fmt.Errorf("checking journal mode: %w", err)
-	}
-	if mode != "wal" {
-		return fmt.Errorf("journal mode is %q, want \"wal\"", mode)
-	}
-	var fk int
-	if err := s.db.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil || fk != 1 {
-		return fmt.Errorf("foreign keys are not enabled (%d, %v)", fk, err)
-	}
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER PRIMARY KEY,
-		applied_at INTEGER NOT NULL -- unix milliseconds
-	) STRICT`); err != nil {
-		return fmt.Errorf("creating schema_migrations: %w", err)
-	}
-	return s.write(ctx, func(tx *sql.Tx) error {
-		var have int
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
-			return fmt.Errorf("reading schema version: %w", err)
-		}
-		if have >= len(migrations) {
-			return fmt.Errorf("database schema version %d is newer than this program's (%d)", have, len(migrations)-1)
-		}
-		for v := have + 1; v < len(migrations); v++ {
-			if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
-				return fmt.Errorf("applying migration %d: %w", v, err)
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, v, s.now().UnixMilli()); err != nil {
-				return fmt.Errorf("recording migration %d: %w", v, err)
-			}
-		}
-		return nil
-	})
-}
 
 // write runs fn in an immediate transaction, one writer of this process at
 // a time.
