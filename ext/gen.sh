@@ -1,6 +1,7 @@
 #!/bin/sh
-# Regenerates the wire code under internal/extpb from proto/. Needs protoc and
-# the two Go plugins at the versions pinned in ../.ci/tools.
+# Regenerates the wire code under internal/extpb from proto/. Needs protoc on
+# PATH; the two Go plugins are the ones pinned in ../tools/go.mod (make proto
+# builds them into .tools/bin and puts that first on PATH).
 # Usage: gen.sh [OUT_DIR]   (default: internal/extpb, i.e. in place)
 set -eu
 cd "$(dirname "$0")"
