@@ -234,7 +234,12 @@ func (f *fixture) activate(user string) {
 
 func (f *fixture) call(user, name, args string) (*ext.CallToolResult, error) {
 	f.t.Helper()
-	return f.e.(ext.ToolCaller).CallTool(ctx(f.t), &ext.CallToolRequest{User: user, Name: name, Arguments: json.RawMessage(args)})
+	res, err := f.e.(ext.ToolCaller).CallTool(ctx(f.t), &ext.CallToolRequest{User: user, Name: name, Arguments: json.RawMessage(args)})
+	if err != nil {
+		return nil, err
+	}
+	// Out of process the result arrives raw: the tests read its fields.
+	return res.Fields()
 }
 
 // mustCall calls and fails the test on an error or an error result.

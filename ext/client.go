@@ -2,6 +2,7 @@ package ext
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,16 +33,61 @@ type Client struct {
 	mu          sync.Mutex
 	hostStarted bool
 	hostSrv     *hostServer
+	calls       *callClient // the call channel, opened on first use
+	callsErr    error
 }
 
 // Compile-time guards: the client carries every capability.
 var (
-	_ Extension       = (*Client)(nil)
-	_ ToolCaller      = (*Client)(nil)
-	_ UserLifecycle   = (*Client)(nil)
-	_ ServiceProvider = (*Client)(nil)
-	_ StatusReporter  = (*Client)(nil)
+	_ Extension        = (*Client)(nil)
+	_ ToolCaller       = (*Client)(nil)
+	_ UserLifecycle    = (*Client)(nil)
+	_ ServiceProvider  = (*Client)(nil)
+	_ StatusReporter   = (*Client)(nil)
+	_ PromptProvider   = (*Client)(nil)
+	_ ResourceProvider = (*Client)(nil)
+	_ Completer        = (*Client)(nil)
+	_ TaskHandler      = (*Client)(nil)
+	_ SessionListener  = (*Client)(nil)
 )
+
+// callChannel returns the call channel: the socketpair handed over at
+// launch, or else a Calls stream opened now and kept for the connection.
+func (c *Client) callChannel() (*callClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls != nil || c.callsErr != nil {
+		return c.calls, c.callsErr
+	}
+	fc, err := callsOverStream(c.done, c.client)
+	if err != nil {
+		return nil, err
+	}
+	c.calls = newCallClient(fc)
+	go func() {
+		<-c.done.Done()
+		c.calls.close()
+	}()
+	return c.calls, nil
+}
+
+// call runs one call on the call channel.
+func (c *Client) call(ctx context.Context, open *extpb.CallOpen, sess Session) (*extpb.CallEnd, error) {
+	cc, err := c.callChannel()
+	if err != nil {
+		return nil, &notDelivered{msg: err.Error()}
+	}
+	sess = SessionOf(sess)
+	open.Capabilities = sess.Capabilities()
+	end, err := cc.do(ctx, open, sess)
+	if err != nil {
+		return nil, err
+	}
+	if end.GetCode() != 0 {
+		return nil, errorOf(end.GetCode(), end.GetError())
+	}
+	return end, nil
+}
 
 // Done is closed when the extension process has exited (a crash, or the
 // end of the connection).
@@ -106,13 +152,71 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	return wireErr(ctx, err)
 }
 
-// CallTool implements [ToolCaller].
+// CallTool implements [ToolCaller]. The result arrives as Raw.
 func (c *Client) CallTool(ctx context.Context, req *CallToolRequest) (*CallToolResult, error) {
-	resp, err := c.client.CallTool(ctx, callToolRequestToProto(req))
+	end, err := c.call(ctx, &extpb.CallOpen{
+		Method: methodCallTool, UserId: req.User, ConversationId: req.Conversation, Name: req.Name,
+		Params: req.Arguments, ProgressToken: req.ProgressToken, Meta: req.Meta, Task: req.Task,
+	}, req.Session)
 	if err != nil {
-		return nil, wireErr(ctx, err)
+		return nil, err
 	}
-	return callToolResultFromProto(resp), nil
+	if len(end.GetResult()) == 0 {
+		return nil, fmt.Errorf("extension sent an empty result for tool %q: %w", req.Name, ErrUnavailable)
+	}
+	return &CallToolResult{Raw: end.GetResult(), IsError: end.GetIsError(), Details: raw(end.GetDetails())}, nil
+}
+
+// GetPrompt implements [PromptProvider].
+func (c *Client) GetPrompt(ctx context.Context, req *GetPromptRequest) (json.RawMessage, error) {
+	end, err := c.call(ctx, &extpb.CallOpen{
+		Method: methodGetPrompt, UserId: req.User, ConversationId: req.Conversation, Name: req.Name, Params: req.Arguments,
+	}, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	return raw(end.GetResult()), nil
+}
+
+// ReadResource implements [ResourceProvider].
+func (c *Client) ReadResource(ctx context.Context, req *ReadResourceRequest) (json.RawMessage, error) {
+	end, err := c.call(ctx, &extpb.CallOpen{
+		Method: methodReadResource, UserId: req.User, ConversationId: req.Conversation, Name: req.URI,
+	}, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	return raw(end.GetResult()), nil
+}
+
+// SubscribeResource implements [ResourceProvider].
+func (c *Client) SubscribeResource(ctx context.Context, req *SubscribeRequest) error {
+	_, err := c.client.SubscribeResource(ctx, &extpb.SubscribeResourceRequest{UserId: req.User, Uri: req.URI, Unsubscribe: req.Unsubscribe})
+	return wireErr(ctx, err)
+}
+
+// Complete implements [Completer].
+func (c *Client) Complete(ctx context.Context, req *CompleteRequest) (json.RawMessage, error) {
+	end, err := c.call(ctx, &extpb.CallOpen{Method: methodComplete, UserId: req.User, Params: req.Params}, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	return raw(end.GetResult()), nil
+}
+
+// HandleTask implements [TaskHandler].
+func (c *Client) HandleTask(ctx context.Context, req *TaskRequest) (json.RawMessage, error) {
+	end, err := c.call(ctx, &extpb.CallOpen{Method: req.Method, UserId: req.User, Params: req.Params}, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	return raw(end.GetResult()), nil
+}
+
+// SessionNotify implements [SessionListener].
+func (c *Client) SessionNotify(ctx context.Context, user, method string, params json.RawMessage) error {
+	_, err := c.client.SessionNotify(ctx, &extpb.SessionNotifyRequest{UserId: user, Method: method, Params: params})
+	return wireErr(ctx, err)
 }
 
 // Activate implements [UserLifecycle].

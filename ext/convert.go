@@ -54,44 +54,6 @@ func descriptorFromProto(in *extpb.Descriptor) *Descriptor {
 	return out
 }
 
-func callToolRequestToProto(in *CallToolRequest) *extpb.CallToolRequest {
-	if in == nil {
-		return nil
-	}
-	return &extpb.CallToolRequest{
-		UserId: in.User, ConversationId: in.Conversation, Name: in.Name, Arguments: in.Arguments,
-	}
-}
-
-func callToolRequestFromProto(in *extpb.CallToolRequest) *CallToolRequest {
-	if in == nil {
-		return nil
-	}
-	return &CallToolRequest{
-		User: in.GetUserId(), Conversation: in.GetConversationId(), Name: in.GetName(),
-		Arguments: raw(in.GetArguments()),
-	}
-}
-
-func callToolResultToProto(in *CallToolResult) *extpb.CallToolResponse {
-	if in == nil {
-		return nil
-	}
-	return &extpb.CallToolResponse{
-		Content: in.Content, StructuredContent: in.StructuredContent, IsError: in.IsError, Details: in.Details,
-	}
-}
-
-func callToolResultFromProto(in *extpb.CallToolResponse) *CallToolResult {
-	if in == nil {
-		return nil
-	}
-	return &CallToolResult{
-		Content: raw(in.GetContent()), StructuredContent: raw(in.GetStructuredContent()),
-		IsError: in.GetIsError(), Details: raw(in.GetDetails()),
-	}
-}
-
 var exposureToProto = map[Exposure]extpb.Exposure{
 	"":               extpb.Exposure_EXPOSURE_UNSPECIFIED,
 	ExposureDirect:   extpb.Exposure_EXPOSURE_DIRECT,
@@ -168,6 +130,47 @@ func toolsFromProto(in []*extpb.Tool) []Tool {
 		if t != nil {
 			out = append(out, *toolFromProto(t))
 		}
+	}
+	return out
+}
+
+func catalogToProto(user string, in *Catalog) *extpb.SetUserCatalogRequest {
+	out := &extpb.SetUserCatalogRequest{UserId: user}
+	if in == nil {
+		return out
+	}
+	out.Tools = toolsToProto(in.Tools)
+	for _, p := range in.Prompts {
+		out.Prompts = append(out.Prompts, &extpb.Prompt{Name: p.Name, Definition: p.Definition})
+	}
+	for _, r := range in.Resources {
+		out.Resources = append(out.Resources, &extpb.Resource{Uri: r.URI, Definition: r.Definition})
+	}
+	for _, t := range in.ResourceTemplates {
+		out.ResourceTemplates = append(out.ResourceTemplates, &extpb.ResourceTemplate{UriTemplate: t.URITemplate, Definition: t.Definition})
+	}
+	for _, x := range in.Instructions {
+		out.Instructions = append(out.Instructions, &extpb.Instruction{Source: x.Source, Text: x.Text})
+	}
+	return out
+}
+
+func catalogFromProto(in *extpb.SetUserCatalogRequest) *Catalog {
+	if in == nil {
+		return nil
+	}
+	out := &Catalog{Tools: toolsFromProto(in.GetTools())}
+	for _, p := range in.GetPrompts() {
+		out.Prompts = append(out.Prompts, Prompt{Name: p.GetName(), Definition: raw(p.GetDefinition())})
+	}
+	for _, r := range in.GetResources() {
+		out.Resources = append(out.Resources, Resource{URI: r.GetUri(), Definition: raw(r.GetDefinition())})
+	}
+	for _, t := range in.GetResourceTemplates() {
+		out.ResourceTemplates = append(out.ResourceTemplates, ResourceTemplate{URITemplate: t.GetUriTemplate(), Definition: raw(t.GetDefinition())})
+	}
+	for _, x := range in.GetInstructions() {
+		out.Instructions = append(out.Instructions, Instruction{Source: x.GetSource(), Text: x.GetText()})
 	}
 	return out
 }

@@ -71,15 +71,67 @@ type StatusReporter interface {
 	Status(ctx context.Context, user string) ([]StatusEntry, error)
 }
 
+// PromptProvider is the "prompts" capability: the extension renders
+// prompts it published with [Host.SetUserCatalog]. GetPrompt is called
+// concurrently; it returns an MCP GetPromptResult, raw, or [ErrNotFound]
+// for a prompt it does not know.
+type PromptProvider interface {
+	GetPrompt(ctx context.Context, req *GetPromptRequest) (json.RawMessage, error)
+}
+
+// ResourceProvider is the "resources" capability: the extension reads the
+// resources (and resource templates) it published with
+// [Host.SetUserCatalog], and follows subscriptions to them.
+type ResourceProvider interface {
+	// ReadResource returns an MCP ReadResourceResult, raw, or
+	// [ErrNotFound] for a URI it does not serve.
+	ReadResource(ctx context.Context, req *ReadResourceRequest) (json.RawMessage, error)
+	// SubscribeResource starts (or, with Unsubscribe set, stops) updates
+	// of one resource for a user; updates arrive as [Host.Notify] with
+	// [MethodResourceUpdated].
+	SubscribeResource(ctx context.Context, req *SubscribeRequest) error
+}
+
+// Completer is the "completions" capability: argument completions for the
+// extension's prompts and resource templates.
+type Completer interface {
+	// Complete answers an MCP completion/complete request (params raw, with
+	// the prompt name or template URI the extension published) with an MCP
+	// CompleteResult, raw.
+	Complete(ctx context.Context, req *CompleteRequest) (json.RawMessage, error)
+}
+
+// TaskHandler is the "tasks" capability: the extension runs MCP tasks,
+// created by task-augmented tool calls ([CallToolRequest.Task]), and
+// answers tasks/get, tasks/result, tasks/cancel and tasks/list for them.
+type TaskHandler interface {
+	// HandleTask answers one tasks/* request (req.Method) with the MCP
+	// result, raw. Task IDs are the ones the extension put in its
+	// CreateTaskResult; [ErrNotFound] for an ID it does not know.
+	HandleTask(ctx context.Context, req *TaskRequest) (json.RawMessage, error)
+}
+
+// SessionListener is the "sessions" capability: the extension hears
+// notifications that a user's clients send, such as
+// [MethodRootsChanged].
+type SessionListener interface {
+	SessionNotify(ctx context.Context, user, method string, params json.RawMessage) error
+}
+
 // Capability names a capability in a [Descriptor].
 type Capability string
 
 // The capabilities an extension may list.
 const (
-	CapabilityTools    Capability = "tools"
-	CapabilityUsers    Capability = "users"
-	CapabilityServices Capability = "services"
-	CapabilityStatus   Capability = "status"
+	CapabilityTools       Capability = "tools"
+	CapabilityUsers       Capability = "users"
+	CapabilityServices    Capability = "services"
+	CapabilityStatus      Capability = "status"
+	CapabilityPrompts     Capability = "prompts"
+	CapabilityResources   Capability = "resources"
+	CapabilityCompletions Capability = "completions"
+	CapabilityTasks       Capability = "tasks"
+	CapabilitySessions    Capability = "sessions"
 )
 
 // Descriptor says what an extension is and what it offers.
@@ -150,11 +202,35 @@ type CallToolRequest struct {
 	Name string
 	// Arguments is the tool's input, a JSON object, carried raw.
 	Arguments json.RawMessage
+	// ProgressToken is the client's progress token for this call, raw, or
+	// nil when the client asked for no progress. Report progress with
+	// [Progress] on Session; the host sends it under this token.
+	ProgressToken json.RawMessage
+	// Meta is the rest of the client's _meta object for the call, raw (nil
+	// when there was none).
+	Meta json.RawMessage
+	// Task, when set, asks for a task-augmented call (MCP tasks): the raw
+	// "task" parameters, e.g. {"ttl":60000}. An extension with the "tasks"
+	// capability then answers with an MCP CreateTaskResult in
+	// [CallToolResult.Raw]; one without it runs the call normally.
+	Task json.RawMessage
+	// Session is the calling client's session; nil means none (treat it as
+	// [NoSession], e.g. with [SessionOf]).
+	Session Session
 }
 
 // CallToolResult is a tool's result. Content is a JSON array of MCP content
 // blocks carried raw end to end; use [TextResult] or [ErrorResult] to build
 // simple ones.
+//
+// Raw, when set, is the whole MCP result object as bytes
+// ({"content":[...],"structuredContent":...,"isError":...}, or a
+// CreateTaskResult for a task-augmented call), and wins over Content and
+// StructuredContent, which then stay empty; IsError mirrors the object's
+// isError ([RawResult] sets both). A pass-through extension sets Raw so
+// that no hop decodes the result, and the out-of-process carrier always
+// delivers results this way. Read results with [CallToolResult.JSON] and
+// [CallToolResult.Fields], which handle both forms.
 type CallToolResult struct {
 	Content           json.RawMessage
 	StructuredContent json.RawMessage
@@ -162,6 +238,118 @@ type CallToolResult struct {
 	// Details carries extension-specific raw JSON for the host's logs and
 	// UIs; it is never shown to a model.
 	Details json.RawMessage
+	// Raw is the whole MCP result object, raw (see above).
+	Raw json.RawMessage
+}
+
+// GetPromptRequest asks an extension to render one of its prompts.
+type GetPromptRequest struct {
+	User         string
+	Conversation string
+	// Name is the prompt's full published name.
+	Name string
+	// Arguments is the prompt's arguments, a JSON object of strings, raw.
+	Arguments json.RawMessage
+	// Session is the calling client's session (nil: none).
+	Session Session
+}
+
+// ReadResourceRequest asks an extension to read one resource.
+type ReadResourceRequest struct {
+	User         string
+	Conversation string
+	// URI is the resource's URI, as the extension published it (or one
+	// that matches one of its templates).
+	URI string
+	// Session is the calling client's session (nil: none).
+	Session Session
+}
+
+// SubscribeRequest starts or stops updates of one resource for a user.
+type SubscribeRequest struct {
+	User        string
+	URI         string
+	Unsubscribe bool
+}
+
+// CompleteRequest asks for argument completions.
+type CompleteRequest struct {
+	User string
+	// Params is the MCP completion/complete params, raw: {"ref":{...},
+	// "argument":{...},"context":{...}}, with the extension's own prompt
+	// name or template URI in ref.
+	Params json.RawMessage
+	// Session is the calling client's session (nil: none).
+	Session Session
+}
+
+// TaskRequest is one tasks/* request for a user's task.
+type TaskRequest struct {
+	User string
+	// Method is "tasks/get", "tasks/result", "tasks/cancel" or
+	// "tasks/list".
+	Method string
+	// Params is the request's params, raw ({"taskId":...}, or a cursor).
+	Params json.RawMessage
+	// Session is the calling client's session (nil: none): tasks/result
+	// may ask the client for input while it waits.
+	Session Session
+}
+
+// The tasks/* methods ([TaskRequest.Method]).
+const (
+	MethodTaskGet    = "tasks/get"
+	MethodTaskResult = "tasks/result"
+	MethodTaskCancel = "tasks/cancel"
+	MethodTaskList   = "tasks/list"
+)
+
+// Catalog is everything an extension offers one user beside settings, as
+// [Host.SetUserCatalog] publishes it: an atomic replace of every kind.
+type Catalog struct {
+	Tools             []Tool
+	Prompts           []Prompt
+	Resources         []Resource
+	ResourceTemplates []ResourceTemplate
+	// Instructions are usage notes for models, one per source (for
+	// ext-mcp: per server); the host merges them into what its clients see
+	// at initialize.
+	Instructions []Instruction
+}
+
+// Prompt is a prompt registration. Its MCP definition travels raw; the
+// host reads only the name.
+type Prompt struct {
+	// Name is the full name, e.g. "github/summarize_pr".
+	Name string
+	// Definition is the MCP Prompt object (title, description, arguments,
+	// icons, _meta), raw, with the server's own name inside; the host
+	// replaces the name it shows clients.
+	Definition json.RawMessage
+}
+
+// Resource is a resource registration. URIs are kept as their source gives
+// them; the host routes reads by URI.
+type Resource struct {
+	URI string
+	// Definition is the MCP Resource object, raw.
+	Definition json.RawMessage
+}
+
+// ResourceTemplate is a resource template registration (RFC 6570 URI
+// template). Reads of URIs that are not published resources go to the
+// extensions whose templates match.
+type ResourceTemplate struct {
+	URITemplate string
+	// Definition is the MCP ResourceTemplate object, raw.
+	Definition json.RawMessage
+}
+
+// Instruction is one source's usage note for models.
+type Instruction struct {
+	// Source names where it comes from (for ext-mcp: the server).
+	Source string
+	Text   string
 }
 
 // Exposure says how a tool is offered to a model.

@@ -38,22 +38,29 @@ type testExt struct {
 	mu        sync.Mutex
 	host      ext.Host
 	cancelled chan string
+	heard     []string
 }
 
 var (
-	_ ext.Extension       = (*testExt)(nil)
-	_ ext.ToolCaller      = (*testExt)(nil)
-	_ ext.UserLifecycle   = (*testExt)(nil)
-	_ ext.ServiceProvider = (*testExt)(nil)
-	_ ext.StatusReporter  = (*testExt)(nil)
+	_ ext.Extension        = (*testExt)(nil)
+	_ ext.ToolCaller       = (*testExt)(nil)
+	_ ext.UserLifecycle    = (*testExt)(nil)
+	_ ext.ServiceProvider  = (*testExt)(nil)
+	_ ext.StatusReporter   = (*testExt)(nil)
+	_ ext.PromptProvider   = (*testExt)(nil)
+	_ ext.ResourceProvider = (*testExt)(nil)
+	_ ext.Completer        = (*testExt)(nil)
+	_ ext.TaskHandler      = (*testExt)(nil)
+	_ ext.SessionListener  = (*testExt)(nil)
 )
 
-func newTestExt() *testExt { return &testExt{cancelled: make(chan string, 16)} }
+func newTestExt() *testExt { return &testExt{cancelled: make(chan string, 64)} }
 
 func (e *testExt) Describe(context.Context) (*ext.Descriptor, error) {
 	return &ext.Descriptor{
 		Name: "test", Version: "v0",
-		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers, ext.CapabilityServices, ext.CapabilityStatus},
+		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers, ext.CapabilityServices, ext.CapabilityStatus,
+			ext.CapabilityPrompts, ext.CapabilityResources, ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions},
 		Settings: []ext.SettingsSection{{ID: "prefs", Title: "Prefs", Scope: "user",
 			Form: json.RawMessage(`{"v":1,"root":{"type":"form","children":[{"type":"text","name":"greeting"}]}}`)}},
 	}, nil
@@ -83,6 +90,8 @@ func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.
 		return nil, ctx.Err()
 	case "test/fail":
 		return ext.ErrorResult("failed for %s", req.User), nil
+	case "test/session":
+		return sessionTool(ctx, req)
 	case "test/secret":
 		e.mu.Lock()
 		h := e.host
@@ -128,8 +137,11 @@ func configured(t *testing.T, carrier string, fd bool) (ext.Extension, *testExt,
 	t.Helper()
 	impl := newTestExt()
 	var e ext.Extension = impl
-	if carrier == "grpc" {
+	switch carrier {
+	case "grpc":
 		e = exttest.Connect(t, impl, &exttest.ConnectOptions{FDPassing: fd})
+	case "grpc-socket":
+		e = exttest.Connect(t, impl, &exttest.ConnectOptions{FDPassing: fd, CallChannel: true})
 	}
 	h := exttest.NewFakeHost(t)
 	h.Services = impl
@@ -138,6 +150,15 @@ func configured(t *testing.T, carrier string, fd bool) (ext.Extension, *testExt,
 		t.Fatal(err)
 	}
 	return e, impl, h
+}
+
+func mustJSON(t *testing.T, r *ext.CallToolResult) string {
+	t.Helper()
+	b, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -151,12 +172,16 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(res.StructuredContent, args) || res.Text() != "echo" || res.IsError {
-				t.Errorf("echo result = %+v; want the arguments back byte for byte", res)
+			f, err := res.Fields()
+			if err != nil || !bytes.Equal(f.StructuredContent, args) || res.Text() != "echo" || f.IsError {
+				t.Errorf("echo result = %s (%v); want the arguments back byte for byte", mustJSON(t, res), err)
 			}
 			res, err = tc.CallTool(ctx, &ext.CallToolRequest{User: "bob", Name: "test/fail"})
-			if err != nil || !res.IsError || res.Text() != "failed for bob" {
-				t.Errorf("fail result = %+v, %v; want an IsError result", res, err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f, _ := res.Fields(); !f.IsError || res.Text() != "failed for bob" {
+				t.Errorf("fail result = %s; want an IsError result", mustJSON(t, res))
 			}
 			_, err = tc.CallTool(ctx, &ext.CallToolRequest{Name: "nope"})
 			if !errors.Is(err, ext.ErrNotFound) || !strings.Contains(err.Error(), `tool "nope"`) {

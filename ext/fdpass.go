@@ -38,6 +38,21 @@ func NewFDChannel() (hostEnd, extEnd *os.File, err error) {
 	return os.NewFile(uintptr(fds[0]), "agenthost-fd-host"), os.NewFile(uintptr(fds[1]), "agenthost-fd-ext"), nil
 }
 
+// NewCallChannel returns a connected stream socketpair for the call
+// channel: the host keeps hostEnd (pass it in [ClientOptions]) and hands
+// extEnd to the extension process as an extra file, naming its descriptor
+// number in [EnvCallChannel]. The caller closes extEnd once the process has
+// started.
+func NewCallChannel() (hostEnd, extEnd *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the call channel: %w", err)
+	}
+	syscall.CloseOnExec(fds[0])
+	syscall.CloseOnExec(fds[1])
+	return os.NewFile(uintptr(fds[0]), "agenthost-call-host"), os.NewFile(uintptr(fds[1]), "agenthost-call-ext"), nil
+}
+
 // fdSender sends descriptors on the host side.
 type fdSender struct {
 	mu   sync.Mutex

@@ -18,6 +18,10 @@ var errNoFDPassing = errors.New("descriptor passing is not supported on this pla
 // over gRPC instead.
 func NewFDChannel() (hostEnd, extEnd *os.File, err error) { return nil, nil, errNoFDPassing }
 
+// NewCallChannel is not supported on this platform: calls travel on a
+// gRPC stream instead.
+func NewCallChannel() (hostEnd, extEnd *os.File, err error) { return nil, nil, errNoFDPassing }
+
 type fdSender struct{}
 
 func newFDSender(*os.File) (*fdSender, error)                 { return nil, errNoFDPassing }

@@ -17,6 +17,21 @@ type Host interface {
 	// SetSystemTools replaces the whole list of tools this extension offers
 	// every user.
 	SetSystemTools(ctx context.Context, tools []Tool) error
+	// SetUserCatalog replaces everything this extension offers the user:
+	// tools, prompts, resources, resource templates and instructions (an
+	// atomic replace of every kind; a nil catalog clears them all).
+	// SetUserTools is SetUserCatalog for tools alone.
+	SetUserCatalog(ctx context.Context, user string, c *Catalog) error
+	// Notify sends a notification to every open client session of the user
+	// that wants it: [MethodLogMessage] (params as MCP defines them; the
+	// host filters by each session's log level) or
+	// [MethodResourceUpdated] (to the sessions subscribed to that URI).
+	Notify(ctx context.Context, user, method string, params json.RawMessage) error
+	// RequestUser asks the user's most recently active client session
+	// that declared the capability, outside any request: for instance
+	// [MethodListRoots] when a server asks for roots. It fails with
+	// [ErrUnavailable] when the user has no such session.
+	RequestUser(ctx context.Context, user, method string, params json.RawMessage) (json.RawMessage, error)
 	// ConnectService returns a handle to the user's running process of
 	// service name, starting it from [ServiceProvider.StartService] when
 	// none runs. It returns [ErrNotFound] when the extension has no such

@@ -36,6 +36,26 @@ func (s *hostServer) SetSystemTools(ctx context.Context, req *extpb.SetSystemToo
 	return &extpb.SetSystemToolsResponse{}, s.impl.SetSystemTools(ctx, toolsFromProto(req.GetTools()))
 }
 
+func (s *hostServer) SetUserCatalog(ctx context.Context, req *extpb.SetUserCatalogRequest) (*extpb.SetUserCatalogResponse, error) {
+	return &extpb.SetUserCatalogResponse{}, s.impl.SetUserCatalog(ctx, req.GetUserId(), catalogFromProto(req))
+}
+
+func (s *hostServer) Notify(ctx context.Context, req *extpb.NotifyRequest) (*extpb.NotifyResponse, error) {
+	return &extpb.NotifyResponse{}, s.impl.Notify(ctx, req.GetUserId(), req.GetMethod(), raw(req.GetParams()))
+}
+
+func (s *hostServer) RequestUser(ctx context.Context, req *extpb.RequestUserRequest) (*extpb.RequestUserResponse, error) {
+	res, err := s.impl.RequestUser(ctx, req.GetUserId(), req.GetMethod(), raw(req.GetParams()))
+	var re *RPCError
+	if errors.As(err, &re) {
+		return &extpb.RequestUserResponse{RpcError: rpcErrorToProto(re)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &extpb.RequestUserResponse{Result: res}, nil
+}
+
 func (s *hostServer) ActingUser(ctx context.Context, req *extpb.ActingUserRequest) (*extpb.ActingUserResponse, error) {
 	u, err := s.impl.ActingUser(ctx, req.GetConversationId())
 	if err != nil {
@@ -218,6 +238,27 @@ func (h *hostClient) SetUserTools(ctx context.Context, user string, tools []Tool
 func (h *hostClient) SetSystemTools(ctx context.Context, tools []Tool) error {
 	_, err := h.client.SetSystemTools(ctx, &extpb.SetSystemToolsRequest{Tools: toolsToProto(tools)})
 	return fromStatus(err)
+}
+
+func (h *hostClient) SetUserCatalog(ctx context.Context, user string, c *Catalog) error {
+	_, err := h.client.SetUserCatalog(ctx, catalogToProto(user, c))
+	return fromStatus(err)
+}
+
+func (h *hostClient) Notify(ctx context.Context, user, method string, params json.RawMessage) error {
+	_, err := h.client.Notify(ctx, &extpb.NotifyRequest{UserId: user, Method: method, Params: params})
+	return fromStatus(err)
+}
+
+func (h *hostClient) RequestUser(ctx context.Context, user, method string, params json.RawMessage) (json.RawMessage, error) {
+	resp, err := h.client.RequestUser(ctx, &extpb.RequestUserRequest{UserId: user, Method: method, Params: params})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	if e := resp.GetRpcError(); e != nil {
+		return nil, rpcErrorFromProto(e)
+	}
+	return raw(resp.GetResult()), nil
 }
 
 func (h *hostClient) ActingUser(ctx context.Context, conversation string) (string, error) {

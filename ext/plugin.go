@@ -30,8 +30,13 @@ type ClientOptions struct {
 	// stdio passes to the extension as descriptors. The Client takes
 	// ownership and closes it when the connection ends.
 	FDChannel *os.File
+	// CallChannel is the host end of [NewCallChannel]. When set, calls
+	// travel on it instead of on a gRPC stream. The Client takes
+	// ownership and closes it when the connection ends.
+	CallChannel *os.File
 
 	fdSender *fdSender
+	calls    *sockFrames
 	_        struct{}
 }
 
@@ -46,6 +51,16 @@ func HostPlugins(opts *ClientOptions) (plugin.PluginSet, error) {
 		}
 		_ = opts.FDChannel.Close() // FileConn dup'd it
 		o.fdSender = s
+	}
+	if opts != nil && opts.CallChannel != nil {
+		fc, err := newSockFrames(opts.CallChannel)
+		if err != nil {
+			if o.fdSender != nil {
+				_ = o.fdSender.close()
+			}
+			return nil, err
+		}
+		o.calls = fc
 	}
 	return plugin.PluginSet{PluginName: &grpcPlugin{clientOpts: o}}, nil
 }
@@ -68,13 +83,20 @@ func (p *grpcPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error
 // extension process exits.
 func (p *grpcPlugin) GRPCClient(ctx context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
 	c := &Client{client: extpb.NewExtensionClient(conn), broker: broker, done: ctx, opts: p.clientOpts}
-	if s := p.clientOpts.fdSender; s != nil {
-		// The sender lives as long as the connection.
-		go func() {
-			<-ctx.Done()
-			_ = s.close()
-		}()
+	if fc := p.clientOpts.calls; fc != nil {
+		c.calls = newCallClient(fc)
 	}
+	// The descriptor sender and the call channel live as long as the
+	// connection.
+	go func() {
+		<-ctx.Done()
+		if s := p.clientOpts.fdSender; s != nil {
+			_ = s.close()
+		}
+		if c.calls != nil {
+			c.calls.close()
+		}
+	}()
 	return c, nil
 }
 

@@ -44,9 +44,81 @@ func textContent(text string) json.RawMessage {
 	return b
 }
 
+// RawResult returns a result that carries b, a whole MCP result object,
+// raw, with IsError read from it (the top level only).
+func RawResult(b json.RawMessage) (*CallToolResult, error) {
+	var o struct {
+		IsError bool `json:"isError"`
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		return nil, fmt.Errorf("the result is not a JSON object: %w", err)
+	}
+	return &CallToolResult{Raw: b, IsError: o.IsError}, nil
+}
+
+// JSON returns r as one MCP result object: Raw when set, else the object
+// built from the fields. The fields themselves are not decoded.
+func (r *CallToolResult) JSON() (json.RawMessage, error) {
+	if r == nil {
+		return nil, fmt.Errorf("ext: nil result")
+	}
+	if len(r.Raw) > 0 {
+		return r.Raw, nil
+	}
+	// Built by hand so the parts keep their bytes (json.Marshal would
+	// compact and HTML-escape them); each is checked to be valid JSON.
+	content := r.Content
+	if len(content) == 0 {
+		content = json.RawMessage("[]")
+	} else if !json.Valid(content) {
+		return nil, fmt.Errorf("the result's content is not valid JSON")
+	}
+	n := len(`{"content":,"structuredContent":,"isError":true}`) + len(content) + len(r.StructuredContent)
+	b := make([]byte, 0, n)
+	b = append(b, `{"content":`...)
+	b = append(b, content...)
+	if len(r.StructuredContent) > 0 {
+		if !json.Valid(r.StructuredContent) {
+			return nil, fmt.Errorf("the result's structured content is not valid JSON")
+		}
+		b = append(b, `,"structuredContent":`...)
+		b = append(b, r.StructuredContent...)
+	}
+	if r.IsError {
+		b = append(b, `,"isError":true`...)
+	}
+	return append(b, '}'), nil
+}
+
+// Fields returns r with Content, StructuredContent and IsError filled in:
+// r itself when it has no Raw, else a copy decoded from Raw (the top level
+// only: content blocks stay raw). A CreateTaskResult has no content.
+func (r *CallToolResult) Fields() (*CallToolResult, error) {
+	if r == nil || len(r.Raw) == 0 {
+		return r, nil
+	}
+	var o struct {
+		Content           json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+		IsError           bool            `json:"isError"`
+	}
+	if err := json.Unmarshal(r.Raw, &o); err != nil {
+		return nil, fmt.Errorf("decoding the result: %w", err)
+	}
+	out := &CallToolResult{Content: o.Content, StructuredContent: o.StructuredContent, IsError: o.IsError, Details: r.Details}
+	if string(out.StructuredContent) == "null" {
+		out.StructuredContent = nil
+	}
+	return out, nil
+}
+
 // Blocks decodes r's content. It is for tests and UIs; the call path
 // carries content raw.
 func (r *CallToolResult) Blocks() ([]Content, error) {
+	r, err := r.Fields()
+	if err != nil {
+		return nil, err
+	}
 	if r == nil || len(r.Content) == 0 {
 		return nil, nil
 	}

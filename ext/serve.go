@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -53,9 +54,19 @@ func Logger() *slog.Logger {
 type ServeOption interface{ apply(*serveConfig) }
 
 type serveConfig struct {
-	test      *plugin.ServeTestConfig
-	fdChannel *os.File
+	test        *plugin.ServeTestConfig
+	fdChannel   *os.File
+	callChannel *os.File
 }
+
+type callChannelOption struct{ f *os.File }
+
+func (o callChannelOption) apply(c *serveConfig) { c.callChannel = o.f }
+
+// WithCallChannel names the extension end of the call channel
+// ([NewCallChannel]) directly, instead of through [EnvCallChannel]. Serve
+// takes ownership of f.
+func WithCallChannel(f *os.File) ServeOption { return callChannelOption{f} }
 
 type fdChannelOption struct{ f *os.File }
 
@@ -102,6 +113,32 @@ func Serve(impl Extension, opts ...ServeOption) {
 		} else {
 			p.fds = r
 			defer r.close()
+		}
+	}
+	callFile := cfg.callChannel
+	if v := os.Getenv(EnvCallChannel); v != "" && callFile == nil && cfg.test == nil {
+		if fd, err := strconv.Atoi(v); err == nil {
+			callFile = os.NewFile(uintptr(fd), "agenthost-call-channel")
+		}
+	}
+	if callFile != nil {
+		fc, err := newSockFrames(callFile)
+		if err != nil {
+			Logger().Warn("call channel unusable; calls will travel over gRPC", "error", err)
+		} else {
+			// The channel's server runs until the host closes its end (or
+			// the process ends); Serve waits for it and its calls.
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if err := serveCalls(context.Background(), fc, impl); err != nil {
+					Logger().Error("call channel failed", "error", err)
+				}
+			}()
+			defer func() {
+				_ = fc.close()
+				<-done
+			}()
 		}
 	}
 	var logger hclog.Logger // nil: go-plugin's default, to stderr

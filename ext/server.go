@@ -73,19 +73,22 @@ func (s *extensionServer) Shutdown(ctx context.Context, _ *extpb.ShutdownRequest
 	return &extpb.ShutdownResponse{}, err
 }
 
-func (s *extensionServer) CallTool(ctx context.Context, req *extpb.CallToolRequest) (*extpb.CallToolResponse, error) {
-	tc, ok := s.impl.(ToolCaller)
+func (s *extensionServer) SubscribeResource(ctx context.Context, req *extpb.SubscribeResourceRequest) (*extpb.SubscribeResourceResponse, error) {
+	rp, ok := s.impl.(ResourceProvider)
 	if !ok {
-		return nil, fmt.Errorf("extension has no tools: %w", ErrUnimplemented)
+		return nil, fmt.Errorf("extension has no resources: %w", ErrUnimplemented)
 	}
-	res, err := tc.CallTool(ctx, callToolRequestFromProto(req))
-	if err != nil {
-		return nil, err
+	return &extpb.SubscribeResourceResponse{}, rp.SubscribeResource(ctx, &SubscribeRequest{
+		User: req.GetUserId(), URI: req.GetUri(), Unsubscribe: req.GetUnsubscribe(),
+	})
+}
+
+func (s *extensionServer) SessionNotify(ctx context.Context, req *extpb.SessionNotifyRequest) (*extpb.SessionNotifyResponse, error) {
+	sl, ok := s.impl.(SessionListener)
+	if !ok {
+		return nil, fmt.Errorf("extension hears no sessions: %w", ErrUnimplemented)
 	}
-	if res == nil {
-		return nil, fmt.Errorf("ext: CallTool returned a nil result and no error")
-	}
-	return callToolResultToProto(res), nil
+	return &extpb.SessionNotifyResponse{}, sl.SessionNotify(ctx, req.GetUserId(), req.GetMethod(), raw(req.GetParams()))
 }
 
 func (s *extensionServer) lifecycle() (UserLifecycle, error) {

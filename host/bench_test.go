@@ -151,6 +151,9 @@ func BenchmarkServiceRoundTrip(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StopTimer()
+			if res, err = res.Fields(); err != nil {
+				b.Fatal(err)
+			}
 			var q map[string]float64
 			if err := json.Unmarshal(res.StructuredContent, &q); err != nil {
 				b.Fatal(err)

@@ -47,6 +47,10 @@ type Options struct {
 	// DisableFDPassing relays service bytes over gRPC instead of passing
 	// descriptors (tests of both carriers).
 	DisableFDPassing bool
+	// DisableCallChannel carries calls to extension processes on a gRPC
+	// stream instead of the socketpair call channel (tests of both
+	// carriers, and the baseline of benchmarks).
+	DisableCallChannel bool
 	// Settings replaces the SQLite settings store (embedding, tests). The
 	// host does not close it.
 	Settings settings.Store
@@ -80,6 +84,8 @@ type Host struct {
 	cfg    *Config
 	logger *slog.Logger
 	reg    *registry
+	extras *extras
+	sess   *sessions
 	exts   map[string]*extension
 	start  time.Time
 
@@ -139,7 +145,8 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		return nil, fmt.Errorf("creating data folder: %w", err)
 	}
 	h := &Host{
-		cfg: cfg, logger: logger, reg: newRegistry(logger), exts: map[string]*extension{},
+		cfg: cfg, logger: logger, reg: newRegistry(logger), extras: newExtras(), sess: newSessions(),
+		exts:  map[string]*extension{},
 		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
 		dataDir: dataDir,
 		services: services.New(services.Options{
@@ -177,6 +184,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 			spec: &supervisor.Spec{
 				Name: name, Path: cfg.Resolve(ec.Path), Args: ec.Args, Env: env, SHA256: ec.SHA256,
 				Home: home, DisableAutoMTLS: o.DisableAutoMTLS, FDPassing: !o.DisableFDPassing,
+				DisableCallChannel: o.DisableCallChannel,
 			},
 		}
 	}
@@ -281,43 +289,13 @@ func (h *Host) Tools(ctx context.Context, user string) ([]Tool, error) {
 // Call runs a tool for user. conversation, when set, is recorded as the
 // user's (see [ext.Host.ActingUser]); a conversation that belongs to
 // another user is refused. Arguments and results travel as raw JSON.
+//
+// The result may hold the whole MCP result object raw
+// ([ext.CallToolResult.Raw], always so for out-of-process extensions): read
+// it with its JSON and Fields methods. Use [Host.CallTool] to pass a client
+// session, progress token or task parameters.
 func (h *Host) Call(ctx context.Context, user, conversation, name string, args json.RawMessage) (*ext.CallToolResult, error) {
-	if err := checkUser(user); err != nil {
-		return nil, err
-	}
-	if conversation != "" {
-		if err := h.bindConversation(user, conversation); err != nil {
-			return nil, err
-		}
-	}
-	if err := h.ensureActive(ctx, user); err != nil {
-		return nil, err
-	}
-	tool, ok := h.reg.lookup(user, name)
-	if !ok {
-		return nil, fmt.Errorf("tool %q for user %q: %w", name, user, ext.ErrNotFound)
-	}
-	e := h.exts[tool.Extension]
-	if e == nil {
-		return nil, fmt.Errorf("tool %q: its extension %q is gone: %w", name, tool.Extension, ext.ErrUnavailable)
-	}
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	req := &ext.CallToolRequest{User: user, Conversation: conversation, Name: name, Arguments: args}
-	var res *ext.CallToolResult
-	err := use(ctx, e, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", name) },
-		func(tc ext.ToolCaller) (err error) {
-			res, err = tc.CallTool(ctx, req)
-			return err
-		})
-	if err != nil {
-		return nil, err
-	}
-	if res == nil {
-		return nil, fmt.Errorf("extension %q returned no result for tool %q: %w", e.name, name, ext.ErrUnavailable)
-	}
-	return res, nil
+	return h.CallTool(ctx, &CallRequest{User: user, Conversation: conversation, Name: name, Arguments: args})
 }
 
 // Subscribe returns a channel that receives a value (coalesced) whenever

@@ -334,7 +334,7 @@ func TestToolsAndCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(res.StructuredContent) != string(args) || res.Text() != "ok" {
+	if f, _ := res.Fields(); string(f.StructuredContent) != string(args) || res.Text() != "ok" {
 		t.Errorf("echo = %+v", res)
 	}
 	if _, err := h.Call(ctx, "bob", "", "t/mine_alice", nil); !errors.Is(err, ext.ErrNotFound) {

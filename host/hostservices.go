@@ -34,6 +34,41 @@ func (s *hostServices) SetSystemTools(_ context.Context, tools []ext.Tool) error
 	return s.h.reg.setSystem(s.ext, tools)
 }
 
+// SetUserCatalog checks every kind before it replaces any, so a bad
+// catalog changes nothing.
+func (s *hostServices) SetUserCatalog(_ context.Context, user string, c *ext.Catalog) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	if c == nil {
+		c = &ext.Catalog{}
+	}
+	if err := validateTools(c.Tools); err != nil {
+		return err
+	}
+	if err := validateExtras(c); err != nil {
+		return err
+	}
+	if err := s.h.reg.setUser(s.ext, user, c.Tools); err != nil {
+		return err
+	}
+	return s.h.extras.set(s.ext, user, c)
+}
+
+func (s *hostServices) Notify(ctx context.Context, user, method string, params json.RawMessage) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	return s.h.notifyUser(ctx, user, method, params)
+}
+
+func (s *hostServices) RequestUser(ctx context.Context, user, method string, params json.RawMessage) (json.RawMessage, error) {
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	return s.h.requestUser(ctx, user, method, params)
+}
+
 var validService = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // ConnectService starts (or reuses) the user's process of service name,

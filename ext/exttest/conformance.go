@@ -25,9 +25,12 @@ type RunOptions struct {
 	_       struct{}
 }
 
-// Carriers lists the carriers Run exercises: the Go value in process, and
-// real gRPC through go-plugin.
-var Carriers = []string{"inprocess", "grpc"}
+// Carriers lists the carriers Run exercises: the Go value in process; real
+// gRPC through go-plugin with calls on the gRPC Calls stream ("grpc"); and
+// the same with calls on a socketpair call channel and service descriptors
+// passed over a socketpair, as the host's supervisor launches extensions
+// ("grpc-socket").
+var Carriers = []string{"inprocess", "grpc", "grpc-socket"}
 
 var capabilityName = regexp.MustCompile(`^[a-z]+$`)
 
@@ -49,8 +52,11 @@ func Run(t *testing.T, newImpl func() ext.Extension, opts *RunOptions) {
 		t.Run(carrier, func(t *testing.T) {
 			connect := func(t *testing.T) (ext.Extension, ext.Extension, *FakeHost) {
 				impl := newImpl()
-				if carrier == "grpc" {
+				switch carrier {
+				case "grpc":
 					return Connect(t, impl, nil), impl, NewFakeHost(t)
+				case "grpc-socket":
+					return Connect(t, impl, &ConnectOptions{FDPassing: true, CallChannel: true}), impl, NewFakeHost(t)
 				}
 				return impl, impl, NewFakeHost(t)
 			}
@@ -118,7 +124,7 @@ func Run(t *testing.T, newImpl func() ext.Extension, opts *RunOptions) {
 					switch {
 					case err != nil && !errors.Is(err, ext.ErrNotFound) && !errors.Is(err, ext.ErrInvalidArgument):
 						t.Errorf("CallTool of an unknown tool: %v; want ErrNotFound or an IsError result", err)
-					case err == nil && (res == nil || !res.IsError):
+					case err == nil && !isErrorResult(res):
 						t.Errorf("CallTool of an unknown tool succeeded: %+v", res)
 					}
 					cctx, cancel := context.WithCancel(ctx)
@@ -131,6 +137,7 @@ func Run(t *testing.T, newImpl func() ext.Extension, opts *RunOptions) {
 						t.Errorf("calls with a cancelled context took %v; a cancelled call must return promptly", d)
 					}
 				}
+				checkOptional(ctx, t, e, d, o.User)
 				var wg sync.WaitGroup
 				errs := make([]error, 3)
 				for i := range errs {
@@ -148,6 +155,58 @@ func Run(t *testing.T, newImpl func() ext.Extension, opts *RunOptions) {
 				}
 			})
 		})
+	}
+}
+
+// isErrorResult reports whether res is a failed tool result, in either of
+// its forms.
+func isErrorResult(res *ext.CallToolResult) bool {
+	f, err := res.Fields()
+	return err == nil && f != nil && f.IsError
+}
+
+// checkOptional checks the optional capabilities beside tools: each one the
+// descriptor lists answers through the carrier, refuses what it does not
+// know with ErrNotFound (or, for completions and tasks/list, an empty
+// answer), and a session-bearing request with a session whose client
+// declared nothing still works.
+func checkOptional(ctx context.Context, t *testing.T, e ext.Extension, d *ext.Descriptor, user string) {
+	t.Helper()
+	sess := &Session{}
+	if d.Has(ext.CapabilityPrompts) {
+		_, err := e.(ext.PromptProvider).GetPrompt(ctx, &ext.GetPromptRequest{User: user, Name: "no-such/prompt-" + d.Name, Session: sess})
+		if !errors.Is(err, ext.ErrNotFound) {
+			t.Errorf("GetPrompt of an unknown prompt: %v; want ErrNotFound", err)
+		}
+	}
+	if d.Has(ext.CapabilityResources) {
+		rp := e.(ext.ResourceProvider)
+		_, err := rp.ReadResource(ctx, &ext.ReadResourceRequest{User: user, URI: "agenthost-conformance://no/such/resource", Session: sess})
+		if !errors.Is(err, ext.ErrNotFound) {
+			t.Errorf("ReadResource of an unknown URI: %v; want ErrNotFound", err)
+		}
+	}
+	if d.Has(ext.CapabilityCompletions) {
+		_, err := e.(ext.Completer).Complete(ctx, &ext.CompleteRequest{User: user, Session: sess,
+			Params: json.RawMessage(`{"ref":{"type":"ref/prompt","name":"no-such/prompt"},"argument":{"name":"a","value":""}}`)})
+		if err != nil && !errors.Is(err, ext.ErrNotFound) {
+			t.Errorf("Complete for an unknown prompt: %v; want an empty answer or ErrNotFound", err)
+		}
+	}
+	if d.Has(ext.CapabilityTasks) {
+		th := e.(ext.TaskHandler)
+		_, err := th.HandleTask(ctx, &ext.TaskRequest{User: user, Method: ext.MethodTaskGet, Params: json.RawMessage(`{"taskId":"no-such-task"}`), Session: sess})
+		if !errors.Is(err, ext.ErrNotFound) {
+			t.Errorf("tasks/get of an unknown task: %v; want ErrNotFound", err)
+		}
+		if _, err := th.HandleTask(ctx, &ext.TaskRequest{User: user, Method: ext.MethodTaskList, Params: json.RawMessage(`{}`), Session: sess}); err != nil {
+			t.Errorf("tasks/list: %v", err)
+		}
+	}
+	if d.Has(ext.CapabilitySessions) {
+		if err := e.(ext.SessionListener).SessionNotify(ctx, user, ext.MethodRootsChanged, json.RawMessage(`{}`)); err != nil {
+			t.Errorf("SessionNotify(%s): %v", ext.MethodRootsChanged, err)
+		}
 	}
 }
 
@@ -170,6 +229,11 @@ func checkDescriptor(t *testing.T, d *ext.Descriptor, impl ext.Extension) {
 	_, implements[ext.CapabilityUsers] = impl.(ext.UserLifecycle)
 	_, implements[ext.CapabilityServices] = impl.(ext.ServiceProvider)
 	_, implements[ext.CapabilityStatus] = impl.(ext.StatusReporter)
+	_, implements[ext.CapabilityPrompts] = impl.(ext.PromptProvider)
+	_, implements[ext.CapabilityResources] = impl.(ext.ResourceProvider)
+	_, implements[ext.CapabilityCompletions] = impl.(ext.Completer)
+	_, implements[ext.CapabilityTasks] = impl.(ext.TaskHandler)
+	_, implements[ext.CapabilitySessions] = impl.(ext.SessionListener)
 	seen := map[ext.Capability]bool{}
 	for _, c := range d.Capabilities {
 		if !capabilityName.MatchString(string(c)) {

@@ -3,6 +3,7 @@ package exttest
 import (
 	"context"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
@@ -18,7 +19,10 @@ type ConnectOptions struct {
 	// FDPassing passes service descriptors over a socketpair instead of
 	// relaying bytes over gRPC (unix only).
 	FDPassing bool
-	_         struct{}
+	// CallChannel carries calls on a socketpair, as the host's supervisor
+	// does, instead of on the gRPC Calls stream (unix only).
+	CallChannel bool
+	_           struct{}
 }
 
 // Connect serves impl over real gRPC inside the test process, through
@@ -31,6 +35,7 @@ func Connect(t testing.TB, impl ext.Extension, opts *ConnectOptions) *ext.Client
 		serveOpts []ext.ServeOption
 		copts     *ext.ClientOptions
 	)
+	copts = &ext.ClientOptions{}
 	if opts != nil && opts.FDPassing {
 		hostEnd, extEnd, err := ext.NewFDChannel()
 		if err != nil {
@@ -38,7 +43,16 @@ func Connect(t testing.TB, impl ext.Extension, opts *ConnectOptions) *ext.Client
 			t.Fatalf("exttest: %v", err)
 		}
 		serveOpts = append(serveOpts, ext.WithFDChannel(extEnd))
-		copts = &ext.ClientOptions{FDChannel: hostEnd}
+		copts.FDChannel = hostEnd
+	}
+	if opts != nil && opts.CallChannel {
+		hostEnd, extEnd, err := ext.NewCallChannel()
+		if err != nil {
+			cancel()
+			t.Fatalf("exttest: %v", err)
+		}
+		serveOpts = append(serveOpts, ext.WithCallChannel(extEnd))
+		copts.CallChannel = hostEnd
 	}
 	reattach := make(chan *plugin.ReattachConfig, 1)
 	closed := make(chan struct{})
@@ -94,6 +108,11 @@ func Connect(t testing.TB, impl ext.Extension, opts *ConnectOptions) *ext.Client
 		<-serveDone
 		_ = rpc.Close()
 		client.Kill()
+		// go-plugin's test mode never closes the stdio pipes it made for
+		// Serve; their readers end when the garbage collector finalizes
+		// the unreachable write ends. Collect now, so leak checks do not
+		// depend on when the next collection happens to run.
+		runtime.GC()
 	})
 	return c
 }

@@ -26,6 +26,9 @@ type FakeHost struct {
 	// Services answers ConnectService. Set it to the extension under test
 	// (its [ext.ServiceProvider]) before calling Configure.
 	Services ext.ServiceProvider
+	// UserSession answers RequestUser for every user (nil: no session, so
+	// RequestUser fails with [ext.ErrUnavailable]). Set it before Configure.
+	UserSession ext.Session
 
 	t   testing.TB
 	dir string
@@ -33,6 +36,8 @@ type FakeHost struct {
 	mu            sync.Mutex
 	changed       chan struct{} // closed and replaced on every tools change
 	userTools     map[string][]ext.Tool
+	catalogs      map[string]*ext.Catalog // prompts, resources, templates, instructions
+	notes         []Notification
 	systemTools   []ext.Tool
 	secrets       map[string]map[string]string
 	settings      map[string]map[string]json.RawMessage
@@ -48,7 +53,7 @@ var _ ext.Host = (*FakeHost)(nil)
 func NewFakeHost(t testing.TB) *FakeHost {
 	h := &FakeHost{
 		t: t, dir: t.TempDir(), changed: make(chan struct{}),
-		userTools: map[string][]ext.Tool{}, secrets: map[string]map[string]string{},
+		userTools: map[string][]ext.Tool{}, catalogs: map[string]*ext.Catalog{}, secrets: map[string]map[string]string{},
 		settings: map[string]map[string]json.RawMessage{}, conversations: map[string]string{},
 		procs: map[*fakeService]struct{}{},
 	}
@@ -64,6 +69,114 @@ func (h *FakeHost) SetUserTools(_ context.Context, user string, tools []ext.Tool
 	close(h.changed)
 	h.changed = make(chan struct{})
 	return nil
+}
+
+// SetUserCatalog implements [ext.Host].
+func (h *FakeHost) SetUserCatalog(_ context.Context, user string, c *ext.Catalog) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c == nil {
+		c = &ext.Catalog{}
+	}
+	cp := &ext.Catalog{
+		Prompts: slices.Clone(c.Prompts), Resources: slices.Clone(c.Resources),
+		ResourceTemplates: slices.Clone(c.ResourceTemplates), Instructions: slices.Clone(c.Instructions),
+	}
+	h.userTools[user] = slices.Clone(c.Tools)
+	h.catalogs[user] = cp
+	close(h.changed)
+	h.changed = make(chan struct{})
+	return nil
+}
+
+// UserCatalog returns everything last published for user.
+func (h *FakeHost) UserCatalog(user string) ext.Catalog {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := ext.Catalog{Tools: slices.Clone(h.userTools[user])}
+	if c := h.catalogs[user]; c != nil {
+		out.Prompts, out.Resources = slices.Clone(c.Prompts), slices.Clone(c.Resources)
+		out.ResourceTemplates, out.Instructions = slices.Clone(c.ResourceTemplates), slices.Clone(c.Instructions)
+	}
+	return out
+}
+
+// WaitUserCatalog waits until cond holds for the user's catalog, or ctx
+// ends.
+func (h *FakeHost) WaitUserCatalog(ctx context.Context, user string, cond func(ext.Catalog) bool) (ext.Catalog, error) {
+	for {
+		c := h.UserCatalog(user)
+		h.mu.Lock()
+		ch := h.changed
+		h.mu.Unlock()
+		if cond(c) {
+			return c, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return c, fmt.Errorf("waiting for the catalog of %q: %w", user, ctx.Err())
+		}
+	}
+}
+
+// Notification is one [ext.Host.Notify] the FakeHost received.
+type Notification struct {
+	User, Method string
+	Params       json.RawMessage
+}
+
+// Notify implements [ext.Host]: it records the notification.
+func (h *FakeHost) Notify(_ context.Context, user, method string, params json.RawMessage) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.notes = append(h.notes, Notification{User: user, Method: method, Params: slices.Clone(params)})
+	close(h.changed)
+	h.changed = make(chan struct{})
+	return nil
+}
+
+// Notifications returns the notifications received so far for user ("" for
+// every user).
+func (h *FakeHost) Notifications(user string) []Notification {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Notification
+	for _, n := range h.notes {
+		if user == "" || n.User == user {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// WaitNotification waits for a notification of user with method, or ctx's
+// end.
+func (h *FakeHost) WaitNotification(ctx context.Context, user, method string) (Notification, error) {
+	for {
+		h.mu.Lock()
+		ch := h.changed
+		for _, n := range h.notes {
+			if n.User == user && n.Method == method {
+				h.mu.Unlock()
+				return n, nil
+			}
+		}
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Notification{}, fmt.Errorf("waiting for %s to %q: %w", method, user, ctx.Err())
+		}
+	}
+}
+
+// RequestUser implements [ext.Host] with UserSession.
+func (h *FakeHost) RequestUser(ctx context.Context, user, method string, params json.RawMessage) (json.RawMessage, error) {
+	if h.UserSession == nil {
+		return nil, fmt.Errorf("user %q has no client session: %w", user, ext.ErrUnavailable)
+	}
+	return h.UserSession.Request(ctx, method, params)
 }
 
 // SetSystemTools implements [ext.Host].

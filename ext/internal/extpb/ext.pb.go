@@ -134,6 +134,758 @@ func (Replay) EnumDescriptor() ([]byte, []int) {
 	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{1}
 }
 
+// CallFrame is one frame of the call channel. The host numbers calls; every
+// frame names its call.
+type CallFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Call  uint64                 `protobuf:"varint,1,opt,name=call,proto3" json:"call,omitempty"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*CallFrame_Open
+	//	*CallFrame_End
+	//	*CallFrame_Cancel
+	//	*CallFrame_Notify
+	//	*CallFrame_Request
+	//	*CallFrame_Reply
+	Body          isCallFrame_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallFrame) Reset() {
+	*x = CallFrame{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallFrame) ProtoMessage() {}
+
+func (x *CallFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallFrame.ProtoReflect.Descriptor instead.
+func (*CallFrame) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CallFrame) GetCall() uint64 {
+	if x != nil {
+		return x.Call
+	}
+	return 0
+}
+
+func (x *CallFrame) GetBody() isCallFrame_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *CallFrame) GetOpen() *CallOpen {
+	if x != nil {
+		if x, ok := x.Body.(*CallFrame_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *CallFrame) GetEnd() *CallEnd {
+	if x != nil {
+		if x, ok := x.Body.(*CallFrame_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
+func (x *CallFrame) GetCancel() bool {
+	if x != nil {
+		if x, ok := x.Body.(*CallFrame_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return false
+}
+
+func (x *CallFrame) GetNotify() *SessionMessage {
+	if x != nil {
+		if x, ok := x.Body.(*CallFrame_Notify); ok {
+			return x.Notify
+		}
+	}
+	return nil
+}
+
+func (x *CallFrame) GetRequest() *SessionMessage {
+	if x != nil {
+		if x, ok := x.Body.(*CallFrame_Request); ok {
+			return x.Request
+		}
+	}
+	return nil
+}
+
+func (x *CallFrame) GetReply() *SessionReply {
+	if x != nil {
+		if x, ok := x.Body.(*CallFrame_Reply); ok {
+			return x.Reply
+		}
+	}
+	return nil
+}
+
+type isCallFrame_Body interface {
+	isCallFrame_Body()
+}
+
+type CallFrame_Open struct {
+	// Host to extension: start the call.
+	Open *CallOpen `protobuf:"bytes,2,opt,name=open,proto3,oneof"`
+}
+
+type CallFrame_End struct {
+	// Extension to host: the call's result or error; it ends the call.
+	End *CallEnd `protobuf:"bytes,3,opt,name=end,proto3,oneof"`
+}
+
+type CallFrame_Cancel struct {
+	// Host to extension: the caller gave up; cancel the call's context.
+	Cancel bool `protobuf:"varint,4,opt,name=cancel,proto3,oneof"`
+}
+
+type CallFrame_Notify struct {
+	// Extension to host: a notification to the calling client.
+	Notify *SessionMessage `protobuf:"bytes,5,opt,name=notify,proto3,oneof"`
+}
+
+type CallFrame_Request struct {
+	// Extension to host: a request to the calling client.
+	Request *SessionMessage `protobuf:"bytes,6,opt,name=request,proto3,oneof"`
+}
+
+type CallFrame_Reply struct {
+	// Host to extension: the client's answer to a request.
+	Reply *SessionReply `protobuf:"bytes,7,opt,name=reply,proto3,oneof"`
+}
+
+func (*CallFrame_Open) isCallFrame_Body() {}
+
+func (*CallFrame_End) isCallFrame_Body() {}
+
+func (*CallFrame_Cancel) isCallFrame_Body() {}
+
+func (*CallFrame_Notify) isCallFrame_Body() {}
+
+func (*CallFrame_Request) isCallFrame_Body() {}
+
+func (*CallFrame_Reply) isCallFrame_Body() {}
+
+type CallOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "tools/call", "prompts/get", "resources/read", "completion/complete",
+	// or a tasks/* method.
+	Method         string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	UserId         string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// The tool or prompt name, or the resource URI.
+	Name string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// Tool or prompt arguments, or the completion or task params: raw JSON.
+	Params []byte `protobuf:"bytes,5,opt,name=params,proto3" json:"params,omitempty"`
+	// The client's progress token, raw JSON; empty when it asked for none.
+	ProgressToken []byte `protobuf:"bytes,6,opt,name=progress_token,json=progressToken,proto3" json:"progress_token,omitempty"`
+	// The rest of the client's _meta, raw JSON.
+	Meta []byte `protobuf:"bytes,7,opt,name=meta,proto3" json:"meta,omitempty"`
+	// Task-augmentation params, raw JSON.
+	Task []byte `protobuf:"bytes,8,opt,name=task,proto3" json:"task,omitempty"`
+	// The client's declared capabilities, raw JSON.
+	Capabilities  []byte `protobuf:"bytes,9,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallOpen) Reset() {
+	*x = CallOpen{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallOpen) ProtoMessage() {}
+
+func (x *CallOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallOpen.ProtoReflect.Descriptor instead.
+func (*CallOpen) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CallOpen) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *CallOpen) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *CallOpen) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *CallOpen) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CallOpen) GetParams() []byte {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+func (x *CallOpen) GetProgressToken() []byte {
+	if x != nil {
+		return x.ProgressToken
+	}
+	return nil
+}
+
+func (x *CallOpen) GetMeta() []byte {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *CallOpen) GetTask() []byte {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *CallOpen) GetCapabilities() []byte {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+type CallEnd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The MCP result object, raw JSON.
+	Result []byte `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	// Extension-specific details for logs and UIs (tools/call).
+	Details []byte `protobuf:"bytes,2,opt,name=details,proto3" json:"details,omitempty"`
+	// Set when the call failed: a gRPC status code (ext's sentinel table)
+	// and the message.
+	Code  uint32 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// The tool result's isError, so the host need not decode result.
+	IsError       bool `protobuf:"varint,5,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallEnd) Reset() {
+	*x = CallEnd{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallEnd) ProtoMessage() {}
+
+func (x *CallEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallEnd.ProtoReflect.Descriptor instead.
+func (*CallEnd) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CallEnd) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *CallEnd) GetDetails() []byte {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+func (x *CallEnd) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *CallEnd) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *CallEnd) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+type SessionMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Numbers the extension's requests within a call; 0 for notifications.
+	Id            uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Method        string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	Params        []byte `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionMessage) Reset() {
+	*x = SessionMessage{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionMessage) ProtoMessage() {}
+
+func (x *SessionMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionMessage.ProtoReflect.Descriptor instead.
+func (*SessionMessage) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SessionMessage) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionMessage) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *SessionMessage) GetParams() []byte {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+type SessionReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The client's result, raw JSON.
+	Result []byte `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// The client answered with a JSON-RPC error.
+	RpcError *RPCError `protobuf:"bytes,3,opt,name=rpc_error,json=rpcError,proto3" json:"rpc_error,omitempty"`
+	// The host could not ask (no such capability, the session ended): a
+	// gRPC status code and the message.
+	Code          uint32 `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionReply) Reset() {
+	*x = SessionReply{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionReply) ProtoMessage() {}
+
+func (x *SessionReply) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
+func (*SessionReply) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SessionReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionReply) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *SessionReply) GetRpcError() *RPCError {
+	if x != nil {
+		return x.RpcError
+	}
+	return nil
+}
+
+func (x *SessionReply) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *SessionReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type RPCError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          int64                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RPCError) Reset() {
+	*x = RPCError{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RPCError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RPCError) ProtoMessage() {}
+
+func (x *RPCError) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RPCError.ProtoReflect.Descriptor instead.
+func (*RPCError) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RPCError) GetCode() int64 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *RPCError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *RPCError) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type SubscribeResourceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Uri           string                 `protobuf:"bytes,2,opt,name=uri,proto3" json:"uri,omitempty"`
+	Unsubscribe   bool                   `protobuf:"varint,3,opt,name=unsubscribe,proto3" json:"unsubscribe,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeResourceRequest) Reset() {
+	*x = SubscribeResourceRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeResourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeResourceRequest) ProtoMessage() {}
+
+func (x *SubscribeResourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeResourceRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeResourceRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SubscribeResourceRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SubscribeResourceRequest) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *SubscribeResourceRequest) GetUnsubscribe() bool {
+	if x != nil {
+		return x.Unsubscribe
+	}
+	return false
+}
+
+type SubscribeResourceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeResourceResponse) Reset() {
+	*x = SubscribeResourceResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeResourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeResourceResponse) ProtoMessage() {}
+
+func (x *SubscribeResourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeResourceResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeResourceResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{7}
+}
+
+type SessionNotifyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Method        string                 `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	Params        []byte                 `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionNotifyRequest) Reset() {
+	*x = SessionNotifyRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionNotifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionNotifyRequest) ProtoMessage() {}
+
+func (x *SessionNotifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionNotifyRequest.ProtoReflect.Descriptor instead.
+func (*SessionNotifyRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SessionNotifyRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SessionNotifyRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *SessionNotifyRequest) GetParams() []byte {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+type SessionNotifyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionNotifyResponse) Reset() {
+	*x = SessionNotifyResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionNotifyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionNotifyResponse) ProtoMessage() {}
+
+func (x *SessionNotifyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionNotifyResponse.ProtoReflect.Descriptor instead.
+func (*SessionNotifyResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{9}
+}
+
 type DescribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -142,7 +894,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[0]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -154,7 +906,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[0]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -167,7 +919,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{0}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{10}
 }
 
 type DescribeResponse struct {
@@ -179,7 +931,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[1]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -191,7 +943,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[1]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -204,7 +956,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{1}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DescribeResponse) GetDescriptor_() *Descriptor {
@@ -228,7 +980,7 @@ type Descriptor struct {
 
 func (x *Descriptor) Reset() {
 	*x = Descriptor{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[2]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -240,7 +992,7 @@ func (x *Descriptor) String() string {
 func (*Descriptor) ProtoMessage() {}
 
 func (x *Descriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[2]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -253,7 +1005,7 @@ func (x *Descriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Descriptor.ProtoReflect.Descriptor instead.
 func (*Descriptor) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{2}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Descriptor) GetName() string {
@@ -312,7 +1064,7 @@ type SettingsSection struct {
 
 func (x *SettingsSection) Reset() {
 	*x = SettingsSection{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[3]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +1076,7 @@ func (x *SettingsSection) String() string {
 func (*SettingsSection) ProtoMessage() {}
 
 func (x *SettingsSection) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[3]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +1089,7 @@ func (x *SettingsSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsSection.ProtoReflect.Descriptor instead.
 func (*SettingsSection) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{3}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SettingsSection) GetId() string {
@@ -394,7 +1146,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[4]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +1158,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[4]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +1171,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{4}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfigureRequest) GetConfig() []byte {
@@ -465,7 +1217,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +1229,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +1242,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{5}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{15}
 }
 
 type ShutdownRequest struct {
@@ -501,7 +1253,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +1265,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +1278,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{6}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{16}
 }
 
 type ShutdownResponse struct {
@@ -537,7 +1289,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +1301,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,144 +1314,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{7}
-}
-
-type CallToolRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	UserId         string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	ConversationId string                 `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
-	Name           string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Arguments      []byte                 `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
-}
-
-func (x *CallToolRequest) Reset() {
-	*x = CallToolRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CallToolRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CallToolRequest) ProtoMessage() {}
-
-func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
-func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *CallToolRequest) GetUserId() string {
-	if x != nil {
-		return x.UserId
-	}
-	return ""
-}
-
-func (x *CallToolRequest) GetConversationId() string {
-	if x != nil {
-		return x.ConversationId
-	}
-	return ""
-}
-
-func (x *CallToolRequest) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *CallToolRequest) GetArguments() []byte {
-	if x != nil {
-		return x.Arguments
-	}
-	return nil
-}
-
-type CallToolResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// A JSON array of MCP content blocks.
-	Content           []byte `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
-	StructuredContent []byte `protobuf:"bytes,2,opt,name=structured_content,json=structuredContent,proto3" json:"structured_content,omitempty"`
-	IsError           bool   `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
-	Details           []byte `protobuf:"bytes,4,opt,name=details,proto3" json:"details,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
-}
-
-func (x *CallToolResponse) Reset() {
-	*x = CallToolResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CallToolResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CallToolResponse) ProtoMessage() {}
-
-func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
-func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{9}
-}
-
-func (x *CallToolResponse) GetContent() []byte {
-	if x != nil {
-		return x.Content
-	}
-	return nil
-}
-
-func (x *CallToolResponse) GetStructuredContent() []byte {
-	if x != nil {
-		return x.StructuredContent
-	}
-	return nil
-}
-
-func (x *CallToolResponse) GetIsError() bool {
-	if x != nil {
-		return x.IsError
-	}
-	return false
-}
-
-func (x *CallToolResponse) GetDetails() []byte {
-	if x != nil {
-		return x.Details
-	}
-	return nil
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{17}
 }
 
 type ActivateRequest struct {
@@ -711,7 +1326,7 @@ type ActivateRequest struct {
 
 func (x *ActivateRequest) Reset() {
 	*x = ActivateRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +1338,7 @@ func (x *ActivateRequest) String() string {
 func (*ActivateRequest) ProtoMessage() {}
 
 func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +1351,7 @@ func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateRequest.ProtoReflect.Descriptor instead.
 func (*ActivateRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{10}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ActivateRequest) GetUserId() string {
@@ -754,7 +1369,7 @@ type ActivateResponse struct {
 
 func (x *ActivateResponse) Reset() {
 	*x = ActivateResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +1381,7 @@ func (x *ActivateResponse) String() string {
 func (*ActivateResponse) ProtoMessage() {}
 
 func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +1394,7 @@ func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateResponse.ProtoReflect.Descriptor instead.
 func (*ActivateResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{11}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{19}
 }
 
 type RetireRequest struct {
@@ -792,7 +1407,7 @@ type RetireRequest struct {
 
 func (x *RetireRequest) Reset() {
 	*x = RetireRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +1419,7 @@ func (x *RetireRequest) String() string {
 func (*RetireRequest) ProtoMessage() {}
 
 func (x *RetireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +1432,7 @@ func (x *RetireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireRequest.ProtoReflect.Descriptor instead.
 func (*RetireRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{12}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RetireRequest) GetUserId() string {
@@ -842,7 +1457,7 @@ type RetireResponse struct {
 
 func (x *RetireResponse) Reset() {
 	*x = RetireResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1469,7 @@ func (x *RetireResponse) String() string {
 func (*RetireResponse) ProtoMessage() {}
 
 func (x *RetireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1482,7 @@ func (x *RetireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireResponse.ProtoReflect.Descriptor instead.
 func (*RetireResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{13}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
 }
 
 type ReconcileAllRequest struct {
@@ -878,7 +1493,7 @@ type ReconcileAllRequest struct {
 
 func (x *ReconcileAllRequest) Reset() {
 	*x = ReconcileAllRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1505,7 @@ func (x *ReconcileAllRequest) String() string {
 func (*ReconcileAllRequest) ProtoMessage() {}
 
 func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1518,7 @@ func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileAllRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{14}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
 }
 
 type ReconcileAllResponse struct {
@@ -914,7 +1529,7 @@ type ReconcileAllResponse struct {
 
 func (x *ReconcileAllResponse) Reset() {
 	*x = ReconcileAllResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1541,7 @@ func (x *ReconcileAllResponse) String() string {
 func (*ReconcileAllResponse) ProtoMessage() {}
 
 func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1554,7 @@ func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileAllResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{15}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
 }
 
 type StartServiceRequest struct {
@@ -952,7 +1567,7 @@ type StartServiceRequest struct {
 
 func (x *StartServiceRequest) Reset() {
 	*x = StartServiceRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1579,7 @@ func (x *StartServiceRequest) String() string {
 func (*StartServiceRequest) ProtoMessage() {}
 
 func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1592,7 @@ func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceRequest.ProtoReflect.Descriptor instead.
 func (*StartServiceRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{16}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StartServiceRequest) GetName() string {
@@ -1004,7 +1619,7 @@ type StartServiceResponse struct {
 
 func (x *StartServiceResponse) Reset() {
 	*x = StartServiceResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1631,7 @@ func (x *StartServiceResponse) String() string {
 func (*StartServiceResponse) ProtoMessage() {}
 
 func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1644,7 @@ func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceResponse.ProtoReflect.Descriptor instead.
 func (*StartServiceResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{17}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StartServiceResponse) GetSpec() *ProcessSpec {
@@ -1055,7 +1670,7 @@ type ProcessSpec struct {
 
 func (x *ProcessSpec) Reset() {
 	*x = ProcessSpec{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1682,7 @@ func (x *ProcessSpec) String() string {
 func (*ProcessSpec) ProtoMessage() {}
 
 func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1695,7 @@ func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessSpec.ProtoReflect.Descriptor instead.
 func (*ProcessSpec) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{18}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ProcessSpec) GetCommand() string {
@@ -1135,7 +1750,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1762,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1775,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{19}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatusRequest) GetUserId() string {
@@ -1179,7 +1794,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1806,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1819,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{20}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatusResponse) GetEntries() []*StatusEntry {
@@ -1229,7 +1844,7 @@ type StatusEntry struct {
 
 func (x *StatusEntry) Reset() {
 	*x = StatusEntry{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1856,7 @@ func (x *StatusEntry) String() string {
 func (*StatusEntry) ProtoMessage() {}
 
 func (x *StatusEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1869,7 @@ func (x *StatusEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEntry.ProtoReflect.Descriptor instead.
 func (*StatusEntry) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StatusEntry) GetUserId() string {
@@ -1322,7 +1937,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1949,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1962,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Tool) GetName() string {
@@ -1416,7 +2031,7 @@ type SetUserToolsRequest struct {
 
 func (x *SetUserToolsRequest) Reset() {
 	*x = SetUserToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +2043,7 @@ func (x *SetUserToolsRequest) String() string {
 func (*SetUserToolsRequest) ProtoMessage() {}
 
 func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +2056,7 @@ func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetUserToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetUserToolsRequest) GetUserId() string {
@@ -1466,7 +2081,7 @@ type SetUserToolsResponse struct {
 
 func (x *SetUserToolsResponse) Reset() {
 	*x = SetUserToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +2093,7 @@ func (x *SetUserToolsResponse) String() string {
 func (*SetUserToolsResponse) ProtoMessage() {}
 
 func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +2106,7 @@ func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetUserToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
 }
 
 type SetSystemToolsRequest struct {
@@ -1503,7 +2118,7 @@ type SetSystemToolsRequest struct {
 
 func (x *SetSystemToolsRequest) Reset() {
 	*x = SetSystemToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +2130,7 @@ func (x *SetSystemToolsRequest) String() string {
 func (*SetSystemToolsRequest) ProtoMessage() {}
 
 func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +2143,7 @@ func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetSystemToolsRequest) GetTools() []*Tool {
@@ -1546,7 +2161,7 @@ type SetSystemToolsResponse struct {
 
 func (x *SetSystemToolsResponse) Reset() {
 	*x = SetSystemToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +2173,7 @@ func (x *SetSystemToolsResponse) String() string {
 func (*SetSystemToolsResponse) ProtoMessage() {}
 
 func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +2186,547 @@ func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
+}
+
+type SetUserCatalogRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	UserId            string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Tools             []*Tool                `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	Prompts           []*Prompt              `protobuf:"bytes,3,rep,name=prompts,proto3" json:"prompts,omitempty"`
+	Resources         []*Resource            `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
+	ResourceTemplates []*ResourceTemplate    `protobuf:"bytes,5,rep,name=resource_templates,json=resourceTemplates,proto3" json:"resource_templates,omitempty"`
+	Instructions      []*Instruction         `protobuf:"bytes,6,rep,name=instructions,proto3" json:"instructions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SetUserCatalogRequest) Reset() {
+	*x = SetUserCatalogRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetUserCatalogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetUserCatalogRequest) ProtoMessage() {}
+
+func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetUserCatalogRequest.ProtoReflect.Descriptor instead.
+func (*SetUserCatalogRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SetUserCatalogRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetUserCatalogRequest) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *SetUserCatalogRequest) GetPrompts() []*Prompt {
+	if x != nil {
+		return x.Prompts
+	}
+	return nil
+}
+
+func (x *SetUserCatalogRequest) GetResources() []*Resource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *SetUserCatalogRequest) GetResourceTemplates() []*ResourceTemplate {
+	if x != nil {
+		return x.ResourceTemplates
+	}
+	return nil
+}
+
+func (x *SetUserCatalogRequest) GetInstructions() []*Instruction {
+	if x != nil {
+		return x.Instructions
+	}
+	return nil
+}
+
+type SetUserCatalogResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetUserCatalogResponse) Reset() {
+	*x = SetUserCatalogResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetUserCatalogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetUserCatalogResponse) ProtoMessage() {}
+
+func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetUserCatalogResponse.ProtoReflect.Descriptor instead.
+func (*SetUserCatalogResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
+}
+
+type Prompt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The MCP Prompt object, raw JSON.
+	Definition    []byte `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Prompt) Reset() {
+	*x = Prompt{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Prompt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Prompt) ProtoMessage() {}
+
+func (x *Prompt) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
+func (*Prompt) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *Prompt) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Prompt) GetDefinition() []byte {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
+
+type Resource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Uri   string                 `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	// The MCP Resource object, raw JSON.
+	Definition    []byte `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Resource) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *Resource) GetDefinition() []byte {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
+
+type ResourceTemplate struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	UriTemplate string                 `protobuf:"bytes,1,opt,name=uri_template,json=uriTemplate,proto3" json:"uri_template,omitempty"`
+	// The MCP ResourceTemplate object, raw JSON.
+	Definition    []byte `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceTemplate) Reset() {
+	*x = ResourceTemplate{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceTemplate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceTemplate) ProtoMessage() {}
+
+func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
+func (*ResourceTemplate) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ResourceTemplate) GetUriTemplate() string {
+	if x != nil {
+		return x.UriTemplate
+	}
+	return ""
+}
+
+func (x *ResourceTemplate) GetDefinition() []byte {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
+
+type Instruction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Instruction) Reset() {
+	*x = Instruction{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Instruction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Instruction) ProtoMessage() {}
+
+func (x *Instruction) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Instruction.ProtoReflect.Descriptor instead.
+func (*Instruction) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *Instruction) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Instruction) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type NotifyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Method        string                 `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	Params        []byte                 `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyRequest) Reset() {
+	*x = NotifyRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyRequest) ProtoMessage() {}
+
+func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
+func (*NotifyRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *NotifyRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *NotifyRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *NotifyRequest) GetParams() []byte {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+type NotifyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyResponse) Reset() {
+	*x = NotifyResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyResponse) ProtoMessage() {}
+
+func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
+func (*NotifyResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
+}
+
+type RequestUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Method        string                 `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	Params        []byte                 `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestUserRequest) Reset() {
+	*x = RequestUserRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestUserRequest) ProtoMessage() {}
+
+func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestUserRequest.ProtoReflect.Descriptor instead.
+func (*RequestUserRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *RequestUserRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *RequestUserRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *RequestUserRequest) GetParams() []byte {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+type RequestUserResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Result []byte                 `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	// The client answered with a JSON-RPC error.
+	RpcError      *RPCError `protobuf:"bytes,2,opt,name=rpc_error,json=rpcError,proto3" json:"rpc_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestUserResponse) Reset() {
+	*x = RequestUserResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestUserResponse) ProtoMessage() {}
+
+func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestUserResponse.ProtoReflect.Descriptor instead.
+func (*RequestUserResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RequestUserResponse) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *RequestUserResponse) GetRpcError() *RPCError {
+	if x != nil {
+		return x.RpcError
+	}
+	return nil
 }
 
 type ActingUserRequest struct {
@@ -1583,7 +2738,7 @@ type ActingUserRequest struct {
 
 func (x *ActingUserRequest) Reset() {
 	*x = ActingUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +2750,7 @@ func (x *ActingUserRequest) String() string {
 func (*ActingUserRequest) ProtoMessage() {}
 
 func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +2763,7 @@ func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserRequest.ProtoReflect.Descriptor instead.
 func (*ActingUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ActingUserRequest) GetConversationId() string {
@@ -1627,7 +2782,7 @@ type ActingUserResponse struct {
 
 func (x *ActingUserResponse) Reset() {
 	*x = ActingUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +2794,7 @@ func (x *ActingUserResponse) String() string {
 func (*ActingUserResponse) ProtoMessage() {}
 
 func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +2807,7 @@ func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserResponse.ProtoReflect.Descriptor instead.
 func (*ActingUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ActingUserResponse) GetUserId() string {
@@ -1672,7 +2827,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +2839,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +2852,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetSecretRequest) GetUserId() string {
@@ -1723,7 +2878,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +2890,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +2903,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetSecretResponse) GetValue() string {
@@ -1769,7 +2924,7 @@ type SetSecretRequest struct {
 
 func (x *SetSecretRequest) Reset() {
 	*x = SetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +2936,7 @@ func (x *SetSecretRequest) String() string {
 func (*SetSecretRequest) ProtoMessage() {}
 
 func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +2949,7 @@ func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretRequest.ProtoReflect.Descriptor instead.
 func (*SetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetSecretRequest) GetUserId() string {
@@ -1826,7 +2981,7 @@ type SetSecretResponse struct {
 
 func (x *SetSecretResponse) Reset() {
 	*x = SetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +2993,7 @@ func (x *SetSecretResponse) String() string {
 func (*SetSecretResponse) ProtoMessage() {}
 
 func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +3006,7 @@ func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretResponse.ProtoReflect.Descriptor instead.
 func (*SetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
 }
 
 type DeleteSecretRequest struct {
@@ -1864,7 +3019,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +3031,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +3044,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteSecretRequest) GetUserId() string {
@@ -1914,7 +3069,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +3081,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +3094,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
 }
 
 type ListSecretsRequest struct {
@@ -1951,7 +3106,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +3118,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +3131,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListSecretsRequest) GetUserId() string {
@@ -1995,7 +3150,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +3162,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +3175,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListSecretsResponse) GetNames() []string {
@@ -2040,7 +3195,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +3207,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +3220,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -2091,7 +3246,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +3258,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +3271,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetSettingsResponse) GetValues() []byte {
@@ -2137,7 +3292,7 @@ type SetSettingsRequest struct {
 
 func (x *SetSettingsRequest) Reset() {
 	*x = SetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +3304,7 @@ func (x *SetSettingsRequest) String() string {
 func (*SetSettingsRequest) ProtoMessage() {}
 
 func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +3317,7 @@ func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SetSettingsRequest) GetUserId() string {
@@ -2194,7 +3349,7 @@ type SetSettingsResponse struct {
 
 func (x *SetSettingsResponse) Reset() {
 	*x = SetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +3361,7 @@ func (x *SetSettingsResponse) String() string {
 func (*SetSettingsResponse) ProtoMessage() {}
 
 func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +3374,7 @@ func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
 }
 
 type GetPathsRequest struct {
@@ -2231,7 +3386,7 @@ type GetPathsRequest struct {
 
 func (x *GetPathsRequest) Reset() {
 	*x = GetPathsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +3398,7 @@ func (x *GetPathsRequest) String() string {
 func (*GetPathsRequest) ProtoMessage() {}
 
 func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +3411,7 @@ func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsRequest.ProtoReflect.Descriptor instead.
 func (*GetPathsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetPathsRequest) GetUserId() string {
@@ -2277,7 +3432,7 @@ type GetPathsResponse struct {
 
 func (x *GetPathsResponse) Reset() {
 	*x = GetPathsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +3444,7 @@ func (x *GetPathsResponse) String() string {
 func (*GetPathsResponse) ProtoMessage() {}
 
 func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +3457,7 @@ func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsResponse.ProtoReflect.Descriptor instead.
 func (*GetPathsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetPathsResponse) GetData() string {
@@ -2342,7 +3497,7 @@ type ServiceFrame struct {
 
 func (x *ServiceFrame) Reset() {
 	*x = ServiceFrame{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +3509,7 @@ func (x *ServiceFrame) String() string {
 func (*ServiceFrame) ProtoMessage() {}
 
 func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +3522,7 @@ func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceFrame.ProtoReflect.Descriptor instead.
 func (*ServiceFrame) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ServiceFrame) GetFrame() isServiceFrame_Frame {
@@ -2472,7 +3627,7 @@ type ServiceOpen struct {
 
 func (x *ServiceOpen) Reset() {
 	*x = ServiceOpen{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +3639,7 @@ func (x *ServiceOpen) String() string {
 func (*ServiceOpen) ProtoMessage() {}
 
 func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +3652,7 @@ func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpen.ProtoReflect.Descriptor instead.
 func (*ServiceOpen) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ServiceOpen) GetName() string {
@@ -2533,7 +3688,7 @@ type ServiceOpened struct {
 
 func (x *ServiceOpened) Reset() {
 	*x = ServiceOpened{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +3700,7 @@ func (x *ServiceOpened) String() string {
 func (*ServiceOpened) ProtoMessage() {}
 
 func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +3713,7 @@ func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpened.ProtoReflect.Descriptor instead.
 func (*ServiceOpened) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ServiceOpened) GetTransport() string {
@@ -2586,7 +3741,56 @@ var File_agenthost_ext_v1_ext_proto protoreflect.FileDescriptor
 
 const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthost/ext/v1/ext.proto\x12\x10agenthost.ext.v1\"\x11\n" +
+	"\x1aagenthost/ext/v1/ext.proto\x12\x10agenthost.ext.v1\"\xd4\x02\n" +
+	"\tCallFrame\x12\x12\n" +
+	"\x04call\x18\x01 \x01(\x04R\x04call\x120\n" +
+	"\x04open\x18\x02 \x01(\v2\x1a.agenthost.ext.v1.CallOpenH\x00R\x04open\x12-\n" +
+	"\x03end\x18\x03 \x01(\v2\x19.agenthost.ext.v1.CallEndH\x00R\x03end\x12\x18\n" +
+	"\x06cancel\x18\x04 \x01(\bH\x00R\x06cancel\x12:\n" +
+	"\x06notify\x18\x05 \x01(\v2 .agenthost.ext.v1.SessionMessageH\x00R\x06notify\x12<\n" +
+	"\arequest\x18\x06 \x01(\v2 .agenthost.ext.v1.SessionMessageH\x00R\arequest\x126\n" +
+	"\x05reply\x18\a \x01(\v2\x1e.agenthost.ext.v1.SessionReplyH\x00R\x05replyB\x06\n" +
+	"\x04body\"\x83\x02\n" +
+	"\bCallOpen\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12'\n" +
+	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x16\n" +
+	"\x06params\x18\x05 \x01(\fR\x06params\x12%\n" +
+	"\x0eprogress_token\x18\x06 \x01(\fR\rprogressToken\x12\x12\n" +
+	"\x04meta\x18\a \x01(\fR\x04meta\x12\x12\n" +
+	"\x04task\x18\b \x01(\fR\x04task\x12\"\n" +
+	"\fcapabilities\x18\t \x01(\fR\fcapabilities\"\x80\x01\n" +
+	"\aCallEnd\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result\x12\x18\n" +
+	"\adetails\x18\x02 \x01(\fR\adetails\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\rR\x04code\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x19\n" +
+	"\bis_error\x18\x05 \x01(\bR\aisError\"P\n" +
+	"\x0eSessionMessage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x16\n" +
+	"\x06params\x18\x03 \x01(\fR\x06params\"\x99\x01\n" +
+	"\fSessionReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06result\x18\x02 \x01(\fR\x06result\x127\n" +
+	"\trpc_error\x18\x03 \x01(\v2\x1a.agenthost.ext.v1.RPCErrorR\brpcError\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\rR\x04code\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"L\n" +
+	"\bRPCError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"g\n" +
+	"\x18SubscribeResourceRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x10\n" +
+	"\x03uri\x18\x02 \x01(\tR\x03uri\x12 \n" +
+	"\vunsubscribe\x18\x03 \x01(\bR\vunsubscribe\"\x1b\n" +
+	"\x19SubscribeResourceResponse\"_\n" +
+	"\x14SessionNotifyRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x16\n" +
+	"\x06params\x18\x03 \x01(\fR\x06params\"\x17\n" +
+	"\x15SessionNotifyResponse\"\x11\n" +
 	"\x0fDescribeRequest\"P\n" +
 	"\x10DescribeResponse\x12<\n" +
 	"\n" +
@@ -2614,17 +3818,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\bbase_dir\x18\x05 \x01(\tR\abaseDir\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
-	"\x10ShutdownResponse\"\x85\x01\n" +
-	"\x0fCallToolRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\x12'\n" +
-	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1c\n" +
-	"\targuments\x18\x04 \x01(\fR\targuments\"\x90\x01\n" +
-	"\x10CallToolResponse\x12\x18\n" +
-	"\acontent\x18\x01 \x01(\fR\acontent\x12-\n" +
-	"\x12structured_content\x18\x02 \x01(\fR\x11structuredContent\x12\x19\n" +
-	"\bis_error\x18\x03 \x01(\bR\aisError\x12\x18\n" +
-	"\adetails\x18\x04 \x01(\fR\adetails\"*\n" +
+	"\x10ShutdownResponse\"*\n" +
 	"\x0fActivateRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x12\n" +
 	"\x10ActivateResponse\"<\n" +
@@ -2674,7 +3868,45 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x14SetUserToolsResponse\"E\n" +
 	"\x15SetSystemToolsRequest\x12,\n" +
 	"\x05tools\x18\x01 \x03(\v2\x16.agenthost.ext.v1.ToolR\x05tools\"\x18\n" +
-	"\x16SetSystemToolsResponse\"<\n" +
+	"\x16SetSystemToolsResponse\"\xe2\x02\n" +
+	"\x15SetUserCatalogRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12,\n" +
+	"\x05tools\x18\x02 \x03(\v2\x16.agenthost.ext.v1.ToolR\x05tools\x122\n" +
+	"\aprompts\x18\x03 \x03(\v2\x18.agenthost.ext.v1.PromptR\aprompts\x128\n" +
+	"\tresources\x18\x04 \x03(\v2\x1a.agenthost.ext.v1.ResourceR\tresources\x12Q\n" +
+	"\x12resource_templates\x18\x05 \x03(\v2\".agenthost.ext.v1.ResourceTemplateR\x11resourceTemplates\x12A\n" +
+	"\finstructions\x18\x06 \x03(\v2\x1d.agenthost.ext.v1.InstructionR\finstructions\"\x18\n" +
+	"\x16SetUserCatalogResponse\"<\n" +
+	"\x06Prompt\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x02 \x01(\fR\n" +
+	"definition\"<\n" +
+	"\bResource\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x02 \x01(\fR\n" +
+	"definition\"U\n" +
+	"\x10ResourceTemplate\x12!\n" +
+	"\furi_template\x18\x01 \x01(\tR\vuriTemplate\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x02 \x01(\fR\n" +
+	"definition\"9\n" +
+	"\vInstruction\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"X\n" +
+	"\rNotifyRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x16\n" +
+	"\x06params\x18\x03 \x01(\fR\x06params\"\x10\n" +
+	"\x0eNotifyResponse\"]\n" +
+	"\x12RequestUserRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x16\n" +
+	"\x06params\x18\x03 \x01(\fR\x06params\"f\n" +
+	"\x13RequestUserResponse\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result\x127\n" +
+	"\trpc_error\x18\x02 \x01(\v2\x1a.agenthost.ext.v1.RPCErrorR\brpcError\"<\n" +
 	"\x11ActingUserRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"-\n" +
 	"\x12ActingUserResponse\x12\x17\n" +
@@ -2737,20 +3969,25 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06Replay\x12\x16\n" +
 	"\x12REPLAY_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vREPLAY_SAFE\x10\x01\x12\x11\n" +
-	"\rREPLAY_UNSAFE\x10\x022\x85\x06\n" +
+	"\rREPLAY_UNSAFE\x10\x022\xc9\a\n" +
 	"\tExtension\x12Q\n" +
 	"\bDescribe\x12!.agenthost.ext.v1.DescribeRequest\x1a\".agenthost.ext.v1.DescribeResponse\x12T\n" +
 	"\tConfigure\x12\".agenthost.ext.v1.ConfigureRequest\x1a#.agenthost.ext.v1.ConfigureResponse\x12Q\n" +
-	"\bShutdown\x12!.agenthost.ext.v1.ShutdownRequest\x1a\".agenthost.ext.v1.ShutdownResponse\x12Q\n" +
-	"\bCallTool\x12!.agenthost.ext.v1.CallToolRequest\x1a\".agenthost.ext.v1.CallToolResponse\x12Q\n" +
+	"\bShutdown\x12!.agenthost.ext.v1.ShutdownRequest\x1a\".agenthost.ext.v1.ShutdownResponse\x12E\n" +
+	"\x05Calls\x12\x1b.agenthost.ext.v1.CallFrame\x1a\x1b.agenthost.ext.v1.CallFrame(\x010\x01\x12Q\n" +
 	"\bActivate\x12!.agenthost.ext.v1.ActivateRequest\x1a\".agenthost.ext.v1.ActivateResponse\x12K\n" +
 	"\x06Retire\x12\x1f.agenthost.ext.v1.RetireRequest\x1a .agenthost.ext.v1.RetireResponse\x12]\n" +
 	"\fReconcileAll\x12%.agenthost.ext.v1.ReconcileAllRequest\x1a&.agenthost.ext.v1.ReconcileAllResponse\x12]\n" +
 	"\fStartService\x12%.agenthost.ext.v1.StartServiceRequest\x1a&.agenthost.ext.v1.StartServiceResponse\x12K\n" +
-	"\x06Status\x12\x1f.agenthost.ext.v1.StatusRequest\x1a .agenthost.ext.v1.StatusResponse2\xeb\a\n" +
+	"\x06Status\x12\x1f.agenthost.ext.v1.StatusRequest\x1a .agenthost.ext.v1.StatusResponse\x12l\n" +
+	"\x11SubscribeResource\x12*.agenthost.ext.v1.SubscribeResourceRequest\x1a+.agenthost.ext.v1.SubscribeResourceResponse\x12`\n" +
+	"\rSessionNotify\x12&.agenthost.ext.v1.SessionNotifyRequest\x1a'.agenthost.ext.v1.SessionNotifyResponse2\xf9\t\n" +
 	"\x04Host\x12]\n" +
 	"\fSetUserTools\x12%.agenthost.ext.v1.SetUserToolsRequest\x1a&.agenthost.ext.v1.SetUserToolsResponse\x12c\n" +
-	"\x0eSetSystemTools\x12'.agenthost.ext.v1.SetSystemToolsRequest\x1a(.agenthost.ext.v1.SetSystemToolsResponse\x12W\n" +
+	"\x0eSetSystemTools\x12'.agenthost.ext.v1.SetSystemToolsRequest\x1a(.agenthost.ext.v1.SetSystemToolsResponse\x12c\n" +
+	"\x0eSetUserCatalog\x12'.agenthost.ext.v1.SetUserCatalogRequest\x1a(.agenthost.ext.v1.SetUserCatalogResponse\x12K\n" +
+	"\x06Notify\x12\x1f.agenthost.ext.v1.NotifyRequest\x1a .agenthost.ext.v1.NotifyResponse\x12Z\n" +
+	"\vRequestUser\x12$.agenthost.ext.v1.RequestUserRequest\x1a%.agenthost.ext.v1.RequestUserResponse\x12W\n" +
 	"\n" +
 	"ActingUser\x12#.agenthost.ext.v1.ActingUserRequest\x1a$.agenthost.ext.v1.ActingUserResponse\x12T\n" +
 	"\tGetSecret\x12\".agenthost.ext.v1.GetSecretRequest\x1a#.agenthost.ext.v1.GetSecretResponse\x12T\n" +
@@ -2775,113 +4012,153 @@ func file_agenthost_ext_v1_ext_proto_rawDescGZIP() []byte {
 }
 
 var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_agenthost_ext_v1_ext_proto_goTypes = []any{
-	(Exposure)(0),                  // 0: agenthost.ext.v1.Exposure
-	(Replay)(0),                    // 1: agenthost.ext.v1.Replay
-	(*DescribeRequest)(nil),        // 2: agenthost.ext.v1.DescribeRequest
-	(*DescribeResponse)(nil),       // 3: agenthost.ext.v1.DescribeResponse
-	(*Descriptor)(nil),             // 4: agenthost.ext.v1.Descriptor
-	(*SettingsSection)(nil),        // 5: agenthost.ext.v1.SettingsSection
-	(*ConfigureRequest)(nil),       // 6: agenthost.ext.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),      // 7: agenthost.ext.v1.ConfigureResponse
-	(*ShutdownRequest)(nil),        // 8: agenthost.ext.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),       // 9: agenthost.ext.v1.ShutdownResponse
-	(*CallToolRequest)(nil),        // 10: agenthost.ext.v1.CallToolRequest
-	(*CallToolResponse)(nil),       // 11: agenthost.ext.v1.CallToolResponse
-	(*ActivateRequest)(nil),        // 12: agenthost.ext.v1.ActivateRequest
-	(*ActivateResponse)(nil),       // 13: agenthost.ext.v1.ActivateResponse
-	(*RetireRequest)(nil),          // 14: agenthost.ext.v1.RetireRequest
-	(*RetireResponse)(nil),         // 15: agenthost.ext.v1.RetireResponse
-	(*ReconcileAllRequest)(nil),    // 16: agenthost.ext.v1.ReconcileAllRequest
-	(*ReconcileAllResponse)(nil),   // 17: agenthost.ext.v1.ReconcileAllResponse
-	(*StartServiceRequest)(nil),    // 18: agenthost.ext.v1.StartServiceRequest
-	(*StartServiceResponse)(nil),   // 19: agenthost.ext.v1.StartServiceResponse
-	(*ProcessSpec)(nil),            // 20: agenthost.ext.v1.ProcessSpec
-	(*StatusRequest)(nil),          // 21: agenthost.ext.v1.StatusRequest
-	(*StatusResponse)(nil),         // 22: agenthost.ext.v1.StatusResponse
-	(*StatusEntry)(nil),            // 23: agenthost.ext.v1.StatusEntry
-	(*Tool)(nil),                   // 24: agenthost.ext.v1.Tool
-	(*SetUserToolsRequest)(nil),    // 25: agenthost.ext.v1.SetUserToolsRequest
-	(*SetUserToolsResponse)(nil),   // 26: agenthost.ext.v1.SetUserToolsResponse
-	(*SetSystemToolsRequest)(nil),  // 27: agenthost.ext.v1.SetSystemToolsRequest
-	(*SetSystemToolsResponse)(nil), // 28: agenthost.ext.v1.SetSystemToolsResponse
-	(*ActingUserRequest)(nil),      // 29: agenthost.ext.v1.ActingUserRequest
-	(*ActingUserResponse)(nil),     // 30: agenthost.ext.v1.ActingUserResponse
-	(*GetSecretRequest)(nil),       // 31: agenthost.ext.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),      // 32: agenthost.ext.v1.GetSecretResponse
-	(*SetSecretRequest)(nil),       // 33: agenthost.ext.v1.SetSecretRequest
-	(*SetSecretResponse)(nil),      // 34: agenthost.ext.v1.SetSecretResponse
-	(*DeleteSecretRequest)(nil),    // 35: agenthost.ext.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),   // 36: agenthost.ext.v1.DeleteSecretResponse
-	(*ListSecretsRequest)(nil),     // 37: agenthost.ext.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),    // 38: agenthost.ext.v1.ListSecretsResponse
-	(*GetSettingsRequest)(nil),     // 39: agenthost.ext.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),    // 40: agenthost.ext.v1.GetSettingsResponse
-	(*SetSettingsRequest)(nil),     // 41: agenthost.ext.v1.SetSettingsRequest
-	(*SetSettingsResponse)(nil),    // 42: agenthost.ext.v1.SetSettingsResponse
-	(*GetPathsRequest)(nil),        // 43: agenthost.ext.v1.GetPathsRequest
-	(*GetPathsResponse)(nil),       // 44: agenthost.ext.v1.GetPathsResponse
-	(*ServiceFrame)(nil),           // 45: agenthost.ext.v1.ServiceFrame
-	(*ServiceOpen)(nil),            // 46: agenthost.ext.v1.ServiceOpen
-	(*ServiceOpened)(nil),          // 47: agenthost.ext.v1.ServiceOpened
+	(Exposure)(0),                     // 0: agenthost.ext.v1.Exposure
+	(Replay)(0),                       // 1: agenthost.ext.v1.Replay
+	(*CallFrame)(nil),                 // 2: agenthost.ext.v1.CallFrame
+	(*CallOpen)(nil),                  // 3: agenthost.ext.v1.CallOpen
+	(*CallEnd)(nil),                   // 4: agenthost.ext.v1.CallEnd
+	(*SessionMessage)(nil),            // 5: agenthost.ext.v1.SessionMessage
+	(*SessionReply)(nil),              // 6: agenthost.ext.v1.SessionReply
+	(*RPCError)(nil),                  // 7: agenthost.ext.v1.RPCError
+	(*SubscribeResourceRequest)(nil),  // 8: agenthost.ext.v1.SubscribeResourceRequest
+	(*SubscribeResourceResponse)(nil), // 9: agenthost.ext.v1.SubscribeResourceResponse
+	(*SessionNotifyRequest)(nil),      // 10: agenthost.ext.v1.SessionNotifyRequest
+	(*SessionNotifyResponse)(nil),     // 11: agenthost.ext.v1.SessionNotifyResponse
+	(*DescribeRequest)(nil),           // 12: agenthost.ext.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 13: agenthost.ext.v1.DescribeResponse
+	(*Descriptor)(nil),                // 14: agenthost.ext.v1.Descriptor
+	(*SettingsSection)(nil),           // 15: agenthost.ext.v1.SettingsSection
+	(*ConfigureRequest)(nil),          // 16: agenthost.ext.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 17: agenthost.ext.v1.ConfigureResponse
+	(*ShutdownRequest)(nil),           // 18: agenthost.ext.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),          // 19: agenthost.ext.v1.ShutdownResponse
+	(*ActivateRequest)(nil),           // 20: agenthost.ext.v1.ActivateRequest
+	(*ActivateResponse)(nil),          // 21: agenthost.ext.v1.ActivateResponse
+	(*RetireRequest)(nil),             // 22: agenthost.ext.v1.RetireRequest
+	(*RetireResponse)(nil),            // 23: agenthost.ext.v1.RetireResponse
+	(*ReconcileAllRequest)(nil),       // 24: agenthost.ext.v1.ReconcileAllRequest
+	(*ReconcileAllResponse)(nil),      // 25: agenthost.ext.v1.ReconcileAllResponse
+	(*StartServiceRequest)(nil),       // 26: agenthost.ext.v1.StartServiceRequest
+	(*StartServiceResponse)(nil),      // 27: agenthost.ext.v1.StartServiceResponse
+	(*ProcessSpec)(nil),               // 28: agenthost.ext.v1.ProcessSpec
+	(*StatusRequest)(nil),             // 29: agenthost.ext.v1.StatusRequest
+	(*StatusResponse)(nil),            // 30: agenthost.ext.v1.StatusResponse
+	(*StatusEntry)(nil),               // 31: agenthost.ext.v1.StatusEntry
+	(*Tool)(nil),                      // 32: agenthost.ext.v1.Tool
+	(*SetUserToolsRequest)(nil),       // 33: agenthost.ext.v1.SetUserToolsRequest
+	(*SetUserToolsResponse)(nil),      // 34: agenthost.ext.v1.SetUserToolsResponse
+	(*SetSystemToolsRequest)(nil),     // 35: agenthost.ext.v1.SetSystemToolsRequest
+	(*SetSystemToolsResponse)(nil),    // 36: agenthost.ext.v1.SetSystemToolsResponse
+	(*SetUserCatalogRequest)(nil),     // 37: agenthost.ext.v1.SetUserCatalogRequest
+	(*SetUserCatalogResponse)(nil),    // 38: agenthost.ext.v1.SetUserCatalogResponse
+	(*Prompt)(nil),                    // 39: agenthost.ext.v1.Prompt
+	(*Resource)(nil),                  // 40: agenthost.ext.v1.Resource
+	(*ResourceTemplate)(nil),          // 41: agenthost.ext.v1.ResourceTemplate
+	(*Instruction)(nil),               // 42: agenthost.ext.v1.Instruction
+	(*NotifyRequest)(nil),             // 43: agenthost.ext.v1.NotifyRequest
+	(*NotifyResponse)(nil),            // 44: agenthost.ext.v1.NotifyResponse
+	(*RequestUserRequest)(nil),        // 45: agenthost.ext.v1.RequestUserRequest
+	(*RequestUserResponse)(nil),       // 46: agenthost.ext.v1.RequestUserResponse
+	(*ActingUserRequest)(nil),         // 47: agenthost.ext.v1.ActingUserRequest
+	(*ActingUserResponse)(nil),        // 48: agenthost.ext.v1.ActingUserResponse
+	(*GetSecretRequest)(nil),          // 49: agenthost.ext.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),         // 50: agenthost.ext.v1.GetSecretResponse
+	(*SetSecretRequest)(nil),          // 51: agenthost.ext.v1.SetSecretRequest
+	(*SetSecretResponse)(nil),         // 52: agenthost.ext.v1.SetSecretResponse
+	(*DeleteSecretRequest)(nil),       // 53: agenthost.ext.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),      // 54: agenthost.ext.v1.DeleteSecretResponse
+	(*ListSecretsRequest)(nil),        // 55: agenthost.ext.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),       // 56: agenthost.ext.v1.ListSecretsResponse
+	(*GetSettingsRequest)(nil),        // 57: agenthost.ext.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),       // 58: agenthost.ext.v1.GetSettingsResponse
+	(*SetSettingsRequest)(nil),        // 59: agenthost.ext.v1.SetSettingsRequest
+	(*SetSettingsResponse)(nil),       // 60: agenthost.ext.v1.SetSettingsResponse
+	(*GetPathsRequest)(nil),           // 61: agenthost.ext.v1.GetPathsRequest
+	(*GetPathsResponse)(nil),          // 62: agenthost.ext.v1.GetPathsResponse
+	(*ServiceFrame)(nil),              // 63: agenthost.ext.v1.ServiceFrame
+	(*ServiceOpen)(nil),               // 64: agenthost.ext.v1.ServiceOpen
+	(*ServiceOpened)(nil),             // 65: agenthost.ext.v1.ServiceOpened
 }
 var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
-	4,  // 0: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
-	5,  // 1: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
-	20, // 2: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	23, // 3: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
-	0,  // 4: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
-	1,  // 5: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
-	24, // 6: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	24, // 7: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	46, // 8: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
-	47, // 9: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	2,  // 10: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
-	6,  // 11: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
-	8,  // 12: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
-	10, // 13: agenthost.ext.v1.Extension.CallTool:input_type -> agenthost.ext.v1.CallToolRequest
-	12, // 14: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
-	14, // 15: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
-	16, // 16: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
-	18, // 17: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
-	21, // 18: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
-	25, // 19: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	27, // 20: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	29, // 21: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	31, // 22: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	33, // 23: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	35, // 24: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	37, // 25: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	39, // 26: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	41, // 27: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	43, // 28: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	45, // 29: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	3,  // 30: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	7,  // 31: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	9,  // 32: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	11, // 33: agenthost.ext.v1.Extension.CallTool:output_type -> agenthost.ext.v1.CallToolResponse
-	13, // 34: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	15, // 35: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	17, // 36: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	19, // 37: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	22, // 38: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	26, // 39: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	28, // 40: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	30, // 41: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	32, // 42: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	34, // 43: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	36, // 44: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	38, // 45: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	40, // 46: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	42, // 47: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	44, // 48: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	45, // 49: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	30, // [30:50] is the sub-list for method output_type
-	10, // [10:30] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	3,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
+	4,  // 1: agenthost.ext.v1.CallFrame.end:type_name -> agenthost.ext.v1.CallEnd
+	5,  // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
+	5,  // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
+	6,  // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
+	7,  // 5: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	14, // 6: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
+	15, // 7: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
+	28, // 8: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	31, // 9: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
+	0,  // 10: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
+	1,  // 11: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
+	32, // 12: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	32, // 13: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	32, // 14: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
+	39, // 15: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
+	40, // 16: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
+	41, // 17: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
+	42, // 18: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
+	7,  // 19: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	64, // 20: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
+	65, // 21: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
+	12, // 22: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
+	16, // 23: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
+	18, // 24: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
+	2,  // 25: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
+	20, // 26: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
+	22, // 27: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
+	24, // 28: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
+	26, // 29: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
+	29, // 30: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
+	8,  // 31: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
+	10, // 32: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
+	33, // 33: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	35, // 34: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	37, // 35: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	43, // 36: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	45, // 37: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	47, // 38: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	49, // 39: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	51, // 40: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	53, // 41: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	55, // 42: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	57, // 43: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	59, // 44: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	61, // 45: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	63, // 46: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	13, // 47: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	17, // 48: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	19, // 49: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	2,  // 50: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	21, // 51: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	23, // 52: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	25, // 53: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	27, // 54: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	30, // 55: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	9,  // 56: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	11, // 57: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	34, // 58: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	36, // 59: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	38, // 60: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	44, // 61: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	46, // 62: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	48, // 63: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	50, // 64: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	52, // 65: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	54, // 66: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	56, // 67: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	58, // 68: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	60, // 69: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	62, // 70: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	63, // 71: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	47, // [47:72] is the sub-list for method output_type
+	22, // [22:47] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_agenthost_ext_v1_ext_proto_init() }
@@ -2889,7 +4166,15 @@ func file_agenthost_ext_v1_ext_proto_init() {
 	if File_agenthost_ext_v1_ext_proto != nil {
 		return
 	}
-	file_agenthost_ext_v1_ext_proto_msgTypes[43].OneofWrappers = []any{
+	file_agenthost_ext_v1_ext_proto_msgTypes[0].OneofWrappers = []any{
+		(*CallFrame_Open)(nil),
+		(*CallFrame_End)(nil),
+		(*CallFrame_Cancel)(nil),
+		(*CallFrame_Notify)(nil),
+		(*CallFrame_Request)(nil),
+		(*CallFrame_Reply)(nil),
+	}
+	file_agenthost_ext_v1_ext_proto_msgTypes[61].OneofWrappers = []any{
 		(*ServiceFrame_Open)(nil),
 		(*ServiceFrame_Opened)(nil),
 		(*ServiceFrame_Data)(nil),
@@ -2902,7 +4187,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthost_ext_v1_ext_proto_rawDesc), len(file_agenthost_ext_v1_ext_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   46,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

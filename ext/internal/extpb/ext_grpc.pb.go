@@ -31,15 +31,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Extension_Describe_FullMethodName     = "/agenthost.ext.v1.Extension/Describe"
-	Extension_Configure_FullMethodName    = "/agenthost.ext.v1.Extension/Configure"
-	Extension_Shutdown_FullMethodName     = "/agenthost.ext.v1.Extension/Shutdown"
-	Extension_CallTool_FullMethodName     = "/agenthost.ext.v1.Extension/CallTool"
-	Extension_Activate_FullMethodName     = "/agenthost.ext.v1.Extension/Activate"
-	Extension_Retire_FullMethodName       = "/agenthost.ext.v1.Extension/Retire"
-	Extension_ReconcileAll_FullMethodName = "/agenthost.ext.v1.Extension/ReconcileAll"
-	Extension_StartService_FullMethodName = "/agenthost.ext.v1.Extension/StartService"
-	Extension_Status_FullMethodName       = "/agenthost.ext.v1.Extension/Status"
+	Extension_Describe_FullMethodName          = "/agenthost.ext.v1.Extension/Describe"
+	Extension_Configure_FullMethodName         = "/agenthost.ext.v1.Extension/Configure"
+	Extension_Shutdown_FullMethodName          = "/agenthost.ext.v1.Extension/Shutdown"
+	Extension_Calls_FullMethodName             = "/agenthost.ext.v1.Extension/Calls"
+	Extension_Activate_FullMethodName          = "/agenthost.ext.v1.Extension/Activate"
+	Extension_Retire_FullMethodName            = "/agenthost.ext.v1.Extension/Retire"
+	Extension_ReconcileAll_FullMethodName      = "/agenthost.ext.v1.Extension/ReconcileAll"
+	Extension_StartService_FullMethodName      = "/agenthost.ext.v1.Extension/StartService"
+	Extension_Status_FullMethodName            = "/agenthost.ext.v1.Extension/Status"
+	Extension_SubscribeResource_FullMethodName = "/agenthost.ext.v1.Extension/SubscribeResource"
+	Extension_SessionNotify_FullMethodName     = "/agenthost.ext.v1.Extension/SessionNotify"
 )
 
 // ExtensionClient is the client API for Extension service.
@@ -51,8 +53,13 @@ type ExtensionClient interface {
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
 	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
 	Shutdown(ctx context.Context, in *ShutdownRequest, opts ...grpc.CallOption) (*ShutdownResponse, error)
-	// Capability "tools".
-	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
+	// Calls carries every request that has a client session behind it
+	// (tools/call, prompts/get, resources/read, completion/complete,
+	// tasks/*) as CallFrames, many calls at once. It is the fallback carrier
+	// of the call channel: where the host could hand the extension a
+	// socketpair at launch, the same frames travel on it instead,
+	// length-prefixed (4 bytes, big-endian), and this stream is not opened.
+	Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallFrame, CallFrame], error)
 	// Capability "users".
 	Activate(ctx context.Context, in *ActivateRequest, opts ...grpc.CallOption) (*ActivateResponse, error)
 	Retire(ctx context.Context, in *RetireRequest, opts ...grpc.CallOption) (*RetireResponse, error)
@@ -61,6 +68,10 @@ type ExtensionClient interface {
 	StartService(ctx context.Context, in *StartServiceRequest, opts ...grpc.CallOption) (*StartServiceResponse, error)
 	// Capability "status".
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// Capability "resources": start or stop updates of one resource.
+	SubscribeResource(ctx context.Context, in *SubscribeResourceRequest, opts ...grpc.CallOption) (*SubscribeResourceResponse, error)
+	// Capability "sessions": a notification a user's client sent.
+	SessionNotify(ctx context.Context, in *SessionNotifyRequest, opts ...grpc.CallOption) (*SessionNotifyResponse, error)
 }
 
 type extensionClient struct {
@@ -101,15 +112,18 @@ func (c *extensionClient) Shutdown(ctx context.Context, in *ShutdownRequest, opt
 	return out, nil
 }
 
-func (c *extensionClient) CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error) {
+func (c *extensionClient) Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallFrame, CallFrame], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CallToolResponse)
-	err := c.cc.Invoke(ctx, Extension_CallTool_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Extension_ServiceDesc.Streams[0], Extension_Calls_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[CallFrame, CallFrame]{ClientStream: stream}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Extension_CallsClient = grpc.BidiStreamingClient[CallFrame, CallFrame]
 
 func (c *extensionClient) Activate(ctx context.Context, in *ActivateRequest, opts ...grpc.CallOption) (*ActivateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -161,6 +175,26 @@ func (c *extensionClient) Status(ctx context.Context, in *StatusRequest, opts ..
 	return out, nil
 }
 
+func (c *extensionClient) SubscribeResource(ctx context.Context, in *SubscribeResourceRequest, opts ...grpc.CallOption) (*SubscribeResourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubscribeResourceResponse)
+	err := c.cc.Invoke(ctx, Extension_SubscribeResource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *extensionClient) SessionNotify(ctx context.Context, in *SessionNotifyRequest, opts ...grpc.CallOption) (*SessionNotifyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SessionNotifyResponse)
+	err := c.cc.Invoke(ctx, Extension_SessionNotify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ExtensionServer is the server API for Extension service.
 // All implementations must embed UnimplementedExtensionServer
 // for forward compatibility.
@@ -170,8 +204,13 @@ type ExtensionServer interface {
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
 	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
 	Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error)
-	// Capability "tools".
-	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
+	// Calls carries every request that has a client session behind it
+	// (tools/call, prompts/get, resources/read, completion/complete,
+	// tasks/*) as CallFrames, many calls at once. It is the fallback carrier
+	// of the call channel: where the host could hand the extension a
+	// socketpair at launch, the same frames travel on it instead,
+	// length-prefixed (4 bytes, big-endian), and this stream is not opened.
+	Calls(grpc.BidiStreamingServer[CallFrame, CallFrame]) error
 	// Capability "users".
 	Activate(context.Context, *ActivateRequest) (*ActivateResponse, error)
 	Retire(context.Context, *RetireRequest) (*RetireResponse, error)
@@ -180,6 +219,10 @@ type ExtensionServer interface {
 	StartService(context.Context, *StartServiceRequest) (*StartServiceResponse, error)
 	// Capability "status".
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// Capability "resources": start or stop updates of one resource.
+	SubscribeResource(context.Context, *SubscribeResourceRequest) (*SubscribeResourceResponse, error)
+	// Capability "sessions": a notification a user's client sent.
+	SessionNotify(context.Context, *SessionNotifyRequest) (*SessionNotifyResponse, error)
 	mustEmbedUnimplementedExtensionServer()
 }
 
@@ -199,8 +242,8 @@ func (UnimplementedExtensionServer) Configure(context.Context, *ConfigureRequest
 func (UnimplementedExtensionServer) Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Shutdown not implemented")
 }
-func (UnimplementedExtensionServer) CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method CallTool not implemented")
+func (UnimplementedExtensionServer) Calls(grpc.BidiStreamingServer[CallFrame, CallFrame]) error {
+	return status.Error(codes.Unimplemented, "method Calls not implemented")
 }
 func (UnimplementedExtensionServer) Activate(context.Context, *ActivateRequest) (*ActivateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Activate not implemented")
@@ -216,6 +259,12 @@ func (UnimplementedExtensionServer) StartService(context.Context, *StartServiceR
 }
 func (UnimplementedExtensionServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedExtensionServer) SubscribeResource(context.Context, *SubscribeResourceRequest) (*SubscribeResourceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubscribeResource not implemented")
+}
+func (UnimplementedExtensionServer) SessionNotify(context.Context, *SessionNotifyRequest) (*SessionNotifyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SessionNotify not implemented")
 }
 func (UnimplementedExtensionServer) mustEmbedUnimplementedExtensionServer() {}
 func (UnimplementedExtensionServer) testEmbeddedByValue()                   {}
@@ -292,23 +341,12 @@ func _Extension_Shutdown_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Extension_CallTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CallToolRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(ExtensionServer).CallTool(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Extension_CallTool_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ExtensionServer).CallTool(ctx, req.(*CallToolRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+func _Extension_Calls_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ExtensionServer).Calls(&grpc.GenericServerStream[CallFrame, CallFrame]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Extension_CallsServer = grpc.BidiStreamingServer[CallFrame, CallFrame]
 
 func _Extension_Activate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ActivateRequest)
@@ -400,6 +438,42 @@ func _Extension_Status_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Extension_SubscribeResource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubscribeResourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).SubscribeResource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_SubscribeResource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).SubscribeResource(ctx, req.(*SubscribeResourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Extension_SessionNotify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionNotifyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).SessionNotify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_SessionNotify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).SessionNotify(ctx, req.(*SessionNotifyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Extension_ServiceDesc is the grpc.ServiceDesc for Extension service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -418,10 +492,6 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Shutdown",
 			Handler:    _Extension_Shutdown_Handler,
-		},
-		{
-			MethodName: "CallTool",
-			Handler:    _Extension_CallTool_Handler,
 		},
 		{
 			MethodName: "Activate",
@@ -443,14 +513,32 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Status",
 			Handler:    _Extension_Status_Handler,
 		},
+		{
+			MethodName: "SubscribeResource",
+			Handler:    _Extension_SubscribeResource_Handler,
+		},
+		{
+			MethodName: "SessionNotify",
+			Handler:    _Extension_SessionNotify_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Calls",
+			Handler:       _Extension_Calls_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "agenthost/ext/v1/ext.proto",
 }
 
 const (
 	Host_SetUserTools_FullMethodName   = "/agenthost.ext.v1.Host/SetUserTools"
 	Host_SetSystemTools_FullMethodName = "/agenthost.ext.v1.Host/SetSystemTools"
+	Host_SetUserCatalog_FullMethodName = "/agenthost.ext.v1.Host/SetUserCatalog"
+	Host_Notify_FullMethodName         = "/agenthost.ext.v1.Host/Notify"
+	Host_RequestUser_FullMethodName    = "/agenthost.ext.v1.Host/RequestUser"
 	Host_ActingUser_FullMethodName     = "/agenthost.ext.v1.Host/ActingUser"
 	Host_GetSecret_FullMethodName      = "/agenthost.ext.v1.Host/GetSecret"
 	Host_SetSecret_FullMethodName      = "/agenthost.ext.v1.Host/SetSecret"
@@ -470,6 +558,9 @@ const (
 type HostClient interface {
 	SetUserTools(ctx context.Context, in *SetUserToolsRequest, opts ...grpc.CallOption) (*SetUserToolsResponse, error)
 	SetSystemTools(ctx context.Context, in *SetSystemToolsRequest, opts ...grpc.CallOption) (*SetSystemToolsResponse, error)
+	SetUserCatalog(ctx context.Context, in *SetUserCatalogRequest, opts ...grpc.CallOption) (*SetUserCatalogResponse, error)
+	Notify(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error)
+	RequestUser(ctx context.Context, in *RequestUserRequest, opts ...grpc.CallOption) (*RequestUserResponse, error)
 	ActingUser(ctx context.Context, in *ActingUserRequest, opts ...grpc.CallOption) (*ActingUserResponse, error)
 	GetSecret(ctx context.Context, in *GetSecretRequest, opts ...grpc.CallOption) (*GetSecretResponse, error)
 	SetSecret(ctx context.Context, in *SetSecretRequest, opts ...grpc.CallOption) (*SetSecretResponse, error)
@@ -509,6 +600,36 @@ func (c *hostClient) SetSystemTools(ctx context.Context, in *SetSystemToolsReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetSystemToolsResponse)
 	err := c.cc.Invoke(ctx, Host_SetSystemTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) SetUserCatalog(ctx context.Context, in *SetUserCatalogRequest, opts ...grpc.CallOption) (*SetUserCatalogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetUserCatalogResponse)
+	err := c.cc.Invoke(ctx, Host_SetUserCatalog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) Notify(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NotifyResponse)
+	err := c.cc.Invoke(ctx, Host_Notify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) RequestUser(ctx context.Context, in *RequestUserRequest, opts ...grpc.CallOption) (*RequestUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequestUserResponse)
+	err := c.cc.Invoke(ctx, Host_RequestUser_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -616,6 +737,9 @@ type Host_ConnectServiceClient = grpc.BidiStreamingClient[ServiceFrame, ServiceF
 type HostServer interface {
 	SetUserTools(context.Context, *SetUserToolsRequest) (*SetUserToolsResponse, error)
 	SetSystemTools(context.Context, *SetSystemToolsRequest) (*SetSystemToolsResponse, error)
+	SetUserCatalog(context.Context, *SetUserCatalogRequest) (*SetUserCatalogResponse, error)
+	Notify(context.Context, *NotifyRequest) (*NotifyResponse, error)
+	RequestUser(context.Context, *RequestUserRequest) (*RequestUserResponse, error)
 	ActingUser(context.Context, *ActingUserRequest) (*ActingUserResponse, error)
 	GetSecret(context.Context, *GetSecretRequest) (*GetSecretResponse, error)
 	SetSecret(context.Context, *SetSecretRequest) (*SetSecretResponse, error)
@@ -646,6 +770,15 @@ func (UnimplementedHostServer) SetUserTools(context.Context, *SetUserToolsReques
 }
 func (UnimplementedHostServer) SetSystemTools(context.Context, *SetSystemToolsRequest) (*SetSystemToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetSystemTools not implemented")
+}
+func (UnimplementedHostServer) SetUserCatalog(context.Context, *SetUserCatalogRequest) (*SetUserCatalogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetUserCatalog not implemented")
+}
+func (UnimplementedHostServer) Notify(context.Context, *NotifyRequest) (*NotifyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Notify not implemented")
+}
+func (UnimplementedHostServer) RequestUser(context.Context, *RequestUserRequest) (*RequestUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequestUser not implemented")
 }
 func (UnimplementedHostServer) ActingUser(context.Context, *ActingUserRequest) (*ActingUserResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ActingUser not implemented")
@@ -727,6 +860,60 @@ func _Host_SetSystemTools_Handler(srv interface{}, ctx context.Context, dec func
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HostServer).SetSystemTools(ctx, req.(*SetSystemToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_SetUserCatalog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetUserCatalogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).SetUserCatalog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_SetUserCatalog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).SetUserCatalog(ctx, req.(*SetUserCatalogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_Notify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NotifyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Notify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Notify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Notify(ctx, req.(*NotifyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_RequestUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequestUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).RequestUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_RequestUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).RequestUser(ctx, req.(*RequestUserRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -896,6 +1083,18 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetSystemTools",
 			Handler:    _Host_SetSystemTools_Handler,
+		},
+		{
+			MethodName: "SetUserCatalog",
+			Handler:    _Host_SetUserCatalog_Handler,
+		},
+		{
+			MethodName: "Notify",
+			Handler:    _Host_Notify_Handler,
+		},
+		{
+			MethodName: "RequestUser",
+			Handler:    _Host_RequestUser_Handler,
 		},
 		{
 			MethodName: "ActingUser",

@@ -288,6 +288,10 @@ func (a *app) callCmd() *cobra.Command {
 }
 
 func printResult(w io.Writer, res *ext.CallToolResult) error {
+	res, err := res.Fields()
+	if err != nil {
+		return err
+	}
 	out := struct {
 		Content           json.RawMessage `json:"content"`
 		StructuredContent json.RawMessage `json:"structuredContent,omitempty"`

@@ -79,6 +79,9 @@ func TestRoundTripOverTheSocket(t *testing.T) {
 		t.Fatalf("tools = %+v, %v", tools, err)
 	}
 	res, err := c.Call(ctx, "alice", "", "x/alice", json.RawMessage(`{"a":1}`))
+	if err == nil {
+		res, err = res.Fields()
+	}
 	if err != nil || string(res.StructuredContent) != `{"a":1}` || res.Text() != "hi" {
 		t.Errorf("call = %+v, %v", res, err)
 	}

@@ -42,6 +42,9 @@ func Handler(h api.Host, tokens Tokens) http.Handler {
 	})
 	do(mux, "POST /v1/call", func(r *http.Request, req *callRequest) (any, error) {
 		res, err := h.Call(r.Context(), req.User, req.Conversation, req.Name, req.Arguments)
+		if err == nil {
+			res, err = res.Fields()
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -118,6 +118,10 @@ var emptyContent = []mcp.Content{}
 // content: each block travels as the host's bytes, and structured content
 // as raw JSON. Details stay in the host (they are never shown to a model).
 func toMCP(res *ext.CallToolResult) (*mcp.CallToolResult, bool) {
+	res, err := res.Fields()
+	if err != nil {
+		return nil, false
+	}
 	out := &mcp.CallToolResult{IsError: res.IsError, Content: emptyContent}
 	if len(res.Content) > 0 && string(res.Content) != "null" {
 		blocks, ok := splitArray(res.Content)

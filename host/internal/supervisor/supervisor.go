@@ -42,6 +42,9 @@ type Spec struct {
 	// FDPassing hands the extension a descriptor channel so service stdio
 	// passes as descriptors instead of relayed bytes.
 	FDPassing bool
+	// DisableCallChannel sends calls over a gRPC stream instead of the
+	// socketpair call channel (tests of both carriers).
+	DisableCallChannel bool
 	// StartTimeout bounds the launch (default 30s).
 	StartTimeout time.Duration
 }
@@ -87,23 +90,38 @@ func Launch(ctx context.Context, spec Spec, logger *slog.Logger) (*Instance, err
 		}
 	}
 	var (
-		clientOpts *ext.ClientOptions
-		extEnd     *os.File
+		clientOpts ext.ClientOptions
+		extEnd     *os.File // descriptor channel, fd 3 in the child
+		callEnd    *os.File // call channel, fd 4 (or 3) in the child
 	)
 	if spec.FDPassing {
 		hostEnd, e, err := ext.NewFDChannel()
 		if err != nil {
 			logger.Warn("descriptor passing unavailable; service bytes will be relayed", "extension", spec.Name, "error", err)
 		} else {
-			clientOpts = &ext.ClientOptions{FDChannel: hostEnd}
+			clientOpts.FDChannel = hostEnd
 			extEnd = e
 		}
 	}
-	plugins, err := ext.HostPlugins(clientOpts)
-	if err != nil {
-		if extEnd != nil {
-			_ = extEnd.Close()
+	if !spec.DisableCallChannel {
+		hostEnd, e, err := ext.NewCallChannel()
+		if err != nil {
+			logger.Warn("call channel unavailable; calls will travel over gRPC", "extension", spec.Name, "error", err)
+		} else {
+			clientOpts.CallChannel = hostEnd
+			callEnd = e
 		}
+	}
+	closeEnds := func() {
+		for _, f := range []*os.File{extEnd, callEnd} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}
+	plugins, err := ext.HostPlugins(&clientOpts)
+	if err != nil {
+		closeEnds()
 		return nil, err
 	}
 	timeout := spec.StartTimeout
@@ -125,12 +143,19 @@ func Launch(ctx context.Context, spec Spec, logger *slog.Logger) (*Instance, err
 		RunnerFunc: func(_ hclog.Logger, pcmd *exec.Cmd, _ string) (runner.Runner, error) {
 			cmd := exec.Command(execPath(bin), spec.Args...)
 			cmd.Args[0] = spec.Path
-			cmd.Env = buildEnv(spec, pcmd.Env, extEnd != nil)
+			// Extra files are numbered from 3 in the child.
+			var extra []string
+			if extEnd != nil {
+				cmd.ExtraFiles = append(cmd.ExtraFiles, extEnd)
+				extra = append(extra, fmt.Sprintf("%s=%d", ext.EnvFDChannel, 2+len(cmd.ExtraFiles)))
+			}
+			if callEnd != nil {
+				cmd.ExtraFiles = append(cmd.ExtraFiles, callEnd)
+				extra = append(extra, fmt.Sprintf("%s=%d", ext.EnvCallChannel, 2+len(cmd.ExtraFiles)))
+			}
+			cmd.Env = buildEnv(spec, pcmd.Env, extra)
 			cmd.Dir = filepath.Dir(spec.Path)
 			cmd.SysProcAttr = childAttrs()
-			if extEnd != nil {
-				cmd.ExtraFiles = []*os.File{extEnd} // fd 3 in the child
-			}
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {
 				return nil, err
@@ -140,9 +165,7 @@ func Launch(ctx context.Context, spec Spec, logger *slog.Logger) (*Instance, err
 				return nil, err
 			}
 			r := &procRunner{cmd: cmd, name: spec.Name, stdout: stdout, stderr: stderr}
-			if extEnd != nil {
-				r.closeAfterStart = append(r.closeAfterStart, extEnd)
-			}
+			r.closeAfterStart = append(r.closeAfterStart, cmd.ExtraFiles...)
 			return &pidRunner{procRunner: r, pid: &pid}, nil
 		},
 	})
@@ -189,7 +212,7 @@ func (r *pidRunner) Start(ctx context.Context) error {
 	return nil
 }
 
-func buildEnv(spec Spec, pluginEnv []string, fd bool) []string {
+func buildEnv(spec Spec, pluginEnv, channels []string) []string {
 	env := make([]string, 0, len(allowedHostEnv)+len(spec.Env)+len(pluginEnv)+2)
 	for _, k := range allowedHostEnv {
 		if v, ok := os.LookupEnv(k); ok {
@@ -200,9 +223,7 @@ func buildEnv(spec Spec, pluginEnv []string, fd bool) []string {
 		env = append(env, "HOME="+spec.Home)
 	}
 	env = append(env, spec.Env...)
-	if fd {
-		env = append(env, ext.EnvFDChannel+"=3")
-	}
+	env = append(env, channels...)
 	// go-plugin's own variables (cookie, AutoMTLS certificate) come last so
 	// nothing in the config can override them.
 	return append(env, pluginEnv...)

@@ -1,0 +1,628 @@
+package ext
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agenthost/agenthost/ext/internal/extpb"
+)
+
+// The call channel carries every request that has a client session behind
+// it: the host opens a call with a CallOpen frame, the extension may send
+// notifications and requests to the client while it runs (answered with
+// reply frames), and ends it with one CallEnd frame; a cancel frame cancels
+// the call's context in the extension. Many calls share the channel.
+//
+// Its bytes travel on a stream socketpair handed to the extension at launch
+// (length-prefixed protobuf frames: one write and one wake-up per frame, no
+// HTTP/2 or TLS on the way, which is what makes it the fast path), or, where
+// no socketpair could be passed, on one gRPC Calls stream. Both carry the
+// same frames and share the code below.
+
+// EnvCallChannel names the environment variable that tells an extension
+// process which descriptor holds the call channel.
+const EnvCallChannel = "AGENTHOST_CALL_CHANNEL"
+
+// maxCallFrame bounds one frame on the socket (a tool result included).
+const maxCallFrame = 64 << 20
+
+// The kinds of calls (CallOpen.method) besides the tasks/* methods.
+const (
+	methodCallTool     = "tools/call"
+	methodGetPrompt    = "prompts/get"
+	methodReadResource = "resources/read"
+	methodComplete     = "completion/complete"
+)
+
+// frameConn moves call frames. send may be called concurrently; recv is
+// called by one goroutine.
+type frameConn interface {
+	send(*extpb.CallFrame) error
+	recv() (*extpb.CallFrame, error)
+	close() error
+}
+
+// sockFrames carries frames on a stream socket, each a 4-byte big-endian
+// length and a protobuf message.
+type sockFrames struct {
+	conn net.Conn
+	r    *bufio.Reader
+
+	wmu  sync.Mutex
+	wbuf []byte
+}
+
+func newSockFrames(f *os.File) (*sockFrames, error) {
+	c, err := net.FileConn(f)
+	_ = f.Close() // FileConn dup'd it
+	if err != nil {
+		return nil, fmt.Errorf("opening the call channel: %w", err)
+	}
+	return &sockFrames{conn: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
+}
+
+func (s *sockFrames) send(f *extpb.CallFrame) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	b, err := proto.MarshalOptions{}.MarshalAppend(append(s.wbuf[:0], 0, 0, 0, 0), f)
+	if err != nil {
+		return fmt.Errorf("encoding a call frame: %w", err)
+	}
+	if len(b)-4 > maxCallFrame {
+		return fmt.Errorf("a call frame of %d bytes is over the limit of %d: %w", len(b)-4, maxCallFrame, ErrInvalidArgument)
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	_, err = s.conn.Write(b)
+	if cap(b) <= 64<<10 {
+		s.wbuf = b[:0]
+	}
+	return err
+}
+
+func (s *sockFrames) recv() (*extpb.CallFrame, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxCallFrame {
+		return nil, fmt.Errorf("a call frame of %d bytes is over the limit of %d", n, maxCallFrame)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(s.r, buf); err != nil {
+		return nil, err
+	}
+	f := new(extpb.CallFrame)
+	if err := proto.Unmarshal(buf, f); err != nil {
+		return nil, fmt.Errorf("decoding a call frame: %w", err)
+	}
+	return f, nil
+}
+
+func (s *sockFrames) close() error { return s.conn.Close() }
+
+// streamFrames carries frames on a gRPC Calls stream (either side).
+type streamFrames struct {
+	stream interface {
+		Send(*extpb.CallFrame) error
+		Recv() (*extpb.CallFrame, error)
+	}
+	cancel context.CancelFunc // ends the stream (host side)
+	smu    sync.Mutex
+}
+
+func (s *streamFrames) send(f *extpb.CallFrame) error {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.stream.Send(f)
+}
+
+func (s *streamFrames) recv() (*extpb.CallFrame, error) { return s.stream.Recv() }
+
+func (s *streamFrames) close() error {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	return nil
+}
+
+// statusOf splits err into a gRPC code and message for a frame, using the
+// one sentinel table ([toStatus]).
+func statusOf(err error) (uint32, string) {
+	st := status.Convert(toStatus(err))
+	code := st.Code()
+	if code == codes.OK {
+		code = codes.Unknown
+	}
+	return uint32(code), st.Message()
+}
+
+// errorOf is the inverse of statusOf.
+func errorOf(code uint32, msg string) error {
+	return fromStatus(status.Error(codes.Code(code), msg))
+}
+
+// ---- host side ----
+
+// callClient is the host's end of the call channel: it numbers calls,
+// routes the extension's frames to them, and fails every call when the
+// channel dies. Its reader goroutine ends when the channel is closed.
+type callClient struct {
+	fc   frameConn
+	done chan struct{} // closed when the reader exits
+
+	mu    sync.Mutex
+	next  uint64
+	calls map[uint64]*pendingCall
+	err   error // why the channel died
+}
+
+// pendingCall queues the frames of one call for its caller. The reader
+// never blocks on a caller: frames queue, and the caller drains them.
+type pendingCall struct {
+	mu     sync.Mutex
+	queue  []*extpb.CallFrame
+	signal chan struct{} // capacity 1
+}
+
+// maxQueuedNotifications bounds the notifications queued for one call; more
+// are dropped (requests and the end frame never are).
+const maxQueuedNotifications = 1024
+
+func (p *pendingCall) push(f *extpb.CallFrame) {
+	p.mu.Lock()
+	if f.GetNotify() != nil && len(p.queue) >= maxQueuedNotifications {
+		p.mu.Unlock()
+		return
+	}
+	p.queue = append(p.queue, f)
+	p.mu.Unlock()
+	select {
+	case p.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pendingCall) take() []*extpb.CallFrame {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.queue
+	p.queue = nil
+	return q
+}
+
+func newCallClient(fc frameConn) *callClient {
+	c := &callClient{fc: fc, done: make(chan struct{}), calls: map[uint64]*pendingCall{}}
+	go c.read()
+	return c
+}
+
+func (c *callClient) read() {
+	defer close(c.done)
+	for {
+		f, err := c.fc.recv()
+		if err != nil {
+			c.mu.Lock()
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				c.err = errors.New("the extension's call channel closed")
+			} else {
+				c.err = fmt.Errorf("the extension's call channel failed: %w", err)
+			}
+			c.mu.Unlock()
+			_ = c.fc.close()
+			return
+		}
+		c.mu.Lock()
+		p := c.calls[f.GetCall()]
+		c.mu.Unlock()
+		if p != nil {
+			p.push(f)
+		}
+	}
+}
+
+// close ends the channel and waits for the reader.
+func (c *callClient) close() {
+	_ = c.fc.close()
+	<-c.done
+}
+
+func (c *callClient) register() (uint64, *pendingCall, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return 0, nil, &notDelivered{msg: c.err.Error()}
+	}
+	c.next++
+	p := &pendingCall{signal: make(chan struct{}, 1)}
+	c.calls[c.next] = p
+	return c.next, p, nil
+}
+
+func (c *callClient) unregister(id uint64) {
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+}
+
+func (c *callClient) deadErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Errorf("%v: %w", c.err, ErrUnavailable)
+}
+
+// do runs one call: it sends open, relays the extension's notifications and
+// requests to sess, and returns the end frame. When ctx ends first it tells
+// the extension to cancel and returns at once.
+func (c *callClient) do(ctx context.Context, open *extpb.CallOpen, sess Session) (*extpb.CallEnd, error) {
+	id, p, err := c.register()
+	if err != nil {
+		return nil, err
+	}
+	defer c.unregister(id)
+	if err := c.fc.send(&extpb.CallFrame{Call: id, Body: &extpb.CallFrame_Open{Open: open}}); err != nil {
+		select {
+		case <-c.done:
+			// The channel was already dead: nothing reached the extension.
+			return nil, &notDelivered{msg: "the extension's call channel is closed"}
+		default:
+		}
+		return nil, fmt.Errorf("sending the call: %w", errors.Join(err, ErrUnavailable))
+	}
+	var (
+		reqs    sync.WaitGroup
+		reqCtx  context.Context
+		reqStop context.CancelFunc
+	)
+	defer func() {
+		if reqStop != nil {
+			reqStop()
+			reqs.Wait()
+		}
+	}()
+	for {
+		select {
+		case <-p.signal:
+		case <-ctx.Done():
+			_ = c.fc.send(&extpb.CallFrame{Call: id, Body: &extpb.CallFrame_Cancel{Cancel: true}})
+			return nil, ctx.Err()
+		case <-c.done:
+			// Frames may have arrived just before the channel died.
+			if end := c.drain(ctx, id, p, sess, &reqs, &reqCtx, &reqStop); end != nil {
+				return end, nil
+			}
+			return nil, c.deadErr()
+		}
+		if end := c.drain(ctx, id, p, sess, &reqs, &reqCtx, &reqStop); end != nil {
+			return end, nil
+		}
+	}
+}
+
+// drain handles the queued frames of call id and returns its end frame,
+// if it came.
+func (c *callClient) drain(ctx context.Context, id uint64, p *pendingCall, sess Session, reqs *sync.WaitGroup, reqCtx *context.Context, reqStop *context.CancelFunc) *extpb.CallEnd {
+	for _, f := range p.take() {
+		switch b := f.GetBody().(type) {
+		case *extpb.CallFrame_End:
+			return b.End
+		case *extpb.CallFrame_Notify:
+			// A client that cannot take a notification loses it; the call
+			// goes on.
+			_ = sess.Notify(ctx, b.Notify.GetMethod(), raw(b.Notify.GetParams()))
+		case *extpb.CallFrame_Request:
+			if *reqStop == nil {
+				*reqCtx, *reqStop = context.WithCancel(ctx)
+			}
+			m := b.Request
+			rctx := *reqCtx
+			reqs.Add(1)
+			go func() {
+				defer reqs.Done()
+				res, err := sess.Request(rctx, m.GetMethod(), raw(m.GetParams()))
+				_ = c.fc.send(&extpb.CallFrame{Call: id, Body: &extpb.CallFrame_Reply{Reply: replyOf(m.GetId(), res, err)}})
+			}()
+		}
+	}
+	return nil
+}
+
+func replyOf(id uint64, res json.RawMessage, err error) *extpb.SessionReply {
+	r := &extpb.SessionReply{Id: id, Result: res}
+	var re *RPCError
+	switch {
+	case err == nil:
+	case errors.As(err, &re):
+		r.RpcError = rpcErrorToProto(re)
+	default:
+		r.Code, r.Error = statusOf(err)
+	}
+	return r
+}
+
+func replyResult(r *extpb.SessionReply) (json.RawMessage, error) {
+	switch {
+	case r.GetRpcError() != nil:
+		return nil, rpcErrorFromProto(r.GetRpcError())
+	case r.GetCode() != 0:
+		return nil, errorOf(r.GetCode(), r.GetError())
+	}
+	return raw(r.GetResult()), nil
+}
+
+func rpcErrorToProto(e *RPCError) *extpb.RPCError {
+	if e == nil {
+		return nil
+	}
+	return &extpb.RPCError{Code: e.Code, Message: e.Message, Data: e.Data}
+}
+
+func rpcErrorFromProto(e *extpb.RPCError) *RPCError {
+	if e == nil {
+		return nil
+	}
+	return &RPCError{Code: e.GetCode(), Message: e.GetMessage(), Data: raw(e.GetData())}
+}
+
+// ---- extension side ----
+
+// callServer is the extension's end of the call channel: it runs each call
+// on its own goroutine with a session that sends frames back, and cancels
+// and waits for every call when the channel ends.
+type callServer struct {
+	fc   frameConn
+	impl Extension
+
+	mu    sync.Mutex
+	calls map[uint64]*servedCall
+	wg    sync.WaitGroup
+}
+
+type servedCall struct {
+	cancel context.CancelFunc
+	sess   *frameSession
+}
+
+// serveCalls runs the extension side of a call channel until it ends, then
+// cancels every call still running and waits for them.
+func serveCalls(ctx context.Context, fc frameConn, impl Extension) error {
+	s := &callServer{fc: fc, impl: impl, calls: map[uint64]*servedCall{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		s.wg.Wait()
+	}()
+	for {
+		f, err := fc.recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || status.Code(err) == codes.Canceled {
+				return nil
+			}
+			return err
+		}
+		id := f.GetCall()
+		switch b := f.GetBody().(type) {
+		case *extpb.CallFrame_Open:
+			cctx, ccancel := context.WithCancel(ctx)
+			sc := &servedCall{cancel: ccancel, sess: &frameSession{fc: fc, call: id, caps: raw(b.Open.GetCapabilities()), waiters: map[uint64]chan *extpb.SessionReply{}}}
+			s.mu.Lock()
+			s.calls[id] = sc
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go s.run(cctx, id, b.Open, sc)
+		case *extpb.CallFrame_Cancel:
+			s.mu.Lock()
+			sc := s.calls[id]
+			s.mu.Unlock()
+			if sc != nil {
+				sc.cancel()
+			}
+		case *extpb.CallFrame_Reply:
+			s.mu.Lock()
+			sc := s.calls[id]
+			s.mu.Unlock()
+			if sc != nil {
+				sc.sess.deliver(b.Reply)
+			}
+		}
+	}
+}
+
+func (s *callServer) run(ctx context.Context, id uint64, open *extpb.CallOpen, sc *servedCall) {
+	defer s.wg.Done()
+	end := dispatchCall(ctx, s.impl, open, sc.sess)
+	sc.sess.end()
+	s.mu.Lock()
+	delete(s.calls, id)
+	s.mu.Unlock()
+	sc.cancel()
+	_ = s.fc.send(&extpb.CallFrame{Call: id, Body: &extpb.CallFrame_End{End: end}})
+}
+
+// dispatchCall runs one call on impl's capability and turns the outcome
+// into an end frame.
+func dispatchCall(ctx context.Context, impl Extension, open *extpb.CallOpen, sess Session) *extpb.CallEnd {
+	result, details, isError, err := runCall(ctx, impl, open, sess)
+	if err != nil {
+		code, msg := statusOf(err)
+		return &extpb.CallEnd{Code: code, Error: msg}
+	}
+	return &extpb.CallEnd{Result: result, Details: details, IsError: isError}
+}
+
+func runCall(ctx context.Context, impl Extension, open *extpb.CallOpen, sess Session) (result, details json.RawMessage, isError bool, err error) {
+	result, details, err = runCallRaw(ctx, impl, open, sess, &isError)
+	return result, details, isError, err
+}
+
+func runCallRaw(ctx context.Context, impl Extension, open *extpb.CallOpen, sess Session, isError *bool) (json.RawMessage, json.RawMessage, error) {
+	user, conv := open.GetUserId(), open.GetConversationId()
+	switch m := open.GetMethod(); m {
+	case methodCallTool:
+		tc, ok := impl.(ToolCaller)
+		if !ok {
+			return nil, nil, fmt.Errorf("extension has no tools: %w", ErrUnimplemented)
+		}
+		res, err := tc.CallTool(ctx, &CallToolRequest{
+			User: user, Conversation: conv, Name: open.GetName(), Arguments: raw(open.GetParams()),
+			ProgressToken: raw(open.GetProgressToken()), Meta: raw(open.GetMeta()), Task: raw(open.GetTask()),
+			Session: sess,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if res == nil {
+			return nil, nil, fmt.Errorf("ext: CallTool returned a nil result and no error")
+		}
+		b, err := res.JSON()
+		*isError = res.IsError
+		return b, res.Details, err
+	case methodGetPrompt:
+		pp, ok := impl.(PromptProvider)
+		if !ok {
+			return nil, nil, fmt.Errorf("extension has no prompts: %w", ErrUnimplemented)
+		}
+		b, err := pp.GetPrompt(ctx, &GetPromptRequest{User: user, Conversation: conv, Name: open.GetName(), Arguments: raw(open.GetParams()), Session: sess})
+		return b, nil, err
+	case methodReadResource:
+		rp, ok := impl.(ResourceProvider)
+		if !ok {
+			return nil, nil, fmt.Errorf("extension has no resources: %w", ErrUnimplemented)
+		}
+		b, err := rp.ReadResource(ctx, &ReadResourceRequest{User: user, Conversation: conv, URI: open.GetName(), Session: sess})
+		return b, nil, err
+	case methodComplete:
+		cp, ok := impl.(Completer)
+		if !ok {
+			return nil, nil, fmt.Errorf("extension has no completions: %w", ErrUnimplemented)
+		}
+		b, err := cp.Complete(ctx, &CompleteRequest{User: user, Params: raw(open.GetParams()), Session: sess})
+		return b, nil, err
+	case MethodTaskGet, MethodTaskResult, MethodTaskCancel, MethodTaskList:
+		th, ok := impl.(TaskHandler)
+		if !ok {
+			return nil, nil, fmt.Errorf("extension has no tasks: %w", ErrUnimplemented)
+		}
+		b, err := th.HandleTask(ctx, &TaskRequest{User: user, Method: m, Params: raw(open.GetParams()), Session: sess})
+		return b, nil, err
+	default:
+		return nil, nil, fmt.Errorf("unknown call %q: %w", m, ErrUnimplemented)
+	}
+}
+
+// frameSession is the calling client's session inside the extension
+// process: notifications and requests become frames of the call.
+type frameSession struct {
+	fc   frameConn
+	call uint64
+	caps json.RawMessage
+
+	mu      sync.Mutex
+	next    uint64
+	waiters map[uint64]chan *extpb.SessionReply
+	ended   bool
+}
+
+var _ Session = (*frameSession)(nil)
+
+func (s *frameSession) Capabilities() json.RawMessage {
+	if len(s.caps) == 0 {
+		return json.RawMessage("{}")
+	}
+	return s.caps
+}
+
+func (s *frameSession) Notify(_ context.Context, method string, params json.RawMessage) error {
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
+	if ended {
+		return fmt.Errorf("notifying %s: %w", method, errors.Join(errSessionEnded, ErrUnavailable))
+	}
+	return s.fc.send(&extpb.CallFrame{Call: s.call, Body: &extpb.CallFrame_Notify{Notify: &extpb.SessionMessage{Method: method, Params: params}}})
+}
+
+func (s *frameSession) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if c := SessionCapability(method); c != "" && !HasCapability(s.caps, c) {
+		return nil, fmt.Errorf("the client did not declare the %q capability for %s: %w", c, method, ErrUnimplemented)
+	}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("asking %s: %w", method, errors.Join(errSessionEnded, ErrUnavailable))
+	}
+	s.next++
+	id := s.next
+	ch := make(chan *extpb.SessionReply, 1)
+	s.waiters[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiters, id)
+		s.mu.Unlock()
+	}()
+	if err := s.fc.send(&extpb.CallFrame{Call: s.call, Body: &extpb.CallFrame_Request{Request: &extpb.SessionMessage{Id: id, Method: method, Params: params}}}); err != nil {
+		return nil, fmt.Errorf("asking %s: %w", method, errors.Join(err, ErrUnavailable))
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("asking %s: %w", method, errors.Join(errSessionEnded, ErrUnavailable))
+		}
+		return replyResult(r)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *frameSession) deliver(r *extpb.SessionReply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.waiters[r.GetId()]; ok {
+		ch <- r
+		delete(s.waiters, r.GetId())
+	}
+}
+
+// end fails the session's waiting requests and every later use.
+func (s *frameSession) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	for id, ch := range s.waiters {
+		close(ch)
+		delete(s.waiters, id)
+	}
+}
+
+// ---- opening the channel ----
+
+// callsOverStream opens the gRPC fallback of the call channel on the
+// host's side; the stream lives until the connection ends.
+func callsOverStream(done context.Context, client extpb.ExtensionClient) (frameConn, error) {
+	ctx, cancel := context.WithCancel(done)
+	stream, err := client.Calls(ctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("opening the calls stream: %w", fromStatus(err))
+	}
+	return &streamFrames{stream: stream, cancel: cancel}, nil
+}
+
+// Calls serves the gRPC fallback of the call channel (extension side).
+func (s *extensionServer) Calls(stream grpc.BidiStreamingServer[extpb.CallFrame, extpb.CallFrame]) error {
+	return serveCalls(stream.Context(), &streamFrames{stream: stream}, s.impl)
+}
