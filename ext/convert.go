@@ -84,7 +84,7 @@ func toolToProto(in *Tool) *extpb.Tool {
 	return &extpb.Tool{
 		Name: in.Name, Title: in.Title, Description: in.Description,
 		InputSchema: in.InputSchema, OutputSchema: in.OutputSchema, Annotations: in.Annotations,
-		Exposure: exp, Replay: rep,
+		Exposure: exp, Replay: rep, Execution: in.Execution, Icons: in.Icons, Meta: in.Meta,
 	}
 }
 
@@ -95,7 +95,8 @@ func toolFromProto(in *extpb.Tool) *Tool {
 	out := &Tool{
 		Name: in.GetName(), Title: in.GetTitle(), Description: in.GetDescription(),
 		InputSchema: raw(in.GetInputSchema()), OutputSchema: raw(in.GetOutputSchema()),
-		Annotations: raw(in.GetAnnotations()),
+		Annotations: raw(in.GetAnnotations()), Execution: raw(in.GetExecution()), Icons: raw(in.GetIcons()),
+		Meta: raw(in.GetMeta()),
 	}
 	for k, v := range exposureToProto {
 		if v == in.GetExposure() {

@@ -389,6 +389,13 @@ type Tool struct {
 	OutputSchema json.RawMessage
 	// Annotations are MCP tool annotations, raw.
 	Annotations json.RawMessage
+	// Execution is the MCP tool's execution properties, raw (e.g.
+	// {"taskSupport":"optional"} for tools that run as tasks).
+	Execution json.RawMessage
+	// Icons is the MCP tool's icons array, raw.
+	Icons json.RawMessage
+	// Meta is the MCP tool's _meta object, raw.
+	Meta json.RawMessage
 	// Exposure defaults to ExposureDirect when empty.
 	Exposure Exposure
 	// Replay defaults to ReplayUnsafe when empty.

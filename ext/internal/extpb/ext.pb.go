@@ -1922,15 +1922,19 @@ func (x *StatusEntry) GetDetail() string {
 }
 
 type Tool struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Title         string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
-	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
-	InputSchema   []byte                 `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
-	OutputSchema  []byte                 `protobuf:"bytes,5,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
-	Annotations   []byte                 `protobuf:"bytes,6,opt,name=annotations,proto3" json:"annotations,omitempty"`
-	Exposure      Exposure               `protobuf:"varint,7,opt,name=exposure,proto3,enum=agenthost.ext.v1.Exposure" json:"exposure,omitempty"`
-	Replay        Replay                 `protobuf:"varint,8,opt,name=replay,proto3,enum=agenthost.ext.v1.Replay" json:"replay,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Title        string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Description  string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	InputSchema  []byte                 `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	OutputSchema []byte                 `protobuf:"bytes,5,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	Annotations  []byte                 `protobuf:"bytes,6,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	Exposure     Exposure               `protobuf:"varint,7,opt,name=exposure,proto3,enum=agenthost.ext.v1.Exposure" json:"exposure,omitempty"`
+	Replay       Replay                 `protobuf:"varint,8,opt,name=replay,proto3,enum=agenthost.ext.v1.Replay" json:"replay,omitempty"`
+	// MCP execution properties, icons and _meta, raw JSON.
+	Execution     []byte `protobuf:"bytes,9,opt,name=execution,proto3" json:"execution,omitempty"`
+	Icons         []byte `protobuf:"bytes,10,opt,name=icons,proto3" json:"icons,omitempty"`
+	Meta          []byte `protobuf:"bytes,11,opt,name=meta,proto3" json:"meta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2019,6 +2023,27 @@ func (x *Tool) GetReplay() Replay {
 		return x.Replay
 	}
 	return Replay_REPLAY_UNSPECIFIED
+}
+
+func (x *Tool) GetExecution() []byte {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+func (x *Tool) GetIcons() []byte {
+	if x != nil {
+		return x.Icons
+	}
+	return nil
+}
+
+func (x *Tool) GetMeta() []byte {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
 }
 
 type SetUserToolsRequest struct {
@@ -3852,7 +3877,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12+\n" +
 	"\x12next_retry_unix_ms\x18\x05 \x01(\x03R\x0fnextRetryUnixMs\x12\x14\n" +
 	"\x05tools\x18\x06 \x01(\x05R\x05tools\x12\x16\n" +
-	"\x06detail\x18\a \x01(\tR\x06detail\"\xa6\x02\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\"\xee\x02\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -3861,7 +3886,11 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\routput_schema\x18\x05 \x01(\fR\foutputSchema\x12 \n" +
 	"\vannotations\x18\x06 \x01(\fR\vannotations\x126\n" +
 	"\bexposure\x18\a \x01(\x0e2\x1a.agenthost.ext.v1.ExposureR\bexposure\x120\n" +
-	"\x06replay\x18\b \x01(\x0e2\x18.agenthost.ext.v1.ReplayR\x06replay\"\\\n" +
+	"\x06replay\x18\b \x01(\x0e2\x18.agenthost.ext.v1.ReplayR\x06replay\x12\x1c\n" +
+	"\texecution\x18\t \x01(\fR\texecution\x12\x14\n" +
+	"\x05icons\x18\n" +
+	" \x01(\fR\x05icons\x12\x12\n" +
+	"\x04meta\x18\v \x01(\fR\x04meta\"\\\n" +
 	"\x13SetUserToolsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12,\n" +
 	"\x05tools\x18\x02 \x03(\v2\x16.agenthost.ext.v1.ToolR\x05tools\"\x16\n" +
