@@ -56,8 +56,14 @@ type ServerDecl struct {
 	// identity of the credential it uses. Two declarations with the same
 	// Name and Fingerprint share a connection; a change means reconnect.
 	Fingerprint string
-	// Timeout bounds each call; zero means the engine's default.
+	// Timeout is each call's idle limit: a call that hears nothing from
+	// the server (no progress) for this long ends with an error result;
+	// every progress notification starts the clock again. Zero means the
+	// engine's default.
 	Timeout time.Duration
+	// MaxDuration bounds a call however much progress it reports; zero
+	// means no bound beyond Timeout's.
+	MaxDuration time.Duration
 	// Tools says how each of the server's tools is exposed.
 	Tools ToolPolicy
 	// Spec is opaque to the engine and handed to the [Connector].
@@ -104,6 +110,28 @@ type ToolInfo struct {
 	InputSchema  json.RawMessage
 	OutputSchema json.RawMessage
 	Annotations  json.RawMessage
+	// Execution, Icons and Meta are the tool's MCP execution properties,
+	// icons and _meta, raw.
+	Execution json.RawMessage
+	Icons     json.RawMessage
+	Meta      json.RawMessage
+}
+
+// Extras is what a server offers beside tools, as it lists it. Definitions
+// stay raw MCP JSON.
+type Extras struct {
+	Prompts   []NamedInfo // by the server's prompt name
+	Resources []NamedInfo // by URI
+	Templates []NamedInfo // by URI template
+	// Instructions are the server's instructions for models.
+	Instructions string
+}
+
+// NamedInfo is one prompt, resource or resource template: its name (or URI,
+// or URI template) and its MCP definition, raw.
+type NamedInfo struct {
+	Name       string
+	Definition json.RawMessage
 }
 
 // Connector makes connections to servers.
@@ -126,11 +154,12 @@ type Connector interface {
 type Conn interface {
 	// ListTools lists the server's tools, all pages.
 	ListTools(ctx context.Context) ([]ToolInfo, error)
-	// CallTool calls one tool. A tool that failed is a result with IsError
-	// set; an error means the call broke (the connection died, the server
-	// answered with a protocol error the Conn did not map to a result, or
-	// ctx ended).
-	CallTool(ctx context.Context, user, tool string, args json.RawMessage) (*ext.CallToolResult, error)
+	// CallTool calls one tool: req.Name is the server's own tool name and
+	// req.Session the calling client's (never nil). A tool that failed is
+	// a result with IsError set; an error means the call broke (the
+	// connection died, the server answered with a protocol error the Conn
+	// did not map to a result, or ctx ended).
+	CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error)
 	// Done is closed when the connection ended, whether it died on its own
 	// (a crash, EOF) or was closed.
 	Done() <-chan struct{}
@@ -141,18 +170,41 @@ type Conn interface {
 	Close() error
 }
 
-// Publisher publishes a user's whole tool list in one call (an atomic
-// replace); [ext.Host.SetUserTools] is one. Publish is never called
-// concurrently for the same user.
-type Publisher interface {
-	Publish(ctx context.Context, user string, tools []ext.Tool) error
+// FeatureConn is a [Conn] whose server offers more than tools: prompts,
+// resources, completions and tasks. Its methods are called concurrently,
+// like CallTool; names, URIs and task IDs are the server's own.
+type FeatureConn interface {
+	Conn
+	// ListExtras lists the server's prompts, resources and resource
+	// templates (all pages) and returns its instructions. A server without
+	// one of them lists none.
+	ListExtras(ctx context.Context) (*Extras, error)
+	// GetPrompt renders a prompt (req.Name is the server's name).
+	GetPrompt(ctx context.Context, req *ext.GetPromptRequest) (json.RawMessage, error)
+	// ReadResource reads a resource; [ext.ErrNotFound] when the server has
+	// no such URI.
+	ReadResource(ctx context.Context, req *ext.ReadResourceRequest) (json.RawMessage, error)
+	// SubscribeResource starts or stops the server's updates of a URI.
+	SubscribeResource(ctx context.Context, uri string, unsubscribe bool) error
+	// Complete answers completion/complete (params with the server's own
+	// prompt name or template).
+	Complete(ctx context.Context, params json.RawMessage, sess ext.Session) (json.RawMessage, error)
+	// Task answers a tasks/* request (task IDs are the server's own).
+	Task(ctx context.Context, method string, params json.RawMessage, sess ext.Session) (json.RawMessage, error)
 }
 
-// PublisherFunc adapts a function, such as a bound ext.Host.SetUserTools,
-// to a [Publisher].
-type PublisherFunc func(ctx context.Context, user string, tools []ext.Tool) error
+// Publisher publishes everything a user has in one call (an atomic
+// replace); [ext.Host.SetUserCatalog] is one. Publish is never called
+// concurrently for the same user.
+type Publisher interface {
+	Publish(ctx context.Context, user string, c *ext.Catalog) error
+}
+
+// PublisherFunc adapts a function, such as a bound
+// ext.Host.SetUserCatalog, to a [Publisher].
+type PublisherFunc func(ctx context.Context, user string, c *ext.Catalog) error
 
 // Publish implements [Publisher].
-func (f PublisherFunc) Publish(ctx context.Context, user string, tools []ext.Tool) error {
-	return f(ctx, user, tools)
+func (f PublisherFunc) Publish(ctx context.Context, user string, c *ext.Catalog) error {
+	return f(ctx, user, c)
 }

@@ -34,6 +34,9 @@ type conn struct {
 	tools    []ToolInfo
 	index    map[string]struct{} // registered (visible) tool names
 	built    []ext.Tool
+	extras   *Extras             // prompts, resources, templates, instructions
+	prompts  map[string]struct{} // the server's prompt names
+	uris     map[string]struct{} // the server's resource URIs
 	state    connState
 	inflight int
 	dead     bool // ended on its own: never revived
@@ -110,6 +113,7 @@ func (e *Engine) connect(ctx context.Context, u *user, d ServerDecl) connectResu
 		_ = cn.Close()
 		return fail("listing its tools", err)
 	}
+	c.extras = e.listExtras(cctx, u.id, d.Name, cn)
 	c.c = cn
 	e.mu.Lock()
 	if e.closing {
@@ -187,14 +191,14 @@ func (e *Engine) connDied(c *conn) {
 		// Running calls fail on their own; the last one closes it.
 	}
 	gone := u.gone
-	tools := u.toolsLocked()
+	cat := u.catalogLocked()
 	u.mu.Unlock()
 	e.closeConns(toClose)
 	if gone {
 		return
 	}
 	e.scheduleRetry(u)
-	_ = e.publish(e.ctx, u, tools)
+	_ = e.publish(e.ctx, u, cat)
 }
 
 // retireLocked takes c out of service. It returns c when c must be closed
@@ -281,10 +285,22 @@ func (c *conn) rebuildLocked() {
 			InputSchema:  schemaOrDefault(t.InputSchema),
 			OutputSchema: nonNull(t.OutputSchema),
 			Annotations:  nonNull(t.Annotations),
+			Execution:    nonNull(t.Execution),
+			Icons:        nonNull(t.Icons),
+			Meta:         nonNull(t.Meta),
 			Exposure:     exp,
 		})
 	}
 	c.built = built
+	c.prompts, c.uris = map[string]struct{}{}, map[string]struct{}{}
+	if c.extras != nil {
+		for _, p := range c.extras.Prompts {
+			c.prompts[p.Name] = struct{}{}
+		}
+		for _, r := range c.extras.Resources {
+			c.uris[r.Name] = struct{}{}
+		}
+	}
 }
 
 var defaultSchema = json.RawMessage(`{"type":"object"}`)
@@ -365,19 +381,36 @@ func (c *conn) relist() {
 		e.log.Warn("catalog: re-listing tools failed", "user", u.id, "server", c.name, "error", err)
 		return
 	}
+	extras := e.listExtras(ctx, u.id, c.name, c.c)
 	if err := u.lock.lock(e.ctx); err != nil {
 		return
 	}
 	defer u.lock.unlock()
 	u.mu.Lock()
 	c.tools = infos
+	c.extras = extras
 	c.rebuildLocked()
 	current := c.state == stateActive && u.conns[c.name] == c && !u.gone
-	tools := u.toolsLocked()
+	cat := u.catalogLocked()
 	u.mu.Unlock()
 	if current {
-		_ = e.publish(e.ctx, u, tools)
+		_ = e.publish(e.ctx, u, cat)
 	}
+}
+
+// listExtras lists what a server offers beside tools. A server that fails
+// to list them keeps its tools: the failure is logged and it offers none.
+func (e *Engine) listExtras(ctx context.Context, user, server string, cn Conn) *Extras {
+	fc, ok := cn.(FeatureConn)
+	if !ok {
+		return nil
+	}
+	x, err := fc.ListExtras(ctx)
+	if err != nil {
+		e.log.Warn("catalog: listing prompts and resources failed", "user", user, "server", server, "error", err)
+		return nil
+	}
+	return x
 }
 
 func isClosed(ch <-chan struct{}) bool {

@@ -313,11 +313,11 @@ func (e *Engine) Retire(ctx context.Context, user, server string) error {
 		delete(u.quarantine, server)
 		u.disabled[server] = true
 	}
-	tools := u.toolsLocked()
+	cat := u.catalogLocked()
 	u.mu.Unlock()
 	e.closeConns(toClose)
 	e.scheduleRetry(u)
-	return e.publish(ctx, u, tools)
+	return e.publish(ctx, u, cat)
 }
 
 // Deactivate retires every server of the user, publishes an empty tool
@@ -468,7 +468,7 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 				"reason", r.reason, "failures", q.failures, "retry", q.next)
 		}
 	}
-	tools := u.toolsLocked()
+	cat := u.catalogLocked()
 	u.mu.Unlock()
 	e.closeConns(late)
 	for _, c := range fresh {
@@ -478,7 +478,7 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 	if closing {
 		return errClosed
 	}
-	return e.publish(ctx, u, tools)
+	return e.publish(ctx, u, cat)
 }
 
 // validatePlan indexes the plan's servers by name, turning bad or doubled
@@ -506,9 +506,11 @@ func hasKey[K comparable, V any](m map[K]V, k K) bool {
 	return ok
 }
 
-// toolsLocked builds the user's whole tool list, servers in name order.
-// u.mu must be held.
-func (u *user) toolsLocked() []ext.Tool {
+// catalogLocked builds everything the user has, servers in name order:
+// tools and prompts as "server/name", resources and templates with the
+// URIs the servers gave (a URI two servers offer goes to the first by
+// name), and each server's instructions. u.mu must be held.
+func (u *user) catalogLocked() *ext.Catalog {
 	names := make([]string, 0, len(u.conns))
 	n := 0
 	for name, c := range u.conns {
@@ -516,20 +518,45 @@ func (u *user) toolsLocked() []ext.Tool {
 		n += len(c.built)
 	}
 	slices.Sort(names)
-	tools := make([]ext.Tool, 0, n)
+	cat := &ext.Catalog{Tools: make([]ext.Tool, 0, n)}
+	seenURI := map[string]bool{}
+	seenTmpl := map[string]bool{}
 	for _, name := range names {
-		tools = append(tools, u.conns[name].built...)
+		c := u.conns[name]
+		cat.Tools = append(cat.Tools, c.built...)
+		x := c.extras
+		if x == nil {
+			continue
+		}
+		for _, p := range x.Prompts {
+			cat.Prompts = append(cat.Prompts, ext.Prompt{Name: name + "/" + p.Name, Definition: p.Definition})
+		}
+		for _, r := range x.Resources {
+			if !seenURI[r.Name] {
+				seenURI[r.Name] = true
+				cat.Resources = append(cat.Resources, ext.Resource{URI: r.Name, Definition: r.Definition})
+			}
+		}
+		for _, t := range x.Templates {
+			if !seenTmpl[t.Name] {
+				seenTmpl[t.Name] = true
+				cat.ResourceTemplates = append(cat.ResourceTemplates, ext.ResourceTemplate{URITemplate: t.Name, Definition: t.Definition})
+			}
+		}
+		if strings.TrimSpace(x.Instructions) != "" {
+			cat.Instructions = append(cat.Instructions, ext.Instruction{Source: name, Text: x.Instructions})
+		}
 	}
-	return tools
+	return cat
 }
 
-// publish publishes the user's tools. A publish that started is not cut
+// publish publishes the user's catalog. A publish that started is not cut
 // short by the caller giving up: the host must see the set the engine
 // acts on.
-func (e *Engine) publish(ctx context.Context, u *user, tools []ext.Tool) error {
+func (e *Engine) publish(ctx context.Context, u *user, cat *ext.Catalog) error {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.ConnectTimeout)
 	defer cancel()
-	if err := e.pub.Publish(pctx, u.id, tools); err != nil {
+	if err := e.pub.Publish(pctx, u.id, cat); err != nil {
 		e.log.Warn("catalog: publishing tools failed", "user", u.id, "error", err)
 		return fmt.Errorf("publishing the tools of %q: %w", u.id, err)
 	}

@@ -168,20 +168,20 @@ func TestCallTimeout(t *testing.T) {
 		r.plan.set("u", d)
 		mustActivate(t, r.e, "u")
 		start := time.Now()
-		res, err := r.e.Call(context.Background(), "u", "s/slow", nil)
+		res, err := r.e.Call(context.Background(), &ext.CallToolRequest{User: "u", Name: "s/slow"})
 		if err != nil || !res.IsError || !strings.Contains(res.Text(), `"s"`) || !strings.Contains(res.Text(), "250ms") {
 			t.Fatalf("slow call: %v, %q; want an error result naming the server and 250ms", err, res.Text())
 		}
 		if d := time.Since(start); d != 250*time.Millisecond {
 			t.Errorf("timed out after %v, want 250ms", d)
 		}
-		if res, err := r.e.Call(context.Background(), "u", "s/echo", nil); err != nil || res.IsError {
+		if res, err := r.e.Call(context.Background(), &ext.CallToolRequest{User: "u", Name: "s/echo"}); err != nil || res.IsError {
 			t.Errorf("the connection is unusable after a timeout: %v %+v", err, res)
 		}
 		// The caller giving up is a Go error, not a result.
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := r.e.Call(ctx, "u", "s/slow", nil); !errors.Is(err, context.Canceled) {
+		if _, err := r.e.Call(ctx, &ext.CallToolRequest{User: "u", Name: "s/slow"}); !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled call: %v; want context.Canceled", err)
 		}
 	})
@@ -323,7 +323,7 @@ func TestQuarantineIsolationAndRetry(t *testing.T) {
 		if st.State != "quarantined" || !strings.Contains(st.Reason, "executable file not found") || st.NextRetry.IsZero() {
 			t.Errorf("alice's flaky status: %+v", st)
 		}
-		if res, err := r.e.Call(context.Background(), "alice", "flaky/f", nil); err != nil || !res.IsError ||
+		if res, err := r.e.Call(context.Background(), &ext.CallToolRequest{User: "alice", Name: "flaky/f"}); err != nil || !res.IsError ||
 			!strings.Contains(res.Text(), "unavailable") {
 			t.Errorf("call to a quarantined server: %v %q", err, res.Text())
 		}

@@ -25,8 +25,8 @@ func (g *greeting) ListTools(context.Context) ([]catalog.ToolInfo, error) {
 	return []catalog.ToolInfo{{Name: "hello"}}, nil
 }
 
-func (g *greeting) CallTool(_ context.Context, user, tool string, _ json.RawMessage) (*ext.CallToolResult, error) {
-	return ext.TextResult(fmt.Sprintf("hello %s, from %s", user, g.server)), nil
+func (g *greeting) CallTool(_ context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error) {
+	return ext.TextResult(fmt.Sprintf("hello %s, from %s", req.User, g.server)), nil
 }
 
 func (g *greeting) Done() <-chan struct{} { return g.done }
@@ -42,8 +42,8 @@ func Example() {
 		},
 		Toggles: func(context.Context, string) (json.RawMessage, error) { return json.RawMessage(`{"b": true}`), nil },
 	}
-	publish := catalog.PublisherFunc(func(_ context.Context, user string, tools []ext.Tool) error {
-		for _, t := range tools {
+	publish := catalog.PublisherFunc(func(_ context.Context, user string, c *ext.Catalog) error {
+		for _, t := range c.Tools {
 			fmt.Printf("%s: %s (%s) %q\n", user, t.Name, t.Exposure, t.Description)
 		}
 		return nil
@@ -54,9 +54,9 @@ func Example() {
 	if err := e.Activate(ctx, "alice"); err != nil {
 		fmt.Println(err)
 	}
-	res, _ := e.Call(ctx, "alice", "b/hello", nil)
+	res, _ := e.Call(ctx, &ext.CallToolRequest{User: "alice", Name: "b/hello"})
 	fmt.Println(res.Text())
-	_, err := e.Call(ctx, "", "b/hello", nil)
+	_, err := e.Call(ctx, &ext.CallToolRequest{User: "", Name: "b/hello"})
 	fmt.Println(err)
 	// Output:
 	// alice: a/hello (direct) "MCP tool hello on server a."

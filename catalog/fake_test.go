@@ -180,7 +180,8 @@ func (c *fakeConn) ListTools(ctx context.Context) ([]catalog.ToolInfo, error) {
 	return tools, nil
 }
 
-func (c *fakeConn) CallTool(ctx context.Context, user, tool string, args json.RawMessage) (*ext.CallToolResult, error) {
+func (c *fakeConn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error) {
+	user, tool, args := req.User, req.Name, req.Arguments
 	c.mu.Lock()
 	if c.closed > 0 {
 		c.mu.Unlock()
@@ -280,7 +281,11 @@ func newPublisher() *fakePublisher {
 	return &fakePublisher{last: map[string][]ext.Tool{}, count: map[string]int{}, changed: make(chan struct{})}
 }
 
-func (p *fakePublisher) Publish(_ context.Context, user string, tools []ext.Tool) error {
+func (p *fakePublisher) Publish(_ context.Context, user string, c *ext.Catalog) error {
+	var tools []ext.Tool
+	if c != nil {
+		tools = c.Tools
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
@@ -396,7 +401,7 @@ func call(t testing.TB, e *catalog.Engine, user, name string) (*ext.CallToolResu
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return e.Call(ctx, user, name, json.RawMessage(`{"x":1}`))
+	return e.Call(ctx, &ext.CallToolRequest{User: user, Name: name, Arguments: json.RawMessage(`{"x":1}`)})
 }
 
 func mustActivate(t testing.TB, e *catalog.Engine, user string) {

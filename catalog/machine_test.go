@@ -162,7 +162,7 @@ func TestStateMachine(t *testing.T) {
 					}
 					for _, s := range servers {
 						k := key(u, s)
-						res, err := r.e.Call(ctx, u, s+"/echo", nil)
+						res, err := r.e.Call(ctx, &ext.CallToolRequest{User: u, Name: s + "/echo"})
 						switch state[k] {
 						case mConnected:
 							if err != nil || res.IsError || res.Text() != fmt.Sprintf("%s@%s:echo", u, s) {

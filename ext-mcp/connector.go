@@ -101,7 +101,12 @@ func (x *Extension) credential(ctx context.Context, h ext.Host, user string, d c
 }
 
 // Connect implements [catalog.Connector].
-func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDecl, onToolsChanged func()) (catalog.Conn, error) {
+//
+// The client declares sampling, elicitation (form and URL) and roots, so
+// servers keep the tools that need them; what a server asks is relayed to
+// the client session of the call it belongs to (see [conn.session]), which
+// may refuse for want of the capability.
+func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDecl, onChanged func()) (catalog.Conn, error) {
 	x := c.x
 	sp, ok := d.Spec.(*spec)
 	if !ok {
@@ -115,17 +120,28 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	if err != nil {
 		return nil, err
 	}
-	cn := &conn{server: d.Name, done: make(chan struct{})}
+	cn := &conn{x: x, host: h, user: user, server: d.Name, done: make(chan struct{}), active: map[*activeCall]struct{}{}}
 	if token != "" {
 		cn.secrets = []string{token}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "agenthost-ext-mcp", Version: Version}, &mcp.ClientOptions{
-		Logger:                 x.log.With("server", d.Name, "user", user),
-		Capabilities:           &mcp.ClientCapabilities{}, // no roots, no sampling
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { onToolsChanged() },
+		Logger: x.log.With("server", d.Name, "user", user),
+		Capabilities: &mcp.ClientCapabilities{
+			Sampling:    &mcp.SamplingCapabilities{},
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+			RootsV2:     &mcp.RootCapabilities{ListChanged: true},
+		},
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { onChanged() },
+		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { onChanged() },
+		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { onChanged() },
+		LoggingMessageHandler:       cn.logMessage,
+		ResourceUpdatedHandler:      cn.resourceUpdated,
+		ProgressNotificationHandler: cn.progress,
 	})
+	client.AddReceivingMiddleware(cn.serverRequests)
 	var transport mcp.Transport
 	s := sp.server
+	var hc *http.Client
 	if s.URL == "" {
 		svc, err := h.ConnectService(ctx, x.serviceName(d.Name), user)
 		if err != nil {
@@ -134,7 +150,8 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		cn.svc = svc
 		// The host owns the process: closing the session must not close
 		// its stdin (Release does, and stops the process).
-		transport = &mcp.IOTransport{Reader: svc.Stdout(), Writer: nopCloser{svc.Stdin()}}
+		cn.stdio = newStdioConn(svc.Stdout(), svc.Stdin())
+		transport = stdioTransport{cn.stdio}
 	} else {
 		u, err := url.Parse(s.URL)
 		if err != nil {
@@ -157,7 +174,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 				}
 			}
 		}
-		hc := &http.Client{Transport: &authTransport{base: x.transport, origin: originOf(u), headers: hdr, token: token}}
+		hc = &http.Client{Transport: &authTransport{base: x.transport, origin: originOf(u), headers: hdr, token: token}}
 		if s.Type == "sse" {
 			transport = &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc}
 		} else {
@@ -183,19 +200,36 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	}
 	if err != nil {
 		cancel()
-		if cn.svc != nil {
-			_ = cn.svc.Release()
-		}
+		cn.release()
 		return nil, cn.redact(explainConnect(err))
 	}
 	cn.cancel = cancel
 	cn.cs = cs
-	if r := cs.InitializeResult(); r != nil {
-		cn.protocol = r.ProtocolVersion
+	init := cs.InitializeResult()
+	if init != nil {
+		cn.protocol = init.ProtocolVersion
+		cn.init = init
+	}
+	if s.URL != "" && s.Type != "sse" && cn.protocol != "" && cn.protocol <= legacyProtocol {
+		// A session-bound revision: ext-mcp's own requests go as POSTs in
+		// go-sdk's session.
+		cn.http = &httpRaw{url: s.URL, hc: hc, session: cs.ID(), protocol: cn.protocol, lost: func() { _ = cs.Close() }}
+	}
+	if init != nil && init.Capabilities != nil && init.Capabilities.Logging != nil {
+		// Every message comes to ext-mcp; each client session filters by
+		// its own level.
+		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			x.log.Warn("setting the log level of a server failed", "server", d.Name, "user", user, "error", cn.redact(err))
+		}
 	}
 	go cn.wait()
 	return cn, nil
 }
+
+// legacyProtocol is the newest revision with sessions and initialize; a
+// server that negotiated a newer one is stateless and gets every request
+// through go-sdk.
+const legacyProtocol = "2025-11-25"
 
 // explainConnect says in plain words why a connection could not be made,
 // keeping the detail.
@@ -217,11 +251,19 @@ type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
 
-// conn is one go-sdk client session to one server for one user.
+// conn is one connection to one server for one user: a go-sdk client
+// session, and beside it ext-mcp's own requests on the same connection
+// (stdio) or in the same session (Streamable HTTP), whose results stay raw.
 type conn struct {
+	x        *Extension
+	host     ext.Host
+	user     string
 	server   string
 	cs       *mcp.ClientSession
+	init     *mcp.InitializeResult
 	svc      ext.ServiceConn // stdio servers only
+	stdio    *stdioConn      // stdio servers only
+	http     *httpRaw        // Streamable HTTP servers on a session-bound revision
 	secrets  []string        // redacted from every error
 	protocol string
 	cancel   context.CancelFunc // ends the connection's context
@@ -232,9 +274,184 @@ type conn struct {
 	closing bool
 	closeMu sync.Mutex
 	closed  bool
+
+	amu    sync.Mutex
+	seq    uint64
+	active map[*activeCall]struct{} // requests in flight with a client session
 }
 
-var _ catalog.Conn = (*conn)(nil)
+// activeCall is a request in flight and the client session behind it.
+type activeCall struct {
+	sess  ext.Session
+	token string // the progress token it gave the server, if any
+	seq   uint64
+}
+
+var (
+	_ catalog.Conn        = (*conn)(nil)
+	_ catalog.FeatureConn = (*conn)(nil)
+)
+
+// track records a request in flight; the returned func ends it.
+func (c *conn) track(sess ext.Session, token string) func() {
+	a := &activeCall{sess: sess, token: token}
+	c.amu.Lock()
+	c.seq++
+	a.seq = c.seq
+	c.active[a] = struct{}{}
+	c.amu.Unlock()
+	return func() {
+		c.amu.Lock()
+		delete(c.active, a)
+		c.amu.Unlock()
+	}
+}
+
+// session returns the client session a server's request that names no
+// request of ours belongs to: the most recent request in flight (stdio
+// carries no link between a server's request and the call that caused it;
+// with several calls at once this is a documented best guess), else nil.
+func (c *conn) session() ext.Session {
+	c.amu.Lock()
+	defer c.amu.Unlock()
+	var best *activeCall
+	for a := range c.active {
+		if best == nil || a.seq > best.seq {
+			best = a
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.sess
+}
+
+// ask relays a server's request to the client: the session of the request
+// it belongs to, else the user's most recent client session through the
+// host.
+func (c *conn) ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if s := c.session(); s != nil {
+		return s.Request(ctx, method, params)
+	}
+	return c.host.RequestUser(ctx, c.user, method, params)
+}
+
+// serverRequests is go-sdk middleware that answers a server's sampling,
+// elicitation and roots requests by asking the client (see ask).
+func (c *conn) serverRequests(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		var out mcp.Result
+		switch method {
+		case ext.MethodListRoots:
+			out = &mcp.ListRootsResult{}
+		case ext.MethodCreateMessage:
+			out = &mcp.CreateMessageResult{}
+		case ext.MethodElicit:
+			out = &mcp.ElicitResult{}
+		default:
+			return next(ctx, method, req)
+		}
+		params, err := json.Marshal(req.GetParams())
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.ask(ctx, method, params)
+		if err != nil {
+			return nil, toWireError(err)
+		}
+		if err := json.Unmarshal(res, out); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the client's answer does not parse: " + err.Error()}
+		}
+		return out, nil
+	}
+}
+
+// logMessage hands a server's log message to the user's client sessions,
+// its logger prefixed with the server's name.
+func (c *conn) logMessage(ctx context.Context, req *mcp.LoggingMessageRequest) {
+	p := *req.Params
+	if p.Logger == "" {
+		p.Logger = c.server
+	} else {
+		p.Logger = c.server + "/" + p.Logger
+	}
+	b, err := json.Marshal(&p)
+	if err != nil {
+		return
+	}
+	_ = c.host.Notify(ctx, c.user, ext.MethodLogMessage, json.RawMessage(c.redactString(string(b))))
+}
+
+// resourceUpdated hands a server's resource update to the user's sessions.
+func (c *conn) resourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	b, err := json.Marshal(map[string]string{"uri": req.Params.URI})
+	if err != nil {
+		return
+	}
+	_ = c.host.Notify(ctx, c.user, ext.MethodResourceUpdated, b)
+}
+
+// progress routes progress of a request sent through go-sdk (SSE
+// transport, stateless revisions) to its session.
+func (c *conn) progress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+	tok, _ := req.Params.ProgressToken.(string)
+	if tok == "" {
+		return
+	}
+	c.amu.Lock()
+	var sess ext.Session
+	for a := range c.active {
+		if a.token == tok {
+			sess = a.sess
+		}
+	}
+	c.amu.Unlock()
+	if sess == nil {
+		return
+	}
+	p := *req.Params
+	b, err := json.Marshal(&p)
+	if err == nil {
+		_ = sess.Notify(ctx, ext.MethodProgress, b)
+	}
+}
+
+// raw sends one request of ext-mcp's own with its result kept raw, or
+// reports that this connection has no such path (ok false).
+func (c *conn) raw(ctx context.Context, method string, params func(token string) ([]byte, error), sess ext.Session) (res json.RawMessage, ok bool, err error) {
+	switch {
+	case c.stdio != nil:
+		res, err = c.stdio.call(ctx, method, params, sess)
+	case c.http != nil:
+		res, err = c.http.call(ctx, method, params, sess)
+	default:
+		return nil, false, nil
+	}
+	return res, true, err
+}
+
+// notify sends a notification of ext-mcp's own, where it has a path.
+func (c *conn) notify(ctx context.Context, method string, params json.RawMessage) error {
+	switch {
+	case c.stdio != nil:
+		return c.stdio.notify(method, params)
+	case c.http != nil:
+		return c.http.notify(ctx, method, params)
+	}
+	return nil
+}
+
+// release gives back the service process (stdio) and waits for the
+// stdio reader.
+func (c *conn) release() {
+	if c.svc != nil {
+		_ = c.svc.Release()
+	}
+	if c.stdio != nil {
+		_ = c.stdio.Close()
+		c.stdio.wait()
+	}
+}
 
 // wait watches the session until it ends; Close joins it.
 func (c *conn) wait() {
@@ -244,7 +461,7 @@ func (c *conn) wait() {
 		if err == nil {
 			err = errors.New("the server closed the connection")
 		}
-		c.err = c.redact(err)
+		c.err = c.redact(explainConnect(err))
 	}
 	c.mu.Unlock()
 	close(c.done)
@@ -278,6 +495,13 @@ func (c *conn) Close() error {
 	if c.svc != nil {
 		err = errors.Join(err, c.svc.Release())
 	}
+	if c.stdio != nil {
+		_ = c.stdio.Close()
+		c.stdio.wait()
+	}
+	if c.http != nil {
+		c.http.close()
+	}
 	if errors.Is(err, mcp.ErrConnectionClosed) {
 		err = nil
 	}
@@ -304,12 +528,34 @@ func (c *conn) ListTools(ctx context.Context) ([]catalog.ToolInfo, error) {
 				return nil, fmt.Errorf("tool %q: annotations: %w", t.Name, err)
 			}
 		}
+		if info.Execution, info.Icons, info.Meta, err = toolExtras(t); err != nil {
+			return nil, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
 		if info.Title == "" && t.Annotations != nil {
 			info.Title = t.Annotations.Title
 		}
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// toolExtras returns a tool's execution, icons and _meta as raw JSON:
+// go-sdk keeps what it does not model in the tool's JSON form, so the tool
+// is marshalled once and those members taken from it.
+func toolExtras(t *mcp.Tool) (execution, icons, meta json.RawMessage, err error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var m struct {
+		Execution json.RawMessage `json:"execution"`
+		Icons     json.RawMessage `json:"icons"`
+		Meta      json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, nil, nil, err
+	}
+	return m.Execution, m.Icons, m.Meta, nil
 }
 
 func rawJSON(v any) (json.RawMessage, error) {
@@ -324,21 +570,113 @@ func rawJSON(v any) (json.RawMessage, error) {
 
 var emptyArgs = json.RawMessage("{}")
 
-// CallTool implements [catalog.Conn]. Arguments go out raw; the result's
-// content is marshalled once, as go-sdk decoded it. A protocol error (such
-// as -32602 for an unknown tool) is an error result naming the server.
-func (c *conn) CallTool(ctx context.Context, _ string, tool string, args json.RawMessage) (*ext.CallToolResult, error) {
+// CallTool implements [catalog.Conn]. On stdio and session-bound HTTP the
+// call is ext-mcp's own request: arguments go out raw, the result comes
+// back raw and is handed on as it is ([ext.CallToolResult.Raw]); progress
+// (when the client asked for it) and the server's requests reach
+// req.Session. Otherwise go-sdk carries it. A protocol error (such as
+// -32602 for an unknown tool) is an error result naming the server.
+func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error) {
+	args := req.Arguments
 	if isEmpty(args) {
 		args = emptyArgs
 	}
-	res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		var werr *jsonrpc.Error
-		if errors.As(err, &werr) {
-			return ext.ErrorResult("MCP server %q refused the call of %q: %s (code %d)", c.server, tool,
-				c.redactString(werr.Message), werr.Code), nil
+	sess := ext.SessionOf(req.Session)
+	wantProgress := len(req.ProgressToken) > 0
+	var untrack func()
+	res, ok, err := c.raw(ctx, "tools/call", func(token string) ([]byte, error) {
+		tok := ""
+		if wantProgress {
+			tok = token
 		}
-		return nil, c.redact(err)
+		untrack = c.track(sess, tok)
+		return callParams(req.Name, args, req.Meta, tok, req.Task)
+	}, sess)
+	if untrack != nil {
+		defer untrack()
+	}
+	if !ok {
+		return c.callSDK(ctx, req, args, sess)
+	}
+	if err != nil {
+		return c.callError(req.Name, err)
+	}
+	out, err := ext.RawResult(res)
+	if err != nil {
+		return ext.ErrorResult("MCP server %q answered tool %q with a malformed result", c.server, req.Name), nil
+	}
+	return out, nil
+}
+
+// callError maps a broken call: a protocol error is an error result naming
+// the server, anything else is the connection's trouble.
+func (c *conn) callError(tool string, err error) (*ext.CallToolResult, error) {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return ext.ErrorResult("MCP server %q refused the call of %q: %s (code %d)", c.server, tool,
+			c.redactString(werr.Message), werr.Code), nil
+	}
+	return nil, c.redact(err)
+}
+
+// callParams builds tools/call params: the name, the raw arguments, the
+// client's _meta with our progress token, and task params.
+func callParams(name string, args, meta json.RawMessage, token string, task json.RawMessage) ([]byte, error) {
+	b := make([]byte, 0, 64+len(name)+len(args)+len(meta)+len(task))
+	b = append(b, `{"name":`...)
+	nb, err := json.Marshal(name)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, nb...)
+	b = append(b, `,"arguments":`...)
+	b = append(b, args...)
+	if m, err := withToken(meta, token); err != nil {
+		return nil, err
+	} else if len(m) > 0 {
+		b = append(b, `,"_meta":`...)
+		b = append(b, m...)
+	}
+	if len(task) > 0 {
+		b = append(b, `,"task":`...)
+		b = append(b, task...)
+	}
+	return append(b, '}'), nil
+}
+
+// withToken returns the _meta object meta with progressToken set to token
+// (when token is not empty).
+func withToken(meta json.RawMessage, token string) (json.RawMessage, error) {
+	if token == "" {
+		if isEmpty(meta) {
+			return nil, nil
+		}
+		return meta, nil
+	}
+	m := map[string]json.RawMessage{}
+	if !isEmpty(meta) {
+		if err := json.Unmarshal(meta, &m); err != nil {
+			return nil, fmt.Errorf("the call's _meta is not a JSON object: %w", err)
+		}
+	}
+	m["progressToken"], _ = json.Marshal(token)
+	return json.Marshal(m)
+}
+
+// callSDK calls a tool through go-sdk (SSE transport, stateless
+// revisions): the result is decoded and marshalled once.
+func (c *conn) callSDK(ctx context.Context, req *ext.CallToolRequest, args json.RawMessage, sess ext.Session) (*ext.CallToolResult, error) {
+	p := &mcp.CallToolParams{Name: req.Name, Arguments: args}
+	if len(req.ProgressToken) > 0 {
+		tok := fmt.Sprintf("%sgo-%p", rawPrefix, p)
+		defer c.track(sess, tok)()
+		p.Meta = mcp.Meta{"progressToken": tok}
+	} else {
+		defer c.track(sess, "")()
+	}
+	res, err := c.cs.CallTool(ctx, p)
+	if err != nil {
+		return c.callError(req.Name, err)
 	}
 	return toResult(res)
 }

@@ -83,11 +83,16 @@ type Extension struct {
 
 // Compile-time guards.
 var (
-	_ ext.Extension       = (*Extension)(nil)
-	_ ext.ToolCaller      = (*Extension)(nil)
-	_ ext.UserLifecycle   = (*Extension)(nil)
-	_ ext.ServiceProvider = (*Extension)(nil)
-	_ ext.StatusReporter  = (*Extension)(nil)
+	_ ext.Extension        = (*Extension)(nil)
+	_ ext.ToolCaller       = (*Extension)(nil)
+	_ ext.UserLifecycle    = (*Extension)(nil)
+	_ ext.ServiceProvider  = (*Extension)(nil)
+	_ ext.StatusReporter   = (*Extension)(nil)
+	_ ext.PromptProvider   = (*Extension)(nil)
+	_ ext.ResourceProvider = (*Extension)(nil)
+	_ ext.Completer        = (*Extension)(nil)
+	_ ext.TaskHandler      = (*Extension)(nil)
+	_ ext.SessionListener  = (*Extension)(nil)
 )
 
 // New returns the extension; opts may be nil. New starts nothing.
@@ -135,7 +140,8 @@ func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 		Version:     Version,
 		Description: "MCP servers as tools: a per-user catalog of the operator's servers and the users' own.",
 		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
-			ext.CapabilityServices, ext.CapabilityStatus},
+			ext.CapabilityServices, ext.CapabilityStatus, ext.CapabilityPrompts, ext.CapabilityResources,
+			ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions},
 		Settings: sections,
 	}, nil
 }
@@ -176,7 +182,7 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	if o.Logger == nil {
 		o.Logger = x.log
 	}
-	engine := catalog.New(planner, &connector{x: x}, catalog.PublisherFunc(h.SetUserTools), &o)
+	engine := catalog.New(planner, &connector{x: x}, catalog.PublisherFunc(h.SetUserCatalog), &o)
 
 	x.mu.Lock()
 	if x.shut {
@@ -267,7 +273,7 @@ func (x *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 	if err != nil {
 		return nil, err
 	}
-	return e.Call(ctx, req.User, req.Name, req.Arguments)
+	return e.Call(ctx, req)
 }
 
 // Activate implements [ext.UserLifecycle]: it activates or refreshes the

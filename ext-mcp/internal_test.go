@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/agenthost/ext"
 )
 
 // TestAuthTransport checks the header rules of remote servers: configured
@@ -117,7 +119,8 @@ func TestProtocolErrorIsResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &conn{server: "srv", cs: cs, secrets: []string{"TOKEN-9"}, done: make(chan struct{}), cancel: func() {}}
+	c := &conn{server: "srv", cs: cs, secrets: []string{"TOKEN-9"}, done: make(chan struct{}), cancel: func() {},
+		active: map[*activeCall]struct{}{}}
 	go c.wait()
 	defer func() {
 		_ = c.Close()
@@ -127,7 +130,7 @@ func TestProtocolErrorIsResult(t *testing.T) {
 		"nope":  `MCP server "srv" refused the call of "nope": `,
 		"fails": `MCP server "srv" refused the call of "fails": quota exceeded for [redacted] (code -32001)`,
 	} {
-		res, err := c.CallTool(ctx, "u", tool, nil)
+		res, err := c.CallTool(ctx, &ext.CallToolRequest{User: "u", Name: tool})
 		if err != nil || !res.IsError || !strings.HasPrefix(res.Text(), want) {
 			t.Errorf("%s: %v %q; want an error result starting %q", tool, err, res.Text(), want)
 		}

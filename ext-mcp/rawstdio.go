@@ -1,0 +1,346 @@
+package extmcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/agenthost/ext"
+)
+
+// maxLine bounds one message from a stdio server (go-sdk's own default).
+const maxLine = mcp.DefaultMaxLineLength
+
+// rawPrefix starts the IDs of the requests ext-mcp sends itself, and the
+// progress tokens it hands servers, so its reader can tell them from
+// go-sdk's (which numbers its requests).
+const rawPrefix = "ah-"
+
+// stdioConn is the connection to a stdio server: newline-delimited
+// JSON-RPC on the process's pipes. go-sdk's client session speaks through
+// it (Read and Write) for the handshake, lists and everything else, while
+// ext-mcp sends its own requests on the same pipes ([stdioConn.call]) —
+// tools/call, prompts/get, resources/read, tasks/* — and takes their
+// answers back as raw bytes, never decoded into Go values and re-encoded:
+// the hot path of a tool call is one envelope decode here.
+//
+// One reader goroutine reads the server's stdout for the connection's
+// life; [stdioConn.wait] joins it. It is safe for concurrent use.
+type stdioConn struct {
+	r *bufio.Reader
+	w io.Writer
+
+	wmu sync.Mutex // one line at a time
+
+	in     chan jsonrpc.Message // for go-sdk's Read
+	done   chan struct{}        // closed when the reader ends
+	closed chan struct{}        // closed by Close
+	once   sync.Once
+	err    error // why the reader ended (set before done closes)
+
+	next  atomic.Int64
+	mu    sync.Mutex
+	calls map[string]*rawWaiter
+}
+
+// rawWaiter is one raw request waiting for its answer.
+type rawWaiter struct {
+	reply chan rawReply
+	sess  ext.Session // progress of the request goes here
+}
+
+type rawReply struct {
+	result json.RawMessage
+	err    *jsonrpc.Error
+}
+
+var _ mcp.Connection = (*stdioConn)(nil)
+
+func newStdioConn(r io.Reader, w io.Writer) *stdioConn {
+	c := &stdioConn{
+		r: bufio.NewReaderSize(r, 64<<10), w: w,
+		in: make(chan jsonrpc.Message, 16), done: make(chan struct{}), closed: make(chan struct{}),
+		calls: map[string]*rawWaiter{},
+	}
+	go c.read()
+	return c
+}
+
+// stdioTransport hands go-sdk the already open connection.
+type stdioTransport struct{ c *stdioConn }
+
+func (t stdioTransport) Connect(context.Context) (mcp.Connection, error) { return t.c, nil }
+
+// read reads the server's messages until EOF or a broken line.
+func (c *stdioConn) read() {
+	defer close(c.done)
+	var err error
+	for {
+		var line []byte
+		line, err = readLine(c.r)
+		if err != nil {
+			break
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err = c.dispatch(line); err != nil {
+			break
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.EOF
+	}
+	c.err = err
+	// Fail every raw request still waiting.
+	c.mu.Lock()
+	for id, w := range c.calls {
+		close(w.reply)
+		delete(c.calls, id)
+	}
+	c.mu.Unlock()
+}
+
+// readLine reads one line of at most maxLine bytes.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(buf)+len(chunk) > maxLine {
+			return nil, fmt.Errorf("the server wrote a message longer than %d bytes", maxLine)
+		}
+		switch {
+		case err == nil && buf == nil:
+			// The common case: the whole line in the buffer. Copy it, the
+			// reader reuses its buffer.
+			return bytes.Clone(chunk), nil
+		case err == nil:
+			return append(buf, chunk...), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			buf = append(buf, chunk...)
+		default:
+			if len(buf)+len(chunk) > 0 && errors.Is(err, io.EOF) {
+				return append(buf, chunk...), nil // a last line without newline
+			}
+			return nil, err
+		}
+	}
+}
+
+// envelope is the top level of a JSON-RPC message, its parts raw.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *jsonrpc.Error  `json:"error"`
+}
+
+// isRawID reports whether a raw JSON ID is one of ext-mcp's.
+func isRawID(id json.RawMessage) bool {
+	return len(id) > len(rawPrefix)+1 && id[0] == '"' && bytes.HasPrefix(id[1:], []byte(rawPrefix))
+}
+
+// dispatch routes one message: answers and progress of ext-mcp's own
+// requests to their waiters, everything else to go-sdk.
+func (c *stdioConn) dispatch(line []byte) error {
+	var env envelope
+	if err := json.Unmarshal(line, &env); err != nil {
+		return fmt.Errorf("the server wrote something that is not MCP JSON-RPC (a banner or log line on stdout?): %w", err)
+	}
+	switch {
+	case env.Method == "" && isRawID(env.ID):
+		var id string
+		_ = json.Unmarshal(env.ID, &id)
+		c.mu.Lock()
+		w := c.calls[id]
+		delete(c.calls, id)
+		c.mu.Unlock()
+		if w != nil {
+			w.reply <- rawReply{result: env.Result, err: env.Error}
+		}
+		return nil
+	case env.Method == ext.MethodProgress && len(env.ID) == 0:
+		var p struct {
+			Token json.RawMessage `json:"progressToken"`
+		}
+		if json.Unmarshal(env.Params, &p) == nil && isRawID(p.Token) {
+			var tok string
+			_ = json.Unmarshal(p.Token, &tok)
+			c.mu.Lock()
+			w := c.calls[tok]
+			c.mu.Unlock()
+			if w != nil && w.sess != nil {
+				// Notify must not block the reader for long: sessions
+				// queue or write at once.
+				_ = w.sess.Notify(context.Background(), ext.MethodProgress, env.Params)
+			}
+			return nil
+		}
+	}
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		return fmt.Errorf("the server wrote a malformed JSON-RPC message: %w", err)
+	}
+	select {
+	case c.in <- msg:
+	case <-c.closed:
+	}
+	return nil
+}
+
+// Read implements [mcp.Connection] for go-sdk.
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case m := <-c.in:
+		return m, nil
+	default:
+	}
+	select {
+	case m := <-c.in:
+		return m, nil
+	case <-c.done:
+		select {
+		case m := <-c.in:
+			return m, nil
+		default:
+		}
+		if c.err != nil && !errors.Is(c.err, io.EOF) {
+			return nil, c.err
+		}
+		return nil, io.EOF
+	case <-c.closed:
+		return nil, mcp.ErrConnectionClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Write implements [mcp.Connection] for go-sdk.
+func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
+	b, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return c.writeLine(b)
+}
+
+func (c *stdioConn) writeLine(b []byte) error {
+	select {
+	case <-c.closed:
+		return mcp.ErrConnectionClosed
+	default:
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	// One write per message: the line and its newline together.
+	buf := make([]byte, 0, len(b)+1)
+	buf = append(append(buf, b...), '\n')
+	if _, err := c.w.Write(buf); err != nil {
+		return fmt.Errorf("writing to the server: %w", err)
+	}
+	return nil
+}
+
+// Close implements [mcp.Connection]: it stops handing messages to go-sdk.
+// The process and its pipes belong to the host's service handle; the
+// reader ends when that is released.
+func (c *stdioConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+// SessionID implements [mcp.Connection]: stdio has no session ID.
+func (c *stdioConn) SessionID() string { return "" }
+
+// wait blocks until the reader has ended.
+func (c *stdioConn) wait() { <-c.done }
+
+// methodCancelled tells the other side a request was given up.
+const methodCancelled = "notifications/cancelled"
+
+// cancelTimeout bounds sending a cancellation.
+const cancelTimeout = 5 * time.Second
+
+// errClosedConn is returned by requests on an ended connection.
+var errClosedConn = fmt.Errorf("the connection to the server has ended: %w", mcp.ErrConnectionClosed)
+
+// call sends one request of ext-mcp's own and returns the raw result.
+// withProgress asks the server for progress, which goes to sess. When ctx
+// ends first, the server is told to cancel (notifications/cancelled).
+func (c *stdioConn) call(ctx context.Context, method string, params func(token string) ([]byte, error), sess ext.Session) (json.RawMessage, error) {
+	id := rawPrefix + strconv.FormatInt(c.next.Add(1), 10)
+	p, err := params(id)
+	if err != nil {
+		return nil, err
+	}
+	w := &rawWaiter{reply: make(chan rawReply, 1), sess: sess}
+	c.mu.Lock()
+	select {
+	case <-c.done:
+		c.mu.Unlock()
+		return nil, errClosedConn
+	default:
+	}
+	c.calls[id] = w
+	c.mu.Unlock()
+	msg := make([]byte, 0, 64+len(method)+len(p))
+	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
+	msg = append(msg, id...)
+	msg = append(msg, `","method":`...)
+	msg = strconv.AppendQuote(msg, method)
+	if len(p) > 0 {
+		msg = append(msg, `,"params":`...)
+		msg = append(msg, p...)
+	}
+	msg = append(msg, '}')
+	if err := c.writeLine(msg); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	select {
+	case r, ok := <-w.reply:
+		if !ok {
+			return nil, errClosedConn
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.result, nil
+	case <-ctx.Done():
+		c.forget(id)
+		cancel, _ := json.Marshal(map[string]any{"requestId": id, "reason": context.Cause(ctx).Error()})
+		_ = c.notify(methodCancelled, cancel)
+		return nil, ctx.Err()
+	}
+}
+
+func (c *stdioConn) forget(id string) {
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+}
+
+// notify sends a notification of ext-mcp's own.
+func (c *stdioConn) notify(method string, params json.RawMessage) error {
+	msg := make([]byte, 0, 48+len(method)+len(params))
+	msg = append(msg, `{"jsonrpc":"2.0","method":`...)
+	msg = strconv.AppendQuote(msg, method)
+	if len(params) > 0 {
+		msg = append(msg, `,"params":`...)
+		msg = append(msg, params...)
+	}
+	msg = append(msg, '}')
+	return c.writeLine(msg)
+}
