@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 roots, sampling and logging are deprecated from MCP 2026-07-28 but still spoken by the 2025-11-25 servers and clients ext-mcp relays (issue 9).
+
 package extmcp
 
 import (
@@ -246,10 +248,6 @@ func explainConnect(err error) error {
 	return err
 }
 
-// nopCloser keeps a process's stdin open when the session closes.
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }
 
 // conn is one connection to one server for one user: a go-sdk client
 // session, and beside it ext-mcp's own requests on the same connection
