@@ -248,7 +248,6 @@ func explainConnect(err error) error {
 	return err
 }
 
-
 // conn is one connection to one server for one user: a go-sdk client
 // session, and beside it ext-mcp's own requests on the same connection
 // (stdio) or in the same session (Streamable HTTP), whose results stay raw.
