@@ -16,6 +16,7 @@ import (
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/exttest"
 )
 
 // TestPublishedTools checks the naming, defaults and exposure rules of the
@@ -183,6 +184,43 @@ func TestCallTimeout(t *testing.T) {
 		cancel()
 		if _, err := r.e.Call(ctx, &ext.CallToolRequest{User: "u", Name: "s/slow"}); !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled call: %v; want context.Canceled", err)
+		}
+	})
+}
+
+// TestProgressExtendsTheTimeout checks that the server's timeout is an idle
+// limit that progress restarts, that progress reaches the caller's
+// session, and that MaxDuration bounds a call however much it reports.
+func TestProgressExtendsTheTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, &catalog.Options{DefaultCallTimeout: time.Hour})
+		r.conn.add("s", newServer("ticks"))
+		d := decl("s")
+		d.Timeout = 250 * time.Millisecond // shorter than the call, longer than a tick
+		r.plan.set("u", d)
+		mustActivate(t, r.e, "u")
+		sess := &exttest.Session{}
+		start := time.Now()
+		res, err := r.e.Call(context.Background(), &ext.CallToolRequest{User: "u", Name: "s/ticks", Session: sess})
+		if err != nil || res.IsError || res.Text() != "ticked" {
+			t.Fatalf("a call that reports progress: %v, %q; want it to run past the idle limit", err, res.Text())
+		}
+		if got := time.Since(start); got != time.Second {
+			t.Errorf("took %v, want 1s", got)
+		}
+		if n := len(sess.Notes()); n != 10 {
+			t.Errorf("the session got %d progress notifications, want 10", n)
+		}
+		d.MaxDuration = 450 * time.Millisecond
+		r.plan.set("u", d)
+		mustActivate(t, r.e, "u")
+		start = time.Now()
+		res, err = r.e.Call(context.Background(), &ext.CallToolRequest{User: "u", Name: "s/ticks"})
+		if err != nil || !res.IsError || !strings.Contains(res.Text(), "450ms") {
+			t.Fatalf("a call past MaxDuration: %v, %q; want an error result naming 450ms", err, res.Text())
+		}
+		if got := time.Since(start); got != 450*time.Millisecond {
+			t.Errorf("cut after %v, want 450ms", got)
 		}
 	})
 }

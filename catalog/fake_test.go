@@ -211,6 +211,19 @@ func (c *fakeConn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext
 			return nil, errors.New("connection closed")
 		}
 		return ext.TextResult("slow done for " + user), nil
+	case "ticks":
+		// Reports progress every 100ms, ten times, then answers.
+		for i := range 10 {
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if err := ext.Progress(ctx, req.Session, float64(i+1), 10, ""); err != nil {
+				return nil, err
+			}
+		}
+		return ext.TextResult("ticked"), nil
 	case "fail":
 		return ext.ErrorResult("the tool failed"), nil
 	case "broken":

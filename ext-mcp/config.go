@@ -72,8 +72,13 @@ type Server struct {
 	// SharedAuthority says why the operator lends this credential; users
 	// see it next to the server's switch.
 	SharedAuthority string `json:"sharedAuthority,omitempty" jsonschema_description:"Why the operator lends this credential (shown to users)."`
-	// Timeout bounds each call (default 60s).
-	Timeout Duration `json:"timeout,omitempty" jsonschema_description:"Per-call timeout: a duration string such as 30s or 2m, or a number of seconds."`
+	// Timeout is each call's idle limit (default 60s): a call that hears
+	// nothing from the server, not even progress, for this long ends with
+	// an error result; each progress notification restarts the clock.
+	Timeout Duration `json:"timeout,omitempty" jsonschema_description:"Per-call idle limit (progress restarts it): a duration string such as 30s or 2m, or a number of seconds."`
+	// MaxDuration bounds a call however much progress it reports (default:
+	// no bound beyond Timeout's).
+	MaxDuration Duration `json:"maxDuration,omitempty" jsonschema_description:"Hard limit on a call, whatever progress it reports: a duration string or a number of seconds; none by default."`
 	// Enabled switches the server off for everyone when false.
 	Enabled *bool `json:"enabled,omitempty" jsonschema_description:"false switches the server off for everyone."`
 	// Tools sets the exposure per tool name or glob (* and ?): direct (the
@@ -297,7 +302,7 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 	}
 	n := len(*errs)
 	known := []string{"command", "args", "env", "cwd", "url", "headers", "type", "credentials", "availability",
-		"users", "sharedAuthority", "timeout", "enabled", "tools", "protocolVersion"}
+		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion"}
 	for _, k := range sortedKeys(fields) {
 		v, at := fields[k], where+"."+k
 		switch k {
@@ -325,6 +330,10 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 			s.SharedAuthority, _ = str(v, at, errs)
 		case "timeout":
 			if err := s.Timeout.UnmarshalJSON(v); err != nil {
+				errs.add(at, "%v", err)
+			}
+		case "maxDuration":
+			if err := s.MaxDuration.UnmarshalJSON(v); err != nil {
 				errs.add(at, "%v", err)
 			}
 		case "enabled":
@@ -440,6 +449,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 	if s.Timeout < 0 || time.Duration(s.Timeout) > maxTimeout {
 		errs.add(where+".timeout", "must be between 0 and %v", maxTimeout)
 	}
+	if s.MaxDuration < 0 || time.Duration(s.MaxDuration) > maxTimeout {
+		errs.add(where+".maxDuration", "must be between 0 and %v", maxTimeout)
+	}
 	for _, pat := range sortedKeys(s.Tools) {
 		switch s.Tools[pat] {
 		case string(ext.ExposureDirect), string(ext.ExposureDeferred), string(ext.ExposureCodemode), string(catalog.Hidden):
@@ -496,6 +508,7 @@ func decl(name string, s Server, own bool) catalog.ServerDecl {
 		Enabled:      s.Enabled == nil || *s.Enabled,
 		Users:        slices.Clone(s.Users),
 		Timeout:      time.Duration(s.Timeout),
+		MaxDuration:  time.Duration(s.MaxDuration),
 		Spec:         &spec{name: name, server: s, own: own},
 	}
 	if d.Availability == "" {

@@ -7,8 +7,10 @@
 // Desktop's shape) or "servers" (VS Code's), each a stdio command or a
 // remote url, plus agenthost's fields: credentials (user or shared),
 // availability (default or opt-in), users, sharedAuthority, timeout (a
-// duration string such as "30s", or a number of seconds), enabled, tools
-// (exposure per tool name or glob) and protocolVersion. "userServers"
+// call's idle limit, which each progress notification restarts: a duration
+// string such as "30s", or a number of seconds), maxDuration (a hard limit,
+// none by default), enabled, tools (exposure per tool name or glob) and
+// protocolVersion. "userServers"
 // (none, url, all) says which servers of their own users may add in the
 // "Your MCP servers" section. [ParseConfig] reports every problem, each
 // naming the server and the field; the host refuses to start the
@@ -25,6 +27,33 @@
 // operator's credential (the secret token:S of [OperatorUser]) to the
 // users on its allowlist only. Tokens never appear in errors, logs,
 // status or results.
+//
+// # Beyond tools
+//
+// A server's prompts ("server/prompt"), resources and resource templates
+// (URIs as the server gives them; a URI two servers offer goes to the
+// first by name) and instructions are published with its tools
+// ([ext.Host.SetUserCatalog]); prompts/get, resources/read and
+// (un)subscribe, completion/complete and tasks/* reach the server they
+// belong to (task IDs read "server/id"). The client declares sampling,
+// elicitation (form and URL) and roots, so servers keep the tools that
+// need them: what a server asks goes to the client session of the request
+// it belongs to — on Streamable HTTP the request whose stream carried it;
+// on stdio, which carries no such link, the most recent request in flight
+// — else to the user's most recent session (roots asked at connect).
+// Progress reaches the calling session under its own token; a server's log
+// messages reach every session of the user, the logger prefixed with the
+// server's name; cancelling a call sends notifications/cancelled.
+//
+// # The call path
+//
+// On stdio and on Streamable HTTP sessions (revisions up to 2025-11-25),
+// tools/call and the requests above are ext-mcp's own requests beside
+// go-sdk's session — on the same pipes, read by ext-mcp's own line reader,
+// or as POSTs in the same session — so results come back as bytes and go
+// to the host untouched ([ext.CallToolResult.Raw]). go-sdk keeps the
+// handshake, the lists and the notifications; legacy SSE and stateless
+// servers go through go-sdk for everything (tasks need the own path).
 //
 // # Protocol
 //

@@ -98,6 +98,8 @@ func serveMode(mode string) int {
 		return serveDynamic()
 	case "dynamic":
 		return serveDynamic()
+	case "cancel":
+		return serveCancel()
 	}
 	fmt.Fprintln(os.Stderr, "unknown mode", mode)
 	return 2
@@ -141,6 +143,27 @@ func serveDynamic() int {
 				StructuredContent: map[string]any{"n": 1, "s": "two"},
 				IsError:           true,
 			}, nil
+		})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// serveCancel is a stdio server whose tool "block" reports progress once,
+// then waits until the client cancels it and writes the time it saw the
+// cancellation to the file CANCEL_FILE: the proof that a cancel reached
+// the server.
+func serveCancel() int {
+	s := mcp.NewServer(&mcp.Implementation{Name: "cancel", Version: "v0"}, nil)
+	s.AddTool(&mcp.Tool{Name: "block", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "started"})
+			}
+			<-ctx.Done()
+			_ = os.WriteFile(os.Getenv("CANCEL_FILE"), []byte(time.Now().Format(time.RFC3339Nano)), 0o600)
+			return nil, ctx.Err()
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		return 1
@@ -197,6 +220,8 @@ func newFixture(t testing.TB, carrier string, config string, opts *extmcp.Option
 		e = exttest.Connect(t, x, nil)
 	case "grpc-fd":
 		e = exttest.Connect(t, x, &exttest.ConnectOptions{FDPassing: true})
+	case "grpc-socket":
+		e = exttest.Connect(t, x, &exttest.ConnectOptions{FDPassing: true, CallChannel: true})
 	}
 	f := &fixture{t: t, x: x, e: e, h: h, logs: logs}
 	var host ext.Host = h
