@@ -36,8 +36,8 @@ const pkg = "github.com/agenthost/agenthost/"
 var baselines sync.Map
 
 // measure runs b.N sequential calls, then 8 callers for a second, and
-// reports p50/p99 (µs) and calls/s.
-func measure(b *testing.B, call func() error) float64 {
+// reports p50/p99 (µs) and calls/s; it returns the p50 and the calls/s.
+func measure(b *testing.B, call func() error) (p50, perSecond float64) {
 	b.Helper()
 	for range 50 {
 		if err := call(); err != nil {
@@ -55,7 +55,7 @@ func measure(b *testing.B, call func() error) float64 {
 	}
 	b.StopTimer()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	p50 := float64(lat[len(lat)/2].Nanoseconds()) / 1e3
+	p50 = float64(lat[len(lat)/2].Nanoseconds()) / 1e3
 	b.ReportMetric(p50, "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
 	var n atomic.Int64
@@ -74,7 +74,7 @@ func measure(b *testing.B, call func() error) float64 {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(n.Load()), "calls/s-8callers")
-	return p50
+	return p50, float64(n.Load())
 }
 
 func ratio(b *testing.B, key string, p50 float64) {
@@ -110,7 +110,7 @@ func BenchmarkToolCall(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer cs.Close()
-			p50 := measure(b, func() error {
+			p50, _ := measure(b, func() error {
 				_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: args})
 				return err
 			})
@@ -142,7 +142,7 @@ func BenchmarkToolCall(b *testing.B) {
 			}
 			defer c.Shutdown(context.Background())
 			req := &ext.CallToolRequest{User: "alice", Name: "echo", Arguments: args}
-			p50 := measure(b, func() error {
+			p50, _ := measure(b, func() error {
 				_, err := c.CallTool(context.Background(), req)
 				return err
 			})
@@ -166,7 +166,7 @@ func BenchmarkToolCall(b *testing.B) {
 			if _, err := h.Tools(context.Background(), "alice"); err != nil {
 				b.Fatal(err)
 			}
-			p50 := measure(b, func() error {
+			p50, _ := measure(b, func() error {
 				res, err := h.Call(context.Background(), "alice", "", "notes/echo", args)
 				if err == nil && res.IsError {
 					err = fmt.Errorf("%s", res.Text())

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,12 +34,16 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 //   - direct: a go-sdk client calling the stdio server (no HTTP; the floor);
 //   - one-hop-proxy: a plain go-sdk Streamable HTTP server in its own
 //     process (examples/bench/oneproxy) whose tools call the stdio server
-//     with go-sdk's defaults (the shape of mcp-proxy);
+//     with go-sdk's defaults, with Go's default GC target and with ours;
+//   - one-hop-mcpgo: the same shape on mark3labs/mcp-go
+//     (examples/bench/mcpgoproxy), as the popular proxies are built;
 //   - agenthost: the real `agenthost serve` binary with the ext-mcp binary:
-//     HTTP → host → gRPC → ext-mcp → the stdio server (descriptors passed).
+//     HTTP → host → call channel → ext-mcp → the stdio server (descriptors
+//     passed).
 //
-// The target (DESIGN.md §7) is agenthost ahead of the one-hop proxy at p50
-// and in throughput, despite the extra hop.
+// The targets (issue 11): agenthost's p50 ≤ 0.9× and its throughput ≥ 1.2×
+// the fastest one-hop proxy of the same run. agenthost reports
+// "×p50-fastest-proxy" and "×calls/s-best-proxy".
 func BenchmarkEndpointCall(b *testing.B) {
 	notes := testbin.Build(b, pkg+"examples/servers/notes")
 	agenthost := testbin.Build(b, pkg+"host/cmd/agenthost")
@@ -60,6 +66,34 @@ func BenchmarkEndpointCall(b *testing.B) {
 			return err
 		}
 	}
+	var (
+		bestMu    sync.Mutex
+		bestP50   = math.Inf(1)
+		bestCalls float64
+	)
+	proxy := func(b *testing.B, bin string, env ...string) {
+		cmd := exec.Command(bin, "-server", notes)
+		cmd.Env = append(os.Environ(), env...)
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}()
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "listening on ") {
+			b.Fatalf("the proxy said %q: %v", line, err)
+		}
+		cs := connectHTTP(b, strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), http.DefaultClient)
+		defer cs.Close()
+		p50, calls := measure(b, call(cs, "echo"))
+		ratio(b, "endpoint-direct", p50)
+		bestMu.Lock()
+		bestP50, bestCalls = min(bestP50, p50), max(bestCalls, calls)
+		bestMu.Unlock()
+	}
 	b.Run("direct", func(b *testing.B) {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
 			&mcp.CommandTransport{Command: exec.Command(notes), TerminateDuration: time.Second}, nil)
@@ -67,33 +101,19 @@ func BenchmarkEndpointCall(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer cs.Close()
-		baselines.Store("endpoint-direct", measure(b, call(cs, "echo")))
+		p50, _ := measure(b, call(cs, "echo"))
+		baselines.Store("endpoint-direct", p50)
 	})
 	for _, gogc := range []string{"100", "400"} {
 		// The proxy runs as its own process, as mcp-proxy does; once with
 		// Go's default GC target and once with the one our processes use.
 		b.Run("one-hop-proxy/GOGC="+gogc, func(b *testing.B) {
-			proxy := exec.Command(testbin.Build(b, pkg+"examples/bench/oneproxy"), "-server", notes)
-			proxy.Env = append(os.Environ(), "GOGC="+gogc)
-			out, _ := proxy.StdoutPipe()
-			if err := proxy.Start(); err != nil {
-				b.Fatal(err)
-			}
-			defer func() {
-				_ = proxy.Process.Signal(syscall.SIGTERM)
-				_ = proxy.Wait()
-			}()
-			line, err := bufio.NewReader(out).ReadString('\n')
-			if err != nil || !strings.HasPrefix(line, "listening on ") {
-				b.Fatalf("oneproxy said %q: %v", line, err)
-			}
-			cs := connectHTTP(b, strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), http.DefaultClient)
-			defer cs.Close()
-			p50 := measure(b, call(cs, "echo"))
-			baselines.Store("proxy-gogc"+gogc, p50)
-			ratio(b, "endpoint-direct", p50)
+			proxy(b, testbin.Build(b, pkg+"examples/bench/oneproxy"), "GOGC="+gogc)
 		})
 	}
+	b.Run("one-hop-mcpgo", func(b *testing.B) {
+		proxy(b, testbin.Build(b, pkg+"examples/bench/mcpgoproxy"))
+	})
 	b.Run("agenthost", func(b *testing.B) {
 		dir := b.TempDir()
 		cfg := fmt.Sprintf(`{"listen":"127.0.0.1:0","dataDir":%q,"secrets":{"backend":"memory"},
@@ -129,9 +149,13 @@ func BenchmarkEndpointCall(b *testing.B) {
 		hc := &http.Client{Transport: bearerRT{strings.TrimSpace(string(tok))}}
 		cs := connectHTTP(b, url+"/mcp", hc)
 		defer cs.Close()
-		p50 := measure(b, call(cs, "notes__echo"))
-		ratio(b, "proxy-gogc100", p50)
-		ratio(b, "proxy-gogc400", p50)
+		p50, calls := measure(b, call(cs, "notes__echo"))
 		ratio(b, "endpoint-direct", p50)
+		bestMu.Lock()
+		defer bestMu.Unlock()
+		if bestCalls > 0 {
+			b.ReportMetric(p50/bestP50, "×p50-fastest-proxy")
+			b.ReportMetric(calls/bestCalls, "×calls/s-best-proxy")
+		}
 	})
 }
