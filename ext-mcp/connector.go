@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/buger/jsonparser"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -598,11 +599,13 @@ func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 	if err != nil {
 		return c.callError(req.Name, err)
 	}
-	out, err := ext.RawResult(res)
-	if err != nil {
+	// Only the top level's isError is read (in place); the result goes on
+	// as the server's bytes.
+	isErr, err := jsonparser.GetBoolean(res, "isError")
+	if (err != nil && !errors.Is(err, jsonparser.KeyPathNotFoundError)) || !json.Valid(res) {
 		return ext.ErrorResult("MCP server %q answered tool %q with a malformed result", c.server, req.Name), nil
 	}
-	return out, nil
+	return &ext.CallToolResult{Raw: res, IsError: isErr}, nil
 }
 
 // callError maps a broken call: a protocol error is an error result naming

@@ -7,8 +7,10 @@ import (
 )
 
 // TestDependencies enforces DESIGN.md §1: ext-mcp imports ext, catalog,
-// settings (form types), go-sdk and invopop/jsonschema; never the host,
-// the secrets module or the examples, and no go-plugin outside ext.
+// settings (form types), go-sdk and invopop/jsonschema — plus
+// buger/jsonparser, already in the graph through invopop, which reads the
+// top level of a server's answer in place on the raw call path — never the
+// host, the secrets module or the examples, and no go-plugin outside ext.
 func TestDependencies(t *testing.T) {
 	std := map[string]bool{}
 	for _, p := range goList(t, "std") {
@@ -20,6 +22,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/agenthost/agenthost/settings",
 		"github.com/modelcontextprotocol/go-sdk/",
 		"github.com/invopop/jsonschema",
+		"github.com/buger/jsonparser",
 	}
 	for _, imp := range goList(t, "-f", `{{range .Imports}}{{.}}{{"\n"}}{{end}}`, "./...") {
 		if std[imp] || strings.HasPrefix(imp, "github.com/agenthost/agenthost/ext-mcp") {
@@ -30,7 +33,7 @@ func TestDependencies(t *testing.T) {
 			ok = ok || imp == a || strings.HasPrefix(imp, a)
 		}
 		if !ok || imp == "github.com/agenthost/agenthost/ext/exttest" {
-			t.Errorf("ext-mcp imports %s; DESIGN.md §1 allows ext, catalog, settings, go-sdk (and invopop for schemas)", imp)
+			t.Errorf("ext-mcp imports %s; DESIGN.md §1 allows ext, catalog, settings, go-sdk (and invopop for schemas, jsonparser for the raw path)", imp)
 		}
 	}
 	for _, dep := range goList(t, "-deps", "./...") {

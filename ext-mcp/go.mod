@@ -6,6 +6,7 @@ require (
 	github.com/agenthost/agenthost/catalog v0.0.0
 	github.com/agenthost/agenthost/ext v0.0.0
 	github.com/agenthost/agenthost/settings v0.0.0
+	github.com/buger/jsonparser v1.1.2
 	github.com/google/go-cmp v0.7.0
 	github.com/invopop/jsonschema v0.14.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -14,7 +15,6 @@ require (
 
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
-	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/buger/jsonparser"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -147,44 +148,63 @@ type envelope struct {
 	Error  *jsonrpc.Error  `json:"error"`
 }
 
-// isRawID reports whether a raw JSON ID is one of ext-mcp's.
-func isRawID(id json.RawMessage) bool {
-	return len(id) > len(rawPrefix)+1 && id[0] == '"' && bytes.HasPrefix(id[1:], []byte(rawPrefix))
-}
-
 // dispatch routes one message: answers and progress of ext-mcp's own
-// requests to their waiters, everything else to go-sdk.
+// requests to their waiters, everything else to go-sdk. The top level is
+// scanned in place (buger/jsonparser: no allocation, nothing decoded
+// below it), which is all the hot path of a call costs here.
 func (c *stdioConn) dispatch(line []byte) error {
-	var env envelope
-	if err := json.Unmarshal(line, &env); err != nil {
+	var (
+		id, method, params, result, werr []byte
+		idType                           jsonparser.ValueType
+	)
+	err := jsonparser.ObjectEach(line, func(k, v []byte, t jsonparser.ValueType, _ int) error {
+		switch string(k) {
+		case "id":
+			id, idType = v, t
+		case "method":
+			method = v
+		case "params":
+			params = v
+		case "result":
+			result = v
+		case "error":
+			werr = v
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("the server wrote something that is not MCP JSON-RPC (a banner or log line on stdout?): %w", err)
 	}
 	switch {
-	case env.Method == "" && isRawID(env.ID):
-		var id string
-		_ = json.Unmarshal(env.ID, &id)
+	case method == nil && idType == jsonparser.String && bytes.HasPrefix(id, []byte(rawPrefix)):
 		c.mu.Lock()
-		w := c.calls[id]
-		delete(c.calls, id)
+		w := c.calls[string(id)]
+		delete(c.calls, string(id))
 		c.mu.Unlock()
-		if w != nil {
-			w.reply <- rawReply{result: env.Result, err: env.Error}
+		if w == nil {
+			return nil
 		}
+		r := rawReply{result: result}
+		if werr != nil {
+			r.err = &jsonrpc.Error{}
+			if err := json.Unmarshal(werr, r.err); err != nil {
+				r.err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server answered with a malformed error"}
+			}
+		} else if result == nil {
+			r.err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server answered without a result"}
+		}
+		w.reply <- r
 		return nil
-	case env.Method == ext.MethodProgress && len(env.ID) == 0:
-		var p struct {
-			Token json.RawMessage `json:"progressToken"`
-		}
-		if json.Unmarshal(env.Params, &p) == nil && isRawID(p.Token) {
-			var tok string
-			_ = json.Unmarshal(p.Token, &tok)
+	case id == nil && string(method) == ext.MethodProgress:
+		tok, t, _, err := jsonparser.Get(params, "progressToken")
+		if err == nil && t == jsonparser.String && bytes.HasPrefix(tok, []byte(rawPrefix)) {
 			c.mu.Lock()
-			w := c.calls[tok]
+			w := c.calls[string(tok)]
 			c.mu.Unlock()
 			if w != nil && w.sess != nil {
 				// Notify must not block the reader for long: sessions
 				// queue or write at once.
-				_ = w.sess.Notify(context.Background(), ext.MethodProgress, env.Params)
+				_ = w.sess.Notify(context.Background(), ext.MethodProgress, params)
 			}
 			return nil
 		}
