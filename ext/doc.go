@@ -6,7 +6,9 @@
 // An extension implements [Extension] (describe, configure, shut down) and
 // any of the optional capabilities, each its own small interface:
 // [ToolCaller] ("tools"), [UserLifecycle] ("users"), [ServiceProvider]
-// ("services") and [StatusReporter] ("status"). It lists the capabilities
+// ("services"), [StatusReporter] ("status"), [PromptProvider] ("prompts"),
+// [ResourceProvider] ("resources"), [Completer] ("completions"),
+// [TaskHandler] ("tasks") and [SessionListener] ("sessions"). It lists the capabilities
 // it implements in its [Descriptor]: across the wire a type assertion means
 // nothing, so the descriptor is what the host trusts. A main function is
 // one line:
@@ -31,6 +33,24 @@
 // If the process crashes, in-flight calls fail with [ErrUnavailable]; the
 // host restarts it once, describes and configures it again and re-activates
 // the users that were active.
+//
+// # Sessions
+//
+// Every request that has a client behind it — a tool call, a prompt, a
+// resource read, a completion, a tasks/* request — carries that client's
+// [Session]: through it the extension reports progress
+// ([MethodProgress], under the client's own token, which the host keeps)
+// and log messages, and asks the client for sampling, elicitation or its
+// roots, with the answer routed back to the very request. A client that
+// did not declare a capability makes Request fail with
+// [ErrUnimplemented], so the extension can say so instead of its tool
+// vanishing. Cancelling the request cancels its context on the far side.
+// Outside requests, [Host.Notify] reaches every session of a user (log
+// messages, resource updates) and [Host.RequestUser] asks the user's most
+// recent capable session (roots a server asks for at connect).
+// Everything an extension offers a user — tools, prompts, resources,
+// resource templates, instructions — is published in one
+// [Host.SetUserCatalog].
 //
 // # Carriers
 //
