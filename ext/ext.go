@@ -378,28 +378,30 @@ const (
 	ReplaySafe Replay = "safe"
 )
 
-// Tool is a tool registration.
+// Tool is a tool registration. Its JSON form (the field tags) is the one
+// every surface of the host shows: MCP's tool fields plus exposure and
+// replay.
 type Tool struct {
 	// Name is the full name, e.g. "github/create_issue".
-	Name        string
-	Title       string
-	Description string
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
 	// InputSchema is a JSON Schema object, raw.
-	InputSchema  json.RawMessage
-	OutputSchema json.RawMessage
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 	// Annotations are MCP tool annotations, raw.
-	Annotations json.RawMessage
+	Annotations json.RawMessage `json:"annotations,omitempty"`
 	// Execution is the MCP tool's execution properties, raw (e.g.
 	// {"taskSupport":"optional"} for tools that run as tasks).
-	Execution json.RawMessage
+	Execution json.RawMessage `json:"execution,omitempty"`
 	// Icons is the MCP tool's icons array, raw.
-	Icons json.RawMessage
+	Icons json.RawMessage `json:"icons,omitempty"`
 	// Meta is the MCP tool's _meta object, raw.
-	Meta json.RawMessage
+	Meta json.RawMessage `json:"_meta,omitempty"`
 	// Exposure defaults to ExposureDirect when empty.
-	Exposure Exposure
+	Exposure Exposure `json:"exposure,omitempty"`
 	// Replay defaults to ReplayUnsafe when empty.
-	Replay Replay
+	Replay Replay `json:"replay,omitempty"`
 }
 
 // ProcessSpec describes a per-user process the host runs for an extension.

@@ -260,8 +260,13 @@ func (h *Host) Close() error {
 	return h.closeErr
 }
 
-// Extensions describes every extension, by name.
-func (h *Host) Extensions() []ExtensionInfo {
+// Extensions describes every extension, by name. It never fails; the
+// error is there for surfaces that reach a host over a connection.
+func (h *Host) Extensions(context.Context) ([]ExtensionInfo, error) {
+	return h.extensionInfos(), nil
+}
+
+func (h *Host) extensionInfos() []ExtensionInfo {
 	exts := sortedExtensions(h.exts)
 	out := make([]ExtensionInfo, len(exts))
 	for i, e := range exts {
@@ -299,10 +304,16 @@ func (h *Host) Call(ctx context.Context, user, conversation, name string, args j
 }
 
 // Subscribe returns a channel that receives a value (coalesced) whenever
-// the user's tools change; user "" hears every change. Call cancel when
-// done.
-func (h *Host) Subscribe(user string) (events <-chan struct{}, cancel func()) {
-	return h.reg.subscribe(user)
+// the user's tools change; user "" hears every change. The subscription
+// ends when cancel is called or ctx ends, whichever comes first; call
+// cancel when done either way.
+func (h *Host) Subscribe(ctx context.Context, user string) (events <-chan struct{}, cancel func()) {
+	events, unsub := h.reg.subscribe(user)
+	stop := context.AfterFunc(ctx, unsub)
+	return events, func() {
+		stop()
+		unsub()
+	}
 }
 
 func (h *Host) bindConversation(user, conversation string) error {

@@ -58,8 +58,19 @@ func runHostProcess() {
 		fmt.Println("error", err)
 		return
 	}
-	fmt.Println("pid", h.Extensions()[0].PID)
+	exts, _ := h.Extensions(context.Background())
+	fmt.Println("pid", exts[0].PID)
 	select {}
+}
+
+// mustExtensions returns the host's extensions.
+func mustExtensions(t *testing.T, h *host.Host) []host.ExtensionInfo {
+	t.Helper()
+	exts, err := h.Extensions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exts
 }
 
 type testExt struct {
@@ -404,7 +415,7 @@ func TestChecksumMismatchRefused(t *testing.T) {
 	// The right pin starts.
 	sum := sha256File(t, os.Args[0])
 	h := newHost(t, func(ec *host.ExtensionConfig) { ec.SHA256 = sum })
-	if got := h.Extensions()[0].State; got != host.StateRunning {
+	if got := mustExtensions(t, h)[0].State; got != host.StateRunning {
 		t.Errorf("state with the right pin = %s", got)
 	}
 }
@@ -441,7 +452,7 @@ func TestCrashDuringCalls(t *testing.T) {
 	if _, err := h.Tools(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	pid := h.Extensions()[0].PID
+	pid := mustExtensions(t, h)[0].PID
 	const callers = 50
 	var (
 		wg      sync.WaitGroup
@@ -475,7 +486,7 @@ func TestCrashDuringCalls(t *testing.T) {
 	if err != nil || res.Text() != "ok" {
 		t.Fatalf("call after the crash: %v, %v", res, err)
 	}
-	info := h.Extensions()[0]
+	info := mustExtensions(t, h)[0]
 	if info.Restarts != 1 {
 		t.Errorf("restarts = %d, want exactly 1", info.Restarts)
 	}

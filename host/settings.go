@@ -27,7 +27,9 @@ func validateForm(s ext.SettingsSection) error {
 type Section = api.Section
 
 // Sections lists every extension's settings sections, by extension name.
-func (h *Host) Sections() []Section {
+// It never fails; the error is there for surfaces that reach a host over a
+// connection.
+func (h *Host) Sections(context.Context) ([]Section, error) {
 	var out []Section
 	for _, e := range sortedExtensions(h.exts) {
 		d := e.descriptor()
@@ -38,7 +40,7 @@ func (h *Host) Sections() []Section {
 			out = append(out, Section{Extension: e.name, ID: s.ID, Title: s.Title, Description: s.Description, Scope: s.Scope, Form: s.Form})
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (h *Host) form(extName, section string) (settings.Form, error) {

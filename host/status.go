@@ -16,9 +16,6 @@ type StatusEntry = api.StatusEntry
 // Overview is the operator's summary for status pages.
 type Overview = api.Overview
 
-// The host implements what its surfaces need.
-var _ api.Host = (*Host)(nil)
-
 // Status reports every extension's per-user status for user, or for every
 // user when user is "". An extension that fails to answer is reported as
 // one entry with its error, and does not hide the others.
@@ -87,14 +84,15 @@ func (h *Host) statusOf(ctx context.Context, e *extension, user string) ([]Statu
 	return out, nil
 }
 
-// Overview returns the operator's summary.
-func (h *Host) Overview() Overview {
+// Overview returns the operator's summary. It never fails; the error is
+// there for surfaces that reach a host over a connection.
+func (h *Host) Overview(context.Context) (Overview, error) {
 	h.mu.Lock()
 	users := len(h.active)
 	h.mu.Unlock()
 	return Overview{
 		Version: Version, Started: h.start, Uptime: time.Since(h.start).Round(time.Second).String(),
-		Extensions: h.Extensions(), ActiveUsers: users, ServiceProcesses: h.services.Running(),
+		Extensions: h.extensionInfos(), ActiveUsers: users, ServiceProcesses: h.services.Running(),
 		SecretsBackend: h.secretsKind,
-	}
+	}, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
+	"github.com/agenthost/agenthost/host/internal/control"
 	"github.com/agenthost/agenthost/host/internal/surface"
 	"github.com/agenthost/agenthost/host/internal/web"
 )
@@ -133,8 +134,9 @@ func (a *app) serveCmd() *cobra.Command {
 				_ = h.Close()
 				return err
 			}
+			exts, _ := h.Extensions(ctx)
 			fmt.Fprintf(a.stdout, "agenthost %s serving %d extension(s) at %s (control socket %s); Ctrl-C to stop\n",
-				host.Version, len(h.Extensions()), s.URL, s.SocketPath())
+				host.Version, len(exts), s.URL, s.SocketPath())
 			if demoUser != "" {
 				if err := a.printDemo(ctx, s, demoUser); err != nil {
 					_ = s.Close()
@@ -204,7 +206,7 @@ func (a *app) toolsCmd() *cobra.Command {
 			if user == "" {
 				return usagef("--user is required")
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				tools, err := b.Tools(ctx, user)
 				if err != nil {
 					return err
@@ -218,30 +220,16 @@ func (a *app) toolsCmd() *cobra.Command {
 	return cmd
 }
 
-// toolJSON is the CLI's JSON shape of a tool.
-type toolJSON struct {
-	Name         string          `json:"name"`
-	Title        string          `json:"title,omitempty"`
-	Description  string          `json:"description,omitempty"`
-	Extension    string          `json:"extension"`
-	Exposure     ext.Exposure    `json:"exposure"`
-	Replay       ext.Replay      `json:"replay"`
-	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
-	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
-	Annotations  json.RawMessage `json:"annotations,omitempty"`
-}
-
+// printTools prints tools as a table, or with --json in their one JSON
+// shape (the JSON API's).
 func printTools(w io.Writer, tools []host.Tool, asJSON bool) error {
 	if asJSON {
-		out := make([]toolJSON, len(tools))
-		for i, t := range tools {
-			out[i] = toolJSON{Name: t.Name, Title: t.Title, Description: t.Description, Extension: t.Extension,
-				Exposure: t.Exposure, Replay: t.Replay, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
-				Annotations: t.Annotations}
+		if tools == nil {
+			tools = []host.Tool{}
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return enc.Encode(tools)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tEXPOSURE\tEXTENSION\tDESCRIPTION")
@@ -267,7 +255,7 @@ func (a *app) callCmd() *cobra.Command {
 			if !json.Valid([]byte(args[1])) {
 				return usagef("ARGS_JSON is not valid JSON: %s", args[1])
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				res, err := b.Call(ctx, user, conversation, args[0], json.RawMessage(args[1]))
 				if err != nil {
 					return err
@@ -313,7 +301,7 @@ func (a *app) extCmd() *cobra.Command {
 		Short: "List the extensions and their state",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				infos, err := b.Extensions(ctx)
 				if err != nil {
 					return err

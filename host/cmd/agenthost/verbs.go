@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agenthost/agenthost/host"
+	"github.com/agenthost/agenthost/host/internal/control"
 	"github.com/agenthost/agenthost/settings"
 )
 
@@ -34,7 +35,7 @@ func (a *app) settingsCmd() *cobra.Command {
 			if user == "" {
 				return usagef("--user is required")
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				secs, err := b.Sections(ctx)
 				if err != nil {
 					return err
@@ -88,7 +89,7 @@ func (a *app) settingsCmd() *cobra.Command {
 			if !json.Valid(raw) {
 				return usagef("VALUES_JSON is not valid JSON")
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				e, err := pickExtension(ctx, b, setExt)
 				if err != nil {
 					return err
@@ -155,7 +156,7 @@ func (a *app) secretCmd() *cobra.Command {
 			if value == "" {
 				return usagef("the secret on stdin is empty (use `secret delete` to remove one)")
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				e, err := pickExtension(ctx, b, extName)
 				if err != nil {
 					return err
@@ -184,7 +185,7 @@ func (a *app) secretCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				e, err := pickExtension(ctx, b, dext)
 				if err != nil {
 					return err
@@ -221,7 +222,7 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Show the host, its extensions, and each user's servers: state, reason, next retry, tool count",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				if user != "" {
 					// Activate the user so the status shows their servers.
 					if _, err := b.Tools(ctx, user); err != nil {
@@ -288,7 +289,7 @@ func (a *app) tokenCmd() *cobra.Command {
 			if name == "" {
 				return usagef("--name is required (e.g. laptop)")
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				tok, info, err := b.CreateToken(ctx, user, name, operator)
 				if err != nil {
 					return err
@@ -311,7 +312,7 @@ func (a *app) tokenCmd() *cobra.Command {
 		Short: "List tokens (never their values)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				toks, err := b.ListTokens(ctx, luser)
 				if err != nil {
 					return err
@@ -341,7 +342,7 @@ func (a *app) tokenCmd() *cobra.Command {
 		Short: "Revoke a token at once (open sessions that used it end too)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				if err := b.RevokeToken(ctx, args[0]); err != nil {
 					return err
 				}
@@ -371,7 +372,7 @@ func (a *app) loginLinkCmd() *cobra.Command {
 			if user == "" {
 				return usagef("--user is required")
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
 				u, err := b.CreateLoginLink(ctx, user)
 				if err != nil {
 					return err

@@ -1,64 +1,31 @@
-// Package api declares what the host's surfaces (the MCP endpoint, the web
-// UI and JSON API, the control socket of the CLI) need from the host, and
-// the types they share. Package host implements [Host]; its exported types
-// are aliases of these, so the surfaces never import package host.
+// Package api holds the types the host's surfaces (the MCP endpoint, the
+// web UI and JSON API, the control socket of the CLI) share with package
+// host. Package host's exported types are aliases of these, so the
+// surfaces never import package host; each surface declares the small
+// interface of the host it uses (mcpendpoint.Host, web.Host,
+// control.Host), and *host.Host implements them all.
 //
-// Every method is safe for concurrent use.
+// The types are plain values: safe to copy and to share read-only between
+// goroutines.
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
 )
 
-// Host is the host as its surfaces see it.
-type Host interface {
-	// Tools returns the user's tools (system and per-user), sorted by name,
-	// activating the user on first use.
-	Tools(ctx context.Context, user string) ([]Tool, error)
-	// Call runs a tool for user; args and the result travel as raw JSON.
-	Call(ctx context.Context, user, conversation, name string, args json.RawMessage) (*ext.CallToolResult, error)
-	// Subscribe returns a channel that receives a value (coalesced)
-	// whenever the user's tools change; "" hears every change.
-	Subscribe(user string) (events <-chan struct{}, cancel func())
-
-	// Sections lists every extension's settings sections.
-	Sections() []Section
-	// GetSettings returns a user's values of one section and which secret
-	// fields are set (secrets are never read back).
-	GetSettings(ctx context.Context, user, extension, section string) (*SettingsValues, error)
-	// SetSettings validates and stores a user's values of one section
-	// (secret fields: a string sets, null clears, absent keeps) and
-	// refreshes the user. Bad values give settings.FieldErrors naming each
-	// field (errors.As), wrapping ext.ErrInvalidArgument.
-	SetSettings(ctx context.Context, user, extension, section string, values json.RawMessage) error
-	// SetSecret and DeleteSecret change one secret of a user (or of the
-	// operator, user OperatorUser) for an extension and refresh.
-	SetSecret(ctx context.Context, user, extension, name, value string) error
-	DeleteSecret(ctx context.Context, user, extension, name string) error
-	// SecretNames lists secret names (never values).
-	SecretNames(ctx context.Context, user, extension string) ([]string, error)
-
-	// Status reports every extension's per-user status (ext.StatusReporter)
-	// for user, or for every user when user is "".
-	Status(ctx context.Context, user string) ([]StatusEntry, error)
-	// Extensions describes the extensions.
-	Extensions() []ExtensionInfo
-	// Overview is the operator's summary for the status page.
-	Overview() Overview
-}
-
 // OperatorUser is the reserved user ID of the operator's own secrets.
 const OperatorUser = "@operator"
 
-// Tool is a registered tool and the extension that owns it.
+// Tool is a registered tool and the extension that owns it. Its JSON form
+// is the one every surface shows (the JSON API, the control socket, the
+// CLI's --json): ext.Tool's fields, flat, plus "extension".
 type Tool struct {
 	ext.Tool
 	// Extension names the owner.
-	Extension string
+	Extension string `json:"extension"`
 }
 
 // Section is one settings section of an extension, as a UI renders it.

@@ -121,8 +121,11 @@ var migrations = []string{
 	6: `CREATE INDEX sessions_user ON sessions (user_id)`,
 }
 
+// FileName is the auth database's name in the host's data folder.
+const FileName = "auth.db"
+
 // Open opens (creating if needed) the auth database at path, normally
-// <dataDir>/auth.db. The folder is created with mode 0700 and the file
+// <dataDir>/auth.db ([FileName]). The folder is created with mode 0700 and the file
 // with mode 0600; an existing file that is group- or world-writable is
 // refused, since whoever can write it can mint tokens. Close the store
 // when done.

@@ -16,10 +16,13 @@ import (
 	"github.com/agenthost/agenthost/host/internal/api"
 )
 
-// Client talks to a running host through its control socket.
+// Client talks to a host through its control API: a running host's
+// socket ([Dial]) or an in-process one ([Pipe]). It is a [Host] itself.
 type Client struct {
 	hc *http.Client
 }
+
+var _ Host = (*Client)(nil)
 
 // Dial returns a client for the host whose data folder is dataDir, or an
 // error when no host answers there.
@@ -73,15 +76,8 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 
 // Tools lists the user's tools.
 func (c *Client) Tools(ctx context.Context, user string) ([]api.Tool, error) {
-	var wt []wireTool
-	if err := c.do(ctx, "GET", "/v1/tools", url.Values{"user": {user}}, nil, &wt); err != nil {
-		return nil, err
-	}
-	out := make([]api.Tool, len(wt))
-	for i, t := range wt {
-		out[i] = fromWireTool(t)
-	}
-	return out, nil
+	var out []api.Tool
+	return out, c.do(ctx, "GET", "/v1/tools", url.Values{"user": {user}}, nil, &out)
 }
 
 // Call runs a tool.

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"google.golang.org/grpc/test/bufconn"
+
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/settings"
@@ -20,6 +22,22 @@ import (
 
 // SocketName is the socket's file name inside the data folder.
 const SocketName = "agenthost.sock"
+
+// Host is what the control socket serves of the host (*host.Host is one;
+// so is [Client], for a host in another process). Its methods are called
+// concurrently; see package host for what each does.
+type Host interface {
+	Tools(ctx context.Context, user string) ([]api.Tool, error)
+	Call(ctx context.Context, user, conversation, name string, args json.RawMessage) (*ext.CallToolResult, error)
+	Sections(ctx context.Context) ([]api.Section, error)
+	GetSettings(ctx context.Context, user, extension, section string) (*api.SettingsValues, error)
+	SetSettings(ctx context.Context, user, extension, section string, values json.RawMessage) error
+	SetSecret(ctx context.Context, user, extension, name, value string) error
+	DeleteSecret(ctx context.Context, user, extension, name string) error
+	Status(ctx context.Context, user string) ([]api.StatusEntry, error)
+	Extensions(ctx context.Context) ([]api.ExtensionInfo, error)
+	Overview(ctx context.Context) (api.Overview, error)
+}
 
 // Tokens is the token and login-link administration the CLI reaches
 // through the socket. It may be nil (the verbs then fail clearly).
@@ -52,7 +70,7 @@ type Server struct {
 // Serve listens on the socket in dataDir and serves h (and tokens, which
 // may be nil) until Close. A stale socket from a dead host is replaced; a
 // live one is an error (another host runs on this data folder).
-func Serve(dataDir string, h api.Host, tokens Tokens, logger *slog.Logger) (*Server, error) {
+func Serve(dataDir string, h Host, tokens Tokens, logger *slog.Logger) (*Server, error) {
 	path := filepath.Join(dataDir, SocketName)
 	if c, err := net.DialTimeout("unix", path, 500*time.Millisecond); err == nil {
 		_ = c.Close()
@@ -69,8 +87,25 @@ func Serve(dataDir string, h api.Host, tokens Tokens, logger *slog.Logger) (*Ser
 		_ = ln.Close()
 		return nil, err
 	}
+	return start(peerCheck{ln}, path, h, tokens, logger), nil
+}
+
+// Pipe serves h (and tokens, which may be nil) on an in-memory listener,
+// with no socket in the filesystem, and returns a client of it: how the
+// CLI reaches a host it runs in its own process, through the very API a
+// running host serves on its socket. Close the client, then the server.
+func Pipe(h Host, tokens Tokens, logger *slog.Logger) (*Client, *Server) {
+	ln := bufconn.Listen(256 << 10)
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return ln.DialContext(ctx)
+	}}
+	return &Client{hc: &http.Client{Transport: tr}}, start(ln, "", h, tokens, logger)
+}
+
+// start serves the control API on ln until Close.
+func start(ln net.Listener, path string, h Host, tokens Tokens, logger *slog.Logger) *Server {
 	s := &Server{
-		ln: peerCheck{ln}, path: path, done: make(chan struct{}),
+		ln: ln, path: path, done: make(chan struct{}),
 		srv: &http.Server{Handler: Handler(h, tokens), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)},
 	}
@@ -80,10 +115,10 @@ func Serve(dataDir string, h api.Host, tokens Tokens, logger *slog.Logger) (*Ser
 			s.err = err
 		}
 	}()
-	return s, nil
+	return s
 }
 
-// Path returns the socket's path.
+// Path returns the socket's path ("" for a [Pipe]).
 func (s *Server) Path() string { return s.path }
 
 // Close stops serving, waits for in-flight requests (up to 5 s) and removes
@@ -93,7 +128,9 @@ func (s *Server) Close() error {
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
 	<-s.done
-	_ = os.Remove(s.path)
+	if s.path != "" {
+		_ = os.Remove(s.path)
+	}
 	return errors.Join(err, s.err)
 }
 

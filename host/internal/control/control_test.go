@@ -4,57 +4,52 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 	"github.com/agenthost/agenthost/settings"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeHost answers from memory; only what the tests touch does anything.
-type fakeHost struct {
-	api.Host
-	values map[string]json.RawMessage
-}
-
-func (f *fakeHost) Tools(_ context.Context, user string) ([]api.Tool, error) {
-	if user == "" {
-		return nil, fmt.Errorf("no user: %w", ext.ErrInvalidArgument)
+// newHost returns the shared in-memory host with one section ("x"/"s"
+// takes a boolean "ok"), one tool per user ("x/<user>") whose call answers
+// "hi" with the arguments as structured content.
+func newHost(users ...string) *hosttest.Host {
+	form, err := settings.Section{ID: "s", Title: "S", Scope: settings.ScopeUser,
+		Form: settings.NewForm(settings.Toggle("ok", "OK"))}.MarshalForm()
+	if err != nil {
+		panic(err)
 	}
-	return []api.Tool{{Extension: "x", Tool: ext.Tool{Name: "x/" + user, Exposure: ext.ExposureDeferred, InputSchema: json.RawMessage(`{"type":"object"}`)}}}, nil
-}
-
-func (f *fakeHost) Call(_ context.Context, user, _, name string, args json.RawMessage) (*ext.CallToolResult, error) {
-	if name != "x/"+user {
-		return nil, fmt.Errorf("tool %q: %w", name, ext.ErrNotFound)
+	h := hosttest.New(&hosttest.Options{Sections: []api.Section{{Extension: "x", ID: "s", Title: "S", Scope: "user", Form: form}}})
+	for _, u := range users {
+		h.SetTools(u, api.Tool{Extension: "x", Tool: ext.Tool{Name: "x/" + u, Exposure: ext.ExposureDeferred,
+			OutputSchema: json.RawMessage(`{"type":"object"}`), Annotations: json.RawMessage(`{"readOnlyHint":true}`)}})
 	}
-	return &ext.CallToolResult{Content: json.RawMessage(`[{"type":"text","text":"hi"}]`), StructuredContent: args}, nil
+	h.SetCall(func(_ context.Context, _, _ string, args json.RawMessage) (*ext.CallToolResult, error) {
+		return &ext.CallToolResult{Content: json.RawMessage(`[{"type":"text","text":"hi"}]`), StructuredContent: args}, nil
+	})
+	return h
 }
 
-func (f *fakeHost) SetSettings(_ context.Context, user, e, s string, v json.RawMessage) error {
-	if string(v) == `{"bad":1}` {
-		return errors.Join(settings.FieldErrors{{Field: "bad", Msg: "unknown field"}}, ext.ErrInvalidArgument)
-	}
-	f.values[user+e+s] = v
-	return nil
-}
-
-func (f *fakeHost) GetSettings(_ context.Context, user, e, s string) (*api.SettingsValues, error) {
-	return &api.SettingsValues{Values: f.values[user+e+s]}, nil
-}
+// Both ends speak the same API: the host and the client are control.Hosts.
+var (
+	_ Host = (*hosttest.Host)(nil)
+	_ Host = (*Client)(nil)
+)
 
 func TestRoundTripOverTheSocket(t *testing.T) {
 	dir := t.TempDir()
-	h := &fakeHost{values: map[string]json.RawMessage{}}
+	h := newHost("alice")
 	s, err := Serve(dir, h, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +70,12 @@ func TestRoundTripOverTheSocket(t *testing.T) {
 	}
 	defer c.Close()
 	tools, err := c.Tools(ctx, "alice")
-	if err != nil || len(tools) != 1 || tools[0].Name != "x/alice" || tools[0].Exposure != ext.ExposureDeferred || tools[0].Extension != "x" {
-		t.Fatalf("tools = %+v, %v", tools, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := h.Tools(ctx, "alice")
+	if diff := cmp.Diff(want, tools); diff != "" {
+		t.Errorf("tools across the socket (-want +got):\n%s", diff)
 	}
 	res, err := c.Call(ctx, "alice", "", "x/alice", json.RawMessage(`{"a":1}`))
 	if err == nil {
@@ -89,9 +88,9 @@ func TestRoundTripOverTheSocket(t *testing.T) {
 	if _, err := c.Call(ctx, "alice", "", "nope", nil); !errors.Is(err, ext.ErrNotFound) {
 		t.Errorf("unknown tool: %v, want ErrNotFound", err)
 	}
-	err = c.SetSettings(ctx, "alice", "x", "s", json.RawMessage(`{"bad":1}`))
+	err = c.SetSettings(ctx, "alice", "x", "s", json.RawMessage(`{"ok":"yes"}`))
 	var fe settings.FieldErrors
-	if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Field != "bad" || !errors.Is(err, ext.ErrInvalidArgument) {
+	if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Field != "ok" || !errors.Is(err, ext.ErrInvalidArgument) {
 		t.Errorf("field errors across the socket: %v", err)
 	}
 	if err := c.SetSettings(ctx, "alice", "x", "s", json.RawMessage(`{"ok":true}`)); err != nil {
@@ -119,9 +118,34 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, SocketName), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Serve(dir, &fakeHost{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := Serve(dir, newHost(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatalf("a stale socket file blocked the start: %v", err)
 	}
 	_ = s.Close()
+}
+
+// TestPipe reaches an in-process host through the same API over an
+// in-memory connection, and leaves nothing running after Close.
+func TestPipe(t *testing.T) {
+	h := newHost("bob")
+	c, s := Pipe(h, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := context.Background()
+	res, err := c.Call(ctx, "bob", "", "x/bob", json.RawMessage(`{"n":2}`))
+	if err != nil || string(res.StructuredContent) != `{"n":2}` {
+		t.Fatalf("call over the pipe = %+v, %v", res, err)
+	}
+	if _, err := c.Call(ctx, "bob", "", "x/alice", nil); !errors.Is(err, ext.ErrNotFound) {
+		t.Errorf("another user's tool over the pipe: %v, want ErrNotFound", err)
+	}
+	if s.Path() != "" {
+		t.Errorf("a pipe has a socket path %q", s.Path())
+	}
+	c.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Tools(ctx, "bob"); err == nil {
+		t.Error("the client still works after the pipe closed")
+	}
 }

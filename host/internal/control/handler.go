@@ -7,14 +7,13 @@ import (
 	"net/http"
 
 	"github.com/agenthost/agenthost/ext"
-	"github.com/agenthost/agenthost/host/internal/api"
 )
 
 // maxBody bounds a request body.
 const maxBody = 8 << 20
 
 // Handler is the control API over h.
-func Handler(h api.Host, tokens Tokens) http.Handler {
+func Handler(h Host, tokens Tokens) http.Handler {
 	mux := http.NewServeMux()
 	q := func(r *http.Request, k string) string { return r.URL.Query().Get(k) }
 	ok := struct{}{}
@@ -32,14 +31,7 @@ func Handler(h api.Host, tokens Tokens) http.Handler {
 		return nil
 	}
 
-	get("GET /v1/tools", func(r *http.Request) (any, error) {
-		tools, err := h.Tools(r.Context(), q(r, "user"))
-		out := make([]wireTool, len(tools))
-		for i, t := range tools {
-			out[i] = toWireTool(t)
-		}
-		return out, err
-	})
+	get("GET /v1/tools", func(r *http.Request) (any, error) { return h.Tools(r.Context(), q(r, "user")) })
 	do(mux, "POST /v1/call", func(r *http.Request, req *callRequest) (any, error) {
 		res, err := h.Call(r.Context(), req.User, req.Conversation, req.Name, req.Arguments)
 		if err == nil {
@@ -50,7 +42,7 @@ func Handler(h api.Host, tokens Tokens) http.Handler {
 		}
 		return callResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
 	})
-	get("GET /v1/sections", func(*http.Request) (any, error) { return h.Sections(), nil })
+	get("GET /v1/sections", func(r *http.Request) (any, error) { return h.Sections(r.Context()) })
 	get("GET /v1/settings", func(r *http.Request) (any, error) {
 		return h.GetSettings(r.Context(), q(r, "user"), q(r, "ext"), q(r, "section"))
 	})
@@ -64,8 +56,8 @@ func Handler(h api.Host, tokens Tokens) http.Handler {
 		return ok, h.DeleteSecret(r.Context(), q(r, "user"), q(r, "ext"), q(r, "name"))
 	})
 	get("GET /v1/status", func(r *http.Request) (any, error) { return h.Status(r.Context(), q(r, "user")) })
-	get("GET /v1/overview", func(*http.Request) (any, error) { return h.Overview(), nil })
-	get("GET /v1/extensions", func(*http.Request) (any, error) { return h.Extensions(), nil })
+	get("GET /v1/overview", func(r *http.Request) (any, error) { return h.Overview(r.Context()) })
+	get("GET /v1/extensions", func(r *http.Request) (any, error) { return h.Extensions(r.Context()) })
 	do(mux, "POST /v1/tokens", func(r *http.Request, req *tokenRequest) (any, error) {
 		if err := needTokens(); err != nil {
 			return nil, err
@@ -115,28 +107,6 @@ func reply(w http.ResponseWriter, v any, err error) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
-}
-
-type wireTool struct {
-	Name         string          `json:"name"`
-	Title        string          `json:"title,omitempty"`
-	Description  string          `json:"description,omitempty"`
-	Extension    string          `json:"extension"`
-	Exposure     ext.Exposure    `json:"exposure"`
-	Replay       ext.Replay      `json:"replay"`
-	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
-	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
-	Annotations  json.RawMessage `json:"annotations,omitempty"`
-}
-
-func toWireTool(t api.Tool) wireTool {
-	return wireTool{Name: t.Name, Title: t.Title, Description: t.Description, Extension: t.Extension,
-		Exposure: t.Exposure, Replay: t.Replay, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
-}
-
-func fromWireTool(t wireTool) api.Tool {
-	return api.Tool{Extension: t.Extension, Tool: ext.Tool{Name: t.Name, Title: t.Title, Description: t.Description,
-		Exposure: t.Exposure, Replay: t.Replay, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}}
 }
 
 type callRequest struct {

@@ -33,7 +33,6 @@ type stats struct {
 // server through a go-sdk client, converting the result the way ext-mcp
 // does (content marshalled once, as go-sdk decoded it).
 type stdioHost struct {
-	api.Host
 	cs *mcp.ClientSession
 }
 
@@ -42,7 +41,9 @@ func (h *stdioHost) Tools(context.Context, string) ([]api.Tool, error) {
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)}, Extension: "mcp"}}, nil
 }
 
-func (h *stdioHost) Subscribe(string) (<-chan struct{}, func()) { return nil, func() {} }
+func (h *stdioHost) Subscribe(context.Context, string) (<-chan struct{}, func()) {
+	return nil, func() {}
+}
 
 func (h *stdioHost) Call(ctx context.Context, _, _, _ string, args json.RawMessage) (*ext.CallToolResult, error) {
 	res, err := h.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: args})
@@ -58,13 +59,14 @@ func (h *stdioHost) Call(ctx context.Context, _, _, _ string, args json.RawMessa
 
 // echoHost answers every call in process: the endpoint's own cost.
 type echoHost struct {
-	api.Host
 	tools []api.Tool
 }
 
 func (h *echoHost) Tools(context.Context, string) ([]api.Tool, error) { return h.tools, nil }
 
-func (h *echoHost) Subscribe(string) (<-chan struct{}, func()) { return nil, func() {} }
+func (h *echoHost) Subscribe(context.Context, string) (<-chan struct{}, func()) {
+	return nil, func() {}
+}
 
 var echoContent = json.RawMessage(`[{"type":"text","text":"hi"}]`)
 

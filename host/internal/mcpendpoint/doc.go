@@ -11,7 +11,7 @@
 //	ep.Sessions()     // for the status page
 //	ep.Close()        // before the host closes
 //
-// The endpoint talks to the host only through [api.Host]: Tools lists a
+// The endpoint talks to the host only through [Host]: Tools lists a
 // user's tools, Call runs one, Subscribe reports changes.
 //
 // # Protocol revision

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +18,22 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 )
+
+// Host is what the endpoint needs from the host (*host.Host is one). Its
+// methods are called concurrently.
+type Host interface {
+	// Tools returns the user's tools, activating the user on first use.
+	Tools(ctx context.Context, user string) ([]api.Tool, error)
+	// Call runs a tool for user; args and the result travel as raw JSON.
+	Call(ctx context.Context, user, conversation, name string, args json.RawMessage) (*ext.CallToolResult, error)
+	// Subscribe returns a channel that receives a value (coalesced)
+	// whenever the user's tools change, until cancel is called or ctx
+	// ends.
+	Subscribe(ctx context.Context, user string) (events <-chan struct{}, cancel func())
+}
 
 // Principal is who a bearer token stands for.
 type Principal struct {
@@ -113,7 +128,7 @@ type Options struct {
 // Streamable HTTP. It is an [http.Handler]; all its methods are safe for
 // concurrent use.
 type Endpoint struct {
-	host     api.Host
+	host     Host
 	verifier Verifier
 	limiter  Limiter
 	cache    *verifyCache // nil: verify every request
@@ -151,7 +166,7 @@ type Endpoint struct {
 
 // New returns an endpoint that serves h's tools to the principals v
 // accepts. opts may be nil.
-func New(h api.Host, v Verifier, opts *Options) (*Endpoint, error) {
+func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 	if h == nil {
 		return nil, errors.New("mcpendpoint: New: nil Host")
 	}

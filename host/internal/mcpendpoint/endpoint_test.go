@@ -19,6 +19,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
 )
 
@@ -45,7 +46,7 @@ func TestOwnTools(t *testing.T) {
 	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("alice calling bob's tool: %v, want a -32602 error", err)
 	}
-	calls := e.host.callLog()
+	calls := e.host.Calls()
 	if len(calls) != 1 || calls[0].User != "alice" || calls[0].Name != "notes/add" || calls[0].Conversation != "mcp:"+alice.ID() {
 		t.Errorf("the host saw %+v", calls)
 	}
@@ -58,8 +59,8 @@ func TestOwnTools(t *testing.T) {
 // call ever reaches the other user, and no list shows the other's tools.
 func TestCrossUserIsolation(t *testing.T) {
 	e := newEnv(t, nil)
-	e.host.setTools("alice", tool("a/secret_alice", "", ""), tool("shared/x", "", ""))
-	e.host.setTools("bob", tool("b/secret_bob", "", ""), tool("shared/x", "", ""))
+	e.host.SetTools("alice", tool("a/secret_alice", "", ""), tool("shared/x", "", ""))
+	e.host.SetTools("bob", tool("b/secret_bob", "", ""), tool("shared/x", "", ""))
 	clients := map[string]*client{"alice": e.mustConnect(t, aliceTok), "bob": e.mustConnect(t, bobTok)}
 	names := []string{"a__secret_alice", "b__secret_bob", "shared__x"}
 	for i := range 200 {
@@ -74,7 +75,7 @@ func TestCrossUserIsolation(t *testing.T) {
 			t.Fatalf("%s calling %s: %v %v", user, name, err, res)
 		}
 	}
-	for _, c := range e.host.callLog() {
+	for _, c := range e.host.Calls() {
 		if strings.Contains(c.Name, "secret") && !strings.Contains(c.Name, c.User) {
 			t.Errorf("the host ran %+v", c)
 		}
@@ -95,10 +96,10 @@ func TestResultPassthrough(t *testing.T) {
 	e := newEnv(t, nil)
 	content := `[{"text":"first","type":"text","x-extra":{"k":[1,2,3]}},{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}]`
 	structured := `{"z":1,"a":[true,null],"nested":{"b":"c"}}`
-	e.host.callFn = func(context.Context, string, string, json.RawMessage) (*ext.CallToolResult, error) {
+	e.host.SetCall(func(context.Context, string, string, json.RawMessage) (*ext.CallToolResult, error) {
 		return &ext.CallToolResult{Content: json.RawMessage(content), StructuredContent: json.RawMessage(structured),
 			IsError: true, Details: json.RawMessage(`{"internal":"never shown"}`)}, nil
-	}
+	})
 	c := e.mustConnect(t, aliceTok)
 
 	// Through go-sdk's client: the blocks decode as MCP content.
@@ -138,9 +139,9 @@ func TestResultPassthrough(t *testing.T) {
 // clear error result instead of a broken response.
 func TestMalformedContent(t *testing.T) {
 	e := newEnv(t, nil)
-	e.host.callFn = func(context.Context, string, string, json.RawMessage) (*ext.CallToolResult, error) {
+	e.host.SetCall(func(context.Context, string, string, json.RawMessage) (*ext.CallToolResult, error) {
 		return &ext.CallToolResult{Content: json.RawMessage(`{"type":"text","text":"not in an array"}`)}, nil
-	}
+	})
 	res := e.mustConnect(t, aliceTok).call(t, "notes__list", `{}`)
 	if !res.IsError || !strings.Contains(text(res), "malformed content") {
 		t.Errorf("result = %q (isError %v)", text(res), res.IsError)
@@ -156,7 +157,7 @@ func TestListChanged(t *testing.T) {
 		c.names(t) // sessions are fully up
 	}
 	// A toggle: notes off, calendar on.
-	e.host.setTools("alice", tool("calendar/today", "Today's events.", ""))
+	e.host.SetTools("alice", tool("calendar/today", "Today's events.", ""))
 	for _, c := range []*client{a1, a2} {
 		c.waitChanged(t)
 		if got := c.names(t); !slices.Equal(got, []string{"calendar__today"}) {
@@ -178,7 +179,7 @@ func TestListChanged(t *testing.T) {
 	// A change that alters nothing a session sees sends nothing.
 	time.Sleep(50 * time.Millisecond) // past go-sdk's 10 ms debounce
 	a1.drain()
-	e.host.setTools("alice", tool("calendar/today", "Today's events.", ""), tool("x/code", "", ext.ExposureCodemode))
+	e.host.SetTools("alice", tool("calendar/today", "Today's events.", ""), tool("x/code", "", ext.ExposureCodemode))
 	select {
 	case <-a1.changed:
 		t.Error("a change invisible to the session notified it")
@@ -191,7 +192,7 @@ func TestListChanged(t *testing.T) {
 // called; another session of the same user is unchanged.
 func TestSearchTools(t *testing.T) {
 	e := newEnv(t, nil)
-	e.host.setTools("alice",
+	e.host.SetTools("alice",
 		tool("notes/add", "Add a note.", ""),
 		tool("db/query", "Run a read-only SQL query against the warehouse.", ext.ExposureDeferred),
 		tool("db/migrate", "Apply schema migrations.", ext.ExposureDeferred),
@@ -231,7 +232,7 @@ func TestSearchTools(t *testing.T) {
 	}
 
 	// The found tool stays in s1's list across a change of the user's tools.
-	e.host.setTools("alice",
+	e.host.SetTools("alice",
 		tool("notes/add", "Add a note, now with tags.", ""),
 		tool("db/query", "Run a read-only SQL query against the warehouse.", ext.ExposureDeferred),
 	)
@@ -252,7 +253,7 @@ func TestSearchTools(t *testing.T) {
 	}
 	// Without deferred tools there is no search_tools.
 	s2.waitChanged(t) // notes/add's new description
-	e.host.setTools("alice", tool("notes/add", "", ""))
+	e.host.SetTools("alice", tool("notes/add", "", ""))
 	s2.waitChanged(t)
 	if got := s2.names(t); !slices.Equal(got, []string{"notes__add"}) {
 		t.Errorf("without deferred tools s2 lists %v", got)
@@ -263,7 +264,7 @@ func TestSearchTools(t *testing.T) {
 // directly gets a clear error result without reaching the host.
 func TestCodemodeRefused(t *testing.T) {
 	e := newEnv(t, nil)
-	e.host.setTools("alice", tool("notes/add", "", ""), tool("py/exec", "Run code.", ext.ExposureCodemode))
+	e.host.SetTools("alice", tool("notes/add", "", ""), tool("py/exec", "Run code.", ext.ExposureCodemode))
 	c := e.mustConnect(t, aliceTok)
 	if got := c.names(t); slices.Contains(got, "py__exec") {
 		t.Errorf("lists %v", got)
@@ -272,7 +273,7 @@ func TestCodemodeRefused(t *testing.T) {
 	if !res.IsError || text(res) != `tool "py__exec" is only callable from code` {
 		t.Errorf("result = %q (isError %v)", text(res), res.IsError)
 	}
-	if n := len(e.host.callLog()); n != 0 {
+	if n := len(e.host.Calls()); n != 0 {
 		t.Errorf("the host ran %d calls", n)
 	}
 }
@@ -288,7 +289,7 @@ func TestNameMapping(t *testing.T) {
 	for _, o := range originals {
 		tools = append(tools, tool(o, "", ""))
 	}
-	e.host.setTools("alice", tools...)
+	e.host.SetTools("alice", tools...)
 	c := e.mustConnect(t, aliceTok)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -333,7 +334,7 @@ func TestCustomSeparator(t *testing.T) {
 		t.Errorf("lists %v", got)
 	}
 	for _, bad := range []string{"/", "a b", "::"} {
-		if _, err := mcpendpoint.New(newFakeHost(), &fakeVerifier{}, &mcpendpoint.Options{Separator: bad}); err == nil {
+		if _, err := mcpendpoint.New(hosttest.New(nil), &fakeVerifier{}, &mcpendpoint.Options{Separator: bad}); err == nil {
 			t.Errorf("separator %q accepted", bad)
 		}
 	}
@@ -347,7 +348,7 @@ func TestBadToolLeftOut(t *testing.T) {
 	bad.InputSchema = json.RawMessage(`{"type":"string"}`)
 	badHeader := tool("x/bad_header", "", "")
 	badHeader.InputSchema = json.RawMessage(`{"type":"object","properties":{"a":{"type":"object","x-mcp-header":"X"}}}`)
-	e.host.setTools("alice", bad, badHeader, tool("x/good", "", ""))
+	e.host.SetTools("alice", bad, badHeader, tool("x/good", "", ""))
 	if got := e.mustConnect(t, aliceTok).names(t); !slices.Equal(got, []string{"x__good"}) {
 		t.Errorf("lists %v", got)
 	}
@@ -359,9 +360,9 @@ func TestHostErrors(t *testing.T) {
 	e := newEnv(t, nil)
 	const canary = "CANARY-bob-secret-7f3a"
 	var next error
-	e.host.callFn = func(context.Context, string, string, json.RawMessage) (*ext.CallToolResult, error) {
+	e.host.SetCall(func(context.Context, string, string, json.RawMessage) (*ext.CallToolResult, error) {
 		return nil, next
-	}
+	})
 	c := e.mustConnect(t, aliceTok)
 	for err, want := range map[error]string{
 		fmt.Errorf("server of %s: %w", canary, ext.ErrPermission):   "not allowed",
@@ -403,15 +404,15 @@ func TestRevokedToken(t *testing.T) {
 	e := newEnv(t, nil)
 	started := make(chan struct{}, 1)
 	cancelled := make(chan struct{}, 1)
-	e.host.callFn = func(ctx context.Context, user, name string, args json.RawMessage) (*ext.CallToolResult, error) {
+	e.host.SetCall(func(ctx context.Context, user, name string, args json.RawMessage) (*ext.CallToolResult, error) {
 		if name != "notes/list" {
-			return echo(user, name, args), nil
+			return hosttest.Echo(user, name, args), nil
 		}
 		started <- struct{}{}
 		<-ctx.Done()
 		cancelled <- struct{}{}
 		return nil, ctx.Err()
-	}
+	})
 	a1, a1b, a2 := e.mustConnect(t, aliceTok), e.mustConnect(t, aliceTok), e.mustConnect(t, alice2Tok)
 	a1.names(t)
 	a1b.names(t)
@@ -509,7 +510,7 @@ func (unavailableVerifier) Verify(context.Context, string) (mcpendpoint.Principa
 // the failure does not count towards the lockout.
 func TestVerifierUnavailable(t *testing.T) {
 	lim := &fakeLimiter{max: 1, fails: map[string]int{}}
-	ep, err := mcpendpoint.New(newFakeHost(), unavailableVerifier{}, &mcpendpoint.Options{Limiter: lim})
+	ep, err := mcpendpoint.New(hosttest.New(nil), unavailableVerifier{}, &mcpendpoint.Options{Limiter: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,13 +536,13 @@ func TestDeleteSession(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.mustConnect(t, aliceTok)
 	c.names(t)
-	if n := e.host.subscribers("alice"); n != 1 {
+	if n := e.host.Subscribers("alice"); n != 1 {
 		t.Errorf("%d subscriptions for alice, want 1", n)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the session to close", func() bool { return e.ep.Sessions() == 0 && e.host.subscribers("alice") == 0 })
+	waitFor(t, "the session to close", func() bool { return e.ep.Sessions() == 0 && e.host.Subscribers("alice") == 0 })
 }
 
 // TestAuth: a request without a token, or with a wrong one, gets 401 with
@@ -630,7 +631,7 @@ func TestOriginAndHost(t *testing.T) {
 	if resp := e.rawPost(t, "", "", initBody, map[string]string{"Origin": "http://evil.example"}); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("foreign origin without a token: status %d, want 403", resp.StatusCode)
 	}
-	if _, err := mcpendpoint.New(newFakeHost(), &fakeVerifier{}, &mcpendpoint.Options{AllowedOrigins: []string{"app.example.com"}}); err == nil {
+	if _, err := mcpendpoint.New(hosttest.New(nil), &fakeVerifier{}, &mcpendpoint.Options{AllowedOrigins: []string{"app.example.com"}}); err == nil {
 		t.Error("an origin without a scheme was accepted")
 	}
 }
@@ -697,16 +698,12 @@ func TestProtocolFallback(t *testing.T) {
 // session (503); the failure is not cached.
 func TestToolsFailure(t *testing.T) {
 	e := newEnv(t, nil)
-	e.host.mu.Lock()
-	e.host.toolsE["alice"] = errors.New("activation failed")
-	e.host.mu.Unlock()
+	e.host.FailTools("alice", errors.New("activation failed"))
 	resp := e.rawPost(t, aliceTok, "", initBody, nil)
 	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusServiceUnavailable || strings.Contains(string(body), "activation") {
 		t.Errorf("status %d %s, want 503 without the host's message", resp.StatusCode, body)
 	}
-	e.host.mu.Lock()
-	delete(e.host.toolsE, "alice")
-	e.host.mu.Unlock()
+	e.host.FailTools("alice", nil)
 	e.mustConnect(t, aliceTok)
 }
 
@@ -741,7 +738,7 @@ func TestConcurrentChurn(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range 30 {
-			e.host.setTools("alice", tool(fmt.Sprintf("n/t%d", i%3), "", ""), tool("notes/add", "", ""))
+			e.host.SetTools("alice", tool(fmt.Sprintf("n/t%d", i%3), "", ""), tool("notes/add", "", ""))
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()

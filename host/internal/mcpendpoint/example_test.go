@@ -9,19 +9,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/ext"
-	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
 )
 
 // ExampleNew serves a host's tools at /mcp and lists them with a go-sdk
 // client, as an agent would.
 func ExampleNew() {
-	host := newFakeHost()
-	host.tools["alice"] = []api.Tool{
+	host := hosttest.New(nil)
+	host.SetTools("alice",
 		tool("github/create_issue", "Open an issue.", ext.ExposureDirect),
 		tool("db/query", "Run SQL.", ext.ExposureDeferred),
 		tool("py/exec", "Run code.", ext.ExposureCodemode),
-	}
+	)
 	verifier := &fakeVerifier{tokens: map[string]mcpendpoint.Principal{"secret-token": {User: "alice", TokenID: "tok_1"}}}
 	ep, err := mcpendpoint.New(host, verifier, nil)
 	if err != nil {

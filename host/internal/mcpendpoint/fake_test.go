@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,116 +18,16 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeHost implements the part of api.Host the endpoint uses: per-user
-// tool lists, a Subscribe the test fires, and a Call that echoes.
-type fakeHost struct {
-	api.Host // the rest is not used; calling it panics
-
-	mu     sync.Mutex
-	tools  map[string][]api.Tool
-	subs   map[string]map[chan struct{}]struct{}
-	calls  []fakeCall
-	toolsE map[string]error // Tools fails for these users
-	// callFn, when set, replaces the echo.
-	callFn func(ctx context.Context, user, name string, args json.RawMessage) (*ext.CallToolResult, error)
-}
-
-type fakeCall struct {
-	User, Conversation, Name string
-	Args                     string
-}
-
-func newFakeHost() *fakeHost {
-	return &fakeHost{tools: map[string][]api.Tool{}, subs: map[string]map[chan struct{}]struct{}{}, toolsE: map[string]error{}}
-}
-
 // tool builds a tool registration; exposure may be "".
 func tool(name, desc string, exposure ext.Exposure) api.Tool {
 	return api.Tool{Tool: ext.Tool{Name: name, Description: desc, Exposure: exposure,
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)}, Extension: "mcp"}
-}
-
-func (h *fakeHost) Tools(_ context.Context, user string) ([]api.Tool, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.toolsE[user]; err != nil {
-		return nil, err
-	}
-	return append([]api.Tool(nil), h.tools[user]...), nil
-}
-
-func (h *fakeHost) Call(ctx context.Context, user, conversation, name string, args json.RawMessage) (*ext.CallToolResult, error) {
-	h.mu.Lock()
-	h.calls = append(h.calls, fakeCall{user, conversation, name, string(args)})
-	known := false
-	for _, t := range h.tools[user] {
-		known = known || t.Name == name
-	}
-	fn := h.callFn
-	h.mu.Unlock()
-	if !known {
-		return nil, fmt.Errorf("tool %q for user %q: %w", name, user, ext.ErrNotFound)
-	}
-	if fn != nil {
-		return fn(ctx, user, name, args)
-	}
-	return echo(user, name, args), nil
-}
-
-// echo is the default result: who called what with which arguments.
-func echo(user, name string, args json.RawMessage) *ext.CallToolResult {
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	res := ext.TextResult(user + " " + name + " " + string(args))
-	res.StructuredContent, _ = json.Marshal(map[string]any{"user": user, "tool": name, "args": args})
-	return res
-}
-
-func (h *fakeHost) Subscribe(user string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	h.mu.Lock()
-	if h.subs[user] == nil {
-		h.subs[user] = map[chan struct{}]struct{}{}
-	}
-	h.subs[user][ch] = struct{}{}
-	h.mu.Unlock()
-	return ch, func() {
-		h.mu.Lock()
-		delete(h.subs[user], ch)
-		h.mu.Unlock()
-	}
-}
-
-// setTools replaces a user's tools and reports the change, as the host's
-// registry does.
-func (h *fakeHost) setTools(user string, tools ...api.Tool) {
-	h.mu.Lock()
-	h.tools[user] = tools
-	for ch := range h.subs[user] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	h.mu.Unlock()
-}
-
-func (h *fakeHost) subscribers(user string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs[user])
-}
-
-func (h *fakeHost) callLog() []fakeCall {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]fakeCall(nil), h.calls...)
 }
 
 // fakeVerifier accepts the tokens it holds.
@@ -193,7 +92,7 @@ const (
 
 // env is an endpoint behind an httptest server, with a fake host.
 type env struct {
-	host *fakeHost
+	host *hosttest.Host
 	ver  *fakeVerifier
 	ep   *mcpendpoint.Endpoint
 	srv  *httptest.Server
@@ -202,9 +101,9 @@ type env struct {
 
 func newEnv(t testing.TB, opts *mcpendpoint.Options) *env {
 	t.Helper()
-	h := newFakeHost()
-	h.tools["alice"] = []api.Tool{tool("notes/add", "Add a note.", ""), tool("notes/list", "List notes.", ext.ExposureDirect)}
-	h.tools["bob"] = []api.Tool{tool("web/fetch", "Fetch a URL.", "")}
+	h := hosttest.New(nil)
+	h.SetTools("alice", tool("notes/add", "Add a note.", ""), tool("notes/list", "List notes.", ext.ExposureDirect))
+	h.SetTools("bob", tool("web/fetch", "Fetch a URL.", ""))
 	v := &fakeVerifier{tokens: map[string]mcpendpoint.Principal{
 		aliceTok:  {User: "alice", TokenID: "a1"},
 		alice2Tok: {User: "alice", TokenID: "a2"},

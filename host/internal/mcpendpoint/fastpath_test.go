@@ -77,7 +77,7 @@ func TestFastPath(t *testing.T) {
 	if mcpendpoint.FastCalls(e.ep) != n+1 {
 		t.Error("the fast path served a call it should have passed on")
 	}
-	for _, call := range e.host.callLog() {
+	for _, call := range e.host.Calls() {
 		if call.User != "alice" {
 			t.Errorf("the host ran a call for %q", call.User)
 		}

@@ -129,7 +129,7 @@ func (e *Endpoint) release(u *userState) {
 // load subscribes to the user's changes, then lists the tools (in that
 // order, so no change is missed), and starts the refresh loop.
 func (e *Endpoint) load(ctx context.Context, u *userState) error {
-	events, cancel := e.host.Subscribe(u.user)
+	events, cancel := e.host.Subscribe(e.ctx, u.user)
 	tools, err := e.host.Tools(ctx, u.user)
 	if err != nil {
 		cancel()

@@ -40,7 +40,7 @@ type Surface struct {
 
 // OpenAuth opens the token store of a host's data folder.
 func OpenAuth(cfg *host.Config, logger *slog.Logger) (*auth.Store, error) {
-	return auth.Open(filepath.Join(cfg.DataPath(), "auth.db"), &auth.Options{Logger: logger})
+	return auth.Open(filepath.Join(cfg.DataPath(), auth.FileName), &auth.Options{Logger: logger})
 }
 
 // Start serves h as cfg says. On error nothing is left running.
@@ -110,7 +110,7 @@ func Start(ctx context.Context, cfg *host.Config, h *host.Host, logger *slog.Log
 		s.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		ln = tls.NewListener(ln, s.srv.TLSConfig)
 	}
-	s.ctl, err = control.Serve(cfg.DataPath(), h, &web.TokenAdmin{Store: a, BaseURL: base}, logger)
+	s.ctl, err = control.Serve(cfg.DataPath(), h, &web.TokenAdmin{Store: a, BaseURL: func() string { return base }}, logger)
 	if err != nil {
 		return fail(err)
 	}

@@ -18,9 +18,11 @@ import (
 type TokenAdmin struct {
 	// Store issues and revokes the tokens.
 	Store *auth.Store
-	// BaseURL is the web UI's public URL with its base path, e.g.
+	// BaseURL returns the web UI's public URL with its base path, e.g.
 	// "http://127.0.0.1:7777"; login links point at its /settings/login.
-	BaseURL string
+	// It is a function because a server listening on port 0 knows its URL
+	// only once it listens.
+	BaseURL func() string
 }
 
 var _ control.Tokens = (*TokenAdmin)(nil)
@@ -71,7 +73,7 @@ func (t *TokenAdmin) CreateLoginLink(ctx context.Context, user string) (string, 
 	if err != nil {
 		return "", mapAuthErr(err)
 	}
-	return LoginURL(t.BaseURL, code), nil
+	return LoginURL(t.BaseURL(), code), nil
 }
 
 // LoginURL is the sign-in link for a login code under baseURL (the web

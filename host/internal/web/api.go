@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/settings"
@@ -123,7 +122,7 @@ func (s *server) apiMe(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) apiSections(w http.ResponseWriter, r *http.Request) {
-	out := s.userSections()
+	out := s.userSections(r.Context())
 	if out == nil {
 		out = []api.Section{}
 	}
@@ -139,7 +138,7 @@ type settingsBody struct {
 
 func (s *server) apiSettings(w http.ResponseWriter, r *http.Request, code int) {
 	p := principalFrom(r.Context())
-	sec, ok := s.userSection(chi.URLParam(r, "ext"), chi.URLParam(r, "section"))
+	sec, ok := s.userSection(r.Context(), chi.URLParam(r, "ext"), chi.URLParam(r, "section"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "no such settings section", nil)
 		return
@@ -167,7 +166,7 @@ func (s *server) apiGetSettings(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) apiPutSettings(w http.ResponseWriter, r *http.Request) {
 	p := principalFrom(r.Context())
-	sec, ok := s.userSection(chi.URLParam(r, "ext"), chi.URLParam(r, "section"))
+	sec, ok := s.userSection(r.Context(), chi.URLParam(r, "ext"), chi.URLParam(r, "section"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "no such settings section", nil)
 		return
@@ -228,17 +227,7 @@ func (s *server) apiDeleteSecret(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// toolBody is a tool as the API lists it.
-type toolBody struct {
-	Name        string          `json:"name"`
-	Title       string          `json:"title,omitempty"`
-	Description string          `json:"description,omitempty"`
-	Extension   string          `json:"extension"`
-	Exposure    ext.Exposure    `json:"exposure"`
-	Replay      ext.Replay      `json:"replay"`
-	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
-}
-
+// apiTools lists the user's tools in their one JSON shape (api.Tool).
 func (s *server) apiTools(w http.ResponseWriter, r *http.Request) {
 	p := principalFrom(r.Context())
 	tools, err := s.h.Tools(r.Context(), p.User)
@@ -246,19 +235,10 @@ func (s *server) apiTools(w http.ResponseWriter, r *http.Request) {
 		s.apiHostError(w, r, err)
 		return
 	}
-	out := make([]toolBody, 0, len(tools))
-	for _, t := range tools {
-		tb := toolBody{Name: t.Name, Title: t.Title, Description: t.Description, Extension: t.Extension,
-			Exposure: t.Exposure, Replay: t.Replay, InputSchema: t.InputSchema}
-		if tb.Exposure == "" {
-			tb.Exposure = ext.ExposureDirect
-		}
-		if tb.Replay == "" {
-			tb.Replay = ext.ReplayUnsafe
-		}
-		out = append(out, tb)
+	if tools == nil {
+		tools = []api.Tool{}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, tools)
 }
 
 func (s *server) apiStatus(w http.ResponseWriter, r *http.Request) {

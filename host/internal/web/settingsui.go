@@ -122,16 +122,17 @@ type submitted struct {
 }
 
 func (s *server) settingsPage(w http.ResponseWriter, r *http.Request) {
-	s.renderSettings(w, r, http.StatusOK, nil, flashText(s, r.URL.Query()))
+	s.renderSettings(w, r, http.StatusOK, nil, flashText(s, r))
 }
 
 // flashText turns the redirect's query into a fixed message; nothing from
 // the query is shown as it is.
-func flashText(s *server, q url.Values) string {
+func flashText(s *server, r *http.Request) string {
+	q := r.URL.Query()
 	switch {
 	case q.Get("saved") != "":
 		ext, id, _ := strings.Cut(q.Get("saved"), "/")
-		if sec, ok := s.userSection(ext, id); ok {
+		if sec, ok := s.userSection(r.Context(), ext, id); ok {
 			return "Saved “" + sec.Title + "”."
 		}
 		return "Saved."
@@ -151,7 +152,7 @@ func flashText(s *server, q url.Values) string {
 // nil, is a refused submission shown with its values and errors.
 func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int, sub *submitted, flash string) {
 	ws := sessionFrom(r.Context())
-	v := &settingsView{Base: s.base, CSRF: ws.CSRF, User: ws.User, MCPURL: s.opts.MCPURL, Operator: ws.Operator, Flash: flash}
+	v := &settingsView{Base: s.base, CSRF: ws.CSRF, User: ws.User, MCPURL: s.mcpURL(r), Operator: ws.Operator, Flash: flash}
 	if ws.Operator {
 		s.render(w, r, code, "settings.html", v)
 		return
@@ -159,7 +160,7 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 	ctx := r.Context()
 	ids := 0
 	exts := []string{}
-	for _, sec := range s.userSections() {
+	for _, sec := range s.userSections(ctx) {
 		if !slices.Contains(exts, sec.Extension) {
 			exts = append(exts, sec.Extension)
 		}
@@ -477,7 +478,7 @@ func isJSONNumber(v string) bool {
 
 // sectionForm finds the user section of the request and parses its form.
 func (s *server) sectionForm(w http.ResponseWriter, r *http.Request) (api.Section, settings.Form, bool) {
-	sec, ok := s.userSection(chi.URLParam(r, "ext"), chi.URLParam(r, "section"))
+	sec, ok := s.userSection(r.Context(), chi.URLParam(r, "ext"), chi.URLParam(r, "section"))
 	if !ok {
 		s.errorPage(w, r, http.StatusNotFound, "Not found", "There is no such settings section.")
 		return sec, settings.Form{}, false
@@ -610,7 +611,7 @@ func (s *server) clearSecretField(w http.ResponseWriter, r *http.Request) {
 func (s *server) setNamedSecret(w http.ResponseWriter, r *http.Request) {
 	ws := sessionFrom(r.Context())
 	e := chi.URLParam(r, "ext")
-	if !s.hasExtension(e) {
+	if !s.hasExtension(r.Context(), e) {
 		s.errorPage(w, r, http.StatusNotFound, "Not found", "There is no such extension.")
 		return
 	}
@@ -638,7 +639,7 @@ func (s *server) setNamedSecret(w http.ResponseWriter, r *http.Request) {
 func (s *server) deleteNamedSecret(w http.ResponseWriter, r *http.Request) {
 	ws := sessionFrom(r.Context())
 	e := chi.URLParam(r, "ext")
-	if !s.hasExtension(e) {
+	if !s.hasExtension(r.Context(), e) {
 		s.errorPage(w, r, http.StatusNotFound, "Not found", "There is no such extension.")
 		return
 	}

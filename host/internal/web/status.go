@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/agenthost/agenthost/host/internal/api"
@@ -49,12 +50,16 @@ func (s *server) operator(w http.ResponseWriter, r *http.Request, asJSON bool) b
 	return false
 }
 
-func (s *server) status() statusBody {
-	b := statusBody{Overview: s.h.Overview()}
+func (s *server) status(ctx context.Context) (statusBody, error) {
+	ov, err := s.h.Overview(ctx)
+	if err != nil {
+		return statusBody{}, err
+	}
+	b := statusBody{Overview: ov}
 	if s.opts.MCPSessions != nil {
 		b.MCPSessions = s.opts.MCPSessions()
 	}
-	return b
+	return b, nil
 }
 
 func (s *server) statusPage(w http.ResponseWriter, r *http.Request) {
@@ -65,12 +70,23 @@ func (s *server) statusPage(w http.ResponseWriter, r *http.Request) {
 	if ws := s.currentSession(w, r); ws != nil {
 		csrf = ws.CSRF
 	}
-	s.render(w, r, http.StatusOK, "status.html", map[string]any{"Base": s.base, "S": s.status(), "CSRF": csrf})
+	st, err := s.status(r.Context())
+	if err != nil {
+		code, msg := s.hostErrStatus(r, err)
+		s.errorPage(w, r, code, "Status unavailable", msg)
+		return
+	}
+	s.render(w, r, http.StatusOK, "status.html", map[string]any{"Base": s.base, "S": st, "CSRF": csrf})
 }
 
 func (s *server) statusJSON(w http.ResponseWriter, r *http.Request) {
 	if !s.operator(w, r, true) {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.status())
+	st, err := s.status(r.Context())
+	if err != nil {
+		s.apiHostError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
 }

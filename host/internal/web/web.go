@@ -38,7 +38,8 @@ type Options struct {
 	// "/agenthost"; empty means the root. Requests must carry it.
 	BasePath string
 	// MCPURL is the MCP endpoint's URL, shown on the settings page so that
-	// users can point their clients at it.
+	// users can point their clients at it (default: /mcp at the address
+	// the request came to).
 	MCPURL string
 	// MCPSessions reports the open MCP sessions for the status page; nil
 	// shows none.
@@ -73,9 +74,25 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
+// Host is what the web UI and JSON API need from the host (*host.Host is
+// one). Its methods are called concurrently; see package host for what
+// each does.
+type Host interface {
+	Tools(ctx context.Context, user string) ([]api.Tool, error)
+	Sections(ctx context.Context) ([]api.Section, error)
+	GetSettings(ctx context.Context, user, extension, section string) (*api.SettingsValues, error)
+	SetSettings(ctx context.Context, user, extension, section string, values json.RawMessage) error
+	SetSecret(ctx context.Context, user, extension, name, value string) error
+	DeleteSecret(ctx context.Context, user, extension, name string) error
+	SecretNames(ctx context.Context, user, extension string) ([]string, error)
+	Status(ctx context.Context, user string) ([]api.StatusEntry, error)
+	Extensions(ctx context.Context) ([]api.ExtensionInfo, error)
+	Overview(ctx context.Context) (api.Overview, error)
+}
+
 // server holds the handler's state; it has no goroutines of its own.
 type server struct {
-	h      api.Host
+	h      Host
 	a      *auth.Store
 	logger *slog.Logger
 	opts   Options
@@ -88,7 +105,7 @@ type server struct {
 // (/api/v1/) and the operator status page (/status, /status.json), all
 // under opts.BasePath. Every user sees and changes only their own data: the
 // user comes from the session or the bearer token, never from the request.
-func New(h api.Host, a *auth.Store, opts *Options) http.Handler {
+func New(h Host, a *auth.Store, opts *Options) http.Handler {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -342,19 +359,24 @@ func (s *server) hostErrStatus(r *http.Request, err error) (int, string) {
 
 // userSection finds a user-scope section; system sections belong to the
 // operator and are not served here.
-func (s *server) userSection(extName, id string) (api.Section, bool) {
-	for _, sec := range s.h.Sections() {
-		if sec.Extension == extName && sec.ID == id && sec.Scope == string(settings.ScopeUser) {
+func (s *server) userSection(ctx context.Context, extName, id string) (api.Section, bool) {
+	for _, sec := range s.userSections(ctx) {
+		if sec.Extension == extName && sec.ID == id {
 			return sec, true
 		}
 	}
 	return api.Section{}, false
 }
 
-// userSections lists the user-scope sections.
-func (s *server) userSections() []api.Section {
+// userSections lists the user-scope sections. A host that cannot list
+// them (only a remote one could fail) is logged and shows none.
+func (s *server) userSections(ctx context.Context) []api.Section {
+	secs, err := s.h.Sections(ctx)
+	if err != nil {
+		s.logger.Error("listing the settings sections", "err", err)
+	}
 	var out []api.Section
-	for _, sec := range s.h.Sections() {
+	for _, sec := range secs {
 		if sec.Scope == string(settings.ScopeUser) {
 			out = append(out, sec)
 		}
@@ -363,13 +385,30 @@ func (s *server) userSections() []api.Section {
 }
 
 // hasExtension reports whether the host has an extension of this name.
-func (s *server) hasExtension(name string) bool {
-	for _, e := range s.h.Extensions() {
+func (s *server) hasExtension(ctx context.Context, name string) bool {
+	exts, err := s.h.Extensions(ctx)
+	if err != nil {
+		s.logger.Error("listing the extensions", "err", err)
+	}
+	for _, e := range exts {
 		if e.Name == name {
 			return true
 		}
 	}
 	return false
+}
+
+// mcpURL is the MCP endpoint's URL shown on the settings page: the one
+// configured, else the one this request came to.
+func (s *server) mcpURL(r *http.Request) string {
+	if s.opts.MCPURL != "" {
+		return s.opts.MCPURL
+	}
+	scheme := "http"
+	if r.TLS != nil || s.opts.Secure {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + "/mcp"
 }
 
 // equalSecret compares two secrets in constant time.

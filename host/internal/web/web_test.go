@@ -18,11 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/auth"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -57,7 +59,7 @@ func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l
 // store on a temp dir.
 type env struct {
 	t     *testing.T
-	h     *fakeHost
+	h     *hosttest.Host
 	a     *auth.Store
 	srv   *httptest.Server
 	clock *clock
@@ -307,7 +309,7 @@ func TestCSRFAndCrossOrigin(t *testing.T) {
 			t.Errorf("%s: %d\n%s", name, r.code, r.body)
 		}
 	}
-	if got := e.h.stored("alice", "mcp", "servers"); got != "" {
+	if got := e.h.Stored("alice", "mcp", "servers"); got != "" {
 		t.Errorf("a forged post was stored: %s", got)
 	}
 	// Cross-origin browser posts are refused before anything else.
@@ -402,10 +404,10 @@ func TestSectionRoundTrip(t *testing.T) {
 		t.Fatalf("save: %d %s\n%s", r.code, r.hdr.Get("Location"), r.body)
 	}
 	want := `{"advanced":{"ratio":2.5,"verbose":true},"mode":"careful","nickname":"Ali <b>","notes":"line 1\nline 2","retries":7}`
-	if got := e.h.stored("alice", "demo", "prefs"); got != want {
+	if got := e.h.Stored("alice", "demo", "prefs"); got != want {
 		t.Errorf("stored\n got %s\nwant %s", got, want)
 	}
-	if v, ok := e.h.secret("alice", "demo", "advanced.apikey"); !ok || v != "KEY-123" {
+	if v, ok := e.h.Secret("alice", "demo", "advanced.apikey"); !ok || v != "KEY-123" {
 		t.Errorf("secret = %q, %v", v, ok)
 	}
 	page := b.get(r.hdr.Get("Location")).body
@@ -424,10 +426,10 @@ func TestSectionRoundTrip(t *testing.T) {
 	// Saving again with the secret left empty keeps it; unchecking a
 	// toggle stores false; emptied fields are unset.
 	b.postCSRF("/settings/demo/prefs", url.Values{"mode": {"fast"}, "retries": {"0"}})
-	if got := e.h.stored("alice", "demo", "prefs"); got != `{"advanced":{"verbose":false},"mode":"fast","retries":0}` {
+	if got := e.h.Stored("alice", "demo", "prefs"); got != `{"advanced":{"verbose":false},"mode":"fast","retries":0}` {
 		t.Errorf("second save stored %s", got)
 	}
-	if _, ok := e.h.secret("alice", "demo", "advanced.apikey"); !ok {
+	if _, ok := e.h.Secret("alice", "demo", "advanced.apikey"); !ok {
 		t.Error("an empty secret input cleared the secret")
 	}
 	// A value the form refuses shows the error next to the field and keeps
@@ -445,7 +447,7 @@ func TestSectionRoundTrip(t *testing.T) {
 	if r.code != http.StatusSeeOther {
 		t.Errorf("clear: %d\n%s", r.code, r.body)
 	}
-	if _, ok := e.h.secret("alice", "demo", "advanced.apikey"); ok {
+	if _, ok := e.h.Secret("alice", "demo", "advanced.apikey"); ok {
 		t.Error("clear left the secret")
 	}
 	if r := b.postCSRF("/settings/demo/prefs/clear", url.Values{"name": {"nickname"}}); r.code != http.StatusBadRequest {
@@ -483,7 +485,7 @@ func TestInvalidJSONShownInline(t *testing.T) {
 	if !strings.Contains(m[5], "must be valid JSON") {
 		t.Errorf("error text %q", m[5])
 	}
-	if got := e.h.stored("alice", "mcp", "user-servers"); got != "" {
+	if got := e.h.Stored("alice", "mcp", "user-servers"); got != "" {
 		t.Errorf("invalid JSON was stored: %s", got)
 	}
 	// Valid JSON that breaks the schema: the schema's message, inline.
@@ -515,7 +517,7 @@ func TestToggleOffRemovesTools(t *testing.T) {
 	if strings.Contains(page, "notes/add_note") || !strings.Contains(page, "team/ask") {
 		t.Error("the tools did not follow the toggles")
 	}
-	if got := e.h.stored("alice", "mcp", "servers"); got != `{"notes":false,"search":false,"team":true}` {
+	if got := e.h.Stored("alice", "mcp", "servers"); got != `{"notes":false,"search":false,"team":true}` {
 		t.Errorf("stored %s", got)
 	}
 }
@@ -527,7 +529,7 @@ func TestNamedSecrets(t *testing.T) {
 	if r := b.postCSRF("/settings/_secrets/mcp", url.Values{"name": {"token:u_mine"}, "value": {canary}}); r.code != http.StatusSeeOther {
 		t.Fatalf("store: %d\n%s", r.code, r.body)
 	}
-	if v, _ := e.h.secret("alice", "mcp", "token:u_mine"); v != canary {
+	if v, _ := e.h.Secret("alice", "mcp", "token:u_mine"); v != canary {
 		t.Errorf("stored %q", v)
 	}
 	page := b.get("/settings?secret=set").body
@@ -547,7 +549,7 @@ func TestNamedSecrets(t *testing.T) {
 	if r := b.postCSRF("/settings/_secrets/mcp/delete", url.Values{"name": {"token:u_mine"}}); r.code != http.StatusSeeOther {
 		t.Errorf("delete: %d", r.code)
 	}
-	if _, ok := e.h.secret("alice", "mcp", "token:u_mine"); ok {
+	if _, ok := e.h.Secret("alice", "mcp", "token:u_mine"); ok {
 		t.Error("delete left the secret")
 	}
 }
@@ -612,9 +614,11 @@ func TestUsersIsolated(t *testing.T) {
 	// bob switches notes off: alice keeps it.
 	browsers["bob"].postCSRF("/settings/mcp/servers", url.Values{})
 	// A misbehaving status line of alice's sneaks into bob's answer.
-	e.h.mu.Lock()
-	e.h.extraBad["bob"] = []api.StatusEntry{{Extension: "mcp", User: "alice", Name: "leak-" + canaries["alice"], State: "connected"}}
-	e.h.mu.Unlock()
+	st, err := e.h.Status(context.Background(), "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.h.SetStatus("bob", append(st, api.StatusEntry{Extension: "mcp", User: "alice", Name: "leak-" + canaries["alice"], State: "connected"})...)
 	for _, u := range users {
 		other := "bob"
 		if u == "bob" {
@@ -787,9 +791,31 @@ func TestAPI(t *testing.T) {
 	if r := e.api("DELETE", "/api/v1/secrets/mcp/token:notes", tok, ""); r.code != 204 {
 		t.Errorf("DELETE secret: %d", r.code)
 	}
+	// Tools in their one JSON shape, every field kept (output schema and
+	// annotations too).
 	r = e.api("GET", "/api/v1/tools", tok, "")
-	if !strings.Contains(r.body, `{"name":"demo/hidden_gem","description":"Only for alice.","extension":"demo","exposure":"deferred","replay":"unsafe"}`) {
-		t.Errorf("tools: %s", r.body)
+	var tools []api.Tool
+	if err := json.Unmarshal([]byte(r.body), &tools); err != nil {
+		t.Fatalf("tools: %v: %s", err, r.body)
+	}
+	want := map[string]api.Tool{
+		"demo/hidden_gem": {Extension: "demo", Tool: ext.Tool{Name: "demo/hidden_gem", Description: "Only for alice.",
+			InputSchema: json.RawMessage(`{"type":"object"}`), Exposure: ext.ExposureDeferred, Replay: ext.ReplayUnsafe}},
+		"team/ask": {Extension: "mcp", Tool: ext.Tool{Name: "team/ask", Description: "MCP tool ask on server team.",
+			InputSchema:  json.RawMessage(`{"type":"object"}`),
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string"}}}`),
+			Annotations:  json.RawMessage(`{"readOnlyHint":true}`), Exposure: ext.ExposureDirect, Replay: ext.ReplayUnsafe}},
+	}
+	for _, tl := range tools {
+		if w, ok := want[tl.Name]; ok {
+			if diff := cmp.Diff(w, tl); diff != "" {
+				t.Errorf("tool %s (-want +got):\n%s", tl.Name, diff)
+			}
+			delete(want, tl.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("tools missing %v: %s", want, r.body)
 	}
 	r = e.api("GET", "/api/v1/status", tok, "")
 	if !strings.Contains(r.body, `"name":"search","state":"retiring"`) {
@@ -948,7 +974,7 @@ func TestBasePath(t *testing.T) {
 func TestTokenAdmin(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	ta := &TokenAdmin{Store: e.a, BaseURL: e.srv.URL + "/"}
+	ta := &TokenAdmin{Store: e.a, BaseURL: func() string { return e.srv.URL + "/" }}
 	plain, info, err := ta.CreateToken(ctx, "alice", "laptop", false)
 	if err != nil || info.User != "alice" || !strings.HasPrefix(plain, auth.TokenPrefix) {
 		t.Fatalf("CreateToken = %q %+v %v", plain, info, err)
