@@ -255,6 +255,11 @@ func (c *Config) DataPath() string {
 	return c.Resolve(d)
 }
 
+// CheckListen checks the HTTP surfaces' settings (listen, tls, publicURL)
+// as ParseConfig does: it refuses to serve tokens in clear text beyond
+// loopback. For a Config built in Go rather than read from a file.
+func (c *Config) CheckListen() error { return errors.Join(c.validateListen()...) }
+
 // validateListen refuses to serve tokens in clear text beyond loopback.
 func (c *Config) validateListen() []error {
 	var errs []error

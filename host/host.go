@@ -275,6 +275,10 @@ func (h *Host) extensionInfos() []ExtensionInfo {
 	return out
 }
 
+// Config returns the configuration the host was started with (an empty
+// one when New was given nil). Do not change it.
+func (h *Host) Config() *Config { return h.cfg }
+
 // Uptime returns how long the host has run.
 func (h *Host) Uptime() time.Duration { return time.Since(h.start) }
 

@@ -18,8 +18,7 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/host/internal/control"
-	"github.com/agenthost/agenthost/host/internal/surface"
-	"github.com/agenthost/agenthost/host/internal/web"
+	"github.com/agenthost/agenthost/host/serve"
 )
 
 // usageError marks bad usage (exit status 2).
@@ -129,23 +128,24 @@ func (a *app) serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := surface.Start(ctx, cfg, h, logger)
+			s, err := serve.New(h, &serve.Options{Logger: logger, ControlSocket: true})
 			if err != nil {
 				_ = h.Close()
 				return err
 			}
+			ln, err := s.Listen()
+			if err != nil {
+				return errors.Join(err, s.Close(), h.Close())
+			}
 			exts, _ := h.Extensions(ctx)
 			fmt.Fprintf(a.stdout, "agenthost %s serving %d extension(s) at %s (control socket %s); Ctrl-C to stop\n",
-				host.Version, len(exts), s.URL, s.SocketPath())
+				host.Version, len(exts), s.URL(), s.ControlSocket())
 			if demoUser != "" {
 				if err := a.printDemo(ctx, s, demoUser); err != nil {
-					_ = s.Close()
-					_ = h.Close()
-					return err
+					return errors.Join(err, ln.Close(), s.Close(), h.Close())
 				}
 			}
-			<-ctx.Done()
-			return errors.Join(s.Close(), h.Close())
+			return errors.Join(s.Serve(ctx, ln), h.Close())
 		},
 	}
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the host's CPU profile to this file until it stops")
@@ -156,24 +156,24 @@ func (a *app) serveCmd() *cobra.Command {
 // printDemo issues the demo user a fresh MCP token (revoking the one of
 // the previous start) and a one-time sign-in link, and prints how to use
 // them.
-func (a *app) printDemo(ctx context.Context, s *surface.Surface, user string) error {
+func (a *app) printDemo(ctx context.Context, s *serve.Server, user string) error {
 	if !host.ValidUser(user) {
 		return usagef("--demo-user %q is not a valid user ID", user)
 	}
-	toks, err := s.Auth.ListTokens(ctx, user)
+	toks, err := s.Tokens(ctx, user)
 	if err != nil {
 		return err
 	}
 	for _, t := range toks {
 		if t.Name == "demo" {
-			_ = s.Auth.RevokeToken(ctx, t.ID)
+			_ = s.RevokeToken(ctx, t.ID)
 		}
 	}
-	tok, _, err := s.Auth.CreateToken(ctx, user, "demo")
+	tok, err := s.CreateToken(ctx, user, "demo")
 	if err != nil {
 		return err
 	}
-	code, err := s.Auth.CreateLoginLink(ctx, user, 0)
+	link, err := s.LoginLink(ctx, user)
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ Connect a real MCP client, for example:
   claude mcp add --transport http agenthost %[2]s/mcp --header "Authorization: Bearer %[4]s"
   npx @modelcontextprotocol/inspector --cli %[2]s/mcp --transport http --header "Authorization: Bearer %[4]s" --method tools/list
 
-`, user, s.URL, web.LoginURL(s.URL, code), tok)
+`, user, s.URL(), link, tok)
 	return nil
 }
 

@@ -1,0 +1,41 @@
+// Package serve serves an embedded [host.Host] to people and agents, as
+// `agenthost serve` does: the MCP endpoint at /mcp (each user's own tools
+// over MCP Streamable HTTP, bearer tokens), the settings web UI at
+// /settings, its JSON API at /api/v1/, the operator's status page at
+// /status and /status.json, /healthz, and, when asked, the control socket
+// through which the agenthost CLI reaches the host.
+//
+// # Serving a host
+//
+// Start the host, hand it to [New], and serve until the context ends:
+//
+//	h, err := host.New(ctx, cfg, &host.Options{Logger: logger})
+//	if err != nil { ... }
+//	defer h.Close()
+//	s, err := serve.New(h, &serve.Options{Logger: logger})
+//	if err != nil { ... }
+//	tok, err := s.CreateToken(ctx, "alice", "laptop") // alice's bearer token for /mcp
+//	err = s.ListenAndServe(ctx)                       // on the config's listen address
+//
+// An agent then connects to s.URL()+"/mcp" with "Authorization: Bearer
+// "+tok and sees alice's tools. The address, TLS, public URL and allowed
+// browser origins come from the host's [host.Config] (the operator's
+// file); [Options.Addr] overrides the address. Tokens are stored hashed in
+// the host's data folder (auth.db), beside its settings.
+//
+// To mount the surfaces in a server of your own, use [Server.Handler]
+// instead of listening, and [Server.Close] when done:
+//
+//	mux.Handle("/", s.Handler())
+//
+// # Lifecycle and concurrency
+//
+// New opens the token store and, with [Options.ControlSocket], starts the
+// control socket; it listens on nothing else. [Server.Serve] and
+// [Server.ListenAndServe] block until their context ends or Close is
+// called, and then close the server. Close stops the HTTP server (letting
+// requests in flight finish for up to 5 s), ends the open MCP sessions,
+// stops the control socket and closes the token store; it is idempotent
+// and waits for everything the server started. Close the server before
+// the host. All methods are safe for concurrent use.
+package serve

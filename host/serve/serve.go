@@ -1,0 +1,309 @@
+package serve
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agenthost/agenthost/host"
+	"github.com/agenthost/agenthost/host/internal/auth"
+	"github.com/agenthost/agenthost/host/internal/control"
+	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
+	"github.com/agenthost/agenthost/host/internal/web"
+)
+
+// The host implements what every surface needs of it.
+var (
+	_ mcpendpoint.Host = (*host.Host)(nil)
+	_ web.Host         = (*host.Host)(nil)
+	_ control.Host     = (*host.Host)(nil)
+)
+
+// Options configures [New]. A nil *Options means the defaults; so does
+// every zero field.
+type Options struct {
+	// Logger receives the surfaces' logs (default: discard). Tokens and
+	// secrets are never logged.
+	Logger *slog.Logger
+	// Addr is the address [Server.Listen] and [Server.ListenAndServe]
+	// listen on, such as "127.0.0.1:8080" or "127.0.0.1:0" (default: the
+	// host config's listen, else 127.0.0.1:7777). An address reachable
+	// beyond this machine needs TLS in the host's config.
+	Addr string
+	// ControlSocket serves the agenthost CLI's control socket in the
+	// host's data folder (owner-only) from New until Close, so that
+	// `agenthost --config <file> tools --user U` and the other verbs reach
+	// this host. A second server on the same data folder is refused.
+	ControlSocket bool
+	_             struct{}
+}
+
+// TokenInfo describes an issued token; never its value.
+type TokenInfo = control.TokenInfo
+
+// Server serves one host's surfaces. Create it with [New].
+type Server struct {
+	h       *host.Host
+	cfg     host.Config
+	log     *slog.Logger
+	auth    *auth.Store
+	tokens  *web.TokenAdmin
+	ep      *mcpendpoint.Endpoint
+	handler http.Handler
+	srv     *http.Server
+	tls     *tls.Config
+	ctl     *control.Server // nil without Options.ControlSocket
+	stopRev func()
+
+	mu  sync.Mutex
+	url string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New prepares the surfaces of h: it opens the token store in h's data
+// folder and builds the handlers, and with [Options.ControlSocket] starts
+// the control socket. It listens on nothing else: call
+// [Server.ListenAndServe], [Server.Serve], or mount [Server.Handler]. On
+// error nothing is left open.
+func New(h *host.Host, opts *Options) (*Server, error) {
+	if h == nil {
+		return nil, errors.New("serve: New: nil host")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg := *h.Config()
+	if o.Addr != "" {
+		cfg.Listen = o.Addr
+	}
+	if err := cfg.CheckListen(); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	s := &Server{h: h, cfg: cfg, log: logger, url: cfg.BaseURL()}
+	if cfg.TLS.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.Resolve(cfg.TLS.CertFile), cfg.Resolve(cfg.TLS.KeyFile))
+		if err != nil {
+			return nil, fmt.Errorf("serve: loading the TLS certificate: %w", err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	a, err := auth.Open(filepath.Join(cfg.DataPath(), auth.FileName), &auth.Options{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	s.auth = a
+	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL}
+	s.ep, err = mcpendpoint.New(h, verifier{a}, &mcpendpoint.Options{
+		Limiter: a.Limiter(), AddrKey: auth.AddrKey, AllowedOrigins: cfg.AllowedOrigins,
+		Logger: logger.With("surface", "mcp"), Version: host.Version,
+		// Revocations reach CloseToken at once, so a short cache is safe.
+		VerifyCacheTTL: 5 * time.Second,
+	})
+	if err != nil {
+		_ = a.Close()
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	s.stopRev = a.OnRevoke(s.ep.CloseToken)
+	var mcpURL string
+	if cfg.PublicURL != "" {
+		mcpURL = cfg.BaseURL() + "/mcp"
+	}
+	ui := web.New(h, a, &web.Options{
+		Logger: logger.With("surface", "web"), Secure: s.tls != nil, MCPURL: mcpURL, MCPSessions: s.ep.Sessions,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", s.ep)
+	mux.Handle("/mcp/", s.ep)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("/", ui)
+	s.handler = mux
+	s.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if o.ControlSocket {
+		if s.ctl, err = control.Serve(cfg.DataPath(), h, s.tokens, logger); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Handler returns the handler of every HTTP surface: /mcp, /settings,
+// /api/v1/, /status, /status.json, /healthz and the UI's static files.
+// Mount it at the root of a server of your own.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// URL returns the base URL people and clients use: the host config's
+// publicURL when set, else the address listened on (known once
+// [Server.Listen] or [Server.Serve] has run; before, the configured one).
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// ControlSocket returns the control socket's path, or "" when the server
+// has none.
+func (s *Server) ControlSocket() string {
+	if s.ctl == nil {
+		return ""
+	}
+	return s.ctl.Path()
+}
+
+// Listen opens the listener of [Options.Addr] (TLS when the host's config
+// has a certificate) and fixes [Server.URL] to it. Pass it to
+// [Server.Serve].
+func (s *Server) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.ListenAddr())
+	if err != nil {
+		return nil, fmt.Errorf("serve: listening: %w", err)
+	}
+	s.useAddr(ln.Addr())
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
+	return ln, nil
+}
+
+// useAddr makes the URL the address served when no public URL is set
+// (with port 0 the real port is known only now).
+func (s *Server) useAddr(a net.Addr) {
+	if s.cfg.PublicURL != "" {
+		return
+	}
+	if _, ok := a.(*net.TCPAddr); !ok {
+		return
+	}
+	scheme := "http"
+	if s.tls != nil {
+		scheme = "https"
+	}
+	s.mu.Lock()
+	s.url = scheme + "://" + a.String()
+	s.mu.Unlock()
+}
+
+// Serve serves the surfaces on ln (as it is: wrap it with TLS yourself,
+// or get it from [Server.Listen]) until ctx ends or Close is called, then
+// closes the server and returns. It returns nil after a normal stop.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.useAddr(ln.Addr())
+	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
+	err := s.srv.Serve(ln)
+	stop()
+	// Close (again) joins the close that ctx may have started.
+	cerr := s.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return errors.Join(err, cerr)
+}
+
+// ListenAndServe listens on [Options.Addr] and serves until ctx ends or
+// Close is called, then closes the server and returns.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := s.Listen()
+	if err != nil {
+		_ = s.Close()
+		return err
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Close stops the HTTP server (requests in flight get up to 5 s), ends the
+// open MCP sessions, stops the control socket and closes the token store.
+// It is idempotent; every call returns once the first has finished.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		// Open MCP sessions hold streams: end them first so Shutdown can
+		// finish.
+		s.ep.Close()
+		err := s.srv.Shutdown(ctx)
+		if err != nil {
+			_ = s.srv.Close()
+		}
+		s.stopRev()
+		var cerr error
+		if s.ctl != nil {
+			cerr = s.ctl.Close()
+		}
+		s.closeErr = errors.Join(err, cerr, s.auth.Close())
+	})
+	return s.closeErr
+}
+
+// CreateToken issues a bearer token for user, to use on /mcp and the JSON
+// API (name says what it is for, such as "laptop"). The token is returned
+// once; only its hash is stored.
+func (s *Server) CreateToken(ctx context.Context, user, name string) (string, error) {
+	tok, _, err := s.tokens.CreateToken(ctx, user, name, false)
+	return tok, err
+}
+
+// CreateOperatorToken issues an operator token, for /status and
+// /status.json.
+func (s *Server) CreateOperatorToken(ctx context.Context, name string) (string, error) {
+	tok, _, err := s.tokens.CreateToken(ctx, "", name, true)
+	return tok, err
+}
+
+// Tokens lists the tokens of user, or every token when user is "" (never
+// their values).
+func (s *Server) Tokens(ctx context.Context, user string) ([]TokenInfo, error) {
+	return s.tokens.ListTokens(ctx, user)
+}
+
+// RevokeToken revokes a token at once, also on the MCP sessions and web
+// sessions it opened.
+func (s *Server) RevokeToken(ctx context.Context, id string) error {
+	return s.tokens.RevokeToken(ctx, id)
+}
+
+// LoginLink returns a one-time sign-in link to the settings page for user.
+func (s *Server) LoginLink(ctx context.Context, user string) (string, error) {
+	return s.tokens.CreateLoginLink(ctx, user)
+}
+
+// verifier adapts the token store to the MCP endpoint: operator tokens are
+// not user tokens, and a store failure is "cannot decide", not "invalid".
+type verifier struct{ s *auth.Store }
+
+func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal, error) {
+	p, err := v.s.Verify(ctx, tok)
+	switch {
+	case errors.Is(err, auth.ErrInvalidToken):
+		return mcpendpoint.Principal{}, err
+	case err != nil:
+		return mcpendpoint.Principal{}, fmt.Errorf("%w: %v", mcpendpoint.ErrUnavailable, err)
+	case p.Operator:
+		return mcpendpoint.Principal{}, fmt.Errorf("an operator token is not a user's: %w", auth.ErrInvalidToken)
+	}
+	return mcpendpoint.Principal{User: p.User, TokenID: p.TokenID}, nil
+}
