@@ -142,6 +142,11 @@ func (e *extension) launch(ctx context.Context, inproc ext.Extension) error {
 	if desc == nil {
 		return fail(fmt.Errorf("extension %q described itself as nil", e.name))
 	}
+	if desc.Name != e.name {
+		// Its tools, settings and secrets would live under one name and
+		// its logs and descriptor under another.
+		return fail(fmt.Errorf("extension registered as %q describes itself as %q: register it under its own name, %q", e.name, desc.Name, desc.Name))
+	}
 	if err := e.h.checkSections(e.name, desc); err != nil {
 		return fail(err)
 	}

@@ -420,6 +420,29 @@ func TestChecksumMismatchRefused(t *testing.T) {
 	}
 }
 
+// TestRegisteredNameMustMatch: an extension registered under a name other
+// than its descriptor's is refused, in process and as a process, with an
+// error naming both, and nothing is left running.
+func TestRegisteredNameMustMatch(t *testing.T) {
+	ctx := context.Background()
+	_, err := host.New(ctx, &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"}},
+		&host.Options{Extensions: map[string]host.InProcess{"other": {Extension: &testExt{}}}})
+	if err == nil || !strings.Contains(err.Error(), `registered as "other" describes itself as "t"`) {
+		t.Errorf("in process under another name: %v", err)
+	}
+	dir := t.TempDir()
+	raw, _ := json.Marshal(map[string]any{"dataDir": filepath.Join(dir, "data"), "extensions": map[string]any{
+		"tee": host.ExtensionConfig{Path: os.Args[0], Env: map[string]string{"HOST_TEST_EXTENSION": "1"}}}})
+	cfg, err := host.ParseConfig(raw, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = host.New(ctx, cfg, nil)
+	if err == nil || !strings.Contains(err.Error(), `registered as "tee" describes itself as "t"`) {
+		t.Errorf("a process under another name: %v", err)
+	}
+}
+
 func TestCancellationStopsTheHandler(t *testing.T) {
 	h := newHost(t, nil)
 	file := filepath.Join(t.TempDir(), "cancelled")
