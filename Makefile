@@ -13,7 +13,7 @@ GO           ?= go
 TOOLBIN      := $(CURDIR)/.tools/bin
 export PATH  := $(TOOLBIN):$(PATH)
 
-BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG)/examples/hello \
+BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG)/examples/hello $(PKG)/examples/embed \
 	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer
 CONFIG   ?= examples/agenthost.json
 

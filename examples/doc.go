@@ -1,4 +1,5 @@
 // Package examples holds runnable, tested examples of agenthost: a minimal
-// extension (hello), example MCP servers (servers/...), and the demo
+// extension (hello), a program embedding the host and serving /mcp
+// (embed), example MCP servers (servers/...), and the demo
 // config. Nothing imports this module.
 package examples

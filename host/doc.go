@@ -12,6 +12,10 @@
 //	tools, err := h.Tools(ctx, "alice")
 //	res, err := h.Call(ctx, "alice", "conversation-1", "notes/add_note", json.RawMessage(`{"text":"hi"}`))
 //
+// Package [github.com/agenthost/agenthost/host/serve] serves a host to
+// agents and people: the MCP endpoint, the settings UI, the JSON API and
+// the status page.
+//
 // # Extensions
 //
 // Each extension in the config is a binary started with go-plugin: AutoMTLS
