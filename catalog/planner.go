@@ -49,11 +49,24 @@ type SettingsPlanner struct {
 	// the operator's file) and returns the declarations under their own
 	// names, without the prefix. An error is shown to the user as is.
 	ParseOwnServers func(raw json.RawMessage) ([]ServerDecl, error)
-	// CredentialID, when set, returns an identity of the credential user
-	// would use on s (for instance a keyed hash of a token; never the
-	// secret). It is appended to the server's fingerprint, so that a new
-	// credential makes a new connection.
-	CredentialID func(ctx context.Context, user string, s ServerDecl) (string, error)
+	// Credential, when set, resolves the credential user would use on s,
+	// once per plan (see [Credential]).
+	Credential func(ctx context.Context, user string, s ServerDecl) (Credential, error)
+}
+
+// Credential is what a [SettingsPlanner] learned of the credential a user
+// would use on a server.
+type Credential struct {
+	// ID identifies the credential without revealing it (for instance a
+	// keyed hash of a token; never the secret). It is appended to the
+	// server's fingerprint, so that a new credential makes a new
+	// connection.
+	ID string
+	// Spec, when not nil, replaces the server's Spec in the user's plan:
+	// the connector receives it, so a credential read while planning is
+	// not read again while connecting. It is handed to the Connector
+	// only, never logged or shown.
+	Spec any
 }
 
 var _ Planner = (*SettingsPlanner)(nil)
@@ -117,13 +130,16 @@ func (p *SettingsPlanner) Plan(ctx context.Context, user string) (Plan, error) {
 		taken[s.Name] = true
 		plan.Servers = append(plan.Servers, s)
 	}
-	if p.CredentialID != nil {
+	if p.Credential != nil {
 		for i, s := range plan.Servers {
-			id, err := p.CredentialID(ctx, user, s)
+			c, err := p.Credential(ctx, user, s)
 			if err != nil {
 				return Plan{}, fmt.Errorf("reading the credential of %q for server %q: %w", user, s.Name, err)
 			}
-			plan.Servers[i].Fingerprint = s.Fingerprint + "\x00" + id
+			plan.Servers[i].Fingerprint = s.Fingerprint + "\x00" + c.ID
+			if c.Spec != nil {
+				plan.Servers[i].Spec = c.Spec
+			}
 		}
 	}
 	return plan, nil

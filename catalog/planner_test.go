@@ -185,7 +185,9 @@ func TestSettingsPlanner(t *testing.T) {
 				p.ParseOwnServers = nil
 			}
 			if tc.credErr != nil {
-				p.CredentialID = func(context.Context, string, catalog.ServerDecl) (string, error) { return "", tc.credErr }
+				p.Credential = func(context.Context, string, catalog.ServerDecl) (catalog.Credential, error) {
+					return catalog.Credential{}, tc.credErr
+				}
 			}
 			got, err := p.Plan(context.Background(), tc.user)
 			if tc.wantErr != "" {
@@ -204,14 +206,17 @@ func TestSettingsPlanner(t *testing.T) {
 	}
 }
 
-// TestSettingsPlannerCredentialID checks that the credential identity
-// joins the fingerprint, so a new token reconnects.
-func TestSettingsPlannerCredentialID(t *testing.T) {
+// TestSettingsPlannerCredential checks that the credential identity joins
+// the fingerprint, so a new token reconnects, and that a bound spec
+// reaches the plan (and only the plan).
+func TestSettingsPlannerCredential(t *testing.T) {
 	tok := "id1"
+	reads := 0
 	p := &catalog.SettingsPlanner{
-		Servers: []catalog.ServerDecl{{Name: "s", Enabled: true, Fingerprint: "cfg"}},
-		CredentialID: func(_ context.Context, user string, s catalog.ServerDecl) (string, error) {
-			return user + ":" + tok, nil
+		Servers: []catalog.ServerDecl{{Name: "s", Enabled: true, Fingerprint: "cfg", Spec: "config"}},
+		Credential: func(_ context.Context, user string, s catalog.ServerDecl) (catalog.Credential, error) {
+			reads++
+			return catalog.Credential{ID: user + ":" + tok, Spec: s.Spec.(string) + "+" + user + ":" + tok}, nil
 		},
 	}
 	a, _ := p.Plan(context.Background(), "u")
@@ -220,7 +225,13 @@ func TestSettingsPlannerCredentialID(t *testing.T) {
 	if a.Servers[0].Fingerprint == b.Servers[0].Fingerprint || !strings.HasPrefix(a.Servers[0].Fingerprint, "cfg") {
 		t.Errorf("fingerprints %q and %q; want them to differ and keep the config part", a.Servers[0].Fingerprint, b.Servers[0].Fingerprint)
 	}
-	if p.Servers[0].Fingerprint != "cfg" {
+	if a.Servers[0].Spec != "config+u:id1" || b.Servers[0].Spec != "config+u:id2" {
+		t.Errorf("bound specs %v and %v", a.Servers[0].Spec, b.Servers[0].Spec)
+	}
+	if reads != 2 {
+		t.Errorf("the credential was read %d times in two plans of one server, want 2", reads)
+	}
+	if p.Servers[0].Fingerprint != "cfg" || p.Servers[0].Spec != "config" {
 		t.Error("Plan modified the operator's declaration")
 	}
 }

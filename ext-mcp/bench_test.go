@@ -124,3 +124,44 @@ func measure(b *testing.B, call func() error) time.Duration {
 }
 
 var _ = extmcp.DefaultProtocolVersion
+
+// BenchmarkActivation activates a fresh user with N stdio servers (a
+// token stored for each) over the gRPC carrier with passed descriptors,
+// as the host runs ext-mcp, and retires them after. It reports the host
+// round trips per activation (counted by the FakeHost: 2N+2) beside the
+// count of the code before ConnectService carried the spec and the plan
+// bound the credentials (N²+6N+2: 9 and 162, counted by
+// TestActivationRoundTrips on the code before), and the time per
+// activation (ns/op), which includes starting N server processes.
+func BenchmarkActivation(b *testing.B) {
+	needBins(b)
+	for _, n := range []int{1, 10} {
+		b.Run(fmt.Sprintf("servers=%d", n), func(b *testing.B) {
+			f := newFixture(b, "grpc-fd", stdioConfig(n), nil)
+			ul := f.e.(ext.UserLifecycle)
+			var trips int64
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				user := fmt.Sprintf("u%d", i)
+				for s := range n {
+					f.setSecret(user, extmcp.TokenSecret(fmt.Sprintf("s%d", s)), "tok-"+user)
+				}
+				before := f.h.RoundTrips()
+				b.StartTimer()
+				if err := ul.Activate(context.Background(), user); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				trips += f.h.RoundTrips() - before
+				if err := ul.Retire(context.Background(), user, ""); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(trips)/float64(b.N), "round-trips/op")
+			b.ReportMetric(float64(n*n+6*n+2), "round-trips-before/op")
+		})
+	}
+}

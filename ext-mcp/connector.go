@@ -111,18 +111,16 @@ func (x *Extension) credential(ctx context.Context, h ext.Host, user string, d c
 // may refuse for want of the capability.
 func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDecl, onChanged func()) (catalog.Conn, error) {
 	x := c.x
-	sp, ok := d.Spec.(*spec)
-	if !ok {
-		return nil, fmt.Errorf("server %q has no MCP spec", d.Name)
-	}
 	h, err := x.hostRef()
 	if err != nil {
 		return nil, err
 	}
-	token, replace, err := x.credential(ctx, h, user, d)
+	// The plan bound the credential it read; it is not read again.
+	us, err := x.bound(ctx, h, user, d)
 	if err != nil {
 		return nil, err
 	}
+	token, replace := us.token, us.replace
 	cn := &conn{x: x, host: h, user: user, server: d.Name, done: make(chan struct{}), active: map[*activeCall]struct{}{}}
 	if token != "" {
 		cn.secrets = []string{token}
@@ -143,10 +141,11 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	})
 	client.AddReceivingMiddleware(cn.serverRequests)
 	var transport mcp.Transport
-	s := sp.server
+	s := us.server
 	var hc *http.Client
 	if s.URL == "" {
-		svc, err := h.ConnectService(ctx, x.serviceName(d.Name), user)
+		// The spec goes with the connect: the host need not ask for it.
+		svc, err := h.ConnectServiceSpec(ctx, x.serviceName(d.Name), user, x.processSpec(d.Name, us))
 		if err != nil {
 			return nil, cn.redact(fmt.Errorf("starting the server: %w", err))
 		}

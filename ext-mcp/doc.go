@@ -18,9 +18,12 @@
 //
 // # Credentials
 //
-// A user's token for server S is the user's secret token:S ([TokenSecret]).
-// A stdio server, started by the host once per user and connection through
-// [ext.Host.ConnectService], gets it as MCP_ACCESS_TOKEN; a configured
+// A user's token for server S is the user's secret token:S ([TokenSecret]),
+// read once per refresh of the user (the plan binds it to the connections
+// it makes). A stdio server, started by the host once per user and
+// connection through [ext.Host.ConnectServiceSpec] with the spec built
+// here (so the host does not call back into StartService), gets it as
+// MCP_ACCESS_TOKEN; a configured
 // MCP_ACCESS_TOKEN is dropped on personal servers. A remote server gets
 // `Authorization: Bearer <token>`, every configured Authorization header
 // removed, and nothing without a token. A shared server lends the

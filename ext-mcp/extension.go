@@ -171,7 +171,7 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		Toggles:         x.toggles,
 		OwnServers:      x.ownServers,
 		ParseOwnServers: parseOwn,
-		CredentialID:    x.credentialID,
+		Credential:      x.credentialFor,
 	}
 	h := req.Host
 	opts := x.catalogOpts
@@ -351,42 +351,47 @@ func (x *Extension) StartService(ctx context.Context, name, user string) (*ext.P
 		return nil, err
 	}
 	server, _, _ := strings.Cut(name, "#")
+	// The plan reads the user's credentials once and binds them to it.
 	plan, err := planner.Plan(ctx, user)
 	if err != nil {
 		return nil, err
 	}
-	var d *catalog.ServerDecl
-	for i := range plan.Servers {
-		if plan.Servers[i].Name == server && !plan.Servers[i].Remote {
-			d = &plan.Servers[i]
+	for _, d := range plan.Servers {
+		if d.Name == server && !d.Remote {
+			us, err := x.bound(ctx, h, user, d)
+			if err != nil {
+				return nil, err
+			}
+			return x.processSpec(d.Name, us), nil
 		}
 	}
-	if d == nil {
-		return nil, nil
-	}
-	sp := d.Spec.(*spec)
-	token, replace, err := x.credential(ctx, h, user, *d)
-	if err != nil {
-		return nil, err
-	}
-	env := make([]string, 0, len(sp.server.Env)+1)
-	for _, k := range sortedKeys(sp.server.Env) {
-		if k == "MCP_ACCESS_TOKEN" && replace {
+	return nil, nil
+}
+
+// processSpec is how to start stdio server name for the user of us: the
+// configured environment without any MCP_ACCESS_TOKEN on personal
+// servers, plus MCP_ACCESS_TOKEN set to the user's token (the operator's,
+// on shared servers) when there is one.
+func (x *Extension) processSpec(name string, us *userSpec) *ext.ProcessSpec {
+	s := us.server
+	env := make([]string, 0, len(s.Env)+1)
+	for _, k := range sortedKeys(s.Env) {
+		if k == "MCP_ACCESS_TOKEN" && us.replace {
 			continue
 		}
-		env = append(env, k+"="+sp.server.Env[k])
+		env = append(env, k+"="+s.Env[k])
 	}
-	if token != "" {
-		env = append(env, "MCP_ACCESS_TOKEN="+token)
+	if us.token != "" {
+		env = append(env, "MCP_ACCESS_TOKEN="+us.token)
 	}
-	command, dir := sp.server.Command, sp.server.Cwd
-	if !strings.HasPrefix(d.Name, catalog.UserServerPrefix) {
+	command, dir := s.Command, s.Cwd
+	if !strings.HasPrefix(name, catalog.UserServerPrefix) {
 		// The operator's relative paths resolve against the config file's
 		// folder; a bare command name is looked up on PATH.
 		command, dir = x.resolve(command, true), x.resolve(dir, false)
 	}
-	return &ext.ProcessSpec{Command: command, Args: append([]string(nil), sp.server.Args...),
-		Env: env, Dir: dir, OneSession: true}, nil
+	return &ext.ProcessSpec{Command: command, Args: append([]string(nil), s.Args...),
+		Env: env, Dir: dir, OneSession: true}
 }
 
 // resolve returns an operator's path resolved against the config file's
@@ -456,24 +461,52 @@ func parseOwn(raw json.RawMessage) ([]catalog.ServerDecl, error) {
 	return out, nil
 }
 
-// credentialID names the credential user would use on d without revealing
-// it: an HMAC under a key that lives as long as this process.
-func (x *Extension) credentialID(ctx context.Context, user string, d catalog.ServerDecl) (string, error) {
+// userSpec is a server's spec bound to the credential one user uses on it,
+// read once while planning; the connector and StartService take the
+// token from here instead of reading it again.
+type userSpec struct {
+	*spec
+	token   string
+	replace bool // the token replaces the configured credential
+}
+
+// credentialFor is the planner's [catalog.SettingsPlanner.Credential]: it
+// reads the credential user would use on d and binds it to the plan. The
+// identity is an HMAC under a key that lives as long as this process, so
+// it names the credential without revealing it.
+func (x *Extension) credentialFor(ctx context.Context, user string, d catalog.ServerDecl) (catalog.Credential, error) {
 	h, err := x.hostRef()
 	if err != nil {
-		return "", err
+		return catalog.Credential{}, err
 	}
-	token, replace, err := x.credential(ctx, h, user, d)
+	us, err := x.bound(ctx, h, user, d)
 	if err != nil {
-		return "", err
+		return catalog.Credential{}, err
 	}
+	id := "none"
 	switch {
-	case token != "":
+	case us.token != "":
 		m := hmac.New(sha256.New, x.key)
-		m.Write([]byte(token))
-		return hex.EncodeToString(m.Sum(nil)[:12]), nil
-	case !replace:
-		return "configured", nil
+		m.Write([]byte(us.token))
+		id = hex.EncodeToString(m.Sum(nil)[:12])
+	case !us.replace:
+		id = "configured"
 	}
-	return "none", nil
+	return catalog.Credential{ID: id, Spec: us}, nil
+}
+
+// bound returns d's spec bound to user's credential: as planned, or read
+// now when d comes from elsewhere.
+func (x *Extension) bound(ctx context.Context, h ext.Host, user string, d catalog.ServerDecl) (*userSpec, error) {
+	switch sp := d.Spec.(type) {
+	case *userSpec:
+		return sp, nil
+	case *spec:
+		token, replace, err := x.credential(ctx, h, user, d)
+		if err != nil {
+			return nil, err
+		}
+		return &userSpec{spec: sp, token: token, replace: replace}, nil
+	}
+	return nil, fmt.Errorf("server %q has no MCP spec", d.Name)
 }

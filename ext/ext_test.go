@@ -305,6 +305,21 @@ func TestServices(t *testing.T) {
 			if _, err := host.ConnectService(ctx, "none", "alice"); !errors.Is(err, ext.ErrNotFound) {
 				t.Errorf("unknown service: %v, want ErrNotFound", err)
 			}
+			// The extension hands the spec itself: the process runs it, and
+			// StartService is not asked (it knows no service "own").
+			c, err := host.ConnectServiceSpec(ctx, "own", "carol", &ext.ProcessSpec{Command: os.Args[0],
+				Env: []string{"EXT_TEST_MODE=canary", "CANARY=spec-carol"}, OneSession: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(c.Stdout()).ReadString('\n')
+			if err != nil || strings.TrimSpace(line) != "spec-carol" {
+				t.Errorf("the process of a handed spec said %q, %v", line, err)
+			}
+			_ = c.Release()
+			if _, err := host.ConnectServiceSpec(ctx, "own", "carol", nil); !errors.Is(err, ext.ErrInvalidArgument) {
+				t.Errorf("nil spec: %v, want ErrInvalidArgument", err)
+			}
 		})
 	}
 }

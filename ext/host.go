@@ -37,6 +37,13 @@ type Host interface {
 	// none runs. It returns [ErrNotFound] when the extension has no such
 	// service for that user.
 	ConnectService(ctx context.Context, name, user string) (ServiceConn, error)
+	// ConnectServiceSpec is ConnectService with the spec the extension
+	// already built (for instance from a credential it has just read):
+	// when no process of service name runs for user, the host starts spec
+	// without asking [ServiceProvider.StartService] for it, one round trip
+	// instead of two. The extension must list the services capability.
+	// A nil spec is [ErrInvalidArgument].
+	ConnectServiceSpec(ctx context.Context, name, user string, spec *ProcessSpec) (ServiceConn, error)
 	// UserStore returns the user's store, scoped to this extension.
 	UserStore(user string) UserStore
 	// ActingUser returns the user behind a conversation, or [ErrNotFound].

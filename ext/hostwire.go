@@ -121,7 +121,12 @@ func (s *hostServer) ConnectService(stream grpc.BidiStreamingServer[extpb.Servic
 	if open == nil {
 		return fmt.Errorf("first service frame is not open: %w", ErrInvalidArgument)
 	}
-	conn, err := s.impl.ConnectService(ctx, open.GetName(), open.GetUserId())
+	var conn ServiceConn
+	if spec := open.GetSpec(); spec != nil {
+		conn, err = s.impl.ConnectServiceSpec(ctx, open.GetName(), open.GetUserId(), processSpecFromProto(spec))
+	} else {
+		conn, err = s.impl.ConnectService(ctx, open.GetName(), open.GetUserId())
+	}
 	if err != nil {
 		return err
 	}
@@ -286,6 +291,18 @@ func (h *hostClient) canFD() bool {
 // ConnectService opens a handle. ctx bounds the opening only; the handle
 // lives until Release.
 func (h *hostClient) ConnectService(ctx context.Context, name, user string) (ServiceConn, error) {
+	return h.connectService(ctx, name, user, nil)
+}
+
+// ConnectServiceSpec opens a handle, handing the host the spec.
+func (h *hostClient) ConnectServiceSpec(ctx context.Context, name, user string, spec *ProcessSpec) (ServiceConn, error) {
+	if spec == nil {
+		return nil, fmt.Errorf("ConnectServiceSpec of %q: nil spec: %w", name, ErrInvalidArgument)
+	}
+	return h.connectService(ctx, name, user, spec)
+}
+
+func (h *hostClient) connectService(ctx context.Context, name, user string, spec *ProcessSpec) (ServiceConn, error) {
 	transport := transportStream
 	if h.canFD() {
 		transport = transportFD
@@ -297,7 +314,7 @@ func (h *hostClient) ConnectService(ctx context.Context, name, user string) (Ser
 		return nil, fromStatus(err)
 	}
 	if err := stream.Send(&extpb.ServiceFrame{Frame: &extpb.ServiceFrame_Open{Open: &extpb.ServiceOpen{
-		Name: name, UserId: user, Transport: transport,
+		Name: name, UserId: user, Transport: transport, Spec: processSpecToProto(spec),
 	}}}); err != nil {
 		cancel()
 		return nil, fromStatus(err)

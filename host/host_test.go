@@ -118,6 +118,8 @@ func (e *testExt) svc(ctx context.Context, user string, args json.RawMessage) (*
 		Service string `json:"service"`
 		Bytes   int    `json:"bytes"`
 		Keep    bool   `json:"keep"`
+		// Own hands the host a spec of the extension's own.
+		Own bool `json:"own"`
 	}
 	if err := json.Unmarshal(args, &a); err != nil {
 		return nil, err
@@ -125,7 +127,16 @@ func (e *testExt) svc(ctx context.Context, user string, args json.RawMessage) (*
 	e.mu.Lock()
 	h := e.host
 	e.mu.Unlock()
-	conn, err := h.ConnectService(ctx, a.Service, user)
+	var (
+		conn ext.ServiceConn
+		err  error
+	)
+	if a.Own {
+		conn, err = h.ConnectServiceSpec(ctx, a.Service, user, &ext.ProcessSpec{Command: os.Args[0],
+			Env: []string{"HOST_TEST_SERVICE=canary", "CANARY=own-" + user}})
+	} else {
+		conn, err = h.ConnectService(ctx, a.Service, user)
+	}
 	if err != nil {
 		return nil, err
 	}

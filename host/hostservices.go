@@ -75,22 +75,41 @@ var validService = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 // asking the extension for its spec only when none runs. HOME and the
 // default working directory are the user's data folder for the extension.
 func (s *hostServices) ConnectService(ctx context.Context, name, user string) (ext.ServiceConn, error) {
-	if err := checkUser(user); err != nil {
-		return nil, err
-	}
-	if !validService.MatchString(name) {
-		return nil, fmt.Errorf("service name %q is not valid: %w", name, ext.ErrInvalidArgument)
-	}
 	e := s.h.exts[s.ext]
-	home := filepath.Join(s.h.dataDir, "users", user, s.ext, "data")
-	start := func(ctx context.Context) (spec *ext.ProcessSpec, err error) {
+	return s.connect(ctx, name, user, func(ctx context.Context) (spec *ext.ProcessSpec, err error) {
 		err = use(ctx, e, ext.CapabilityServices, func() string { return fmt.Sprintf("describing service %q", name) },
 			func(sp ext.ServiceProvider) (err error) {
 				spec, err = sp.StartService(ctx, name, user)
 				return err
 			})
 		return spec, err
+	})
+}
+
+// ConnectServiceSpec is ConnectService with the extension's own spec: no
+// StartService round trip. The extension must list the services
+// capability, as it must to be asked for a spec.
+func (s *hostServices) ConnectServiceSpec(ctx context.Context, name, user string, spec *ext.ProcessSpec) (ext.ServiceConn, error) {
+	if spec == nil {
+		return nil, fmt.Errorf("service %q: nil spec: %w", name, ext.ErrInvalidArgument)
 	}
+	if e := s.h.exts[s.ext]; !e.descriptor().Has(ext.CapabilityServices) {
+		return nil, fmt.Errorf("extension %q offers no %s capability, so it may not start service processes: %w",
+			s.ext, ext.CapabilityServices, ext.ErrPermission)
+	}
+	return s.connect(ctx, name, user, func(context.Context) (*ext.ProcessSpec, error) { return spec, nil })
+}
+
+// connect starts (or reuses) the user's process of service name; start
+// gives its spec when none runs.
+func (s *hostServices) connect(ctx context.Context, name, user string, start func(context.Context) (*ext.ProcessSpec, error)) (ext.ServiceConn, error) {
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	if !validService.MatchString(name) {
+		return nil, fmt.Errorf("service name %q is not valid: %w", name, ext.ErrInvalidArgument)
+	}
+	home := filepath.Join(s.h.dataDir, "users", user, s.ext, "data")
 	h, err := s.h.services.Connect(ctx, services.Key{Extension: s.ext, Service: name, User: user}, home, start)
 	if err != nil {
 		return nil, err

@@ -63,6 +63,14 @@ func TestServiceCarriers(t *testing.T) {
 			if f := strings.Fields(res.Text()); len(f) == 0 || f[0] != pids["alice"] {
 				t.Errorf("alice's second connect got %q, want pid %s", res.Text(), pids["alice"])
 			}
+			// A spec the extension hands over runs as it is, per user.
+			res, err = h.Call(ctx, "bob", "", "t/svc", json.RawMessage(`{"service":"own","own":true}`))
+			if err != nil {
+				t.Fatalf("a handed spec: %v", err)
+			}
+			if f := strings.Fields(res.Text()); len(f) != 2 || f[1] != "own-bob" {
+				t.Errorf("a handed spec: %q", res.Text())
+			}
 			_, err = h.Call(ctx, "alice", "", "t/svc", json.RawMessage(`{"service":"nope"}`))
 			if err == nil || !strings.Contains(err.Error(), "not found") {
 				t.Errorf("unknown service: %v", err)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 // FakeHost is an in-memory [ext.Host] for tests: it records published
 // tools, keeps secrets and settings in maps, and runs service processes
 // itself (one per ConnectService, stopped on Release or at the end of the
-// test). It is safe for concurrent use.
+// test). It counts the round trips a real host would serve
+// ([FakeHost.RoundTrips]). It is safe for concurrent use.
 type FakeHost struct {
 	// Services answers ConnectService. Set it to the extension under test
 	// (its [ext.ServiceProvider]) before calling Configure.
@@ -44,7 +46,20 @@ type FakeHost struct {
 	conversations map[string]string
 	procs         map[*fakeService]struct{}
 	started       int
+	trips         atomic.Int64
 }
+
+// RoundTrips returns how many round trips between the extension and the
+// host this FakeHost has served: every call of an [ext.Host] method that
+// crosses the wire (publishing tools or a catalog, connecting a service,
+// reading or writing a secret or a setting, Paths, ActingUser, Notify,
+// RequestUser; UserStore itself does not), and every [ext.ServiceProvider.StartService] the host makes to
+// describe a service. Take the difference of two readings to count one
+// operation.
+func (h *FakeHost) RoundTrips() int64 { return h.trips.Load() }
+
+// trip counts one round trip.
+func (h *FakeHost) trip() { h.trips.Add(1) }
 
 var _ ext.Host = (*FakeHost)(nil)
 
@@ -63,6 +78,7 @@ func NewFakeHost(t testing.TB) *FakeHost {
 
 // SetUserTools implements [ext.Host].
 func (h *FakeHost) SetUserTools(_ context.Context, user string, tools []ext.Tool) error {
+	h.trip()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.userTools[user] = slices.Clone(tools)
@@ -73,6 +89,7 @@ func (h *FakeHost) SetUserTools(_ context.Context, user string, tools []ext.Tool
 
 // SetUserCatalog implements [ext.Host].
 func (h *FakeHost) SetUserCatalog(_ context.Context, user string, c *ext.Catalog) error {
+	h.trip()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if c == nil {
@@ -128,6 +145,7 @@ type Notification struct {
 
 // Notify implements [ext.Host]: it records the notification.
 func (h *FakeHost) Notify(_ context.Context, user, method string, params json.RawMessage) error {
+	h.trip()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.notes = append(h.notes, Notification{User: user, Method: method, Params: slices.Clone(params)})
@@ -173,6 +191,7 @@ func (h *FakeHost) WaitNotification(ctx context.Context, user, method string) (N
 
 // RequestUser implements [ext.Host] with UserSession.
 func (h *FakeHost) RequestUser(ctx context.Context, user, method string, params json.RawMessage) (json.RawMessage, error) {
+	h.trip()
 	if h.UserSession == nil {
 		return nil, fmt.Errorf("user %q has no client session: %w", user, ext.ErrUnavailable)
 	}
@@ -181,6 +200,7 @@ func (h *FakeHost) RequestUser(ctx context.Context, user, method string, params 
 
 // SetSystemTools implements [ext.Host].
 func (h *FakeHost) SetSystemTools(_ context.Context, tools []ext.Tool) error {
+	h.trip()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.systemTools = slices.Clone(tools)
@@ -230,6 +250,7 @@ func (h *FakeHost) SetConversation(conversation, user string) {
 
 // ActingUser implements [ext.Host].
 func (h *FakeHost) ActingUser(_ context.Context, conversation string) (string, error) {
+	h.trip()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	u, ok := h.conversations[conversation]
@@ -256,9 +277,11 @@ func (h *FakeHost) ServicesRunning() int {
 // ConnectService implements [ext.Host]: it starts a fresh process from the
 // spec that Services returns.
 func (h *FakeHost) ConnectService(ctx context.Context, name, user string) (ext.ServiceConn, error) {
+	h.trip()
 	if h.Services == nil {
 		return nil, fmt.Errorf("exttest: FakeHost.Services is nil: %w", ext.ErrUnimplemented)
 	}
+	h.trip() // the host asks the extension for the spec
 	spec, err := h.Services.StartService(ctx, name, user)
 	if err != nil {
 		return nil, err
@@ -266,6 +289,21 @@ func (h *FakeHost) ConnectService(ctx context.Context, name, user string) (ext.S
 	if spec == nil {
 		return nil, fmt.Errorf("service %q for user %q: %w", name, user, ext.ErrNotFound)
 	}
+	return h.start(name, user, spec)
+}
+
+// ConnectServiceSpec implements [ext.Host]: it starts a fresh process from
+// spec.
+func (h *FakeHost) ConnectServiceSpec(_ context.Context, name, user string, spec *ext.ProcessSpec) (ext.ServiceConn, error) {
+	h.trip()
+	if spec == nil {
+		return nil, fmt.Errorf("service %q: nil spec: %w", name, ext.ErrInvalidArgument)
+	}
+	return h.start(name, user, spec)
+}
+
+// start runs spec for user.
+func (h *FakeHost) start(name, user string, spec *ext.ProcessSpec) (ext.ServiceConn, error) {
 	home := filepath.Join(h.dir, "users", user)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
@@ -368,6 +406,7 @@ type fakeStore struct {
 func (s *fakeStore) Secrets() ext.Secrets   { return (*fakeSecrets)(s) }
 func (s *fakeStore) Settings() ext.Settings { return (*fakeSettings)(s) }
 func (s *fakeStore) Paths(context.Context) (ext.Paths, error) {
+	s.h.trip()
 	base := filepath.Join(s.h.dir, "users", s.user)
 	p := ext.Paths{Data: filepath.Join(base, "data"), State: filepath.Join(base, "state"), Cache: filepath.Join(base, "cache")}
 	for _, d := range []string{p.Data, p.State, p.Cache} {
@@ -381,6 +420,7 @@ func (s *fakeStore) Paths(context.Context) (ext.Paths, error) {
 type fakeSecrets fakeStore
 
 func (s *fakeSecrets) Get(_ context.Context, name string) (string, error) {
+	s.h.trip()
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
 	v, ok := s.h.secrets[s.user][name]
@@ -391,6 +431,7 @@ func (s *fakeSecrets) Get(_ context.Context, name string) (string, error) {
 }
 
 func (s *fakeSecrets) Set(_ context.Context, name, value string) error {
+	s.h.trip()
 	if name == "" {
 		return fmt.Errorf("empty secret name: %w", ext.ErrInvalidArgument)
 	}
@@ -404,6 +445,7 @@ func (s *fakeSecrets) Set(_ context.Context, name, value string) error {
 }
 
 func (s *fakeSecrets) Delete(_ context.Context, name string) error {
+	s.h.trip()
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
 	delete(s.h.secrets[s.user], name)
@@ -411,6 +453,7 @@ func (s *fakeSecrets) Delete(_ context.Context, name string) error {
 }
 
 func (s *fakeSecrets) List(context.Context) ([]string, error) {
+	s.h.trip()
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
 	var names []string
@@ -424,6 +467,7 @@ func (s *fakeSecrets) List(context.Context) ([]string, error) {
 type fakeSettings fakeStore
 
 func (s *fakeSettings) Get(_ context.Context, section string) (json.RawMessage, error) {
+	s.h.trip()
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
 	v, ok := s.h.settings[s.user][section]
@@ -434,6 +478,7 @@ func (s *fakeSettings) Get(_ context.Context, section string) (json.RawMessage, 
 }
 
 func (s *fakeSettings) Set(_ context.Context, section string, values json.RawMessage) error {
+	s.h.trip()
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(values, &obj); err != nil || obj == nil {
 		return fmt.Errorf("settings of section %q are not a JSON object: %w", section, errors.Join(err, ext.ErrInvalidArgument))

@@ -3645,7 +3645,10 @@ type ServiceOpen struct {
 	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	UserId string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// "fd" or "stream".
-	Transport     string `protobuf:"bytes,3,opt,name=transport,proto3" json:"transport,omitempty"`
+	Transport string `protobuf:"bytes,3,opt,name=transport,proto3" json:"transport,omitempty"`
+	// Set by ConnectServiceSpec: how to start the process when none runs;
+	// the host then does not call StartService.
+	Spec          *ProcessSpec `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3699,6 +3702,13 @@ func (x *ServiceOpen) GetTransport() string {
 		return x.Transport
 	}
 	return ""
+}
+
+func (x *ServiceOpen) GetSpec() *ProcessSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
 }
 
 type ServiceOpened struct {
@@ -3981,11 +3991,12 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\vclose_stdin\x18\x04 \x01(\bH\x00R\n" +
 	"closeStdin\x12%\n" +
 	"\rstdout_closed\x18\x05 \x01(\bH\x00R\fstdoutClosedB\a\n" +
-	"\x05frame\"X\n" +
+	"\x05frame\"\x8b\x01\n" +
 	"\vServiceOpen\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1c\n" +
-	"\ttransport\x18\x03 \x01(\tR\ttransport\"Z\n" +
+	"\ttransport\x18\x03 \x01(\tR\ttransport\x121\n" +
+	"\x04spec\x18\x04 \x01(\v2\x1d.agenthost.ext.v1.ProcessSpecR\x04spec\"Z\n" +
 	"\rServiceOpened\x12\x1c\n" +
 	"\ttransport\x18\x01 \x01(\tR\ttransport\x12\x19\n" +
 	"\bfd_token\x18\x02 \x01(\tR\afdToken\x12\x10\n" +
@@ -4133,61 +4144,62 @@ var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	7,  // 19: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
 	64, // 20: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
 	65, // 21: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	12, // 22: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
-	16, // 23: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
-	18, // 24: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
-	2,  // 25: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
-	20, // 26: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
-	22, // 27: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
-	24, // 28: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
-	26, // 29: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
-	29, // 30: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
-	8,  // 31: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
-	10, // 32: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
-	33, // 33: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	35, // 34: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	37, // 35: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
-	43, // 36: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
-	45, // 37: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
-	47, // 38: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	49, // 39: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	51, // 40: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	53, // 41: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	55, // 42: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	57, // 43: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	59, // 44: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	61, // 45: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	63, // 46: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	13, // 47: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	17, // 48: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	19, // 49: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	2,  // 50: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
-	21, // 51: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	23, // 52: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	25, // 53: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	27, // 54: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	30, // 55: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	9,  // 56: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
-	11, // 57: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
-	34, // 58: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	36, // 59: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	38, // 60: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
-	44, // 61: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
-	46, // 62: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
-	48, // 63: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	50, // 64: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	52, // 65: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	54, // 66: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	56, // 67: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	58, // 68: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	60, // 69: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	62, // 70: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	63, // 71: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	47, // [47:72] is the sub-list for method output_type
-	22, // [22:47] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	28, // 22: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	12, // 23: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
+	16, // 24: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
+	18, // 25: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
+	2,  // 26: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
+	20, // 27: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
+	22, // 28: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
+	24, // 29: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
+	26, // 30: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
+	29, // 31: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
+	8,  // 32: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
+	10, // 33: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
+	33, // 34: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	35, // 35: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	37, // 36: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	43, // 37: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	45, // 38: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	47, // 39: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	49, // 40: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	51, // 41: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	53, // 42: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	55, // 43: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	57, // 44: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	59, // 45: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	61, // 46: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	63, // 47: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	13, // 48: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	17, // 49: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	19, // 50: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	2,  // 51: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	21, // 52: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	23, // 53: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	25, // 54: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	27, // 55: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	30, // 56: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	9,  // 57: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	11, // 58: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	34, // 59: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	36, // 60: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	38, // 61: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	44, // 62: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	46, // 63: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	48, // 64: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	50, // 65: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	52, // 66: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	54, // 67: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	56, // 68: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	58, // 69: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	60, // 70: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	62, // 71: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	63, // 72: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	48, // [48:73] is the sub-list for method output_type
+	23, // [23:48] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_agenthost_ext_v1_ext_proto_init() }
