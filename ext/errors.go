@@ -94,3 +94,20 @@ func (e *wireError) Unwrap() error { return e.err }
 func Errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), sentinel)
 }
+
+// Mark returns err with its message unchanged, matching sentinel too
+// (errors.Is(Mark(err, ErrNotFound), ErrNotFound) holds, and so does
+// errors.Is for everything err matched); a nil err stays nil. Use it to
+// give another package's error the contract's meaning: errors.Join would
+// append the sentinel's text on a line of its own ("…\nnot found").
+func Mark(err, sentinel error) error {
+	if err == nil {
+		return nil
+	}
+	return &markedError{err: err, sentinel: sentinel}
+}
+
+type markedError struct{ err, sentinel error }
+
+func (e *markedError) Error() string   { return e.err.Error() }
+func (e *markedError) Unwrap() []error { return []error{e.err, e.sentinel} }

@@ -329,3 +329,16 @@ func hostOf(e *testExt) ext.Host {
 	defer e.mu.Unlock()
 	return e.host
 }
+
+// TestMark: a marked error keeps its message (no sentinel text on a line
+// of its own, as errors.Join would add) and matches both.
+func TestMark(t *testing.T) {
+	base := fmt.Errorf("secret %q: %w", "token:x", os.ErrNotExist)
+	err := ext.Mark(base, ext.ErrNotFound)
+	if err.Error() != base.Error() || !errors.Is(err, ext.ErrNotFound) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Mark = %q; want %q matching both", err, base)
+	}
+	if ext.Mark(nil, ext.ErrNotFound) != nil {
+		t.Error("Mark(nil) is not nil")
+	}
+}

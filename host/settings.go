@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -111,11 +110,11 @@ func (h *Host) setSettings(ctx context.Context, extName, user, section string, v
 	}
 	plain, secretVals, err := settings.SplitSecrets(f, values)
 	if err != nil {
-		return errors.Join(err, ext.ErrInvalidArgument)
+		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
 	normalized, err := settings.ValidateValues(f, plain)
 	if err != nil {
-		return errors.Join(err, ext.ErrInvalidArgument)
+		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
 	if err := h.settings.Set(ctx, extName, user, section, normalized); err != nil {
 		return mapSettingsErr(err)

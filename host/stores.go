@@ -89,11 +89,11 @@ func mapSecretErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, secrets.ErrNotFound):
-		return errors.Join(err, ext.ErrNotFound)
+		return ext.Mark(err, ext.ErrNotFound)
 	case errors.Is(err, secrets.ErrInvalid):
-		return errors.Join(err, ext.ErrInvalidArgument)
+		return ext.Mark(err, ext.ErrInvalidArgument)
 	case errors.Is(err, secrets.ErrUnavailable):
-		return errors.Join(err, ext.ErrUnavailable)
+		return ext.Mark(err, ext.ErrUnavailable)
 	}
 	return err
 }
@@ -103,9 +103,9 @@ func mapSettingsErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, settings.ErrInvalid):
-		return errors.Join(err, ext.ErrInvalidArgument)
+		return ext.Mark(err, ext.ErrInvalidArgument)
 	case errors.Is(err, settings.ErrClosed):
-		return errors.Join(err, ext.ErrUnavailable)
+		return ext.Mark(err, ext.ErrUnavailable)
 	}
 	return err
 }

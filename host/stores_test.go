@@ -40,8 +40,9 @@ func TestSecretsAndSettings(t *testing.T) {
 	if err != nil || res.Text() != "alice-canary-1" {
 		t.Fatalf("alice's token through the extension = %v, %v", res, err)
 	}
-	if _, err := h.Call(ctx, "bob", "", "t/token", nil); !errors.Is(err, ext.ErrNotFound) || strings.Contains(err.Error(), "canary") {
-		t.Errorf("bob reading a token: %v; want not found and no leak", err)
+	if _, err := h.Call(ctx, "bob", "", "t/token", nil); !errors.Is(err, ext.ErrNotFound) || strings.Contains(err.Error(), "canary") ||
+		strings.Contains(err.Error(), "\n") {
+		t.Errorf("bob reading a token: %q; want not found on one line, and no leak", err)
 	}
 	bob, _ := h.GetSettings(ctx, "bob", "t", "prefs")
 	if string(bob.Values) != "{}" || bob.Secrets["token"] {
@@ -50,8 +51,9 @@ func TestSecretsAndSettings(t *testing.T) {
 	// A bad value names the field and stores nothing.
 	err = h.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{"greeting":42,"token":"x"}`))
 	var fe settings.FieldErrors
-	if !errors.As(err, &fe) || !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), "greeting") {
-		t.Errorf("bad value: %v; want field errors naming greeting", err)
+	if !errors.As(err, &fe) || !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), "greeting") ||
+		strings.Contains(err.Error(), "\n") {
+		t.Errorf("bad value: %q; want field errors naming greeting, on one line", err)
 	}
 	err = h.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{"colour":"red"}`))
 	if !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), "colour") {

@@ -3,7 +3,6 @@ package exttest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -481,7 +480,7 @@ func (s *fakeSettings) Set(_ context.Context, section string, values json.RawMes
 	s.h.trip()
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(values, &obj); err != nil || obj == nil {
-		return fmt.Errorf("settings of section %q are not a JSON object: %w", section, errors.Join(err, ext.ErrInvalidArgument))
+		return ext.Errorf(ext.ErrInvalidArgument, "settings of section %q are not a JSON object", section)
 	}
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()

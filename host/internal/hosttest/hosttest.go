@@ -363,11 +363,11 @@ func (h *Host) SetSettings(ctx context.Context, user, extension, section string,
 	}
 	plain, secrets, err := settings.SplitSecrets(f, values)
 	if err != nil {
-		return invalid(err)
+		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
 	norm, err := settings.ValidateValues(f, plain)
 	if err != nil {
-		return invalid(err)
+		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
 	h.mu.Lock()
 	h.log = append(h.log, strings.Join([]string{"SetSettings", user, extension, section}, " "))
@@ -382,14 +382,6 @@ func (h *Host) SetSettings(ctx context.Context, user, extension, section string,
 	h.mu.Unlock()
 	return h.Refresh(ctx, user)
 }
-
-// invalid marks err as bad input, keeping its message as it is.
-func invalid(err error) error { return &invalidErr{err} }
-
-type invalidErr struct{ err error }
-
-func (e *invalidErr) Error() string   { return e.err.Error() }
-func (e *invalidErr) Unwrap() []error { return []error{e.err, ext.ErrInvalidArgument} }
 
 // checkSecretName refuses what a secrets store refuses.
 func checkSecretName(name string) error {

@@ -93,17 +93,11 @@ func mapAuthErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, auth.ErrInvalidArgument):
-		return &alsoErr{err, ext.ErrInvalidArgument}
+		return ext.Mark(err, ext.ErrInvalidArgument)
 	case errors.Is(err, auth.ErrNotFound):
-		return &alsoErr{err, ext.ErrNotFound}
+		return ext.Mark(err, ext.ErrNotFound)
 	case errors.Is(err, auth.ErrClosed):
-		return &alsoErr{err, ext.ErrUnavailable}
+		return ext.Mark(err, ext.ErrUnavailable)
 	}
 	return err
 }
-
-// alsoErr reads as err and matches a sentinel too.
-type alsoErr struct{ err, sentinel error }
-
-func (e *alsoErr) Error() string   { return e.err.Error() }
-func (e *alsoErr) Unwrap() []error { return []error{e.err, e.sentinel} }
