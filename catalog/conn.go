@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agenthost/agenthost/ext"
 )
 
@@ -67,17 +69,15 @@ func (e *Engine) connectAll(ctx context.Context, u *user, decls []ServerDecl) []
 	if len(decls) == 0 {
 		return results
 	}
-	sem := make(chan struct{}, e.opts.MaxParallelConnects)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(e.opts.MaxParallelConnects)
 	for i, d := range decls {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			results[i] = e.connect(ctx, u, d)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every attempt reports in its result
 	return results
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agenthost/agenthost/ext"
 )
 
@@ -252,25 +254,18 @@ func (e *Engine) ReconcileAll(ctx context.Context) error {
 		return errClosed
 	}
 	ids := e.Users()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, 8)
-	)
-	for _, id := range ids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+	errs := make([]error, len(ids))
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i, id := range ids {
+		g.Go(func() error {
 			if err := e.Refresh(ctx, id); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("refreshing %q: %w", id, err))
-				mu.Unlock()
+				errs[i] = fmt.Errorf("refreshing %q: %w", id, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // each user's error is in errs, in the users' order
 	return errors.Join(errs...)
 }
 

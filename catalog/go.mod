@@ -6,6 +6,7 @@ require (
 	github.com/agenthost/agenthost/ext v0.0.0
 	github.com/google/go-cmp v0.7.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.24.0
 	pgregory.net/rapid v1.3.0
 )
 

@@ -9,8 +9,9 @@ import (
 // TestDependencies enforces DESIGN.md §1: ext-mcp imports ext, catalog,
 // settings (form types), go-sdk and invopop/jsonschema — plus
 // buger/jsonparser, already in the graph through invopop, which reads the
-// top level of a server's answer in place on the raw call path — never the
-// host, the secrets module or the examples, and no go-plugin outside ext.
+// top level of a server's answer in place on the raw call path, and
+// golang.org/x/sync for bounded fan-outs (as catalog) — never the host,
+// the secrets module or the examples, and no go-plugin outside ext.
 func TestDependencies(t *testing.T) {
 	std := map[string]bool{}
 	for _, p := range goList(t, "std") {
@@ -23,6 +24,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/modelcontextprotocol/go-sdk/",
 		"github.com/invopop/jsonschema",
 		"github.com/buger/jsonparser",
+		"golang.org/x/sync/", // bounded fan-outs (errgroup), as in catalog
 	}
 	for _, imp := range goList(t, "-f", `{{range .Imports}}{{.}}{{"\n"}}{{end}}`, "./...") {
 		if std[imp] || strings.HasPrefix(imp, "github.com/agenthost/agenthost/ext-mcp") {
@@ -33,7 +35,7 @@ func TestDependencies(t *testing.T) {
 			ok = ok || imp == a || strings.HasPrefix(imp, a)
 		}
 		if !ok || imp == "github.com/agenthost/agenthost/ext/exttest" {
-			t.Errorf("ext-mcp imports %s; DESIGN.md §1 allows ext, catalog, settings, go-sdk (and invopop for schemas, jsonparser for the raw path)", imp)
+			t.Errorf("ext-mcp imports %s; DESIGN.md §1 allows ext, catalog, settings, go-sdk (and invopop for schemas, jsonparser for the raw path, x/sync for fan-outs)", imp)
 		}
 	}
 	for _, dep := range goList(t, "-deps", "./...") {

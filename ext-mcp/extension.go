@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
 )
@@ -199,19 +201,17 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	}
 	// A new config: the users active under the old one move over (their
 	// servers are planned afresh), then the old catalog drains and closes.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	var g errgroup.Group
+	g.SetLimit(8)
 	for _, u := range old.Users() {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			if err := engine.Activate(ctx, u); err != nil {
 				x.log.Warn("extmcp: re-activating a user under the new config failed", "user", u, "error", err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // a user that failed is logged; the others moved over
 	return old.Close(ctx)
 }
 

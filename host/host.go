@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/services"
 	"github.com/agenthost/agenthost/host/internal/supervisor"
@@ -89,6 +91,12 @@ type Host struct {
 	exts   map[string]*extension
 	start  time.Time
 
+	// life ends when Close starts; activations run under it and are
+	// joined by Close (acts).
+	life   context.Context
+	cancel context.CancelFunc
+	acts   sync.WaitGroup
+
 	mu     sync.Mutex
 	active map[string]*activation
 	convs  map[string]string
@@ -157,8 +165,10 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 			Logger:      logger,
 		}),
 	}
+	h.life, h.cancel = context.WithCancel(context.Background())
 	st, sec, kind, err := openStores(ctx, cfg, &o, dataDir)
 	if err != nil {
+		h.cancel()
 		return nil, err
 	}
 	h.settings, h.secrets, h.secretsKind = st, sec, kind
@@ -172,6 +182,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		}
 		home := filepath.Join(dataDir, "extensions", name)
 		if err := os.MkdirAll(home, 0o700); err != nil {
+			_ = h.Close()
 			return nil, fmt.Errorf("creating the folder of extension %q: %w", name, err)
 		}
 		env := make([]string, 0, len(ec.Env))
@@ -190,31 +201,26 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	}
 	for name, ip := range o.Extensions {
 		if _, dup := h.exts[name]; dup {
+			_ = h.Close()
 			return nil, fmt.Errorf("extension %q is both in the config file and in-process", name)
 		}
 		if ip.Extension == nil {
+			_ = h.Close()
 			return nil, fmt.Errorf("in-process extension %q is nil", name)
 		}
 		h.exts[name] = &extension{h: h, name: name, logger: logger.With("extension", name), config: ip.Config}
 		inprocs[name] = ip.Extension
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, e := range sortedExtensions(h.exts) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := e.start(ctx, inprocs[e.name]); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
+	exts := sortedExtensions(h.exts)
+	errs := make([]error, len(exts))
+	var g errgroup.Group
+	for i, e := range exts {
+		g.Go(func() error {
+			errs[i] = e.start(ctx, inprocs[e.name])
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // each extension's error is in errs, in name order
 	if err := errors.Join(errs...); err != nil {
 		_ = h.Close()
 		return nil, err
@@ -231,6 +237,10 @@ func (h *Host) Close() error {
 		h.mu.Lock()
 		h.closed = true
 		h.mu.Unlock()
+		// Activations in flight give up, and are waited for before their
+		// extensions stop.
+		h.cancel()
+		h.acts.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		exts := sortedExtensions(h.exts)
@@ -356,8 +366,12 @@ func (h *Host) actingUser(conversation string) (string, error) {
 const activationTimeout = 60 * time.Second
 
 // ensureActive activates user in every extension with the users
-// capability, once; concurrent callers wait for the same activation. A
-// failing extension is logged and does not block the others.
+// capability, once; concurrent callers wait for the same activation, each
+// as long as its own ctx allows. The activation belongs to all of them,
+// not to the first caller: it runs on a goroutine of the host, under the
+// host's lifetime (bounded by activationTimeout), goes on when a caller
+// gives up, and is joined by Close. A failing extension is logged and
+// does not block the others.
 func (h *Host) ensureActive(ctx context.Context, user string) error {
 	h.mu.Lock()
 	if h.closed {
@@ -368,39 +382,40 @@ func (h *Host) ensureActive(ctx context.Context, user string) error {
 	if !ok {
 		a = &activation{done: make(chan struct{})}
 		h.active[user] = a
+		h.acts.Add(1)
+		go func() {
+			defer h.acts.Done()
+			defer close(a.done)
+			actx, cancel := context.WithTimeout(h.life, activationTimeout)
+			defer cancel()
+			h.activateAll(actx, user)
+		}()
 	}
 	h.mu.Unlock()
-	if !ok {
-		// The activation belongs to every caller, not the first one's ctx.
-		actx, cancel := context.WithTimeout(context.Background(), activationTimeout)
-		h.activateAll(actx, user)
-		cancel()
-		close(a.done)
-		return nil
-	}
 	select {
 	case <-a.done:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("waiting for the activation of user %q: %w", user, ctx.Err())
 	}
 }
 
+// activateAll activates user in every extension that keeps per-user
+// state, in parallel; a failure is logged and does not stop the others.
 func (h *Host) activateAll(ctx context.Context, user string) {
-	var wg sync.WaitGroup
-	for _, e := range h.exts {
+	var g errgroup.Group
+	for _, e := range sortedExtensions(h.exts) {
 		if !e.descriptor().Has(ext.CapabilityUsers) {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			if err := h.activateOne(ctx, e, user); err != nil {
 				e.logger.Error("activating user failed", "user", user, "error", err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 }
 
 func (h *Host) activateOne(ctx context.Context, e *extension, user string) error {
@@ -408,33 +423,26 @@ func (h *Host) activateOne(ctx context.Context, e *extension, user string) error
 		func(ul ext.UserLifecycle) error { return ul.Activate(ctx, user) })
 }
 
-// reactivate activates every active user again in e (after a restart).
-func (h *Host) reactivate(e *extension) {
+// reactivate activates every active user again in e, 8 at a time, after
+// a restart. ctx is the extension's lifetime: stopping it ends this.
+func (h *Host) reactivate(ctx context.Context, e *extension) {
 	if !e.descriptor().Has(ext.CapabilityUsers) {
 		return
 	}
-	h.mu.Lock()
-	users := make([]string, 0, len(h.active))
-	for u := range h.active {
-		users = append(users, u)
-	}
-	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), activationTimeout)
+	users := h.ActiveUsers()
+	ctx, cancel := context.WithTimeout(ctx, activationTimeout)
 	defer cancel()
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(8)
 	for _, u := range users {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			if err := h.activateOne(ctx, e, u); err != nil {
 				e.logger.Error("re-activating user after restart failed", "user", u, "error", err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // failures are logged; the other users are active
 }
 
 // Deactivate retires everything of user in every extension that keeps

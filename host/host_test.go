@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -76,6 +77,11 @@ func mustExtensions(t *testing.T, h *host.Host) []host.ExtensionInfo {
 type testExt struct {
 	mu   sync.Mutex
 	host ext.Host
+	// gate, when set, holds the activation of user "slowpoke" until it
+	// is closed or the activation's context ends; gateLeft counts the
+	// activations that left it.
+	gate     chan struct{}
+	gateLeft atomic.Int32
 }
 
 func (e *testExt) Describe(context.Context) (*ext.Descriptor, error) {
@@ -99,6 +105,14 @@ func (e *testExt) Activate(ctx context.Context, user string) error {
 	e.mu.Lock()
 	h := e.host
 	e.mu.Unlock()
+	if user == "slowpoke" && e.gate != nil {
+		defer e.gateLeft.Add(1)
+		select {
+		case <-e.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return h.SetUserTools(ctx, user, []ext.Tool{{Name: "t/mine_" + user, Exposure: ext.ExposureDeferred}})
 }
 func (e *testExt) StartService(_ context.Context, name, user string) (*ext.ProcessSpec, error) {
@@ -583,4 +597,68 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestActivationHonoursCallersContext: a caller waiting for a user's
+// activation gives up when its own context ends, while the activation
+// goes on for the others; Close cancels an activation in flight and waits
+// for it.
+func TestActivationHonoursCallersContext(t *testing.T) {
+	newInProc := func(te *testExt) *host.Host {
+		h, err := host.New(context.Background(), &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"}},
+			&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: te}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	te := &testExt{gate: make(chan struct{})}
+	h := newInProc(te)
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	start := time.Now()
+	_, err := h.Tools(ctx, "slowpoke")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Fatalf("a caller whose context ended: %v after %v; want its deadline, at once", err, time.Since(start))
+	}
+	// The activation went on: another caller gets it once it finishes.
+	got := make(chan error, 1)
+	go func() {
+		tools, err := h.Tools(context.Background(), "slowpoke")
+		if err == nil && !slices.ContainsFunc(tools, func(tl host.Tool) bool { return tl.Name == "t/mine_slowpoke" }) {
+			err = fmt.Errorf("tools %v lack the activated one", tools)
+		}
+		got <- err
+	}()
+	close(te.gate)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+
+	// Close while an activation hangs: it is cancelled and joined.
+	te2 := &testExt{gate: make(chan struct{})}
+	h2 := newInProc(te2)
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, _ = h2.Tools(ctx, "slowpoke")
+	cancel()
+	if te2.gateLeft.Load() != 0 {
+		t.Fatal("the activation ended before Close")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- h2.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Close did not return while an activation hung")
+	}
+	if te2.gateLeft.Load() != 1 {
+		t.Error("Close returned before the activation in flight ended")
+	}
+	if _, err := h2.Tools(context.Background(), "bob"); !errors.Is(err, ext.ErrUnavailable) {
+		t.Errorf("after Close: %v, want unavailable", err)
+	}
 }

@@ -3,8 +3,9 @@ package host
 import (
 	"context"
 	"sort"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
@@ -25,29 +26,27 @@ func (h *Host) Status(ctx context.Context, user string) ([]StatusEntry, error) {
 			return nil, err
 		}
 	}
-	var (
-		mu  sync.Mutex
-		out []StatusEntry
-		wg  sync.WaitGroup
-	)
-	for _, e := range sortedExtensions(h.exts) {
+	exts := sortedExtensions(h.exts)
+	per := make([][]StatusEntry, len(exts))
+	var g errgroup.Group
+	for i, e := range exts {
 		if !e.descriptor().Has(ext.CapabilityStatus) {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			entries, err := h.statusOf(ctx, e, user)
-			mu.Lock()
-			defer mu.Unlock()
 			if err != nil {
-				out = append(out, StatusEntry{Extension: e.name, User: user, Name: e.name, State: "unavailable", Reason: err.Error()})
-				return
+				entries = []StatusEntry{{Extension: e.name, User: user, Name: e.name, State: "unavailable", Reason: err.Error()}}
 			}
-			out = append(out, entries...)
-		}()
+			per[i] = entries
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // an extension that failed has its one line in per
+	var out []StatusEntry
+	for _, entries := range per {
+		out = append(out, entries...)
+	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.User != b.User {
