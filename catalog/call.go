@@ -247,7 +247,7 @@ func (e *Engine) onResource(userID, uri string, fn func(FeatureConn) error) erro
 func (e *Engine) Complete(ctx context.Context, user string, params json.RawMessage, sess ext.Session) (json.RawMessage, error) {
 	var p map[string]json.RawMessage
 	if err := json.Unmarshal(params, &p); err != nil {
-		return nil, fmt.Errorf("completion params: %w", errors.Join(err, ext.ErrInvalidArgument))
+		return nil, fmt.Errorf("completion params: %w", ext.Mark(err, ext.ErrInvalidArgument))
 	}
 	var ref struct {
 		Type string `json:"type"`
@@ -255,7 +255,7 @@ func (e *Engine) Complete(ctx context.Context, user string, params json.RawMessa
 		URI  string `json:"uri"`
 	}
 	if err := json.Unmarshal(p["ref"], &ref); err != nil {
-		return nil, fmt.Errorf("completion ref: %w", errors.Join(err, ext.ErrInvalidArgument))
+		return nil, fmt.Errorf("completion ref: %w", ext.Mark(err, ext.ErrInvalidArgument))
 	}
 	var (
 		server string
@@ -331,7 +331,7 @@ func (e *Engine) Task(ctx context.Context, user, method string, params json.RawM
 	}
 	var p map[string]json.RawMessage
 	if err := json.Unmarshal(params, &p); err != nil {
-		return nil, fmt.Errorf("%s params: %w", method, errors.Join(err, ext.ErrInvalidArgument))
+		return nil, fmt.Errorf("%s params: %w", method, ext.Mark(err, ext.ErrInvalidArgument))
 	}
 	var id string
 	if err := json.Unmarshal(p["taskId"], &id); err != nil {

@@ -127,7 +127,7 @@ func (c *conn) GetPrompt(ctx context.Context, req *ext.GetPromptRequest) (json.R
 	args := map[string]string{}
 	if !isEmpty(req.Arguments) {
 		if err := json.Unmarshal(req.Arguments, &args); err != nil {
-			return nil, fmt.Errorf("prompt arguments must be an object of strings: %w", errors.Join(err, ext.ErrInvalidArgument))
+			return nil, fmt.Errorf("prompt arguments must be an object of strings: %w", ext.Mark(err, ext.ErrInvalidArgument))
 		}
 	}
 	params, err := json.Marshal(map[string]any{"name": req.Name, "arguments": args})

@@ -280,7 +280,7 @@ func (c *callClient) do(ctx context.Context, open *extpb.CallOpen, sess Session)
 			return nil, &notDelivered{msg: "the extension's call channel is closed"}
 		default:
 		}
-		return nil, fmt.Errorf("sending the call: %w", errors.Join(err, ErrUnavailable))
+		return nil, fmt.Errorf("sending the call: %w", Mark(err, ErrUnavailable))
 	}
 	var (
 		reqs    sync.WaitGroup
@@ -550,7 +550,7 @@ func (s *frameSession) Notify(_ context.Context, method string, params json.RawM
 	ended := s.ended
 	s.mu.Unlock()
 	if ended {
-		return fmt.Errorf("notifying %s: %w", method, errors.Join(errSessionEnded, ErrUnavailable))
+		return fmt.Errorf("notifying %s: %w", method, Mark(errSessionEnded, ErrUnavailable))
 	}
 	return s.fc.send(&extpb.CallFrame{Call: s.call, Body: &extpb.CallFrame_Notify{Notify: &extpb.SessionMessage{Method: method, Params: params}}})
 }
@@ -562,7 +562,7 @@ func (s *frameSession) Request(ctx context.Context, method string, params json.R
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("asking %s: %w", method, errors.Join(errSessionEnded, ErrUnavailable))
+		return nil, fmt.Errorf("asking %s: %w", method, Mark(errSessionEnded, ErrUnavailable))
 	}
 	s.next++
 	id := s.next
@@ -575,12 +575,12 @@ func (s *frameSession) Request(ctx context.Context, method string, params json.R
 		s.mu.Unlock()
 	}()
 	if err := s.fc.send(&extpb.CallFrame{Call: s.call, Body: &extpb.CallFrame_Request{Request: &extpb.SessionMessage{Id: id, Method: method, Params: params}}}); err != nil {
-		return nil, fmt.Errorf("asking %s: %w", method, errors.Join(err, ErrUnavailable))
+		return nil, fmt.Errorf("asking %s: %w", method, Mark(err, ErrUnavailable))
 	}
 	select {
 	case r, ok := <-ch:
 		if !ok {
-			return nil, fmt.Errorf("asking %s: %w", method, errors.Join(errSessionEnded, ErrUnavailable))
+			return nil, fmt.Errorf("asking %s: %w", method, Mark(errSessionEnded, ErrUnavailable))
 		}
 		return replyResult(r)
 	case <-ctx.Done():

@@ -2,7 +2,6 @@ package ext
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -46,7 +45,7 @@ func (s *extensionServer) Configure(ctx context.Context, req *extpb.ConfigureReq
 	}
 	conn, err := s.broker.Dial(req.GetHostBrokerId())
 	if err != nil {
-		return nil, fmt.Errorf("dialling the host's services: %w", errors.Join(err, ErrUnavailable))
+		return nil, fmt.Errorf("dialling the host's services: %w", Mark(err, ErrUnavailable))
 	}
 	h := &hostClient{
 		conn:       conn,

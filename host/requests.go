@@ -476,7 +476,7 @@ func (h *Host) Complete(ctx context.Context, user string, params json.RawMessage
 		} `json:"ref"`
 	}
 	if err := json.Unmarshal(params, &p); err != nil {
-		return nil, fmt.Errorf("completion params: %w", errors.Join(err, ext.ErrInvalidArgument))
+		return nil, fmt.Errorf("completion params: %w", ext.Mark(err, ext.ErrInvalidArgument))
 	}
 	var owner string
 	switch p.Ref.Type {
