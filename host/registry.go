@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 
@@ -75,17 +74,12 @@ func validateTools(tools []ext.Tool) error {
 
 // normalize fills the defaults of a registration.
 func normalize(tools []ext.Tool) []ext.Tool {
-	out := slices.Clone(tools)
-	for i := range out {
-		if out[i].Exposure == "" {
-			out[i].Exposure = ext.ExposureDirect
-		}
-		if out[i].Replay == "" {
-			out[i].Replay = ext.ReplayUnsafe
-		}
-		if len(out[i].InputSchema) == 0 {
-			out[i].InputSchema = json.RawMessage(`{"type":"object"}`)
-		}
+	if tools == nil {
+		return nil
+	}
+	out := make([]ext.Tool, len(tools))
+	for i, t := range tools {
+		out[i] = api.WithDefaults(t)
 	}
 	return out
 }

@@ -6,11 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -210,24 +210,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 // pidsWithEnv returns the processes whose environment holds kv.
 func pidsWithEnv(kv string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, d := range ents {
-		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, e := range bytes.Split(b, []byte{0}) {
-			if string(e) == kv {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
+	return testbin.Processes(func(dir string) bool {
+		b, err := os.ReadFile(filepath.Join(dir, "environ"))
+		return err == nil && slices.ContainsFunc(bytes.Split(b, []byte{0}), func(e []byte) bool { return string(e) == kv })
+	})
 }
 
 // freePort returns a free loopback port.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,41 +17,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+	"golang.org/x/oauth2"
 
 	"github.com/agenthost/agenthost/examples/internal/testbin"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { testbin.Cleanup() }))
-}
-
-// bearer adds a bearer token to every request.
-type bearer struct {
-	base  http.RoundTripper
-	token string
-}
-
-func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestEmbed builds and runs the embedding program with the hello
@@ -74,8 +45,9 @@ func TestEmbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
+	// Read only once the process has exited (in the cleanup).
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +95,9 @@ func TestEmbed(t *testing.T) {
 	defer cancel()
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
+	bearer := &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}), Base: tr}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "embed-test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: endpoint, HTTPClient: &http.Client{Transport: &bearer{tr, token}}, MaxRetries: -1}, nil)
+		Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer}, MaxRetries: -1}, nil)
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", endpoint, err)
 	}
@@ -154,7 +127,13 @@ func TestEmbed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("calling %s: %v", c.tool, err)
 		}
-		if got := text(res); res.IsError || got != c.want {
+		got := ""
+		if len(res.Content) == 1 {
+			if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+				got = tc.Text
+			}
+		}
+		if res.IsError || got != c.want {
 			t.Errorf("%s(%v) = %q (isError %v), want %q", c.tool, c.args, got, res.IsError, c.want)
 		}
 	}
@@ -185,28 +164,10 @@ func TestEmbed(t *testing.T) {
 	}
 }
 
-func text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // pidsOf returns the running processes of the binary at path.
 func pidsOf(path string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, d := range ents {
-		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && exe == path {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return testbin.Processes(func(dir string) bool {
+		exe, err := os.Readlink(filepath.Join(dir, "exe"))
+		return err == nil && exe == path
+	})
 }

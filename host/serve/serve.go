@@ -1,11 +1,11 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -83,10 +83,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	if opts != nil {
 		o = *opts
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	cfg := *h.Config()
 	if o.Addr != "" {
 		cfg.Listen = o.Addr

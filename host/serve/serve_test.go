@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+	"golang.org/x/oauth2"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
@@ -68,16 +69,9 @@ func newHost(t testing.TB, cfg *host.Config) *host.Host {
 	return h
 }
 
-// bearer adds a bearer token to every request.
-type bearer struct {
-	base  http.RoundTripper
-	token string
-}
-
-func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
+// bearer sends token as "Authorization: Bearer" over base.
+func bearer(base http.RoundTripper, token string) http.RoundTripper {
+	return &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}), Base: base}
 }
 
 // TestListenAndServe serves a real host on port 0: a token the server
@@ -108,7 +102,7 @@ func TestListenAndServe(t *testing.T) {
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: s.URL() + "/mcp", HTTPClient: &http.Client{Transport: &bearer{tr, tok}}, MaxRetries: -1}, nil)
+		Endpoint: s.URL() + "/mcp", HTTPClient: &http.Client{Transport: bearer(tr, tok)}, MaxRetries: -1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +113,7 @@ func TestListenAndServe(t *testing.T) {
 	_ = cs.Close()
 
 	req, _ := http.NewRequestWithContext(ctx, "GET", s.URL()+"/api/v1/tools", nil)
-	resp, err := (&http.Client{Transport: &bearer{tr, tok}}).Do(req)
+	resp, err := (&http.Client{Transport: bearer(tr, tok)}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +129,7 @@ func TestListenAndServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ = http.NewRequestWithContext(ctx, "GET", s.URL()+"/status.json", nil)
-	resp, err = (&http.Client{Transport: &bearer{tr, op}}).Do(req)
+	resp, err = (&http.Client{Transport: bearer(tr, op)}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,3 +64,20 @@ func Main(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// Processes returns the running processes for which match reports true,
+// given each one's /proc folder (Linux; elsewhere none).
+func Processes(match func(procDir string) bool) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		if match(filepath.Join("/proc", d.Name())) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -28,6 +28,22 @@ type Tool struct {
 	Extension string `json:"extension"`
 }
 
+// WithDefaults returns a registration with its defaults filled in, as the
+// host's registry keeps it: exposure direct, replay unsafe, input schema
+// {"type":"object"}.
+func WithDefaults(t ext.Tool) ext.Tool {
+	if t.Exposure == "" {
+		t.Exposure = ext.ExposureDirect
+	}
+	if t.Replay == "" {
+		t.Replay = ext.ReplayUnsafe
+	}
+	if len(t.InputSchema) == 0 {
+		t.InputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	return t
+}
+
 // Section is one settings section of an extension, as a UI renders it.
 type Section struct {
 	Extension   string          `json:"extension"`

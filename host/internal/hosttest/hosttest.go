@@ -140,15 +140,7 @@ func (h *Host) Refresh(ctx context.Context, user string) error {
 func (h *Host) SetTools(user string, tools ...api.Tool) {
 	out := slices.Clone(tools)
 	for i := range out {
-		if out[i].Exposure == "" {
-			out[i].Exposure = ext.ExposureDirect
-		}
-		if out[i].Replay == "" {
-			out[i].Replay = ext.ReplayUnsafe
-		}
-		if len(out[i].InputSchema) == 0 {
-			out[i].InputSchema = json.RawMessage(`{"type":"object"}`)
-		}
+		out[i].Tool = api.WithDefaults(out[i].Tool)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	h.mu.Lock()
