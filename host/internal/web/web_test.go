@@ -1115,3 +1115,30 @@ func TestConcurrentUsers(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestMCPURL: the settings page shows the configured MCP URL, else /mcp at
+// the address the request came to (a server on port 0 knows its URL only
+// once it listens).
+func TestMCPURL(t *testing.T) {
+	for name, c := range map[string]struct {
+		opts Options
+		tls  bool
+		want string
+	}{
+		"configured":  {Options{MCPURL: "https://agents.example.com/mcp"}, false, "https://agents.example.com/mcp"},
+		"request":     {Options{}, false, "http://127.0.0.1:41234/mcp"},
+		"request tls": {Options{}, true, "https://127.0.0.1:41234/mcp"},
+		"secure":      {Options{Secure: true}, false, "https://127.0.0.1:41234/mcp"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			target := "http://127.0.0.1:41234/settings"
+			if c.tls {
+				target = "https://127.0.0.1:41234/settings" // sets r.TLS
+			}
+			r := httptest.NewRequest("GET", target, nil)
+			if got := (&server{opts: c.opts}).mcpURL(r); got != c.want {
+				t.Errorf("mcpURL = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
