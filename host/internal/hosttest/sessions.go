@@ -230,12 +230,16 @@ func (h *Host) ResourceSubscribers(user string) map[string]int {
 }
 
 // Complete answers a completion request with one value: "<user>:<the
-// argument's value>".
+// ref's name or URI>:<the argument's value>".
 func (h *Host) Complete(ctx context.Context, user string, params json.RawMessage, _ ext.Session) (json.RawMessage, error) {
 	if err := h.ensureActive(ctx, user); err != nil {
 		return nil, err
 	}
 	var p struct {
+		Ref struct {
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		} `json:"ref"`
 		Argument struct {
 			Value string `json:"value"`
 		} `json:"argument"`
@@ -243,7 +247,7 @@ func (h *Host) Complete(ctx context.Context, user string, params json.RawMessage
 	if err := json.Unmarshal(params, &p); err != nil {
 		return nil, fmt.Errorf("completion params: %w", ext.Mark(err, ext.ErrInvalidArgument))
 	}
-	v, _ := json.Marshal(user + ":" + p.Argument.Value)
+	v, _ := json.Marshal(user + ":" + p.Ref.Name + p.Ref.URI + ":" + p.Argument.Value)
 	return json.RawMessage(`{"completion":{"values":[` + string(v) + `],"total":1,"hasMore":false}}`), nil
 }
 

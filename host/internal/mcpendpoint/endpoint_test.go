@@ -488,18 +488,6 @@ func TestVerifyCache(t *testing.T) {
 	}
 }
 
-// TestSessionTimeout: an idle session closes after Options.SessionTimeout
-// and is no longer counted.
-func TestSessionTimeout(t *testing.T) {
-	e := newEnv(t, &mcpendpoint.Options{SessionTimeout: 100 * time.Millisecond})
-	c := e.mustConnect(t, aliceTok)
-	c.names(t)
-	waitFor(t, "the idle session to close", func() bool { return e.ep.Sessions() == 0 })
-	if _, err := c.ListTools(context.Background(), nil); err == nil {
-		t.Error("a timed-out session still lists tools")
-	}
-}
-
 // unavailableVerifier cannot reach its store.
 type unavailableVerifier struct{}
 

@@ -37,10 +37,11 @@ func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json
 	case "resources/subscribe", "resources/unsubscribe":
 		return s.subscribe(ctx, m.Params, m.Method == "resources/unsubscribe")
 	case "completion/complete":
-		if !json.Valid(m.Params) {
-			return nil, errParams("completion/complete needs params")
+		params, err := u.cat.Load().hostCompletion(m.Params)
+		if err != nil {
+			return nil, err
 		}
-		out, err := s.e.host.Complete(ctx, s.p.User, m.Params, rs)
+		out, err := s.e.host.Complete(ctx, s.p.User, params, rs)
 		return checked(out, err, "completion")
 	case "logging/setLevel":
 		var p struct {
@@ -68,6 +69,26 @@ func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json
 		return checked(out, err, "the task request")
 	}
 	return nil, &rpcError{code: codeMethodNotFound, msg: fmt.Sprintf("method %q not found", m.Method)}
+}
+
+// hostCompletion returns completion/complete params with a prompt's MCP
+// name mapped back to the host's.
+func (c *catalogView) hostCompletion(params json.RawMessage) (json.RawMessage, error) {
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, errParams("completion/complete needs params")
+	}
+	var ref map[string]json.RawMessage
+	if json.Unmarshal(p["ref"], &ref) != nil || string(ref["type"]) != `"ref/prompt"` {
+		return params, nil
+	}
+	var name string
+	if json.Unmarshal(ref["name"], &name) != nil || c.promptByName[name] == nil {
+		return params, nil
+	}
+	ref["name"], _ = json.Marshal(c.promptByName[name].original)
+	p["ref"], _ = json.Marshal(ref)
+	return json.Marshal(p)
 }
 
 // checked turns a host answer into a result or a JSON-RPC error that
