@@ -514,11 +514,11 @@ func TestTasks(t *testing.T) {
 	}
 	for body, want := range map[string]string{
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"research__query","arguments":{},"task":{"ttl":60000}}}`: `"taskId":"research/t1","status":"working"`,
-		`{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"research/t1"}}`:                                      `"status":"completed","user":"alice"`,
-		`{"jsonrpc":"2.0","id":4,"method":"tasks/result","params":{"taskId":"research/t1"}}`:                                   `the report`,
-		`{"jsonrpc":"2.0","id":5,"method":"tasks/list"}`:                                                                       `"tasks":[`,
-		`{"jsonrpc":"2.0","id":6,"method":"tasks/cancel","params":{"taskId":"research/t1"}}`:                                   `"status":"completed"`,
-		`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"research/nope"}}`:                                    `unknown task`,
+		`{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"research/t1"}}`:                                        `"status":"completed","user":"alice"`,
+		`{"jsonrpc":"2.0","id":4,"method":"tasks/result","params":{"taskId":"research/t1"}}`:                                     `the report`,
+		`{"jsonrpc":"2.0","id":5,"method":"tasks/list"}`:                                                                         `"tasks":[`,
+		`{"jsonrpc":"2.0","id":6,"method":"tasks/cancel","params":{"taskId":"research/t1"}}`:                                     `"status":"completed"`,
+		`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"research/nope"}}`:                                      `unknown task`,
 	} {
 		_, msgs := e.rpc(t, aliceTok, cs.ID(), "2025-11-25", body)
 		if len(msgs) != 1 || !strings.Contains(string(msgs[0]), want) {
