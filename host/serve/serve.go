@@ -109,7 +109,9 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		Limiter: a.Limiter(), AddrKey: auth.AddrKey, AllowedOrigins: cfg.AllowedOrigins,
 		Logger: logger.With("surface", "mcp"), Version: host.Version,
 		// Revocations reach CloseToken at once, so a short cache is safe.
-		VerifyCacheTTL: 5 * time.Second,
+		VerifyCacheTTL:     5 * time.Second,
+		SessionTimeout:     time.Duration(cfg.MCP.SessionIdleMinutes * float64(time.Minute)),
+		MaxSessionsPerUser: cfg.MCP.MaxSessionsPerUser, MaxSessions: cfg.MCP.MaxSessions,
 	})
 	if err != nil {
 		_ = a.Close()
