@@ -124,7 +124,8 @@ func (e *extension) launch(ctx context.Context, inproc ext.Extension) (*supervis
 		return fail(err)
 	}
 	hs := &hostServices{h: e.h, ext: e.name}
-	if err := g.Ext.Configure(ctx, &ext.ConfigureRequest{Name: e.name, Config: e.config, Host: hs, BaseDir: e.h.cfg.dir}); err != nil {
+	if err := g.Ext.Configure(ctx, &ext.ConfigureRequest{Name: e.name, Config: e.config, Host: hs, BaseDir: e.h.cfg.dir,
+		PublicURL: e.h.cfg.BaseURL(), ListenAddr: e.h.cfg.ListenAddr()}); err != nil {
 		return fail(fmt.Errorf("configuring extension %q: %w", e.name, err))
 	}
 	g.Desc = desc
