@@ -290,10 +290,8 @@ func (c *Config) validateListen() []error {
 			errs = append(errs, fmt.Errorf("publicURL: %q is not an http(s) URL", c.PublicURL))
 		}
 	}
-	for i, p := range c.TrustedProxies {
-		if _, err := guard.ParseCIDR(p); err != nil {
-			errs = append(errs, fmt.Errorf("trustedProxies[%d]: %w", i, err))
-		}
+	if _, err := guard.NewTrustedProxies(c.TrustedProxies); err != nil {
+		errs = append(errs, fmt.Errorf("trustedProxies: %w", err))
 	}
 	return errs
 }

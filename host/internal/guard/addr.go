@@ -1,11 +1,12 @@
 package guard
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/agenthost/agenthost/ext/netguard"
 )
 
 // LoopbackKey is the [AddrKey] of every loopback address.
@@ -44,40 +45,14 @@ type TrustedProxies struct {
 }
 
 // NewTrustedProxies parses CIDRs ("10.0.0.0/8", "2001:db8::/32") or bare IP
-// addresses (one proxy). An empty list trusts no proxy. The error names
-// the first entry that is neither.
+// addresses (one proxy), as netguard.ParsePrefixes does. An empty list
+// trusts no proxy. The error names the first entry that is neither.
 func NewTrustedProxies(cidrs []string) (*TrustedProxies, error) {
-	t := &TrustedProxies{}
-	for i, c := range cidrs {
-		p, err := ParseCIDR(c)
-		if err != nil {
-			return nil, fmt.Errorf("trusted proxy %d: %w", i, err)
-		}
-		t.prefixes = append(t.prefixes, p)
-	}
-	return t, nil
-}
-
-// ParseCIDR parses one trusted-proxy entry: a CIDR, or a bare IP address
-// meaning that address alone. IPv4-mapped forms are turned into IPv4.
-func ParseCIDR(s string) (netip.Prefix, error) {
-	s = strings.TrimSpace(s)
-	if !strings.Contains(s, "/") {
-		ip, err := netip.ParseAddr(s)
-		if err != nil || ip.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8 or 2001:db8::/32, nor an IP address", s)
-		}
-		ip = ip.Unmap()
-		return netip.PrefixFrom(ip, ip.BitLen()), nil
-	}
-	p, err := netip.ParsePrefix(s)
+	p, err := netguard.ParsePrefixes(cidrs)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8 or 2001:db8::/32: %w", s, err)
+		return nil, err
 	}
-	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-	}
-	return p.Masked(), nil
+	return &TrustedProxies{prefixes: p}, nil
 }
 
 // Trusts reports whether ip is a trusted proxy.

@@ -3,21 +3,11 @@ package guard
 import (
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
-)
 
-// IsLoopbackHost reports whether host (a name or an IP, without port) is a
-// loopback host: localhost, a name under .localhost, or a loopback IP.
-func IsLoopbackHost(host string) bool {
-	host = normHost(host)
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
-}
+	"github.com/agenthost/agenthost/ext/netguard"
+)
 
 // HostAllowed is the DNS-rebinding check: a request that reached a
 // loopback address must name a loopback host, or one of allowed (host
@@ -26,11 +16,11 @@ func IsLoopbackHost(host string) bool {
 // who may connect to it is the listener's and TLS's business.
 func HostAllowed(r *http.Request, allowed []string) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || local == nil || !IsLoopbackHost(hostOnly(local.String())) {
+	if !ok || local == nil || !netguard.IsLoopbackHost(hostOnly(local.String())) {
 		return true
 	}
 	h := hostOnly(r.Host)
-	if IsLoopbackHost(h) {
+	if netguard.IsLoopbackHost(h) {
 		return true
 	}
 	h = normHost(h)

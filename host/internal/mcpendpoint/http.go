@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/agenthost/agenthost/host/internal/guard"
+	"github.com/agenthost/agenthost/ext/netguard"
 )
 
 // normalizeOrigin returns origin as lowercase scheme://host[:port], or
@@ -35,5 +35,5 @@ func (e *Endpoint) originAllowed(origin string) bool {
 		return true
 	}
 	u, _ := url.Parse(n)
-	return guard.IsLoopbackHost(u.Hostname())
+	return netguard.IsLoopbackHost(u.Hostname())
 }
