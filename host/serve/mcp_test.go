@@ -58,8 +58,10 @@ func TestMCPSessionBounds(t *testing.T) {
 	if code, _ := send(ids[2], ping); code != http.StatusOK {
 		t.Errorf("the newest session: HTTP %d, want 200", code)
 	}
-	// ids[1] has had no request since it opened.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	// ids[1] has had no request since it opened; each probe is a request,
+	// so probes are further apart than the timeout.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		time.Sleep(time.Second)
 		code, _ := send(ids[1], ping)
 		if code == http.StatusNotFound {
 			break

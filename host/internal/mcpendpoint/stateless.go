@@ -46,6 +46,10 @@ func (e *Endpoint) newStatelessHandler() http.Handler {
 		PropagateRequestCancellation: true,
 		Logger:                       e.log,
 		MaxRequestBodyBytes:          e.maxBody,
+		// go-sdk refuses a non-loopback Host on a loopback connection, as
+		// ServeHTTP does first; ServeHTTP also allows AllowedHosts, which
+		// go-sdk does not know of, so then only ServeHTTP checks.
+		DisableLocalhostProtection: len(e.hosts) > 0,
 	})
 }
 
