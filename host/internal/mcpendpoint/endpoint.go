@@ -223,9 +223,11 @@ type Endpoint struct {
 	mu    sync.Mutex
 	users map[string]*userState
 	byID  map[string]*session // open sessions by Mcp-Session-Id
-	wg    sync.WaitGroup      // refresh loops, the sweeper, session cleanups
-	open  atomic.Int64        // len(byID)
-	calls atomic.Int64        // tools/call answered
+	// statelessReqs cancels the stateless requests in flight, by token ID.
+	statelessReqs map[string]map[*context.CancelFunc]struct{}
+	wg            sync.WaitGroup // refresh loops, the sweeper, session cleanups
+	open          atomic.Int64   // len(byID)
+	calls         atomic.Int64   // tools/call answered
 
 	closeOnce sync.Once
 }
@@ -282,6 +284,8 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		maxAll:     int(limit(o.MaxSessions, DefaultMaxSessions)),
 		users:      map[string]*userState{},
 		byID:       map[string]*session{},
+
+		statelessReqs: map[string]map[*context.CancelFunc]struct{}{},
 	}
 	e.info, _ = json.Marshal(e.impl)
 	if o.VerifyCacheTTL > 0 {
@@ -458,8 +462,9 @@ func (e *Endpoint) verify(r *http.Request, token string) (Principal, error) {
 // Sessions returns the number of open sessions.
 func (e *Endpoint) Sessions() int { return int(e.open.Load()) }
 
-// CloseToken ends every session opened with token tokenID. It returns at
-// once: by then the sessions' calls in flight are cancelled and their
+// CloseToken ends every session opened with token tokenID, and the
+// token's stateless requests in flight. It returns at once: by then the
+// sessions' calls in flight are cancelled and their
 // further requests refused (404); what is left of closing them (resource
 // unsubscriptions) runs in the background, and [Endpoint.Close] waits for
 // that. The caller revokes the token in the verifier first (or at the
@@ -478,6 +483,9 @@ func (e *Endpoint) CloseToken(tokenID string) {
 		if s.p.TokenID == tokenID {
 			out = append(out, s)
 		}
+	}
+	for cancel := range e.statelessReqs[tokenID] {
+		(*cancel)()
 	}
 	e.mu.Unlock()
 	for _, s := range out {

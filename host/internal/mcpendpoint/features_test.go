@@ -652,7 +652,39 @@ func TestStatelessBoundToUser(t *testing.T) {
 	if n := e.ep.Sessions(); n != 0 {
 		t.Errorf("Sessions() = %d, want 0", n)
 	}
-	_ = mcpendpoint.ToolCalls(e.ep)
+	if mcpendpoint.ToolCalls(e.ep) < 2 {
+		t.Errorf("%d of alice's tools/call answered, want 2", mcpendpoint.ToolCalls(e.ep))
+	}
+}
+
+// TestStatelessRevoked: CloseToken cancels the token's stateless requests
+// in flight.
+func TestStatelessRevoked(t *testing.T) {
+	e := newEnv(t, nil)
+	started := make(chan struct{}, 1)
+	e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	c := e.session(t, aliceTok, "", nil)
+	errc := make(chan error, 1)
+	go func() {
+		res, err := c.CallTool(tctx(t), &mcp.CallToolParams{Name: "notes__add", Arguments: map[string]any{}})
+		if err == nil && !res.IsError {
+			err = errors.New("the call succeeded")
+		}
+		errc <- err
+	}()
+	<-started
+	e.ver.revoke(aliceTok)
+	e.ep.CloseToken("a1")
+	select {
+	case err := <-errc:
+		t.Logf("the revoked token's stateless call ended: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the revoked token's stateless call goes on")
+	}
 }
 
 func mustJSON(v any) string {

@@ -67,7 +67,25 @@ func (e *Endpoint) serveStateless(w http.ResponseWriter, r *http.Request, p Prin
 	}
 	defer e.release(u)
 	e.lease(u)
-	e.stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+	// CloseToken ends the token's requests in flight too (a long call, a
+	// subscriptions/listen stream).
+	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), userKey{}, u))
+	defer cancel()
+	e.mu.Lock()
+	if e.statelessReqs[p.TokenID] == nil {
+		e.statelessReqs[p.TokenID] = map[*context.CancelFunc]struct{}{}
+	}
+	e.statelessReqs[p.TokenID][&cancel] = struct{}{}
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.statelessReqs[p.TokenID], &cancel)
+		if len(e.statelessReqs[p.TokenID]) == 0 {
+			delete(e.statelessReqs, p.TokenID)
+		}
+		e.mu.Unlock()
+	}()
+	e.stateless.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // lease holds u for statelessLease past now (the sweeper lets go).
