@@ -1,3 +1,4 @@
+//lint:file-ignore SA1019 logging is deprecated from MCP 2026-07-28 but still relayed to the clients of that revision that use it (issue 9).
 package mcpendpoint
 
 import (
@@ -441,7 +442,7 @@ func (s *sdkSession) Notify(_ context.Context, method string, params json.RawMes
 		if err := json.Unmarshal(params, &p); err != nil {
 			return fmt.Errorf("log params: %w", ext.Mark(err, ext.ErrInvalidArgument))
 		}
-		return s.ss.Log(s.ctx, &p) //nolint:staticcheck // logging is relayed on purpose while clients use it
+		return s.ss.Log(s.ctx, &p)
 	}
 	return fmt.Errorf("notification %q is not sent in a request: %w", method, ext.ErrInvalidArgument)
 }

@@ -101,8 +101,6 @@ type catalogSource struct {
 	templates []api.ResourceTemplate
 }
 
-var emptyCatalog = &catalogView{promptByName: map[string]*promptEntry{}}
-
 // userState holds a user's tables while the user has sessions (or a
 // request that may open one, or a stateless lease), and the goroutine that
 // refreshes them.
