@@ -493,8 +493,9 @@ func (e *Endpoint) CloseToken(tokenID string) {
 	}
 }
 
-// Close closes every session, cancels calls in flight, stops listening to
-// the host and waits for every goroutine the endpoint started. Requests
+// Close closes every session, cancels calls in flight (stateless ones
+// too), stops listening to the host and waits for every goroutine the
+// endpoint started. Requests
 // that arrive later get 503. Close may be called more than once.
 func (e *Endpoint) Close() error {
 	e.closeOnce.Do(func() {
@@ -511,6 +512,11 @@ func (e *Endpoint) Close() error {
 		e.mu.Lock()
 		for _, u := range e.users {
 			u.stopLocked()
+		}
+		for _, reqs := range e.statelessReqs {
+			for cancel := range reqs {
+				(*cancel)()
+			}
 		}
 		e.mu.Unlock()
 		e.cancel()
