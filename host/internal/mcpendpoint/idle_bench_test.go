@@ -11,22 +11,27 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
 )
 
 // BenchmarkIdleSessions opens sessions the way the session-flood attack
 // does (one token, raw initialize requests, nothing after them) for a user
 // with 20 tools and reports the memory each idle session holds: heap and
-// goroutine stacks in use after a full collection, per session.
+// goroutine stacks in use after a full collection, per session (the
+// in-memory host's registration of the session, like the real host's,
+// included).
 func BenchmarkIdleSessions(b *testing.B) {
 	tools := []api.Tool{}
 	for i := range 20 {
 		tools = append(tools, api.Tool{Tool: ext.Tool{Name: fmt.Sprintf("srv%d/echo", i), Description: strings.Repeat("Echo the text back. ", 5),
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"The text."}}}`)}})
 	}
+	h := hosttest.New(nil)
+	h.SetTools("alice", tools...)
 	const sessions = 2000
 	for range b.N {
-		ep, err := mcpendpoint.New(&echoHost{tools: tools}, benchVerifier{}, &mcpendpoint.Options{MaxSessionsPerUser: sessions, MaxSessions: sessions})
+		ep, err := mcpendpoint.New(h, benchVerifier{}, &mcpendpoint.Options{MaxSessionsPerUser: sessions, MaxSessions: sessions})
 		if err != nil {
 			b.Fatal(err)
 		}
