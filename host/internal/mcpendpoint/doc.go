@@ -44,8 +44,9 @@
 // per initialize for a user with 20 tools (every tool registered again;
 // BenchmarkIdleSessions); it has no tasks, no
 // raw relay of results and server requests, and its idle clock counted
-// only the requests it saw. A session here is a struct (≈0.7 KiB with the host's registration of it, no
-// goroutine, no timer); a request runs on its POST's goroutine.
+// only the requests it saw. A session here is a struct (≈0.7 KiB with
+// the host's registration of it, no goroutine, no timer); a request runs
+// on its POST's goroutine.
 //
 // # Requests
 //
