@@ -1,6 +1,8 @@
 package serve_test
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -69,5 +71,38 @@ func TestMCPSessionBounds(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("a session idle past sessionIdleMinutes (0.6 s) did not expire")
 		}
+	}
+}
+
+// TestCloseSkipsSilentConnections: a connection that never sent a request
+// (a client's unused spare) does not hold Close for Shutdown's 5 s, nor
+// make it fail.
+func TestCloseSkipsSilentConnections(t *testing.T) {
+	h := newHost(t, nil)
+	s, err := serve.New(h, &serve.Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background(), ln) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(50 * time.Millisecond) // accepted: StateNew
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
 	}
 }
