@@ -322,6 +322,16 @@ func TestOutsideRequests(t *testing.T) {
 	if err != nil || !strings.Contains(string(roots), "file:///home/alice") {
 		t.Errorf("roots asked outside a request: %s %v", roots, err)
 	}
+	// A newer session that declared roots but never opened its stream
+	// declares nothing to the host, which then asks one that can hear it.
+	resp := e.rawPost(t, aliceTok, "", strings.Replace(initBody, `"capabilities":{}`, `"capabilities":{"roots":{}}`, 1), nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a raw initialize: HTTP %d", resp.StatusCode)
+	}
+	roots, err = e.host.RequestUser(tctx(t), "alice", ext.MethodListRoots, json.RawMessage(`{}`))
+	if err != nil || !strings.Contains(string(roots), "file:///home/alice") {
+		t.Errorf("roots asked beside a stream-less session: %s %v", roots, err)
+	}
 
 	if err := cs.Subscribe(tctx(t), &mcp.SubscribeParams{URI: "notes://alice/today"}); err != nil {
 		t.Fatal(err)
@@ -359,7 +369,7 @@ func TestOutsideRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the closed session to leave the host", func() bool {
-		return e.host.Attached("alice") == 1 && len(e.host.ResourceSubscribers("alice")) == 0
+		return e.host.Attached("alice") == 2 && len(e.host.ResourceSubscribers("alice")) == 0
 	})
 	_ = cs2
 }

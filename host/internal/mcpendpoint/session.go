@@ -298,6 +298,7 @@ func (s *session) deliver(m *rpcMsg) {
 // answer.
 func (s *session) ask(ctx context.Context, method string, params json.RawMessage, send func([]byte) error) (json.RawMessage, error) {
 	need := ext.SessionCapability(method)
+	// s.caps, not s.Capabilities(): the request may travel on a POST.
 	if need == "" {
 		return nil, fmt.Errorf("clients are not asked %q: %w", method, ext.ErrInvalidArgument)
 	}
@@ -355,9 +356,19 @@ func (s *session) ask(ctx context.Context, method string, params json.RawMessage
 	}
 }
 
-// Capabilities implements [ext.Session]: the client's declared
-// capabilities.
-func (s *session) Capabilities() json.RawMessage { return s.caps }
+// Capabilities implements [ext.Session] for the host's requests outside
+// any request: the client's declared capabilities while its standalone
+// stream is open, none otherwise (such a request could not reach it, so
+// the host asks another of the user's sessions).
+func (s *session) Capabilities() json.RawMessage {
+	s.mu.Lock()
+	open := s.stream != nil
+	s.mu.Unlock()
+	if !open {
+		return json.RawMessage("{}")
+	}
+	return s.caps
+}
 
 // Notify implements [ext.Session] for messages outside any request: log
 // messages at or above the session's level and updates of resources it
