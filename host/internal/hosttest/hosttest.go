@@ -4,13 +4,18 @@
 // (mcpendpoint.Host, web.Host, control.Host) with real behaviour, not
 // stubs: settings are validated by package settings against the sections'
 // forms and kept per user with their secrets, tools are kept per user and
-// announce their changes, calls are recorded and answered, and users are
-// activated on first use and refreshed after their settings change, the
-// way package host does it.
+// announce their changes, calls are recorded and answered (with the
+// client's session), users are activated on first use and refreshed after
+// their settings change, and prompts, resources, templates, instructions
+// (announced too), resource subscriptions, completions, tasks and attached
+// client sessions work per user, the way package host does it.
 //
 // What the extensions would compute (a user's tools and status from their
-// settings) a test supplies: with [Host.SetTools] and [Host.SetStatus], or
-// with an [Options.Activate] hook that derives them as an extension would.
+// settings) a test supplies: with [Host.SetTools], [Host.SetStatus] and
+// [Host.SetCatalog], or with an [Options.Activate] hook that derives them
+// as an extension would; [Host.SetCallTool] and [Host.SetTask] answer as
+// an extension would, and [Host.Notify] and [Host.RequestUser] reach the
+// attached sessions as an extension's would.
 //
 // A Host is safe for concurrent use.
 package hosttest
