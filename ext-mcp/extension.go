@@ -29,7 +29,7 @@ const Version = "v0.1.0"
 // to the users of shared server S. The host maps its operator scope (the
 // CLI's `secret set --operator`) to this ID. No call, activation or
 // service start is ever made in its name.
-const OperatorUser = "@operator"
+const OperatorUser = ext.OperatorUser
 
 // The settings sections and fields.
 const (

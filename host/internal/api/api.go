@@ -17,7 +17,7 @@ import (
 )
 
 // OperatorUser is the reserved user ID of the operator's own secrets.
-const OperatorUser = "@operator"
+const OperatorUser = ext.OperatorUser
 
 // Tool is a registered tool and the extension that owns it. Its JSON form
 // is the one every surface shows (the JSON API, the control socket, the
