@@ -87,6 +87,33 @@ type Server struct {
 	// ProtocolVersion pins the MCP protocol version; "latest" lets go-sdk
 	// negotiate the newest; empty means DefaultProtocolVersion.
 	ProtocolVersion string `json:"protocolVersion,omitempty" jsonschema_description:"MCP protocol version to speak, e.g. 2025-11-25; latest negotiates the newest."`
+	// OAuth tunes the OAuth sign-in of a remote server that asks for one
+	// (see [OAuthConfig]); without it, sign-ins discover everything.
+	OAuth *OAuthConfig `json:"oauth,omitempty" jsonschema_description:"OAuth sign-in of a remote server: a client registered with its authorization server, and the scopes to ask for. Optional: without it the client is registered on the fly."`
+}
+
+// OAuthConfig tunes the OAuth sign-in of one remote server. Every field is
+// optional. The authorization server, its endpoints and the client
+// registration are otherwise discovered when the server first answers 401:
+// a client ID metadata document (the host's), else ClientID, else dynamic
+// client registration.
+type OAuthConfig struct {
+	// ClientID is a client the operator registered with the server's
+	// authorization server (used when it does not accept the host's
+	// client ID metadata document).
+	ClientID string `json:"clientId,omitempty" jsonschema_description:"A client ID the operator registered with the server's authorization server."`
+	// ClientSecret names the operator secret holding ClientID's secret,
+	// for a confidential client: never the value itself.
+	ClientSecret *SecretRef `json:"clientSecret,omitempty" jsonschema_description:"The client's secret, as a reference to an operator secret: {\"secret\": NAME}, stored with agenthost secret set --operator NAME. Never the value itself."`
+	// Scopes replaces the scopes the server names with these.
+	Scopes []string `json:"scopes,omitempty" jsonschema_description:"The scopes to ask for, instead of the ones the server names."`
+}
+
+// SecretRef names a secret of the operator's store (agenthost secret set
+// --operator NAME) instead of holding its value.
+type SecretRef struct {
+	// Secret is the operator secret's name.
+	Secret string `json:"secret" jsonschema_description:"The name of an operator secret (agenthost secret set --operator NAME)."`
 }
 
 // Duration is a timeout written as a Go duration string ("30s", "2m") or
@@ -302,7 +329,7 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 	}
 	n := len(*errs)
 	known := []string{"command", "args", "env", "cwd", "url", "headers", "type", "credentials", "availability",
-		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion"}
+		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion", "oauth"}
 	for _, k := range sortedKeys(fields) {
 		v, at := fields[k], where+"."+k
 		switch k {
@@ -347,6 +374,8 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 			s.Tools, _ = strMap(v, at, errs)
 		case "protocolVersion":
 			s.ProtocolVersion, _ = str(v, at, errs)
+		case "oauth":
+			s.OAuth = parseOAuth(v, at, user, errs)
 		default:
 			errs.add(at, "unknown field%s", suggest(k, known...))
 		}
@@ -372,6 +401,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 		if len(s.Headers) > 0 {
 			errs.add(where+".headers", "applies to url servers only")
 		}
+		if s.OAuth != nil {
+			errs.add(where+".oauth", "applies to url servers only: a stdio server takes a token (MCP_ACCESS_TOKEN)")
+		}
 		for _, k := range sortedKeys(s.Env) {
 			switch {
 			case !envName.MatchString(k):
@@ -390,6 +422,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 	default:
 		if s.Type != "" && s.Type != "http" && s.Type != "sse" {
 			errs.add(where+".type", "%q is not one of http, sse", clip(s.Type, 20))
+		}
+		if s.OAuth != nil && s.Type == "sse" {
+			errs.add(where+".oauth", "applies to Streamable HTTP servers only (type http), not to the legacy SSE transport")
 		}
 		u, err := url.Parse(s.URL)
 		switch {
@@ -467,6 +502,74 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 	}
 }
 
+// secretName is what an operator secret's name may look like.
+var secretName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$`)
+
+// scopeToken is an OAuth scope (RFC 6749 §3.3: printable ASCII without
+// space, quote or backslash).
+var scopeToken = regexp.MustCompile(`^[\x21\x23-\x5B\x5D-\x7E]{1,256}$`)
+
+// parseOAuth parses a server's oauth block. Values are never quoted: a
+// pasted secret must not end up in an error.
+func parseOAuth(raw json.RawMessage, where string, user bool, errs *problems) *OAuthConfig {
+	fields, ok := object(raw, where, errs)
+	if !ok {
+		return nil
+	}
+	o := &OAuthConfig{}
+	for _, k := range sortedKeys(fields) {
+		v, at := fields[k], where+"."+k
+		switch k {
+		case "clientId":
+			if id, ok := str(v, at, errs); ok {
+				switch {
+				case strings.TrimSpace(id) == "" || len(id) > 512 || strings.ContainsAny(id, "\r\n\x00"):
+					errs.add(at, "must be a client ID (1 to 512 characters, one line)")
+				default:
+					o.ClientID = id
+				}
+			}
+		case "clientSecret":
+			if user {
+				errs.add(at, "names an operator secret; your own servers cannot use one")
+				continue
+			}
+			var ref map[string]json.RawMessage
+			if err := json.Unmarshal(v, &ref); err != nil || ref == nil {
+				errs.add(at, `must be {"secret": NAME}, a reference to an operator secret (agenthost secret set --operator NAME), never the value itself`)
+				continue
+			}
+			var name string
+			for _, rk := range sortedKeys(ref) {
+				if rk != "secret" {
+					errs.add(at+"."+rk, "unknown field%s", suggest(rk, "secret"))
+				} else if err := json.Unmarshal(ref[rk], &name); err != nil || !secretName.MatchString(name) {
+					errs.add(at+".secret", "must be the name of an operator secret (letters, digits and _ . : @ -, at most 128)")
+					name = ""
+				}
+			}
+			if name != "" {
+				o.ClientSecret = &SecretRef{Secret: name}
+			}
+		case "scopes":
+			if l, ok := strList(v, at, errs); ok {
+				for i, sc := range l {
+					if !scopeToken.MatchString(sc) {
+						errs.add(fmt.Sprintf("%s[%d]", at, i), "is not an OAuth scope (printable characters, no spaces or quotes)")
+					}
+				}
+				o.Scopes = l
+			}
+		default:
+			errs.add(at, "unknown field%s", suggest(k, "clientId", "clientSecret", "scopes"))
+		}
+	}
+	if o.ClientSecret != nil && o.ClientID == "" {
+		errs.add(where+".clientSecret", "needs clientId: a secret belongs to a registered client")
+	}
+	return o
+}
+
 func validHeaderName(k string) bool {
 	if k == "" {
 		return false
@@ -542,7 +645,8 @@ func fingerprint(credentials string, s Server) string {
 		C, Cmd, Cwd, URL, Type, PV string
 		Args                       []string
 		Env, Headers               map[string]string
-	}{credentials, s.Command, s.Cwd, s.URL, s.Type, s.ProtocolVersion, s.Args, s.Env, s.Headers})
+		OAuth                      *OAuthConfig
+	}{credentials, s.Command, s.Cwd, s.URL, s.Type, s.ProtocolVersion, s.Args, s.Env, s.Headers, s.OAuth})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }

@@ -53,6 +53,15 @@ func TestParseConfigValid(t *testing.T) {
 				"b": {Command: "b", Cwd: "/tmp", Timeout: extmcp.Duration(2500 * time.Millisecond), ProtocolVersion: "latest"},
 			}}},
 		},
+		"oauth": {
+			`{"mcpServers": {"o": {"url": "https://o/mcp", "oauth": {"clientId": "agenthost-prod", "clientSecret": {"secret": "o-client"},
+			  "scopes": ["read", "mcp:tools"]}}, "d": {"url": "https://d/mcp", "oauth": {}}}}`,
+			&extmcp.Config{ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
+				"o": {URL: "https://o/mcp", OAuth: &extmcp.OAuthConfig{ClientID: "agenthost-prod",
+					ClientSecret: &extmcp.SecretRef{Secret: "o-client"}, Scopes: []string{"read", "mcp:tools"}}},
+				"d": {URL: "https://d/mcp", OAuth: &extmcp.OAuthConfig{}},
+			}}},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -135,6 +144,19 @@ func TestParseConfigErrors(t *testing.T) {
 			"mcpServers.a.headers.X: the value holds a line break or NUL",
 			`mcpServers.b.env: "1A" is not a variable name`,
 		}},
+		"bad oauth": {`{"mcpServers": {"a": {"url": "https://h", "oauth": {"clientID": "x", "clientSecret": "s3cr3t-inline", "scopes": ["ok", "two words"]}},
+			"b": {"command": "x", "oauth": {}}, "c": {"url": "https://h", "oauth": []}, "d": {"url": "https://h", "type": "sse", "oauth": {"clientId": ""}},
+			"e": {"url": "https://h", "oauth": {"clientSecret": {"secret": "n", "value": "v"}}}, "f": {"url": "https://h", "oauth": {"clientId": "i", "clientSecret": {"secret": "bad name"}}}}}`, []string{
+			`mcpServers.a.oauth.clientID: unknown field (did you mean "clientId"?)`,
+			`mcpServers.a.oauth.clientSecret: must be {"secret": NAME}, a reference to an operator secret (agenthost secret set --operator NAME), never the value itself`,
+			"mcpServers.a.oauth.scopes[1]: is not an OAuth scope (printable characters, no spaces or quotes)",
+			"mcpServers.b.oauth: applies to url servers only: a stdio server takes a token (MCP_ACCESS_TOKEN)",
+			"mcpServers.c.oauth: must be a JSON object",
+			"mcpServers.d.oauth.clientId: must be a client ID (1 to 512 characters, one line)",
+			`mcpServers.e.oauth.clientSecret.value: unknown field`,
+			"mcpServers.e.oauth.clientSecret: needs clientId: a secret belongs to a registered client",
+			"mcpServers.f.oauth.clientSecret.secret: must be the name of an operator secret (letters, digits and _ . : @ -, at most 128)",
+		}},
 		"timeouts": {`{"mcpServers": {"a": {"command": "x", "timeout": -1}, "b": {"command": "x", "timeout": "48h"}}}`, []string{
 			"mcpServers.a.timeout: -1 seconds is out of range",
 			"mcpServers.b.timeout: must be between 0 and 24h0m0s",
@@ -178,6 +200,15 @@ func TestParseServerList(t *testing.T) {
 	got := append([]string(nil), ce.Problems...)
 	if diff := cmp.Diff(sorted(want), sorted(got)); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	// Their own remote servers may sign in with a client of their own, but
+	// not with the operator's secrets.
+	if _, err := extmcp.ParseServerList(json.RawMessage(`{"mcpServers": {"o": {"url": "https://o/mcp", "oauth": {"clientId": "mine", "scopes": ["a"]}}}}`)); err != nil {
+		t.Errorf("an own server with oauth: %v", err)
+	}
+	_, err = extmcp.ParseServerList(json.RawMessage(`{"mcpServers": {"o": {"url": "https://o/mcp", "oauth": {"clientId": "c", "clientSecret": {"secret": "prod"}}}}}`))
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0] != "mcpServers.o.oauth.clientSecret: names an operator secret; your own servers cannot use one" {
+		t.Errorf("an own server naming an operator secret: %v", err)
 	}
 }
 
