@@ -19,6 +19,7 @@ import (
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/netguard"
 )
 
 // Config is the extension's config block in the operator's file.
@@ -30,6 +31,11 @@ type Config struct {
 	// UserServers is the policy for the users' own servers: "none" (the
 	// default), "url" (remote servers) or "all" (stdio servers too).
 	UserServers string `json:"userServers,omitempty" jsonschema:"enum=none,enum=url,enum=all,default=none" jsonschema_description:"Which servers of their own users may add: none, url (remote) or all (stdio too)."`
+	// AllowNetworks opens address prefixes (CIDR, or single addresses)
+	// that outbound OAuth requests (metadata, registration, tokens) may
+	// reach although they are refused by default: loopback, private,
+	// link-local and the other ranges of package netguard.
+	AllowNetworks []string `json:"allowNetworks,omitempty" jsonschema_description:"Address prefixes (CIDR) that OAuth discovery and token requests may reach although private or loopback, such as 10.0.0.0/8 for an intranet authorization server."`
 	ServerList
 }
 
@@ -237,9 +243,17 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 					errs.add(k, "%q is not one of none, url, all", clip(s, 20))
 				}
 			}
+		case "allowNetworks":
+			if l, ok := strList(v, k, &errs); ok {
+				if _, err := netguard.ParsePrefixes(l); err != nil {
+					errs.add(k, "%v", err)
+				} else {
+					cfg.AllowNetworks = l
+				}
+			}
 		case "mcpServers", "servers", "$schema":
 		default:
-			errs.add(k, "unknown field%s", suggest(k, "userServers", "mcpServers", "servers"))
+			errs.add(k, "unknown field%s", suggest(k, "userServers", "allowNetworks", "mcpServers", "servers"))
 		}
 	}
 	cfg.ServerList = parseList(top, false, &errs)

@@ -49,16 +49,24 @@ type authTransport struct {
 	origin  string // scheme://host[:port] of the configured URL
 	headers http.Header
 	token   string
+	oauth   bool // the request's Authorization is the OAuth handler's: keep it
 }
 
 func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
+	var keep string
+	if t.oauth {
+		keep = r.Header.Get("Authorization")
+	}
 	r.Header.Del("Authorization") // only ours goes out
 	for k, v := range t.headers {
 		r.Header[k] = v
 	}
-	if t.token != "" {
+	switch {
+	case t.token != "":
 		r.Header.Set("Authorization", "Bearer "+t.token)
+	case keep != "":
+		r.Header.Set("Authorization", keep)
 	}
 	if originOf(r.URL) != t.origin {
 		r.Header.Del("Authorization")
@@ -74,33 +82,63 @@ type connector struct{ x *Extension }
 
 var _ catalog.Connector = (*connector)(nil)
 
-// credential returns the token server d uses for user, and whether it
-// replaces the configured Authorization and MCP_ACCESS_TOKEN.
+// ownerOf returns whose credential user uses on d: the user's own on a
+// personal server; the operator's ([OperatorUser]) on a shared server, and
+// only for a user on its allowlist.
+func ownerOf(user string, d catalog.ServerDecl) (string, error) {
+	if user == "" {
+		return "", fmt.Errorf("caller not identified: %w", ext.ErrPermission)
+	}
+	if d.Credentials == catalog.CredentialsShared {
+		if user != OperatorUser && !slices.Contains(d.Users, user) {
+			return "", fmt.Errorf("user %q may not use the shared server %q: %w", user, d.Name, ext.ErrPermission)
+		}
+		return OperatorUser, nil
+	}
+	return user, nil
+}
+
+// ownerSpec binds d's spec to the credential owner keeps for it.
 //
 // A personal server gets the user's secret token:S, or none: a configured
 // token is never a fallback. A shared server gets the operator's
-// credential (the secret token:S of [OperatorUser]), and only for a user
-// on its allowlist; without an operator secret, its configured headers and
-// environment stay as written.
-func (x *Extension) credential(ctx context.Context, h ext.Host, user string, d catalog.ServerDecl) (token string, replace bool, err error) {
-	if user == "" {
-		return "", false, fmt.Errorf("caller not identified: %w", ext.ErrPermission)
+// credential (the secret token:S of [OperatorUser]); without an operator
+// secret, its configured headers and environment stay as written. A
+// remote Streamable HTTP server without a token uses owner's OAuth grant
+// (GrantSecret) when there is one; one made for another URL is dead.
+func (x *Extension) ownerSpec(ctx context.Context, h ext.Host, owner string, d catalog.ServerDecl) (*userSpec, error) {
+	var sp *spec
+	switch v := d.Spec.(type) {
+	case *spec:
+		sp = v
+	case *userSpec:
+		sp = v.spec
+	default:
+		return nil, fmt.Errorf("server %q has no MCP spec", d.Name)
 	}
-	owner := user
-	if d.Credentials == catalog.CredentialsShared {
-		if !slices.Contains(d.Users, user) {
-			return "", false, fmt.Errorf("user %q may not use the shared server %q: %w", user, d.Name, ext.ErrPermission)
-		}
-		owner = OperatorUser
-	}
+	us := &userSpec{spec: sp, owner: owner}
 	tok, err := h.UserStore(owner).Secrets().Get(ctx, TokenSecret(d.Name))
 	switch {
 	case errors.Is(err, ext.ErrNotFound):
-		return "", d.Credentials != catalog.CredentialsShared, nil
+		us.replace = d.Credentials != catalog.CredentialsShared
 	case err != nil:
-		return "", false, fmt.Errorf("reading the token for %q: %w", d.Name, err)
+		return nil, fmt.Errorf("reading the token for %q: %w", d.Name, err)
+	default:
+		us.token, us.replace = tok, true
+		return us, nil
 	}
-	return tok, true, nil
+	if sp.server.URL == "" || sp.server.Type == "sse" {
+		return us, nil
+	}
+	g, err := loadGrant(ctx, h, owner, d.Name)
+	if err != nil || g == nil {
+		return us, err
+	}
+	if g.Dead == "" && g.Resource != sp.server.URL {
+		g = g.dead(fmt.Sprintf("the address of MCP server %q changed since you signed in", d.Name))
+	}
+	us.grant, us.replace = g, true
+	return us, nil
 }
 
 // Connect implements [catalog.Connector].
@@ -143,6 +181,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	var transport mcp.Transport
 	s := us.server
 	var hc *http.Client
+	var oa *connAuth
 	if s.URL == "" {
 		// The spec goes with the connect: the host need not ask for it.
 		svc, err := h.ConnectServiceSpec(ctx, x.serviceName(d.Name), user, x.processSpec(d.Name, us))
@@ -176,10 +215,20 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 				}
 			}
 		}
-		hc = &http.Client{Transport: &authTransport{base: x.transport, origin: originOf(u), headers: hdr, token: token}}
-		if s.Type == "sse" {
+		if token == "" && s.Type != "sse" {
+			// Signed in with OAuth, or not yet: the grant's token, renewed
+			// on a 401; without a usable grant, "needs sign-in".
+			if oa, err = x.connAuthFor(us.owner, d, us.grant); err != nil {
+				return nil, err
+			}
+		}
+		hc = &http.Client{Transport: &authTransport{base: x.transport, origin: originOf(u), headers: hdr, token: token, oauth: oa != nil}}
+		switch {
+		case s.Type == "sse":
 			transport = &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc}
-		} else {
+		case oa != nil:
+			transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, OAuthHandler: oa}
+		default:
 			transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc}
 		}
 	}
@@ -216,6 +265,9 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		// A session-bound revision: ext-mcp's own requests go as POSTs in
 		// go-sdk's session.
 		cn.http = &httpRaw{url: s.URL, hc: hc, session: cs.ID(), protocol: cn.protocol, lost: func() { _ = cs.Close() }}
+		if oa != nil {
+			cn.http.auth = oa
+		}
 	}
 	if init != nil && init.Capabilities != nil && init.Capabilities.Logging != nil {
 		// Every message comes to ext-mcp; each client session filters by

@@ -10,15 +10,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/netguard"
 )
 
 // Version is the extension's version.
@@ -73,14 +78,25 @@ type Extension struct {
 	key             []byte // keys the credential identities in fingerprints
 	transport       *http.Transport
 
-	mu       sync.Mutex
-	baseDir  string // the operator's file's folder
-	host     ext.Host
-	cfg      *Config
-	planner  *catalog.SettingsPlanner
-	engine   *catalog.Engine
-	sections []ext.SettingsSection
-	shut     bool
+	// life ends when Shutdown starts; the goroutines of spawn (sign-ins,
+	// refreshes after a sign-in changed) run under it and bg joins them.
+	life   context.Context
+	stop   context.CancelFunc
+	bgMu   sync.Mutex
+	bg     sync.WaitGroup
+	oauth  oauthState
+	oauthC *http.Client // SSRF-guarded, for OAuth; set by Configure
+
+	mu        sync.Mutex
+	baseDir   string // the operator's file's folder
+	name      string // the name the host knows the extension by
+	publicURL string // the host's, for sign-in links
+	host      ext.Host
+	cfg       *Config
+	planner   *catalog.SettingsPlanner
+	engine    *catalog.Engine
+	sections  []ext.SettingsSection
+	shut      bool
 }
 
 // Compile-time guards.
@@ -95,6 +111,7 @@ var (
 	_ ext.Completer        = (*Extension)(nil)
 	_ ext.TaskHandler      = (*Extension)(nil)
 	_ ext.SessionListener  = (*Extension)(nil)
+	_ ext.Authorizer       = (*Extension)(nil)
 )
 
 // New returns the extension; opts may be nil. New starts nothing.
@@ -113,6 +130,8 @@ func New(opts *Options) *Extension {
 		key:             make([]byte, 32),
 		transport:       newHTTPTransport(),
 	}
+	x.life, x.stop = context.WithCancel(context.Background())
+	x.oauthC = (&netguard.Policy{}).Client(30 * time.Second)
 	switch x.defaultProtocol {
 	case "":
 		x.defaultProtocol = DefaultProtocolVersion
@@ -143,7 +162,7 @@ func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 		Description: "MCP servers as tools: a per-user catalog of the operator's servers and the users' own.",
 		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
 			ext.CapabilityServices, ext.CapabilityStatus, ext.CapabilityPrompts, ext.CapabilityResources,
-			ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions},
+			ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth},
 		Settings: sections,
 	}, nil
 }
@@ -184,6 +203,10 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	if o.Logger == nil {
 		o.Logger = x.log
 	}
+	policy, err := oauthPolicy(cfg, req.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("invalid MCP config: %w", err)
+	}
 	engine := catalog.New(planner, &connector{x: x}, catalog.PublisherFunc(h.SetUserCatalog), &o)
 
 	x.mu.Lock()
@@ -195,6 +218,11 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	old := x.engine
 	x.host, x.cfg, x.planner, x.engine, x.sections = h, cfg, planner, engine, sections
 	x.baseDir = req.BaseDir
+	x.name, x.publicURL = req.Name, strings.TrimRight(req.PublicURL, "/")
+	if x.name == "" {
+		x.name = "mcp"
+	}
+	x.oauthC = policy.Client(30 * time.Second)
 	x.mu.Unlock()
 	if old == nil {
 		return nil
@@ -226,8 +254,47 @@ func (x *Extension) Shutdown(ctx context.Context) error {
 	if e != nil {
 		err = e.Close(ctx)
 	}
+	// Sign-ins waiting for a browser end; the refreshes they started are
+	// joined.
+	x.bgMu.Lock()
+	x.stop()
+	x.bgMu.Unlock()
+	x.bg.Wait()
 	x.transport.CloseIdleConnections()
+	x.oauthClient().CloseIdleConnections()
 	return err
+}
+
+// oauthClient returns the SSRF-guarded client of OAuth requests.
+func (x *Extension) oauthClient() *http.Client {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.oauthC
+}
+
+// oauthPolicy is the address policy of OAuth requests: netguard's
+// defaults, the prefixes the config opens, and never the host's own
+// listen address.
+func oauthPolicy(cfg *Config, listen string) (*netguard.Policy, error) {
+	allow, err := netguard.ParsePrefixes(cfg.AllowNetworks)
+	if err != nil {
+		return nil, fmt.Errorf("allowNetworks: %w", err)
+	}
+	p := &netguard.Policy{Allow: allow}
+	if host, port, err := net.SplitHostPort(listen); err == nil {
+		if pn, err := strconv.ParseUint(port, 10, 16); err == nil && pn != 0 {
+			addrs := []string{host}
+			if host == "localhost" || host == "" {
+				addrs = []string{"127.0.0.1", "::1"}
+			}
+			for _, a := range addrs {
+				if ip, err := netip.ParseAddr(a); err == nil {
+					p.Deny = append(p.Deny, netip.AddrPortFrom(ip, uint16(pn)))
+				}
+			}
+		}
+	}
+	return p, nil
 }
 
 // state returns the configured host, planner and engine.
@@ -302,6 +369,7 @@ func (x *Extension) Retire(ctx context.Context, user, name string) error {
 	}
 	if name == "" {
 		err := e.Deactivate(ctx, user)
+		x.forgetSources(user)
 		// The user's connections are gone: do not keep their idle
 		// keep-alive sockets (others' idle ones reconnect on demand).
 		x.transport.CloseIdleConnections()
@@ -466,8 +534,10 @@ func parseOwn(raw json.RawMessage) ([]catalog.ServerDecl, error) {
 // token from here instead of reading it again.
 type userSpec struct {
 	*spec
+	owner   string // whose credential: the user, or OperatorUser
 	token   string
-	replace bool // the token replaces the configured credential
+	replace bool   // the token (or grant) replaces the configured credential
+	grant   *grant // the OAuth grant, when there is no token
 }
 
 // credentialFor is the planner's [catalog.SettingsPlanner.Credential]: it
@@ -489,6 +559,8 @@ func (x *Extension) credentialFor(ctx context.Context, user string, d catalog.Se
 		m := hmac.New(sha256.New, x.key)
 		m.Write([]byte(us.token))
 		id = hex.EncodeToString(m.Sum(nil)[:12])
+	case us.grant != nil:
+		id = x.credentialID(us.grant)
 	case !us.replace:
 		id = "configured"
 	}
@@ -498,15 +570,12 @@ func (x *Extension) credentialFor(ctx context.Context, user string, d catalog.Se
 // bound returns d's spec bound to user's credential: as planned, or read
 // now when d comes from elsewhere.
 func (x *Extension) bound(ctx context.Context, h ext.Host, user string, d catalog.ServerDecl) (*userSpec, error) {
-	switch sp := d.Spec.(type) {
-	case *userSpec:
+	if sp, ok := d.Spec.(*userSpec); ok {
 		return sp, nil
-	case *spec:
-		token, replace, err := x.credential(ctx, h, user, d)
-		if err != nil {
-			return nil, err
-		}
-		return &userSpec{spec: sp, token: token, replace: replace}, nil
 	}
-	return nil, fmt.Errorf("server %q has no MCP spec", d.Name)
+	owner, err := ownerOf(user, d)
+	if err != nil {
+		return nil, err
+	}
+	return x.ownerSpec(ctx, h, owner, d)
 }

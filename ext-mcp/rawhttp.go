@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/agenthost/agenthost/ext"
@@ -36,6 +37,10 @@ type httpRaw struct {
 	next     atomic.Int64
 	// lost is called when the server says the session is gone (404).
 	lost func()
+	// auth, when set, is the connection's OAuth handler, as go-sdk's
+	// transport uses it: its token on every request, and on a 401 (or
+	// 403) one renewal and one more try.
+	auth auth.OAuthHandler
 	wg   sync.WaitGroup // answers being POSTed back
 }
 
@@ -43,19 +48,41 @@ type httpRaw struct {
 const maxEvent = 16 << 20
 
 func (h *httpRaw) post(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if h.session != "" {
+			req.Header.Set("Mcp-Session-Id", h.session)
+		}
+		if h.protocol != "" {
+			req.Header.Set("Mcp-Protocol-Version", h.protocol)
+		}
+		if h.auth != nil {
+			ts, err := h.auth.TokenSource(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if ts != nil {
+				tok, err := ts.Token()
+				if err != nil {
+					return nil, err
+				}
+				req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+			}
+		}
+		resp, err := h.hc.Do(req)
+		if err != nil || h.auth == nil || attempt > 0 ||
+			(resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+			return resp, err
+		}
+		if err := h.auth.Authorize(ctx, req, resp); err != nil {
+			return nil, err
+		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if h.session != "" {
-		req.Header.Set("Mcp-Session-Id", h.session)
-	}
-	if h.protocol != "" {
-		req.Header.Set("Mcp-Protocol-Version", h.protocol)
-	}
-	return h.hc.Do(req)
 }
 
 // call sends one request and returns its raw result.
