@@ -29,8 +29,8 @@ const modeEnv = "EXTMCP_TEST_MODE"
 
 // bins holds the example servers built for this run.
 var bins struct {
-	notes, bearer string
-	err           error
+	notes, bearer, oauth string
+	err                  error
 }
 
 func TestMain(m *testing.M) {
@@ -42,8 +42,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	bins.notes, bins.bearer = filepath.Join(dir, "notes"), filepath.Join(dir, "bearer")
-	for bin, pkg := range map[string]string{bins.notes: "notes", bins.bearer: "bearer"} {
+	bins.notes, bins.bearer, bins.oauth = filepath.Join(dir, "notes"), filepath.Join(dir, "bearer"), filepath.Join(dir, "oauth")
+	for bin, pkg := range map[string]string{bins.notes: "notes", bins.bearer: "bearer", bins.oauth: "oauth"} {
 		out, err := exec.Command("go", "build", "-o", bin, "github.com/agenthost/agenthost/examples/servers/"+pkg).CombinedOutput()
 		if err != nil {
 			bins.err = fmt.Errorf("building the example %s server (the tests need the go.work workspace): %v\n%s", pkg, err, out)
@@ -203,6 +203,12 @@ type fixture struct {
 // given, wraps the host the extension sees.
 func newFixture(t testing.TB, carrier string, config string, opts *extmcp.Options, wrap ...func(*exttest.FakeHost) ext.Host) *fixture {
 	t.Helper()
+	return newFixtureAt(t, carrier, config, "", opts, wrap...)
+}
+
+// newFixtureAt is newFixture for a host whose public URL is publicURL.
+func newFixtureAt(t testing.TB, carrier string, config, publicURL string, opts *extmcp.Options, wrap ...func(*exttest.FakeHost) ext.Host) *fixture {
+	t.Helper()
 	logs := &logBuffer{}
 	var o extmcp.Options
 	if opts != nil {
@@ -228,7 +234,8 @@ func newFixture(t testing.TB, carrier string, config string, opts *extmcp.Option
 	for _, w := range wrap {
 		host = w(h)
 	}
-	if err := e.Configure(ctx(t), &ext.ConfigureRequest{Name: "mcp", Config: json.RawMessage(config), Host: host}); err != nil {
+	if err := e.Configure(ctx(t), &ext.ConfigureRequest{Name: "mcp", Config: json.RawMessage(config), Host: host,
+		PublicURL: publicURL, ListenAddr: "127.0.0.1:1"}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	t.Cleanup(func() {

@@ -358,6 +358,11 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 				// the next sign-in to the same issuer.
 				g.Registered, g.ClientSecret = true, got.cfg.ClientSecret
 			}
+			if g.ClientSecret == "" && g.SecretRef == "" {
+				// A public client sends its ID in the body (OAuth 2.1
+				// §2.4.1); never guess the style again on each refresh.
+				g.AuthStyle = oauth2.AuthStyleInParams
+			}
 			g = g.withToken(got.tok, time.Now())
 			sctx, scancel := context.WithTimeout(x.life, 10*time.Second)
 			err = storeGrant(sctx, h, owner, name, g)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,7 @@ type authServer struct {
 	grants  map[string]*grantFamily
 	stats   stats
 	seen    []seenRequest
+	failing int // the next token requests that answer 503 (tests)
 }
 
 type client struct {
@@ -83,7 +85,8 @@ type stats struct {
 	Refreshes      int `json:"refreshes"`
 	RefreshReuses  int `json:"refreshReuses"`
 	Revocations    int `json:"revocations"`
-	Rejected       int `json:"rejected"` // MCP requests refused for their token
+	Rejected       int `json:"rejected"`    // MCP requests refused for their token
+	Unavailable    int `json:"unavailable"` // token requests answered 503 on purpose
 }
 
 // seenRequest is one request the MCP endpoint accepted: whose token it
@@ -109,6 +112,7 @@ func (a *authServer) routes(mux *http.ServeMux) {
 		mux.HandleFunc("GET /admin/stats", a.adminStats)
 		mux.HandleFunc("GET /admin/seen", a.adminSeen)
 		mux.HandleFunc("POST /admin/revoke", a.adminRevoke)
+		mux.HandleFunc("POST /admin/fail-tokens", a.adminFailTokens)
 	}
 }
 
@@ -247,6 +251,28 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := r.PostForm
+	a.mu.Lock()
+	fail := a.failing > 0
+	if fail {
+		a.failing--
+		a.stats.Unavailable++
+	}
+	a.mu.Unlock()
+	if fail {
+		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	// The client first (public clients send client_id in the body, others
+	// may use Basic): a request that names none is refused before any
+	// code or token is looked at, so that a retry in another style works.
+	if id, _, ok := r.BasicAuth(); ok && f.Get("client_id") == "" {
+		f.Set("client_id", id)
+	}
+	if f.Get("client_id") == "" {
+		w.Header().Set("WWW-Authenticate", "Basic")
+		oauthError(w, http.StatusUnauthorized, "invalid_client", "client_id is required")
+		return
+	}
 	switch f.Get("grant_type") {
 	case "authorization_code":
 		a.exchange(w, f)
@@ -373,6 +399,16 @@ func (a *authServer) adminRevoke(w http.ResponseWriter, r *http.Request) {
 	a.stats.Revocations += n
 	a.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]int{"revoked": n})
+}
+
+// adminFailTokens makes the next ?n= token requests answer 503: the
+// authorization server's own trouble, which clients must ride out.
+func (a *authServer) adminFailTokens(w http.ResponseWriter, r *http.Request) {
+	n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+	a.mu.Lock()
+	a.failing = n
+	a.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func oauthError(w http.ResponseWriter, status int, code, desc string) {

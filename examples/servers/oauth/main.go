@@ -14,7 +14,8 @@
 // counts registrations, authorizations, code exchanges, refreshes,
 // refresh-token reuses, revocations and refused MCP requests; GET
 // /admin/seen lists the account of every accepted MCP request; POST
-// /admin/revoke?login=A revokes every grant of account A. It prints its
+// /admin/revoke?login=A revokes every grant of account A; POST
+// /admin/fail-tokens?n=N makes the next N token requests answer 503. It prints its
 // URL on stderr once listening.
 package main
 
