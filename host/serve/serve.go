@@ -17,6 +17,7 @@ import (
 	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/host/internal/control"
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
+	"github.com/agenthost/agenthost/host/internal/oauthflow"
 	"github.com/agenthost/agenthost/host/internal/web"
 )
 
@@ -49,6 +50,12 @@ type Options struct {
 // TokenInfo describes an issued token; never its value.
 type TokenInfo = control.TokenInfo
 
+// AuthStart is a started OAuth sign-in: the URL to open, and its state.
+type AuthStart = oauthflow.Started
+
+// AuthResult is how a sign-in ended.
+type AuthResult = oauthflow.Result
+
 // Server serves one host's surfaces. Create it with [New].
 type Server struct {
 	h       *host.Host
@@ -57,6 +64,7 @@ type Server struct {
 	auth    *auth.Store
 	tokens  *web.TokenAdmin
 	ep      *mcpendpoint.Endpoint
+	flows   *oauthflow.Flows
 	handler http.Handler
 	srv     *http.Server
 	tls     *tls.Config
@@ -120,10 +128,25 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	if cfg.PublicURL != "" {
 		mcpURL = cfg.BaseURL() + "/mcp"
 	}
+	s.flows = oauthflow.New(h, &oauthflow.Options{
+		BaseURL: s.URL, SessionUser: web.SessionUser(a, s.tls != nil), Secure: s.tls != nil,
+		Logger: logger.With("surface", "oauth"),
+	})
 	ui := web.New(h, a, &web.Options{
 		Logger: logger.With("surface", "web"), Secure: s.tls != nil, MCPURL: mcpURL, MCPSessions: s.ep.Sessions,
+		SignIn: func(w http.ResponseWriter, r *http.Request, user, extName, name string) (string, error) {
+			st, err := s.flows.BeginBrowser(w, r, user, extName, name)
+			if err != nil {
+				return "", err
+			}
+			return st.URL, nil
+		},
 	})
 	mux := http.NewServeMux()
+	// OAuth sign-ins of extensions: the redirect URI and the client ID
+	// metadata document.
+	mux.HandleFunc(oauthflow.CallbackPath, s.flows.ServeCallback)
+	mux.HandleFunc("GET "+oauthflow.ClientMetadataPath, s.flows.ServeClientMetadata)
 	mux.Handle("/mcp", s.ep)
 	mux.Handle("/mcp/", s.ep)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -141,7 +164,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	if o.ControlSocket {
-		if s.ctl, err = control.Serve(cfg.DataPath(), h, s.tokens, logger); err != nil {
+		if s.ctl, err = control.Serve(cfg.DataPath(), h, s.tokens, s.flows, logger); err != nil {
 			_ = s.Close()
 			return nil, fmt.Errorf("serve: %w", err)
 		}
@@ -150,7 +173,8 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 }
 
 // Handler returns the handler of every HTTP surface: /mcp, /settings,
-// /api/v1/, /status, /status.json, /healthz and the UI's static files.
+// /api/v1/, /status, /status.json, /healthz, the OAuth callback and client
+// metadata document under /oauth/, and the UI's static files.
 // Mount it at the root of a server of your own.
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -281,6 +305,22 @@ func (s *Server) Tokens(ctx context.Context, user string) ([]TokenInfo, error) {
 // sessions it opened.
 func (s *Server) RevokeToken(ctx context.Context, id string) error {
 	return s.tokens.RevokeToken(ctx, id)
+}
+
+// BeginAuth starts an OAuth sign-in of user (a user, or
+// [host.OperatorUser] for a shared resource's operator credential) to
+// resource name of extension extName (for ext-mcp: a remote MCP server),
+// and returns the URL for the person to open. The browser comes back to
+// this server's /oauth/callback, which completes it; [Server.WaitAuth]
+// waits for that.
+func (s *Server) BeginAuth(ctx context.Context, user, extName, name string) (*AuthStart, error) {
+	return s.flows.Begin(ctx, user, extName, name)
+}
+
+// WaitAuth waits until the sign-in of state ends (the browser came back,
+// or it expired) or ctx ends.
+func (s *Server) WaitAuth(ctx context.Context, state string) (*AuthResult, error) {
+	return s.flows.Wait(ctx, state)
 }
 
 // LoginLink returns a one-time sign-in link to the settings page for user.

@@ -278,3 +278,29 @@ func humanDuration(d time.Duration) string {
 	}
 	return strconv.Itoa(n) + " " + unit
 }
+
+// SessionUser returns a function that reports the user of the settings
+// session a request carries: none without one, or for the operator's.
+// secure must be the web UI's [Options.Secure] (it names the cookie).
+func SessionUser(a *auth.Store, secure bool) func(r *http.Request) (string, bool) {
+	name := sessionCookie(secure)
+	return func(r *http.Request) (string, bool) {
+		c, err := r.Cookie(name)
+		if err != nil || c.Value == "" {
+			return "", false
+		}
+		ss, err := a.Session(r.Context(), c.Value)
+		if err != nil || ss.Operator {
+			return "", false
+		}
+		return ss.User, true
+	}
+}
+
+// sessionCookie is the session cookie's name: __Host- prefixed over TLS.
+func sessionCookie(secure bool) string {
+	if secure {
+		return "__Host-agenthost_session"
+	}
+	return "agenthost_session"
+}

@@ -101,6 +101,8 @@ type settingsView struct {
 	Secrets                  []*secretsView
 	Status                   []api.StatusEntry
 	StatusError              string
+	CanConnect               bool   // Connect buttons start sign-ins (Options.SignIn)
+	NeedsSignIn              string // the state that gets one
 	Tools                    []api.Tool
 	ToolsError               string
 	Tokens                   []auth.Token
@@ -152,7 +154,8 @@ func flashText(s *server, r *http.Request) string {
 // nil, is a refused submission shown with its values and errors.
 func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int, sub *submitted, flash string) {
 	ws := sessionFrom(r.Context())
-	v := &settingsView{Base: s.base, CSRF: ws.CSRF, User: ws.User, MCPURL: s.mcpURL(r), Operator: ws.Operator, Flash: flash}
+	v := &settingsView{Base: s.base, CSRF: ws.CSRF, User: ws.User, MCPURL: s.mcpURL(r), Operator: ws.Operator, Flash: flash,
+		CanConnect: s.opts.SignIn != nil, NeedsSignIn: ext.StateNeedsSignIn}
 	if ws.Operator {
 		s.render(w, r, code, "settings.html", v)
 		return

@@ -56,7 +56,11 @@ type Options struct {
 	// browsers may post forms (e.g. "https://agenthost.example.com" behind
 	// a proxy that rewrites Host).
 	TrustedOrigins []string
-	_              struct{}
+	// SignIn starts an extension's OAuth sign-in of user to resource name
+	// from this browser and returns the authorization URL to send it to
+	// (the settings page's Connect buttons); nil offers none.
+	SignIn func(w http.ResponseWriter, r *http.Request, user, extName, name string) (authURL string, err error)
+	_      struct{}
 }
 
 // Limits and names.
@@ -122,11 +126,8 @@ func New(h Host, a *auth.Store, opts *Options) http.Handler {
 	s := &server{
 		h: h, a: a, logger: o.Logger, opts: o,
 		base:   strings.TrimRight(o.BasePath, "/"),
-		cookie: "agenthost_session",
+		cookie: sessionCookie(o.Secure),
 		tmpl:   template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")),
-	}
-	if o.Secure {
-		s.cookie = "__Host-agenthost_session"
 	}
 	r := chi.NewRouter()
 	r.NotFound(s.notFound)
@@ -165,6 +166,8 @@ func (s *server) routes(r chi.Router) {
 		r.Post("/settings/_tokens/revoke", s.revokeToken)
 		r.Post("/settings/_secrets/{ext}", s.setNamedSecret)
 		r.Post("/settings/_secrets/{ext}/delete", s.deleteNamedSecret)
+		r.Get("/settings/connect/{ext}/{name}", s.connectPage)
+		r.Post("/settings/connect/{ext}/{name}", s.connect)
 		r.Post("/settings/{ext}/{section}", s.saveSection)
 		r.Post("/settings/{ext}/{section}/clear", s.clearSecretField)
 	})
