@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -1140,5 +1141,61 @@ func TestMCPURL(t *testing.T) {
 				t.Errorf("mcpURL = %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestConnect checks the settings page's Connect: a server that needs a
+// sign-in gets a button; the link of its status line asks before it
+// starts; the button (with the session's CSRF token) starts the sign-in
+// for the session's user alone and sends the browser to the provider.
+func TestConnect(t *testing.T) {
+	type call struct{ user, ext, name string }
+	var calls []call
+	e := newEnv(t, &Options{SignIn: func(w http.ResponseWriter, r *http.Request, user, extName, name string) (string, error) {
+		calls = append(calls, call{user, extName, name})
+		if name == "broken" {
+			return "", fmt.Errorf(`extension "mcp": starting a sign-in of %s to "broken": MCP server "broken" does not ask for a sign-in: %w`, user, ext.ErrInvalidArgument)
+		}
+		return "https://as.example/authorize?state=s1", nil
+	}})
+	b := e.signIn("alice")
+	e.h.SetStatus("alice",
+		api.StatusEntry{Extension: "mcp", User: "alice", Name: "o", State: ext.StateNeedsSignIn, Reason: "MCP server \"o\" asks you to sign in"},
+		api.StatusEntry{Extension: "mcp", User: "alice", Name: "notes", State: "connected", Tools: 2})
+	page := b.get("/settings")
+	if !strings.Contains(page.body, `action="/settings/connect/mcp/o"`) || strings.Contains(page.body, `action="/settings/connect/mcp/notes"`) {
+		t.Errorf("the status panel's Connect buttons:\n%s", page.body)
+	}
+	if r := b.get("/settings/connect/mcp/o"); r.code != http.StatusOK || !strings.Contains(r.body, "Connect o") || len(calls) != 0 {
+		t.Errorf("the connect link: %d, %d sign-ins started\n%s", r.code, len(calls), r.body)
+	}
+	if r := b.post("/settings/connect/mcp/o", url.Values{}); r.code != http.StatusForbidden || len(calls) != 0 {
+		t.Errorf("Connect without the CSRF token: %d, %d sign-ins", r.code, len(calls))
+	}
+	r := b.postCSRF("/settings/connect/mcp/o", nil)
+	if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "https://as.example/authorize?state=s1" {
+		t.Errorf("Connect: %d %q", r.code, r.hdr.Get("Location"))
+	}
+	if len(calls) != 1 || calls[0] != (call{"alice", "mcp", "o"}) {
+		t.Errorf("sign-ins started: %+v", calls)
+	}
+	b.get("/settings")
+	if r := b.postCSRF("/settings/connect/mcp/broken", nil); r.code != http.StatusBadRequest ||
+		!strings.Contains(r.body, `MCP server &#34;broken&#34; does not ask for a sign-in`) || strings.Contains(r.body, "invalid argument") {
+		t.Errorf("a sign-in that cannot start: %d\n%s", r.code, r.body)
+	}
+	b.get("/settings")
+	if r := b.postCSRF("/settings/connect/nosuch/o", nil); r.code != http.StatusNotFound {
+		t.Errorf("an unknown extension: %d", r.code)
+	}
+	// Without sign-ins, no buttons and no page.
+	e2 := newEnv(t, nil)
+	b2 := e2.signIn("alice")
+	e2.h.SetStatus("alice", api.StatusEntry{Extension: "mcp", User: "alice", Name: "o", State: ext.StateNeedsSignIn})
+	if p := b2.get("/settings"); strings.Contains(p.body, "/settings/connect/") {
+		t.Error("a Connect button without sign-ins")
+	}
+	if r := b2.get("/settings/connect/mcp/o"); r.code != http.StatusNotFound {
+		t.Errorf("the connect page without sign-ins: %d", r.code)
 	}
 }
