@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 const pkg = "github.com/agenthost/agenthost/"
 
 // bins builds the binaries the tests run.
-type bins struct{ agenthost, extMCP, notes, bearer, hello string }
+type bins struct{ agenthost, extMCP, notes, bearer, oauth, hello string }
 
 func build(t *testing.T) bins {
 	var b bins
@@ -39,6 +39,7 @@ func build(t *testing.T) bins {
 		pkg + "ext-mcp/cmd/agenthost-ext-mcp": &b.extMCP,
 		pkg + "examples/servers/notes":        &b.notes,
 		pkg + "examples/servers/bearer":       &b.bearer,
+		pkg + "examples/servers/oauth":        &b.oauth,
 		pkg + "examples/hello":                &b.hello,
 	} {
 		wg.Add(1)
@@ -93,11 +94,12 @@ func newEnv(t *testing.T, b bins, mcpConfig map[string]any, more ...map[string]a
 	return &env{t: t, bin: b, dir: dir, cfg: p}
 }
 
-// startServe runs `agenthost serve` and waits until its control socket
-// answers.
-func (e *env) startServe() {
+// startServe runs `agenthost serve` (with flags before the verb, such as
+// a log level) and waits until its control socket answers.
+func (e *env) startServe(flags ...string) {
 	e.t.Helper()
-	cmd := exec.Command(e.bin.agenthost, "--config", e.cfg, "--log-level", "warn", "serve")
+	args := append(append([]string{"--config", e.cfg, "--log-level", "warn"}, flags...), "serve")
+	cmd := exec.Command(e.bin.agenthost, args...)
 	pr, pw, _ := os.Pipe()
 	cmd.Stdout = pw
 	var logs bytes.Buffer

@@ -113,6 +113,7 @@ func (a *authServer) routes(mux *http.ServeMux) {
 		mux.HandleFunc("GET /admin/seen", a.adminSeen)
 		mux.HandleFunc("POST /admin/revoke", a.adminRevoke)
 		mux.HandleFunc("POST /admin/fail-tokens", a.adminFailTokens)
+		mux.HandleFunc("GET /admin/tokens", a.adminTokens)
 	}
 }
 
@@ -399,6 +400,21 @@ func (a *authServer) adminRevoke(w http.ResponseWriter, r *http.Request) {
 	a.stats.Revocations += n
 	a.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]int{"revoked": n})
+}
+
+// adminTokens lists every access and refresh token issued, for canary
+// scans of a client's logs and answers (tests only).
+func (a *authServer) adminTokens(w http.ResponseWriter, _ *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string][]string{}
+	for t, i := range a.access {
+		out[i.family.login] = append(out[i.family.login], t)
+	}
+	for t, i := range a.refresh {
+		out[i.family.login] = append(out[i.family.login], t)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // adminFailTokens makes the next ?n= token requests answer 503: the

@@ -15,7 +15,8 @@
 // refresh-token reuses, revocations and refused MCP requests; GET
 // /admin/seen lists the account of every accepted MCP request; POST
 // /admin/revoke?login=A revokes every grant of account A; POST
-// /admin/fail-tokens?n=N makes the next N token requests answer 503. It prints its
+// /admin/fail-tokens?n=N makes the next N token requests answer 503; GET
+// /admin/tokens lists every token issued, by account. It prints its
 // URL on stderr once listening.
 package main
 

@@ -231,6 +231,13 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 			v.Error = sub.general
 		}
 	}
+	// The tools first: listing them activates the user, so that the
+	// status has their servers even on the first visit.
+	if tools, err := s.h.Tools(ctx, ws.User); err != nil {
+		_, v.ToolsError = s.hostErrStatus(r, err)
+	} else {
+		v.Tools = tools
+	}
 	if st, err := s.h.Status(ctx, ws.User); err != nil {
 		_, v.StatusError = s.hostErrStatus(r, err)
 	} else {
@@ -239,11 +246,6 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 				v.Status = append(v.Status, e)
 			}
 		}
-	}
-	if tools, err := s.h.Tools(ctx, ws.User); err != nil {
-		_, v.ToolsError = s.hostErrStatus(r, err)
-	} else {
-		v.Tools = tools
 	}
 	s.render(w, r, code, "settings.html", v)
 }
