@@ -321,3 +321,50 @@ func TestOAuthEndToEnd(t *testing.T) {
 		t.Errorf("bob after alice's revocation: %s", out)
 	}
 }
+
+// TestOAuthLoginWithoutRunningHost checks `agenthost auth login` when no
+// host runs: it serves the host itself on the configured address until
+// the browser came back, and the grant it stored serves the next
+// commands.
+func TestOAuthLoginWithoutRunningHost(t *testing.T) {
+	b := build(t)
+	as := startProvider(t, b.oauth)
+	port := freePort(t)
+	e := newEnv(t, b, map[string]any{
+		"allowNetworks": []string{"127.0.0.1/32"},
+		"mcpServers":    map[string]any{"o": map[string]any{"url": as.base + "/mcp"}},
+	}, map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", port)})
+	login := canaryLogin("carol")
+	cli := exec.Command(e.bin.agenthost, "--config", e.cfg, "auth", "login", "--user", "carol", "o")
+	out, _ := cli.StdoutPipe()
+	var errOut strings.Builder
+	cli.Stderr = &errOut
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(out)
+	var authURL string
+	for authURL == "" {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("auth login printed no URL: %v\n%s", err, errOut.String())
+		}
+		if s := strings.TrimSpace(line); strings.HasPrefix(s, "http") {
+			authURL = s
+		}
+	}
+	back := as.signInAt(authURL, login)
+	if c, _, page := fetch(t, browse(), "GET", back, nil); c != http.StatusOK {
+		t.Errorf("the callback of the CLI's own host: %d\n%s", c, page)
+	}
+	rest, _ := io.ReadAll(rd)
+	if err := cli.Wait(); err != nil || !strings.Contains(string(rest), "Connected to o.") || !strings.Contains(errOut.String(), "No agenthost is running") {
+		t.Errorf("auth login without a running host: %v\n%s\n%s", err, rest, errOut.String())
+	}
+	if got := e.must("", "call", "--user", "carol", "o/whoami", "{}"); !strings.Contains(got, login) {
+		t.Errorf("carol's call after signing in: %s", got)
+	}
+	if _, stderr, code := e.run("", "auth", "login", "--user", "carol", "--no-wait", "o"); code != 2 || !strings.Contains(stderr, "needs a running host") {
+		t.Errorf("--no-wait without a running host: exit %d %s", code, stderr)
+	}
+}
