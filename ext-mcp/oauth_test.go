@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -524,4 +525,69 @@ func TestOAuthTransientRefresh(t *testing.T) {
 	if st := as.stats(); st.Refreshes != 1 {
 		t.Errorf("refreshes = %d, want 1", st.Refreshes)
 	}
+}
+
+// TestOAuthStepUp checks step-up authorization: a tool the grant's scopes
+// do not cover answers 403 insufficient_scope; the call fails naming the
+// scopes and the link, the server's other tools go on, and the next
+// sign-in asks for the union of the scopes granted and challenged.
+func TestOAuthStepUp(t *testing.T) {
+	as := startOAuth(t)
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/admin_echo") })
+	res, err := f.call("alice", "o/admin_echo", `{"text":"hi"}`)
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "more permissions (mcp admin)") || !strings.Contains(res.Text(), publicURL+"/settings/connect/mcp/o") {
+		t.Fatalf("a call that needs more scope: %v %q", err, res.Text())
+	}
+	if got := f.whoami("alice"); got != login {
+		t.Errorf("the server's other tools after the 403: %q", got)
+	}
+	begin, err := f.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "o", RedirectURL: redirectURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(begin.URL)
+	if sc := strings.Fields(u.Query().Get("scope")); !slices.Contains(sc, "admin") || !slices.Contains(sc, "mcp") {
+		t.Errorf("the step-up sign-in asks for %q; want mcp and admin", u.Query().Get("scope"))
+	}
+	q := follow(t, begin.URL, login, true)
+	if _, err := f.e.(ext.Authorizer).CompleteAuth(ctx(t), &ext.CompleteAuthRequest{User: "alice", Name: "o", State: begin.State, Query: q}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the wider grant is used", func() bool {
+		res, err := f.call("alice", "o/admin_echo", `{"text":"hi"}`)
+		return err == nil && !res.IsError && res.Text() == "admin: hi"
+	})
+}
+
+// TestOAuthIssuerChange checks that a registration is bound to its
+// issuer: when the server's authorization server is another than the one
+// the stored registration was made with, the sign-in registers anew
+// there instead of offering the old client.
+func TestOAuthIssuerChange(t *testing.T) {
+	as := startOAuth(t)
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	f.signIn("alice", "o", canary("alice"))
+	raw, _ := f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+	var g map[string]any
+	_ = json.Unmarshal([]byte(raw), &g)
+	oldClient := g["clientId"]
+	// The registration as if made with the server's former authorization
+	// server.
+	g["issuer"] = "https://former-as.example"
+	b, _ := json.Marshal(g)
+	f.setSecret("alice", extmcp.GrantSecret("o"), string(b))
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	raw, _ = f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+	_ = json.Unmarshal([]byte(raw), &g)
+	if st := as.stats(); st.Registrations != 2 || g["clientId"] == oldClient || g["issuer"] != as.base {
+		t.Errorf("after the issuer changed: %d registrations, client reused %v, issuer %v; want a new registration at the new issuer",
+			st.Registrations, g["clientId"] == oldClient, g["issuer"])
+	}
+	eventually(t, "the new grant is used", func() bool { return f.whoami("alice") == login })
 }
