@@ -25,7 +25,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/modelcontextprotocol/go-sdk/",
 		"github.com/invopop/jsonschema",
 		"github.com/buger/jsonparser",
-		"golang.org/x/sync/", // bounded fan-outs (errgroup), as in catalog
+		"golang.org/x/sync/",  // bounded fan-outs (errgroup), as in catalog
 		"golang.org/x/oauth2", // go-sdk's auth API speaks its TokenSource and Config; refreshes of OAuth grants
 	}
 	for _, imp := range goList(t, "-f", `{{range .Imports}}{{.}}{{"\n"}}{{end}}`, "./...") {
