@@ -31,6 +31,25 @@
 // users on its allowlist only. Tokens never appear in errors, logs,
 // status or results.
 //
+// # OAuth
+//
+// A remote Streamable HTTP server without a token that answers 401 waits
+// for a sign-in ([ext.StateNeedsSignIn], with the link of
+// [ext.SignInURL] and the CLI command). The "auth" capability
+// ([Extension.BeginAuth], [Extension.CompleteAuth]) signs the user in
+// with go-sdk's AuthorizationCodeHandler (discovery from the 401, the
+// host's client ID metadata document, else the config's oauth.clientId,
+// else dynamic registration; PKCE S256, iss, the resource indicator,
+// step-up scopes) and stores the grant as the user's secret
+// [GrantSecret] (the operator's, for a shared server), bound to the
+// issuer and client. Every connection of a user to a grant shares one
+// token source: refreshes happen before expiry and on a 401, one at a
+// time, each new refresh token stored before it is used; a refused
+// refresh (invalid_grant and other 4xx) makes the grant dead and the
+// server wait for a sign-in again, a transient one (network, 5xx) is
+// retried and the connection kept. Every OAuth request goes through
+// package netguard's address guard (allowNetworks opens prefixes).
+//
 // # Beyond tools
 //
 // A server's prompts ("server/prompt"), resources and resource templates

@@ -2,7 +2,9 @@
 // `agenthost serve` does: the MCP endpoint at /mcp (each user's own tools
 // over MCP Streamable HTTP, bearer tokens), the settings web UI at
 // /settings, its JSON API at /api/v1/, the operator's status page at
-// /status and /status.json, /healthz, and, when asked, the control socket
+// /status and /status.json, /healthz, the OAuth redirect URI and client
+// metadata document of extensions' sign-ins at /oauth/callback and
+// /oauth/client-metadata.json ([Server.BeginAuth]), and, when asked, the control socket
 // through which the agenthost CLI reaches the host.
 //
 // # Serving a host
