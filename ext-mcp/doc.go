@@ -9,10 +9,11 @@
 // availability (default or opt-in), users, sharedAuthority, timeout (a
 // call's idle limit, which each progress notification restarts: a duration
 // string such as "30s", or a number of seconds), maxDuration (a hard limit,
-// none by default), enabled, tools (exposure per tool name or glob) and
-// protocolVersion. "userServers"
+// none by default), enabled, tools (exposure per tool name or glob),
+// protocolVersion and oauth (see OAuth below). "userServers"
 // (none, url, all) says which servers of their own users may add in the
-// "Your MCP servers" section. [ParseConfig] reports every problem, each
+// "Your MCP servers" section; "allowNetworks" opens address prefixes to
+// OAuth requests. [ParseConfig] reports every problem, each
 // naming the server and the field; the host refuses to start the
 // extension on an invalid config.
 //
