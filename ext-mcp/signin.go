@@ -48,7 +48,7 @@ const (
 // flow is one sign-in under way.
 type flow struct {
 	owner, server string
-	state         string
+	state         string // set once the URL is out; guarded by oauthState.mu
 	expires       time.Time
 	answers       chan redirectAnswer // the redirect, from CompleteAuth (buffered)
 	done          chan struct{}
@@ -110,8 +110,8 @@ func (x *Extension) BeginAuth(ctx context.Context, req *ext.BeginAuthRequest) (*
 			}
 			return nil, fmt.Errorf("signing in to MCP server %q: the authorization server's URL is refused (%v): %w", req.Name, err, ext.ErrInvalidArgument)
 		}
-		f.state = state
 		x.oauth.mu.Lock()
+		f.state = state // read by dropFlow, under the same lock
 		if x.oauth.flows == nil {
 			x.oauth.flows = map[string]*flow{}
 		}
