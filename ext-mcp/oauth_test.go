@@ -591,3 +591,41 @@ func TestOAuthIssuerChange(t *testing.T) {
 	}
 	eventually(t, "the new grant is used", func() bool { return f.whoami("alice") == login })
 }
+
+// TestOAuthConfiguredClient checks the operator's pre-registered client
+// (oauth.clientId): the sign-in uses it instead of registering one, and a
+// clientSecret that names a missing operator secret is refused naming it.
+func TestOAuthConfiguredClient(t *testing.T) {
+	as := startOAuth(t)
+	body := fmt.Sprintf(`{"redirect_uris": [%q], "token_endpoint_auth_method": "none"}`, redirectURL)
+	resp, err := http.Post(as.base+"/register", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg struct {
+		ClientID string `json:"client_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&reg)
+	resp.Body.Close()
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, fmt.Sprintf(`, "oauth": {"clientId": %q, "scopes": ["mcp"]}`, reg.ClientID)), publicURL, nil)
+	f.activate("alice")
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	raw, _ := f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+	var g struct {
+		ClientID   string
+		Registered bool
+	}
+	_ = json.Unmarshal([]byte(raw), &g)
+	if st := as.stats(); st.Registrations != 1 || g.ClientID != reg.ClientID || g.Registered {
+		t.Errorf("with a configured client: %d registrations, grant client %q (registered %v); want the operator's", st.Registrations, g.ClientID, g.Registered)
+	}
+	eventually(t, "the grant is used", func() bool { return f.whoami("alice") == login })
+
+	f2 := newFixtureAt(t, "inprocess", oauthConfig(as, `, "oauth": {"clientId": "c1", "clientSecret": {"secret": "o-client-secret"}}`), publicURL, nil)
+	f2.activate("alice")
+	_, err = f2.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "o", RedirectURL: redirectURL})
+	if !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), `operator secret "o-client-secret"`) {
+		t.Errorf("a missing operator secret: %v", err)
+	}
+}

@@ -230,6 +230,21 @@ func TestOAuthEndToEnd(t *testing.T) {
 		t.Errorf("bob's callback: %d\n%s", c, p)
 	}
 
+	// Account-linking CSRF: a sign-in started for alice, whose answer is
+	// opened in a browser signed in to the settings page as bob, is
+	// refused and connects nothing.
+	out = e.must("", "auth", "login", "--user", "alice", "--no-wait", "o")
+	var csrfURL string
+	for _, l := range strings.Split(out, "\n") {
+		if s := strings.TrimSpace(l); strings.HasPrefix(s, "http") {
+			csrfURL = s
+		}
+	}
+	back = as.signInAt(csrfURL, canaryLogin("mallory"))
+	if c, _, p := fetch(t, br, "GET", back, nil); c != http.StatusForbidden || !strings.Contains(p, "another user") {
+		t.Errorf("alice's sign-in answered in bob's browser: %d\n%s", c, p)
+	}
+
 	// Both have their tools, and each call carries the caller's grant.
 	for user, login := range map[string]string{"alice": aliceLogin, "bob": bobLogin} {
 		eventually(t, user+"'s tools appear", func() bool {
