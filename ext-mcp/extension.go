@@ -340,7 +340,11 @@ func (x *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 	if err != nil {
 		return nil, err
 	}
-	return e.Call(ctx, req)
+	res, err := e.Call(ctx, req)
+	if err == nil && res != nil && res.IsError {
+		x.offerSignIn(ctx, e, req)
+	}
+	return res, err
 }
 
 // Activate implements [ext.UserLifecycle]: it activates or refreshes the

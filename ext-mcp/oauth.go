@@ -169,6 +169,7 @@ type grantKey struct{ owner, issuer, client, resource string }
 // the step-up scopes servers asked for, and the sign-ins under way.
 type oauthState struct {
 	mu      sync.Mutex
+	offered map[[2]string]time.Time // (user, server) → when the client was last asked to open the link
 	sources map[grantKey]*grantSource
 	stepUp  map[[2]string][]string // (owner, server) → scopes a server asked for
 	flows   map[string]*flow       // by OAuth state
@@ -535,4 +536,69 @@ func (x *Extension) connAuthFor(owner string, d catalog.ServerDecl, g *grant) (*
 		a.src = x.source(owner, d.Name, g)
 	}
 	return a, nil
+}
+
+// offerInterval spaces the offers to open a sign-in link to one user for
+// one server.
+const offerInterval = time.Minute
+
+// offerSignIn asks the calling client to open the sign-in link (MCP
+// URL-mode elicitation) after a call failed because its server waits for
+// the user to sign in, when the client declared it can, at most once a
+// minute per user and server. The call's result does not wait for the
+// person: the agent may call again once signed in.
+func (x *Extension) offerSignIn(ctx context.Context, e *catalog.Engine, req *ext.CallToolRequest) {
+	sess := ext.SessionOf(req.Session)
+	if !urlElicitation(sess.Capabilities()) {
+		return
+	}
+	server, _, _ := strings.Cut(req.Name, "/")
+	x.mu.Lock()
+	public, name, cfg := x.publicURL, x.name, x.cfg
+	x.mu.Unlock()
+	shared := false
+	cfg.each(func(n string, s Server) {
+		shared = shared || (n == server && s.Credentials == catalog.CredentialsShared)
+	})
+	if public == "" || shared {
+		return // nothing the user can open, or only the operator can sign in
+	}
+	waiting := false
+	for _, st := range e.Status(req.User) {
+		waiting = waiting || (st.Name == server && st.State == ext.StateNeedsSignIn)
+	}
+	if !waiting {
+		return
+	}
+	k, now := [2]string{req.User, server}, time.Now()
+	x.oauth.mu.Lock()
+	if now.Sub(x.oauth.offered[k]) < offerInterval {
+		x.oauth.mu.Unlock()
+		return
+	}
+	if x.oauth.offered == nil {
+		x.oauth.offered = map[[2]string]time.Time{}
+	}
+	x.oauth.offered[k] = now
+	x.oauth.mu.Unlock()
+	params, _ := json.Marshal(map[string]string{
+		"mode": "url", "elicitationId": rand.Text(), "url": ext.SignInURL(public, name, server),
+		"message": fmt.Sprintf("MCP server %q needs you to sign in with your account there. Open the link, sign in, then try again.", server),
+	})
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := sess.Request(rctx, ext.MethodElicit, params); err != nil {
+		x.log.Debug("extmcp: the client did not take the sign-in link", "user", req.User, "server", server, "error", err)
+	}
+}
+
+// urlElicitation reports whether client capabilities declare URL-mode
+// elicitation ({"elicitation":{"url":{}}}).
+func urlElicitation(caps json.RawMessage) bool {
+	var c struct {
+		Elicitation *struct {
+			URL json.RawMessage `json:"url"`
+		} `json:"elicitation"`
+	}
+	return json.Unmarshal(caps, &c) == nil && c.Elicitation != nil && len(c.Elicitation.URL) > 0 && string(c.Elicitation.URL) != "null"
 }

@@ -2,6 +2,7 @@ package extmcp_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	extmcp "github.com/agenthost/agenthost/ext-mcp"
+	"github.com/agenthost/agenthost/ext/exttest"
 )
 
 // oauthServer is a running example OAuth server (examples/servers/oauth):
@@ -627,5 +629,40 @@ func TestOAuthConfiguredClient(t *testing.T) {
 	_, err = f2.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "o", RedirectURL: redirectURL})
 	if !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), `operator secret "o-client-secret"`) {
 		t.Errorf("a missing operator secret: %v", err)
+	}
+}
+
+// TestOAuthOfferSignIn checks that a call to a server waiting for a
+// sign-in asks a client that can open URLs (URL-mode elicitation) to open
+// the link, once a minute at most, and leaves other clients alone.
+func TestOAuthOfferSignIn(t *testing.T) {
+	as := startOAuth(t)
+	f := newFixtureAt(t, "grpc-socket", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	var mu sync.Mutex
+	var asked []string
+	sess := &exttest.Session{Caps: json.RawMessage(`{"elicitation":{"url":{}}}`),
+		Answer: func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+			mu.Lock()
+			asked = append(asked, method+" "+string(params))
+			mu.Unlock()
+			return json.RawMessage(`{"action":"accept"}`), nil
+		}}
+	plain := &exttest.Session{}
+	tc := f.e.(ext.ToolCaller)
+	for _, s := range []*exttest.Session{sess, sess, plain} {
+		res, err := tc.CallTool(ctx(t), &ext.CallToolRequest{User: "alice", Name: "o/whoami", Arguments: json.RawMessage(`{}`), Session: s})
+		if err != nil || !res.IsError {
+			t.Fatalf("a call before signing in: %v %+v", err, res)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || !strings.HasPrefix(asked[0], ext.MethodElicit) || !strings.Contains(asked[0], `"mode":"url"`) ||
+		!strings.Contains(asked[0], publicURL+"/settings/connect/mcp/o") {
+		t.Errorf("the client was asked %q; want one URL elicitation with the link", asked)
+	}
+	if n := len(plain.Asked()); n != 0 {
+		t.Errorf("a client without URL elicitation was asked %d time(s)", n)
 	}
 }
