@@ -299,6 +299,14 @@ func (s *grantSource) refreshLocked() error {
 			return fmt.Errorf("renewing the sign-in to MCP server %q failed for now (%s); try again shortly: %w",
 				s.server, refreshErrorText(err), ext.ErrUnavailable)
 		}
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) && (re.ErrorCode == "invalid_client" || re.ErrorCode == "unauthorized_client") && s.g.Registered {
+			// The registration itself is gone: the next sign-in registers
+			// anew instead of offering it.
+			n := *s.g
+			n.Registered, n.ClientSecret = false, ""
+			s.g = &n
+		}
 		return s.dieLocked("your sign-in was revoked or has expired (" + refreshErrorText(err) + ")")
 	}
 	n := s.g.withToken(tok, time.Now())
