@@ -40,8 +40,13 @@ type Principal struct {
 	// User is the user ID every call of the session acts as.
 	User string
 	// TokenID identifies the token (never the token itself), so that
-	// [Endpoint.CloseToken] can find the sessions it opened.
+	// [Endpoint.CloseToken] can find the sessions it opened. For an OAuth
+	// access token it is the grant's ID, which its refreshed tokens share:
+	// a session outlives a refresh.
 	TokenID string
+	// Expires, when set, is when the token expires: the verification cache
+	// never keeps it past then.
+	Expires time.Time
 }
 
 // Verifier checks bearer tokens. The endpoint calls Verify on every HTTP
@@ -117,6 +122,9 @@ type Options struct {
 	// ResourceMetadataURL, when set, is advertised in the WWW-Authenticate
 	// header of a 401 (RFC 9728).
 	ResourceMetadataURL string
+	// ResourceMetadata, when set, returns the URL to advertise instead, on
+	// each 401 (for a server that knows its URL only once it listens).
+	ResourceMetadata func() string
 	// Version is the server version reported to clients.
 	Version string
 	// Logger receives the endpoint's logs; nil discards them. Tokens are
@@ -138,6 +146,7 @@ type Endpoint struct {
 	anyOrig  bool
 	maxBody  int64
 	rmURL    string
+	rmFunc   func() string
 	log      *slog.Logger
 	impl     *mcp.Implementation
 
@@ -204,6 +213,7 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		origins:  map[string]bool{},
 		maxBody:  o.MaxBodyBytes,
 		rmURL:    o.ResourceMetadataURL,
+		rmFunc:   o.ResourceMetadata,
 		log:      o.Logger,
 		impl:     &mcp.Implementation{Name: "agenthost", Title: "agenthost", Version: o.Version},
 		users:    map[string]*userState{},
@@ -499,8 +509,12 @@ func (e *Endpoint) isClosed() bool { return e.closing.Load() }
 // unauthorized answers 401 with a Bearer challenge (RFC 6750).
 func (e *Endpoint) unauthorized(w http.ResponseWriter, code string) {
 	params := []string{`realm="agenthost"`}
-	if e.rmURL != "" {
-		params = append(params, fmt.Sprintf("resource_metadata=%q", e.rmURL))
+	rm := e.rmURL
+	if e.rmFunc != nil {
+		rm = e.rmFunc()
+	}
+	if rm != "" {
+		params = append(params, fmt.Sprintf("resource_metadata=%q", rm))
 	}
 	if code != "" {
 		params = append(params, fmt.Sprintf("error=%q", code))
