@@ -69,8 +69,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		s.page(w, r, http.StatusBadRequest, &pageView{Mode: "error", Title: "Bad request", Error: "The request could not be read."})
 		return
 	}
+	user, sessCSRF, signedIn := s.opts.Sessions.User(w, r)
+	post := r.Method == http.MethodPost
+	csrfOK := post && signedIn && s.opts.Sessions.ValidCSRF(r, sessCSRF)
+	formTokenOK := post && s.opts.Sessions.ValidFormToken(r)
 	// Our own fields are taken out before fosite sees the form.
-	action, csrf, passphrase := r.Form.Get(fieldAction), r.Form.Get(fieldCSRF), r.Form.Get(fieldPassphrase)
+	action, passphrase := r.Form.Get(fieldAction), r.Form.Get(fieldPassphrase)
 	for _, f := range []string{fieldAction, fieldCSRF, fieldPassphrase} {
 		r.Form.Del(f)
 		r.PostForm.Del(f)
@@ -102,12 +106,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := s.consentView(fc.c, ar, params)
-	user, sessCSRF, signedIn := s.opts.Sessions.User(w, r)
-
-	if r.Method == http.MethodPost {
+	if post {
 		switch {
 		case action == "passphrase" && s.opts.Passphrase != nil:
-			if !s.opts.Sessions.ValidFormToken(r) {
+			if !formTokenOK {
 				v.Error = "This form has expired or did not come from this site. Please try again."
 				s.signIn(w, r, http.StatusForbidden, v)
 				return
@@ -144,7 +146,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 				s.signIn(w, r, http.StatusUnauthorized, v)
 				return
 			}
-			if !s.opts.Sessions.ValidCSRF(r, csrf) {
+			if !csrfOK {
 				s.log.Warn("oauth: consent without a valid CSRF token", "addr", s.opts.AddrKey(r.RemoteAddr))
 				s.page(w, r, http.StatusForbidden, &pageView{Mode: "error", Title: "Forbidden",
 					Error: "This form has expired or did not come from this site. Start again from the app."})

@@ -205,12 +205,13 @@ func (s *SQLite) mapErr(err error) error {
 	return err
 }
 
-// storedRequest is a fosite request as it is kept. The client is kept by
-// ID only; the session (a *fosite.DefaultSession) as its JSON.
+// storedRequest is a fosite request as it is kept: the client as it was
+// then (fosite reads its ID and grant types from a stored request), the
+// session (a *fosite.DefaultSession) as its JSON.
 type storedRequest struct {
 	ID                string          `json:"id"`
 	RequestedAt       time.Time       `json:"requestedAt"`
-	ClientID          string          `json:"clientId"`
+	Client            storedClient    `json:"client"`
 	RequestedScopes   []string        `json:"requestedScopes,omitempty"`
 	GrantedScopes     []string        `json:"grantedScopes,omitempty"`
 	RequestedAudience []string        `json:"requestedAudience,omitempty"`
@@ -219,13 +220,26 @@ type storedRequest struct {
 	Session           json.RawMessage `json:"session"`
 }
 
+type storedClient struct {
+	ID            string   `json:"id"`
+	RedirectURIs  []string `json:"redirectUris,omitempty"`
+	GrantTypes    []string `json:"grantTypes,omitempty"`
+	ResponseTypes []string `json:"responseTypes,omitempty"`
+	Scopes        []string `json:"scopes,omitempty"`
+	Audience      []string `json:"audience,omitempty"`
+	Public        bool     `json:"public"`
+}
+
 func encodeRequest(r fosite.Requester) ([]byte, error) {
 	sess, err := json.Marshal(r.GetSession())
 	if err != nil {
 		return nil, fmt.Errorf("encoding the session: %w", err)
 	}
+	c := r.GetClient()
 	sr := storedRequest{
-		ID: r.GetID(), RequestedAt: r.GetRequestedAt(), ClientID: r.GetClient().GetID(),
+		ID: r.GetID(), RequestedAt: r.GetRequestedAt(),
+		Client: storedClient{ID: c.GetID(), RedirectURIs: c.GetRedirectURIs(), GrantTypes: c.GetGrantTypes(),
+			ResponseTypes: c.GetResponseTypes(), Scopes: c.GetScopes(), Audience: c.GetAudience(), Public: c.IsPublic()},
 		RequestedScopes: r.GetRequestedScopes(), GrantedScopes: r.GetGrantedScopes(),
 		RequestedAudience: r.GetRequestedAudience(), GrantedAudience: r.GetGrantedAudience(),
 		Form: r.GetRequestForm(), Session: sess,
@@ -252,8 +266,8 @@ func decodeRequest(b []byte, session fosite.Session) (*fosite.Request, error) {
 	}
 	return &fosite.Request{
 		ID: sr.ID, RequestedAt: sr.RequestedAt,
-		// fosite compares only the IDs of stored requests' clients.
-		Client:         &fosite.DefaultClient{ID: sr.ClientID, Public: true},
+		Client: &fosite.DefaultClient{ID: sr.Client.ID, RedirectURIs: sr.Client.RedirectURIs, GrantTypes: sr.Client.GrantTypes,
+			ResponseTypes: sr.Client.ResponseTypes, Scopes: sr.Client.Scopes, Audience: sr.Client.Audience, Public: sr.Client.Public},
 		RequestedScope: sr.RequestedScopes, GrantedScope: sr.GrantedScopes,
 		RequestedAudience: sr.RequestedAudience, GrantedAudience: sr.GrantedAudience,
 		Form: form, Session: session,
@@ -413,11 +427,13 @@ func (s *SQLite) DeleteRefreshTokenSession(ctx context.Context, signature string
 	return s.deleteToken(ctx, kindRefresh, signature)
 }
 
-// RotateRefreshToken retires the refresh token being exchanged and the
-// grant's access tokens. The token stays, inactive, so that a reuse is
-// recognised as one. When a concurrent refresh retired it first, this one
-// fails with fosite.ErrSerializationFailure.
-func (s *SQLite) RotateRefreshToken(ctx context.Context, requestID, signature string) error {
+// RotateRefreshToken retires the refresh token being exchanged. It stays,
+// inactive, so that a reuse is recognised as one (and revokes the grant).
+// The grant's earlier access tokens live out their short life: requests
+// of the client already on their way with one must not fail because it
+// refreshed meanwhile. When a concurrent refresh retired the token first,
+// this one fails with fosite.ErrSerializationFailure.
+func (s *SQLite) RotateRefreshToken(ctx context.Context, _, signature string) error {
 	return s.write(ctx, func(q querier) error {
 		res, err := q.ExecContext(ctx, `UPDATE tokens SET active = 0 WHERE kind = ? AND signature = ? AND active = 1`, kindRefresh, signature)
 		if err != nil {
@@ -426,8 +442,7 @@ func (s *SQLite) RotateRefreshToken(ctx context.Context, requestID, signature st
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fosite.ErrSerializationFailure
 		}
-		_, err = q.ExecContext(ctx, `DELETE FROM tokens WHERE kind = ? AND grant_id = ?`, kindAccess, requestID)
-		return err
+		return nil
 	})
 }
 

@@ -33,9 +33,9 @@ var (
 // invalidated code returns the request with
 // fosite.ErrInvalidatedAuthorizeCode, and a Get of a rotated refresh
 // token returns it with fosite.ErrInactiveToken, so that fosite can
-// revoke the whole grant on reuse. Requests a Get returns carry a client
-// that has only its ID (fosite compares IDs; the live client comes from
-// the server). Methods join the transaction [storage.Transactional] put in
+// revoke the whole grant on reuse. Requests a Get returns carry the
+// client as it was when they were stored (the live client comes from the
+// server). Methods join the transaction [storage.Transactional] put in
 // their context, if any. Revocations are not announced by the store: the
 // server does that after the transaction commits.
 //
