@@ -1,13 +1,14 @@
 package serve
 
 import (
-	"net/http"
+	"crypto/tls"
+	"net/netip"
 	"time"
 )
 
-// SetOAuthForTest makes o's OAuth server fetch client ID metadata
-// documents with docs (which trusts a test TLS server) and issue access
-// tokens that live accessTTL.
-func SetOAuthForTest(o *Options, docs *http.Client, accessTTL time.Duration) {
-	o.oauthDocs, o.oauthAccessTTL = docs, accessTTL
+// SetOAuthForTest lets o's OAuth server fetch client ID metadata
+// documents from the allowed prefixes (a test server on 127.0.0.1) with
+// the TLS trust tlsConf, and issue access tokens that live accessTTL.
+func SetOAuthForTest(o *Options, allow []netip.Prefix, tlsConf *tls.Config, accessTTL time.Duration) {
+	o.oauthAllow, o.oauthTLS, o.oauthAccessTTL = allow, tlsConf, accessTTL
 }

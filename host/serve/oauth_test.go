@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -60,7 +62,7 @@ type stack struct {
 type stackOptions struct {
 	dataDir   string
 	publicURL string
-	docs      *http.Client
+	docs      *httptest.Server // a TLS server of client ID metadata documents
 	oauth     host.OAuthConfig
 }
 
@@ -73,10 +75,20 @@ func startStack(t *testing.T, so stackOptions) *stack {
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := newHost(t, &host.Config{DataDir: so.dataDir, PublicURL: so.publicURL, OAuth: so.oauth})
 	opts := &serve.Options{Logger: logger, Addr: "127.0.0.1:0"}
+	var (
+		allow   []netip.Prefix
+		tlsConf *tls.Config
+	)
+	if so.docs != nil {
+		// The document server listens on loopback, which the SSRF guard
+		// refuses unless opened; and its certificate is its own.
+		allow = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+		tlsConf = so.docs.Client().Transport.(*http.Transport).TLSClientConfig
+	}
 	// Access tokens live 2 s: fosite rounds their expiry to a second, and
 	// with 1 s a token could be issued with expires_in 0 (never expiring,
 	// to the client).
-	serve.SetOAuthForTest(opts, so.docs, 2*time.Second)
+	serve.SetOAuthForTest(opts, allow, tlsConf, 2*time.Second)
 	s, err := serve.New(h, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +384,7 @@ func TestOAuthEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	docSrv, docURL := cimdServer(t, redirectURI)
-	st := startStack(t, stackOptions{docs: docSrv.Client()})
+	st := startStack(t, stackOptions{docs: docSrv})
 	b := newBrowser(t)
 	b.signIn(st, "alice")
 

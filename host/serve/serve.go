@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,9 +47,11 @@ type Options struct {
 	// this host. A second server on the same data folder is refused.
 	ControlSocket bool
 
-	// Set by tests only (export_test.go): the fetcher of OAuth client ID
-	// metadata documents, and a shorter access token life.
-	oauthDocs      *http.Client
+	// Set by tests only (export_test.go): address prefixes and the TLS
+	// trust of OAuth client ID metadata document fetches, and a shorter
+	// access token life.
+	oauthAllow     []netip.Prefix
+	oauthTLS       *tls.Config
 	oauthAccessTTL time.Duration
 	_              struct{}
 }
@@ -341,8 +344,13 @@ func (s *Server) openOAuth(o *Options, sessions *web.Sessions) (*oauthserver.Ser
 		AccessTokenTTL:       cmp.Or(o.oauthAccessTTL, time.Duration(oc.AccessTokenMinutes)*time.Minute),
 		RefreshTokenTTL:      time.Duration(oc.RefreshTokenDays) * 24 * time.Hour,
 		AllowedRedirectHosts: oc.AllowedRedirectHosts,
-		DocumentClient:       o.oauthDocs,
+		DocumentAllow:        o.oauthAllow,
+		DocumentTLS:          o.oauthTLS,
 		Logger:               s.log.With("surface", "oauth"),
+	}
+	if ap, err := netip.ParseAddrPort(s.cfg.ListenAddr()); err == nil {
+		// A client_id pointing back at this host must not loop.
+		opts.DocumentDeny = []netip.AddrPort{ap}
 	}
 	if oc.PassphraseHash != "" {
 		opts.Passphrase = &oauthserver.Passphrase{Hash: oc.PassphraseHash, User: oc.PassphraseUser}

@@ -3,6 +3,7 @@ package oauthserver
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/agenthost/agenthost/ext/netguard"
 )
 
 // clientMetadata is what a registration request (RFC 7591) and a client
@@ -309,10 +312,18 @@ func (d *documents) fetch(ctx context.Context, id string) (*Client, error) {
 	return c, nil
 }
 
-// defaultDocumentClient is the fetcher of metadata documents when the
-// server is given none: bounded in time, no redirects followed.
-func defaultDocumentClient() *http.Client {
+// documentClient is the fetcher of metadata documents: every connection
+// dialed through guard (so that a client_id naming an internal address,
+// or a name resolving to one, reaches nothing), bounded in time, no
+// redirect followed (a document is at its client_id).
+func documentClient(guard *netguard.Policy, tlsConf *tls.Config) *http.Client {
+	tr := guard.Transport()
+	tr.Proxy = nil // a proxy would dial for us, unchecked
+	if tlsConf != nil {
+		tr.TLSClientConfig = tlsConf.Clone()
+	}
 	return &http.Client{
+		Transport:     tr,
 		Timeout:       documentTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

@@ -41,8 +41,10 @@
 // use PKCE with S256. A client registers (POST /oauth/register: redirect
 // URIs https, or http to a loopback address; the operator may restrict
 // https hosts), or its client_id is the https URL of a client ID metadata
-// document: fetched with [Options.DocumentClient] (at most 5 KiB, 5 s, no
-// redirects), cached for [Options.DocumentTTL], its client_id must be its
+// document: fetched through package netguard's dial-time guard (no
+// loopback, private, link-local or other internal address, however the
+// name resolves; [Options.DocumentAllow] opens prefixes), at most 5 KiB,
+// within 5 s, no redirects, cached for [Options.DocumentTTL], its client_id must be its
 // own URL and the redirect URI must be listed.
 //
 // # Scopes

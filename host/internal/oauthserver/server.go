@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"crypto/tls"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/netguard"
 	"github.com/agenthost/agenthost/host/internal/api"
 )
 
@@ -112,10 +115,16 @@ type Options struct {
 	// AllowedRedirectHosts, when set, are the only hosts an https redirect
 	// URI may name; loopback http ones are always allowed.
 	AllowedRedirectHosts []string
-	// DocumentClient fetches client ID metadata documents (default: a
-	// client with a 5 s timeout that follows no redirects). Give it an
-	// SSRF-safe transport.
-	DocumentClient *http.Client
+	// DocumentAllow opens address prefixes to client ID metadata document
+	// fetches, which otherwise refuse loopback, private, link-local and the
+	// other internal ranges at dial time (package netguard): SSRF.
+	DocumentAllow []netip.Prefix
+	// DocumentDeny refuses address:port pairs to those fetches even when
+	// allowed: the host's own listen addresses.
+	DocumentDeny []netip.AddrPort
+	// DocumentTLS, when set, is the TLS configuration of those fetches
+	// (tests trust their own server with it).
+	DocumentTLS *tls.Config
 	// DocumentTTL is how long a fetched document is used (default 10 min).
 	DocumentTTL time.Duration
 	// StaticBase is the path under which the web UI serves /static
@@ -174,9 +183,6 @@ func New(store Store, opts *Options) (*Server, error) {
 	if o.AddrKey == nil {
 		o.AddrKey = func(a string) string { return a }
 	}
-	if o.DocumentClient == nil {
-		o.DocumentClient = defaultDocumentClient()
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -207,7 +213,8 @@ func New(store Store, opts *Options) (*Server, error) {
 		// Registration is open to anyone: bound its rate (it writes).
 		registers: rate.NewLimiter(rate.Every(time.Second), 30),
 	}
-	s.docs = &documents{client: o.DocumentClient, ttl: o.DocumentTTL, policy: s.policy, now: o.Now, cache: map[string]cachedDoc{}}
+	guard := &netguard.Policy{Allow: o.DocumentAllow, Deny: o.DocumentDeny}
+	s.docs = &documents{client: documentClient(guard, o.DocumentTLS), ttl: o.DocumentTTL, policy: s.policy, now: o.Now, cache: map[string]cachedDoc{}}
 	cfg := &fosite.Config{
 		AccessTokenLifespan:   o.AccessTokenTTL,
 		RefreshTokenLifespan:  o.RefreshTokenTTL,
