@@ -3,11 +3,11 @@ package oauthserver
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
-	"crypto/tls"
 	"net/http"
 	"net/netip"
 	"slices"
