@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -484,6 +485,35 @@ func TestVerifyCache(t *testing.T) {
 	e.ep.CloseToken("a1")
 	if _, err := e.connect(t, aliceTok, "2025-11-25"); err == nil {
 		t.Error("a revoked token passed from the cache")
+	}
+}
+
+// TestVerifyCacheExpiry: a token that says when it expires is never
+// served from the cache past then; ResourceMetadata is asked on each 401.
+func TestVerifyCacheExpiry(t *testing.T) {
+	var asked atomic.Int32
+	e := newEnv(t, &mcpendpoint.Options{VerifyCacheTTL: time.Minute,
+		ResourceMetadata: func() string { asked.Add(1); return "http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp" }})
+	e.ver.mu.Lock()
+	e.ver.tokens["tok-short"] = mcpendpoint.Principal{User: "alice", TokenID: "grant1", Expires: time.Now().Add(300 * time.Millisecond)}
+	e.ver.mu.Unlock()
+	before := e.ver.count()
+	for range 2 {
+		if resp := e.rawPost(t, "tok-short", "", initBody, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("a short-lived token: %d", resp.StatusCode)
+		}
+	}
+	if n := e.ver.count() - before; n != 1 {
+		t.Errorf("the verifier ran %d times for two requests, want 1 (cached)", n)
+	}
+	time.Sleep(350 * time.Millisecond)
+	e.rawPost(t, "tok-short", "", initBody, nil)
+	if n := e.ver.count() - before; n != 2 {
+		t.Errorf("after the token's expiry the verifier ran %d times in all, want 2 (not served from the cache)", n)
+	}
+	resp := e.rawPost(t, "", "", initBody, nil)
+	if asked.Load() != 1 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp"`) {
+		t.Errorf("ResourceMetadata asked %d times; WWW-Authenticate %q", asked.Load(), resp.Header.Get("WWW-Authenticate"))
 	}
 }
 

@@ -397,13 +397,11 @@ type fositeClient struct {
 }
 
 func (s *Server) toFosite(c *Client) *fositeClient {
-	scopes := []string{ScopeMCP}
-	if slices.Contains(c.GrantTypes, "refresh_token") {
-		scopes = append(scopes, ScopeOfflineAccess)
-	}
+	// offline_access may be asked by every client; it is granted only to
+	// one with the refresh_token grant (see grant).
 	return &fositeClient{c: c, DefaultClient: fosite.DefaultClient{
 		ID: c.ID, RedirectURIs: c.RedirectURIs, GrantTypes: c.GrantTypes,
-		ResponseTypes: []string{"code"}, Scopes: scopes, Audience: []string{s.Resource()}, Public: true,
+		ResponseTypes: []string{"code"}, Scopes: []string{ScopeMCP, ScopeOfflineAccess}, Audience: []string{s.Resource()}, Public: true,
 	}}
 }
 
