@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -39,6 +40,31 @@ type env struct {
 	oa   *oauthserver.Server
 	a    *auth.Store
 	path string // the OAuth database
+	logs *logBuffer
+}
+
+// logBuffer collects a server's log for canary scans.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// noneOf fails the test if the log holds any of the secrets.
+func (l *logBuffer) noneOf(t *testing.T, secrets ...string) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range secrets {
+		if s != "" && strings.Contains(l.b.String(), s) {
+			t.Errorf("the log holds a secret (%.8s...)", s)
+		}
+	}
 }
 
 func newEnv(t *testing.T, opts *oauthserver.Options) *env {
@@ -49,7 +75,7 @@ func newEnv(t *testing.T, opts *oauthserver.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	e := &env{t: t, a: a, path: filepath.Join(dir, oauthserver.FileName)}
+	e := &env{t: t, a: a, path: filepath.Join(dir, oauthserver.FileName), logs: &logBuffer{}}
 	mux := http.NewServeMux()
 	e.srv = httptest.NewUnstartedServer(mux)
 	e.srv.Start()
@@ -75,6 +101,7 @@ func (e *env) open(opts *oauthserver.Options) *oauthserver.Server {
 	}
 	o.Sessions = web.NewSessions(e.a, nil)
 	o.Limiter, o.AddrKey = e.a.Limiter(), auth.AddrKey
+	o.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	oa, err := oauthserver.New(st, &o)
 	if err != nil {
 		e.t.Fatal(err)
@@ -236,6 +263,7 @@ func TestVerify(t *testing.T) {
 	if _, err := moved.Verify(ctx, tok.AccessToken); !errors.Is(err, oauthserver.ErrUnavailable) {
 		t.Errorf("a closed store: %v, want ErrUnavailable", err)
 	}
+	e.logs.noneOf(t, tok.AccessToken, tok.RefreshToken)
 }
 
 // TestRevocations: the subscribers hear of a grant once its tokens are
@@ -463,6 +491,7 @@ func TestPassphraseGate(t *testing.T) {
 	if r := post("correct horse battery"); r.code != http.StatusTooManyRequests || r.hdr.Get("Location") != "" {
 		t.Errorf("the right passphrase while locked out: %d, want 429", r.code)
 	}
+	e.logs.noneOf(t, "correct horse battery", "wrong one", "wrong 1", tok.AccessToken, tok.RefreshToken, loc.Query().Get("code"))
 }
 
 // TestRegistration: what a registration may ask for.

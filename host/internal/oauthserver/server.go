@@ -374,20 +374,13 @@ func (s *Server) notifyRevoke(grantID string) {
 	}
 }
 
-// client returns the live client of an ID: a metadata document (fetched,
-// cached, its snapshot stored for the settings page) or a registration.
+// client returns the live client of an ID: a metadata document (fetched
+// and cached; a grant keeps the client's name and URI) or a registration.
 func (s *Server) client(ctx context.Context, id string) (*Client, error) {
 	if !isDocumentID(id) {
 		return s.store.Client(ctx, id)
 	}
-	c, err := s.docs.get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.store.SaveClient(ctx, c); err != nil {
-		s.log.Warn("oauth: storing a client's metadata document", "client", id, "err", err)
-	}
-	return c, nil
+	return s.docs.get(ctx, id)
 }
 
 // fositeClient is a client as fosite sees it.

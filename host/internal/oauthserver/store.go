@@ -46,9 +46,8 @@ type Store interface {
 	pkce.PKCERequestStorage
 	storage.Transactional
 
-	// Client returns a stored client: a dynamic registration, or the last
-	// document fetched for a metadata-document client. Unknown IDs are
-	// [ErrNotFound].
+	// Client returns a dynamically registered client. Unknown IDs are
+	// [ErrNotFound]. (Metadata-document clients are fetched, not stored.)
 	Client(ctx context.Context, id string) (*Client, error)
 	// SaveClient stores c, replacing a client with the same ID.
 	SaveClient(ctx context.Context, c *Client) error
@@ -87,7 +86,8 @@ type Client struct {
 	RedirectURIs []string
 	// GrantTypes are "authorization_code" and optionally "refresh_token".
 	GrantTypes []string
-	// Document marks a client ID metadata document client.
+	// Document marks a client ID metadata document client (never
+	// stored).
 	Document bool
 	// Created is when it registered, or when its document was fetched.
 	Created time.Time
