@@ -186,7 +186,9 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 }
 
 // Handler returns the handler of every HTTP surface: /mcp, /settings,
-// /api/v1/, /status, /status.json, /healthz and the UI's static files.
+// /api/v1/, /status, /status.json, /healthz, the OAuth routes
+// (/.well-known/oauth-*, /oauth/authorize, /oauth/token, /oauth/register,
+// /oauth/revoke) and the UI's static files.
 // Mount it at the root of a server of your own.
 func (s *Server) Handler() http.Handler { return s.handler }
 
