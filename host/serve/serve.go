@@ -375,6 +375,8 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 		switch {
 		case errors.Is(err, oauthserver.ErrUnavailable):
 			return mcpendpoint.Principal{}, fmt.Errorf("%w: %v", mcpendpoint.ErrUnavailable, err)
+		case errors.Is(err, oauthserver.ErrExpired):
+			return mcpendpoint.Principal{}, fmt.Errorf("%w: %w", mcpendpoint.ErrExpired, err)
 		case err != nil:
 			return mcpendpoint.Principal{}, err
 		}

@@ -55,7 +55,8 @@ type Verifier interface {
 	// Verify returns the principal of a valid token. An invalid, unknown,
 	// expired or revoked token is any error; an error that wraps
 	// [ErrUnavailable] means the verifier could not decide (its store is
-	// down), which is not counted as a failed attempt.
+	// down), and one that wraps [ErrExpired] a genuine token past its
+	// expiry: neither is counted as a failed attempt.
 	Verify(ctx context.Context, token string) (Principal, error)
 }
 
@@ -75,6 +76,13 @@ type Limiter interface {
 // ErrUnavailable is wrapped by a [Verifier] error that means "cannot
 // decide now" rather than "invalid token": the request fails with 503.
 var ErrUnavailable = errors.New("mcpendpoint: verifier unavailable")
+
+// ErrExpired is wrapped by a [Verifier] error for a genuine token that
+// has expired (an OAuth access token its client has yet to refresh): the
+// request gets 401 like any invalid token, but it is no guess, so it is
+// not counted as a failed attempt (many users of one app share its
+// address).
+var ErrExpired = errors.New("mcpendpoint: token expired")
 
 // DefaultMaxBodyBytes is the default cap of a request body.
 const DefaultMaxBodyBytes = 4 << 20
@@ -333,6 +341,10 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrUnavailable):
 		e.log.Error("mcp: cannot verify tokens", "err", err)
 		http.Error(w, "cannot verify the token now: try again later", http.StatusServiceUnavailable)
+		return
+	case errors.Is(err, ErrExpired):
+		e.log.Info("mcp: refused an expired token", "addr", addr)
+		e.unauthorized(w, "invalid_token")
 		return
 	case err != nil:
 		if e.limiter != nil {

@@ -536,6 +536,37 @@ func (unavailableVerifier) Verify(context.Context, string) (mcpendpoint.Principa
 	return mcpendpoint.Principal{}, fmt.Errorf("querying tokens: %w", mcpendpoint.ErrUnavailable)
 }
 
+// expiredVerifier knows the token, which has expired.
+type expiredVerifier struct{}
+
+func (expiredVerifier) Verify(context.Context, string) (mcpendpoint.Principal, error) {
+	return mcpendpoint.Principal{}, fmt.Errorf("access token expired: %w", mcpendpoint.ErrExpired)
+}
+
+// TestExpiredTokenNotCounted: an expired genuine token gets 401
+// invalid_token, and is not counted as a guess.
+func TestExpiredTokenNotCounted(t *testing.T) {
+	lim := &fakeLimiter{max: 1, fails: map[string]int{}}
+	ep, err := mcpendpoint.New(hosttest.New(nil), expiredVerifier{}, &mcpendpoint.Options{Limiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodPost, "/mcp", strings.NewReader(initBody))
+		req.Header.Set("Authorization", "Bearer tok")
+		req.RemoteAddr = "192.0.2.1:1234"
+		w := httptest.NewRecorder()
+		ep.ServeHTTP(w, req)
+		if w.Code != http.StatusUnauthorized || !strings.Contains(w.Header().Get("WWW-Authenticate"), `error="invalid_token"`) {
+			t.Errorf("status %d %q, want 401 invalid_token", w.Code, w.Header().Get("WWW-Authenticate"))
+		}
+	}
+	if n := lim.fails["192.0.2.1"]; n != 0 {
+		t.Errorf("%d failures counted", n)
+	}
+}
+
 // TestVerifierUnavailable: a verifier that cannot decide gives 503, and
 // the failure does not count towards the lockout.
 func TestVerifierUnavailable(t *testing.T) {

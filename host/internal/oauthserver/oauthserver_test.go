@@ -266,6 +266,17 @@ func TestVerify(t *testing.T) {
 	e.logs.noneOf(t, tok.AccessToken, tok.RefreshToken)
 }
 
+// TestExpired: an expired access token is refused as one (not a guess).
+func TestExpired(t *testing.T) {
+	e := newEnv(t, &oauthserver.Options{AccessTokenTTL: time.Second})
+	tok := e.browser("alice").tokens(e.register(dcrMeta))
+	time.Sleep(1600 * time.Millisecond) // fosite rounds the expiry to a second
+	_, err := e.oa.Verify(context.Background(), tok.AccessToken)
+	if !errors.Is(err, oauthserver.ErrExpired) || !errors.Is(err, oauthserver.ErrInvalidToken) {
+		t.Errorf("an expired token: %v, want ErrExpired and ErrInvalidToken", err)
+	}
+}
+
 // TestRevocations: the subscribers hear of a grant once its tokens are
 // revoked (by its user, or by the reuse of a refresh token), and a user
 // cannot revoke another's grant.

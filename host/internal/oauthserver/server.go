@@ -51,6 +51,9 @@ var (
 	// ErrUnavailable means the store could not be read: the token could
 	// be fine.
 	ErrUnavailable = errors.New("oauth store unavailable")
+	// ErrExpired marks (errors.Is) an [ErrInvalidToken] for a token this
+	// server issued that has expired: no guess, its client will refresh.
+	ErrExpired = errors.New("access token expired")
 )
 
 // Sessions is the settings web UI's sign-in, which the authorization page
@@ -289,6 +292,10 @@ func (s *Server) Verify(ctx context.Context, token string) (Principal, error) {
 		return Principal{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	if err := s.strategy.ValidateAccessToken(ctx, req, token); err != nil {
+		if errors.Is(err, fosite.ErrTokenExpired) {
+			// Found by its signature, so issued here: only old.
+			return Principal{}, fmt.Errorf("%w: %w", ErrExpired, ErrInvalidToken)
+		}
 		return Principal{}, ErrInvalidToken
 	}
 	if !slices.Contains(req.GetGrantedAudience(), s.Resource()) {
