@@ -33,28 +33,14 @@ import (
 	"github.com/agenthost/agenthost/host/serve"
 )
 
-// logBuffer collects a server's log for the canary scan.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-// stack is a real host (the clock extension in process) served by
-// serve.Server on 127.0.0.1:0, with its OAuth server.
-type stack struct {
+// oauthStack is a real host (the clock extension in process) served by
+// serve.Server on 127.0.0.1:0, with its OAuth server, stopped on demand.
+type oauthStack struct {
 	t    *testing.T
 	h    *host.Host
 	s    *serve.Server
 	url  string
-	logs *logBuffer
+	logs *syncBuffer
 	done chan error
 	stop context.CancelFunc
 }
@@ -66,12 +52,12 @@ type stackOptions struct {
 	oauth     host.OAuthConfig
 }
 
-func startStack(t *testing.T, so stackOptions) *stack {
+func startOAuthStack(t *testing.T, so stackOptions) *oauthStack {
 	t.Helper()
 	if so.dataDir == "" {
 		so.dataDir = filepath.Join(t.TempDir(), "data")
 	}
-	logs := &logBuffer{}
+	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := newHost(t, &host.Config{DataDir: so.dataDir, PublicURL: so.publicURL, OAuth: so.oauth})
 	opts := &serve.Options{Logger: logger, Addr: "127.0.0.1:0"}
@@ -98,14 +84,14 @@ func startStack(t *testing.T, so stackOptions) *stack {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &stack{t: t, h: h, s: s, url: "http://" + ln.Addr().String(), logs: logs, done: make(chan error, 1), stop: cancel}
+	st := &oauthStack{t: t, h: h, s: s, url: "http://" + ln.Addr().String(), logs: logs, done: make(chan error, 1), stop: cancel}
 	go func() { st.done <- s.Serve(ctx, ln) }()
 	t.Cleanup(st.close)
 	return st
 }
 
 // close stops the server and the host; it may be called more than once.
-func (st *stack) close() {
+func (st *oauthStack) close() {
 	st.stop()
 	if st.done != nil {
 		if err := <-st.done; err != nil {
@@ -169,7 +155,7 @@ func hidden(page, formID string) url.Values {
 }
 
 // signIn signs the browser in to the settings UI with a one-time link.
-func (b *browser) signIn(st *stack, user string) {
+func (b *browser) signIn(st *oauthStack, user string) {
 	b.t.Helper()
 	link, err := st.s.LoginLink(context.Background(), user)
 	if err != nil {
@@ -356,7 +342,7 @@ const redirectURI = "http://127.0.0.1:53682/callback"
 
 // connect connects a go-sdk client that authorizes with OAuth through
 // handler config cfg and calls clock__now.
-func connect(t *testing.T, ctx context.Context, st *stack, cfg *auth.AuthorizationCodeHandlerConfig) *mcp.ClientSession {
+func connect(t *testing.T, ctx context.Context, st *oauthStack, cfg *auth.AuthorizationCodeHandlerConfig) *mcp.ClientSession {
 	t.Helper()
 	h, err := auth.NewAuthorizationCodeHandler(cfg)
 	if err != nil {
@@ -384,7 +370,7 @@ func TestOAuthEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	docSrv, docURL := cimdServer(t, redirectURI)
-	st := startStack(t, stackOptions{docs: docSrv})
+	st := startOAuthStack(t, stackOptions{docs: docSrv})
 	b := newBrowser(t)
 	b.signIn(st, "alice")
 
@@ -561,13 +547,13 @@ func mustJSON(v any) string {
 // step itself, so that tests can send what a real client would not.
 type rawClient struct {
 	t        *testing.T
-	st       *stack
+	st       *oauthStack
 	b        *browser
 	clientID string
 	verifier string
 }
 
-func newRawClient(t *testing.T, st *stack, b *browser) *rawClient {
+func newRawClient(t *testing.T, st *oauthStack, b *browser) *rawClient {
 	t.Helper()
 	body := `{"client_name":"raw client","redirect_uris":["` + redirectURI + `"],"grant_types":["authorization_code","refresh_token"],"token_endpoint_auth_method":"none"}`
 	resp, err := http.Post(st.url+"/oauth/register", "application/json", strings.NewReader(body))
@@ -672,7 +658,7 @@ func (c *rawClient) tokens() (access, refresh string) {
 // TestOAuthRefusals: each attack on the authorization server is refused
 // with the right OAuth error, and a reuse revokes the grant.
 func TestOAuthRefusals(t *testing.T) {
-	st := startStack(t, stackOptions{})
+	st := startOAuthStack(t, stackOptions{})
 	b := newBrowser(t)
 	b.signIn(st, "alice")
 	c := newRawClient(t, st, b)
@@ -845,7 +831,7 @@ func TestOAuthRefusals(t *testing.T) {
 func TestOAuthRestart(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	const public = "http://agenthost.test"
-	st := startStack(t, stackOptions{dataDir: dataDir, publicURL: public})
+	st := startOAuthStack(t, stackOptions{dataDir: dataDir, publicURL: public})
 	b := newBrowser(t)
 	b.signIn(st, "alice")
 	// The client talks to the listener; the issuer and resource are the
@@ -864,7 +850,7 @@ func TestOAuthRestart(t *testing.T) {
 	rt := out["refresh_token"].(string)
 	st.close()
 
-	st2 := startStack(t, stackOptions{dataDir: dataDir, publicURL: public})
+	st2 := startOAuthStack(t, stackOptions{dataDir: dataDir, publicURL: public})
 	code, out = tokenRequest(t, st2.url, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}, "client_id": {c.clientID}})
 	if code != http.StatusOK {
 		t.Fatalf("refreshing after a restart: %d %v", code, out)
@@ -877,7 +863,7 @@ func TestOAuthRestart(t *testing.T) {
 	st2.close()
 
 	// Another public URL: another resource.
-	st3 := startStack(t, stackOptions{dataDir: dataDir, publicURL: "https://moved.example"})
+	st3 := startOAuthStack(t, stackOptions{dataDir: dataDir, publicURL: "https://moved.example"})
 	if s, challenge := mcpStatus(t, st3.url, access); s != http.StatusUnauthorized || !strings.Contains(challenge, `error="invalid_token"`) {
 		t.Errorf("a token for another audience: %d %q, want 401 invalid_token", s, challenge)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/host/internal/control"
+	"github.com/agenthost/agenthost/host/internal/guard"
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
 	"github.com/agenthost/agenthost/host/internal/oauthserver"
 	"github.com/agenthost/agenthost/host/internal/web"
@@ -74,6 +75,8 @@ type Server struct {
 	ctl     *control.Server // nil without Options.ControlSocket
 	stopRev func()
 
+	refusals *guard.RefusalLog // shared by the surfaces
+
 	mu  sync.Mutex
 	url string
 
@@ -110,22 +113,34 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	a, err := auth.Open(filepath.Join(cfg.DataPath(), auth.FileName), &auth.Options{Logger: logger})
+	// One client-address function, one lockout and one refusal log for
+	// every surface.
+	proxies, err := guard.NewTrustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("serve: trustedProxies: %w", err)
+	}
+	var hosts []string
+	if h := guard.HostOf(cfg.PublicURL); h != "" {
+		hosts = []string{h}
+	}
+	s.refusals = guard.NewRefusalLog(nil)
+	a, err := auth.Open(filepath.Join(cfg.DataPath(), auth.FileName), &auth.Options{Logger: logger, Refusals: s.refusals})
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	s.auth = a
 	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL}
-	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil}
+	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
+		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals}
 	if cfg.OAuth.On() {
-		if s.oauth, err = s.openOAuth(&o, web.NewSessions(a, webOpts)); err != nil {
+		if s.oauth, err = s.openOAuth(&o, web.NewSessions(a, webOpts), proxies.Key, hosts); err != nil {
 			_ = a.Close()
 			return nil, fmt.Errorf("serve: %w", err)
 		}
 		webOpts.Apps = s.oauth
 	}
 	epOpts := &mcpendpoint.Options{
-		Limiter: a.Limiter(), AddrKey: auth.AddrKey, AllowedOrigins: cfg.AllowedOrigins,
+		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
 		Logger: logger.With("surface", "mcp"), Version: host.Version,
 		// Revocations reach CloseToken at once, so a short cache is safe.
 		VerifyCacheTTL: 5 * time.Second,
@@ -294,6 +309,7 @@ func (s *Server) Close() error {
 			oerr = s.oauth.Close()
 		}
 		s.closeErr = errors.Join(err, cerr, s.auth.Close(), oerr)
+		s.refusals.Flush()
 	})
 	return s.closeErr
 }
@@ -332,7 +348,7 @@ func (s *Server) LoginLink(ctx context.Context, user string) (string, error) {
 
 // openOAuth opens the OAuth authorization server: its store (oauth.db in
 // the data folder) and its options from the host's config.
-func (s *Server) openOAuth(o *Options, sessions *web.Sessions) (*oauthserver.Server, error) {
+func (s *Server) openOAuth(o *Options, sessions *web.Sessions, addrKey func(*http.Request) string, hosts []string) (*oauthserver.Server, error) {
 	oc := s.cfg.OAuth
 	if base := s.cfg.BaseURL(); !strings.HasPrefix(base, "https://") && s.cfg.PublicURL != "" {
 		s.log.Warn("oauth: publicURL is not https: apps such as Claude's connectors will refuse to connect", "publicURL", base)
@@ -342,7 +358,8 @@ func (s *Server) openOAuth(o *Options, sessions *web.Sessions) (*oauthserver.Ser
 		return nil, err
 	}
 	opts := &oauthserver.Options{
-		BaseURL: s.URL, Sessions: sessions, Limiter: s.auth.Limiter(), AddrKey: auth.AddrKey,
+		BaseURL: s.URL, Sessions: sessions, Limiter: s.auth.Limiter(), AddrKey: addrKey,
+		AllowedHosts: hosts, Refusals: s.refusals,
 		AccessTokenTTL:       cmp.Or(o.oauthAccessTTL, time.Duration(oc.AccessTokenMinutes)*time.Minute),
 		RefreshTokenTTL:      time.Duration(oc.RefreshTokenDays) * 24 * time.Hour,
 		AllowedRedirectHosts: oc.AllowedRedirectHosts,

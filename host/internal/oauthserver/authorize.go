@@ -4,18 +4,21 @@ import (
 	"bytes"
 	"embed"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ory/fosite"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/auth"
 )
 
 //go:embed templates/*.html
@@ -114,27 +117,8 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 				s.signIn(w, r, http.StatusForbidden, v)
 				return
 			}
-			addr := s.opts.AddrKey(r.RemoteAddr)
-			if s.opts.Limiter != nil {
-				if err := s.opts.Limiter.Allow(addr); err != nil {
-					s.locked(w, r, v, err)
-					return
-				}
-			}
-			if bcrypt.CompareHashAndPassword([]byte(s.opts.Passphrase.Hash), []byte(passphrase)) != nil {
-				s.log.Warn("oauth: wrong passphrase", "addr", addr, "client", clip(fc.c.ID))
-				if s.opts.Limiter != nil {
-					if err := s.opts.Limiter.Fail(addr); err != nil {
-						s.locked(w, r, v, err)
-						return
-					}
-				}
-				v.Error = "That passphrase is not right."
-				s.signIn(w, r, http.StatusUnauthorized, v)
+			if !s.checkPassphrase(w, r, v, fc.c, passphrase) {
 				return
-			}
-			if s.opts.Limiter != nil {
-				s.opts.Limiter.Succeed(addr)
 			}
 			// The passphrase form names the app and its scopes: posting
 			// it is the consent.
@@ -147,7 +131,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if !csrfOK {
-				s.log.Warn("oauth: consent without a valid CSRF token", "addr", s.opts.AddrKey(r.RemoteAddr))
+				s.opts.Refusals.Refused(s.log, "oauth: consent without a valid CSRF token", "addr", s.opts.AddrKey(r))
 				s.page(w, r, http.StatusForbidden, &pageView{Mode: "error", Title: "Forbidden",
 					Error: "This form has expired or did not come from this site. Start again from the app."})
 				return
@@ -229,14 +213,84 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, code int, v *pag
 	s.page(w, r, code, v)
 }
 
-// locked answers a locked-out address.
-func (s *Server) locked(w http.ResponseWriter, r *http.Request, v *pageView, err error) {
-	if ra, ok := err.(interface{ RetryAfterSeconds() int }); ok {
-		w.Header().Set("Retry-After", strconv.Itoa(ra.RetryAfterSeconds()))
+// passphraseCredential is what a wrong passphrase counts against in the
+// limiter, besides the client's address: the gate itself, so that guesses
+// spread over many addresses lock it too. (The guess is not passed: the
+// limiter logs a credential's fingerprint, which must never be a
+// password's.)
+const passphraseCredential = "oauth passphrase gate"
+
+// checkPassphrase checks a posted passphrase; on a wrong one, or while
+// the gate is locked, it answers itself and returns false. Unlike a
+// token, a passphrase can be guessed: while the limiter refuses failures
+// from the client's address, or of the gate, no guess is even checked.
+func (s *Server) checkPassphrase(w http.ResponseWriter, r *http.Request, v *pageView, c *Client, passphrase string) bool {
+	addr := s.opts.AddrKey(r)
+	if wait, ok := s.gate.locked(addr, s.now()); ok {
+		s.locked(w, r, v, wait)
+		return false
 	}
+	if bcrypt.CompareHashAndPassword([]byte(s.opts.Passphrase.Hash), []byte(passphrase)) == nil {
+		return true
+	}
+	var lerr error
+	if s.opts.Limiter != nil {
+		lerr = s.opts.Limiter.Fail(addr, passphraseCredential)
+	}
+	s.opts.Refusals.Refused(s.log, "oauth: wrong passphrase", "addr", addr, "client", clip(c.ID), "locked_out", lerr != nil)
+	var le *auth.LockoutError
+	if errors.As(lerr, &le) {
+		s.gate.lock(addr, le.Credential, le.Until)
+		s.locked(w, r, v, le.RetryAfter)
+		return false
+	}
+	v.Error = "That passphrase is not right."
+	s.signIn(w, r, http.StatusUnauthorized, v)
+	return false
+}
+
+// locked answers a locked-out passphrase gate (429).
+func (s *Server) locked(w http.ResponseWriter, r *http.Request, v *pageView, wait time.Duration) {
+	secs := int((wait + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	v.Mode, v.Title, v.Locked = "error", "Locked out", true
-	v.Error = err.Error()
+	v.Error = fmt.Sprintf("Too many wrong passphrases: try again in %d seconds, or sign in to agenthost instead.", secs)
 	s.page(w, r, http.StatusTooManyRequests, v)
+}
+
+// gateLock remembers the limiter's lockouts of the passphrase gate, per
+// client key and for the gate as a whole, so that no guess is checked
+// while they last. It is safe for concurrent use.
+type gateLock struct {
+	mu    sync.Mutex
+	addrs map[string]time.Time
+	all   time.Time
+}
+
+func (g *gateLock) locked(addr string, now time.Time) (time.Duration, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	until := g.all
+	if u := g.addrs[addr]; u.After(until) {
+		until = u
+	}
+	if now.Before(until) {
+		return until.Sub(now), true
+	}
+	return 0, false
+}
+
+func (g *gateLock) lock(addr string, all bool, until time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if all {
+		g.all = until
+		return
+	}
+	if g.addrs == nil || len(g.addrs) >= 4096 {
+		g.addrs = map[string]time.Time{}
+	}
+	g.addrs[addr] = until
 }
 
 // grant issues the authorization code for user after consent.

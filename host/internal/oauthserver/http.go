@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/ory/fosite"
+
+	"github.com/agenthost/agenthost/host/internal/guard"
 )
 
 // Paths of the server's routes. /oauth/callback and
@@ -33,13 +34,27 @@ const (
 // 8414), and the authorize, token, registration (RFC 7591) and revocation
 // (RFC 7009) endpoints.
 func (s *Server) Mount(mux *http.ServeMux) {
-	mux.HandleFunc(PathResourceMetadata, s.resourceMetadata)
-	mux.HandleFunc(PathResourceMetadataMCP, s.resourceMetadata)
-	mux.Handle(PathAuthServerMetadata, cors(http.HandlerFunc(s.serverMetadata)))
-	mux.HandleFunc(PathAuthorize, s.authorize)
-	mux.Handle(PathToken, cors(http.HandlerFunc(s.token)))
-	mux.Handle(PathRegister, cors(http.HandlerFunc(s.register)))
-	mux.Handle(PathRevoke, cors(http.HandlerFunc(s.revoke)))
+	mux.Handle(PathResourceMetadata, s.checkHost(http.HandlerFunc(s.resourceMetadata)))
+	mux.Handle(PathResourceMetadataMCP, s.checkHost(http.HandlerFunc(s.resourceMetadata)))
+	mux.Handle(PathAuthServerMetadata, s.checkHost(cors(http.HandlerFunc(s.serverMetadata))))
+	mux.Handle(PathAuthorize, s.checkHost(http.HandlerFunc(s.authorize)))
+	mux.Handle(PathToken, s.checkHost(cors(http.HandlerFunc(s.token))))
+	mux.Handle(PathRegister, s.checkHost(cors(http.HandlerFunc(s.register))))
+	mux.Handle(PathRevoke, s.checkHost(cors(http.HandlerFunc(s.revoke))))
+}
+
+// checkHost refuses (403) a request that reached a loopback address naming
+// another host than a loopback one or [Options.AllowedHosts], as every
+// surface of the host does (DNS rebinding).
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !guard.HostAllowed(r, s.opts.AllowedHosts) {
+			s.opts.Refusals.Refused(s.log, "oauth: refused a foreign Host", "host", r.Host, "addr", s.opts.AddrKey(r))
+			http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // cors lets browser-based clients call an endpoint that uses no cookies:
@@ -185,7 +200,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	c, err := s.policy.toClient(&m, false)
 	if err != nil {
 		code, desc := errorCode(err)
-		s.log.Info("oauth: registration refused", "addr", s.opts.AddrKey(r.RemoteAddr), "reason", desc)
+		s.opts.Refusals.Refused(s.log, "oauth: registration refused", "addr", s.opts.AddrKey(r), "reason", desc)
 		writeJSON(w, http.StatusBadRequest, regError{code, desc})
 		return
 	}
@@ -225,17 +240,17 @@ func (s *Server) invalidTarget() *fosite.RFC6749Error {
 // logRefused logs a refused OAuth request by its error code and hint,
 // never its parameters (codes and tokens).
 func (s *Server) logRefused(r *http.Request, endpoint string, err error) {
-	if errors.Is(err, errInvalidTarget) {
-		s.log.Info("oauth: request refused", "endpoint", endpoint, "error", "invalid_target", "addr", s.opts.AddrKey(r.RemoteAddr))
-		return
+	code, hint := "invalid_target", ""
+	if !errors.Is(err, errInvalidTarget) {
+		e := fosite.ErrorToRFC6749Error(err)
+		if e.CodeField >= 500 {
+			s.log.Error("oauth: request failed", "endpoint", endpoint, "error", e.ErrorField, "hint", e.HintField, "debug", e.DebugField)
+			return
+		}
+		code, hint = e.ErrorField, e.HintField
 	}
-	e := fosite.ErrorToRFC6749Error(err)
-	lvl := slog.LevelInfo
-	if e.CodeField >= 500 {
-		lvl = slog.LevelError
-	}
-	s.log.Log(r.Context(), lvl, "oauth: request refused", "endpoint", endpoint, "error", e.ErrorField,
-		"hint", e.HintField, "client", clip(r.Form.Get("client_id")), "addr", s.opts.AddrKey(r.RemoteAddr))
+	s.opts.Refusals.Refused(s.log, "oauth: request refused", "endpoint", endpoint, "error", code,
+		"hint", hint, "client", clip(r.Form.Get("client_id")), "addr", s.opts.AddrKey(r))
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

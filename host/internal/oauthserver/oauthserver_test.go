@@ -100,7 +100,7 @@ func (e *env) open(opts *oauthserver.Options) *oauthserver.Server {
 		o.BaseURL = func() string { return e.srv.URL }
 	}
 	o.Sessions = web.NewSessions(e.a, nil)
-	o.Limiter, o.AddrKey = e.a.Limiter(), auth.AddrKey
+	o.Limiter = e.a.Limiter()
 	o.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	oa, err := oauthserver.New(st, &o)
 	if err != nil {

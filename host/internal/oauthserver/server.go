@@ -24,6 +24,7 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/ext/netguard"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/guard"
 )
 
 // Scopes the server grants. A request that names none gets [ScopeMCP];
@@ -75,13 +76,12 @@ type Sessions interface {
 	LoginURL(next string) string
 }
 
-// Limiter locks out client addresses after failed passphrases (the host's
-// auth.Limiter is one): Allow before checking, Fail after a wrong one,
-// Succeed after a right one.
+// Limiter counts failed passphrases with every other failed sign-in (the
+// host's auth.Limiter is one): Fail after a wrong one, with the client's
+// key and the credential; it returns an error (an *auth.LockoutError)
+// when further failures are to be refused.
 type Limiter interface {
-	Allow(addr string) error
-	Fail(addr string) error
-	Succeed(addr string)
+	Fail(addr, credential string) error
 }
 
 // Passphrase is the operator's gate of a single-user install: whoever
@@ -106,8 +106,16 @@ type Options struct {
 	Sessions Sessions
 	// Limiter counts failed passphrases; nil counts nothing.
 	Limiter Limiter
-	// AddrKey turns a RemoteAddr into the limiter's key (default: as is).
-	AddrKey func(remoteAddr string) string
+	// AddrKey returns the limiter's key of a request's client (default:
+	// guard.AddrKey of RemoteAddr; behind a proxy, the host's trusted
+	// proxies decide).
+	AddrKey func(r *http.Request) string
+	// AllowedHosts are the host names besides loopback ones that a request
+	// to a loopback address may name (the public URL's): DNS rebinding.
+	AllowedHosts []string
+	// Refusals rate-limits the log lines of refused requests, shared with
+	// the other surfaces (nil: a log of the server's own).
+	Refusals *guard.RefusalLog
 	// Passphrase, when set, offers the passphrase gate beside the sign-in.
 	Passphrase *Passphrase
 	// AccessTokenTTL is an access token's life (default 1 h).
@@ -162,6 +170,8 @@ type Server struct {
 	touchMu sync.Mutex
 	touched map[string]time.Time
 
+	gate gateLock
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -184,7 +194,10 @@ func New(store Store, opts *Options) (*Server, error) {
 	o.RefreshTokenTTL = cmp.Or(o.RefreshTokenTTL, 30*24*time.Hour)
 	o.DocumentTTL = cmp.Or(o.DocumentTTL, 10*time.Minute)
 	if o.AddrKey == nil {
-		o.AddrKey = func(a string) string { return a }
+		o.AddrKey = func(r *http.Request) string { return guard.AddrKey(r.RemoteAddr) }
+	}
+	if o.Refusals == nil {
+		o.Refusals = guard.NewRefusalLog(nil)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
