@@ -505,6 +505,44 @@ func TestPassphraseGate(t *testing.T) {
 	e.logs.noneOf(t, "correct horse battery", "wrong one", "wrong 1", tok.AccessToken, tok.RefreshToken, loc.Query().Get("code"))
 }
 
+// TestPassphraseGateSpread: wrong passphrases spread over many clients
+// lock the gate for all of them: guesses are not checked, not even a
+// right one, until the lockout ends (the settings sign-in still works).
+func TestPassphraseGateSpread(t *testing.T) {
+	hash, _ := bcrypt.GenerateFromPassword([]byte("correct horse battery"), bcrypt.MinCost)
+	e := newEnv(t, &oauthserver.Options{Passphrase: &oauthserver.Passphrase{Hash: string(hash), User: "bob"},
+		// Each test client is its own key, as behind a trusted proxy.
+		AddrKey: func(r *http.Request) string { return r.Header.Get("X-Test-Client") }})
+	cfg := e.register(dcrMeta)
+	authURL := cfg.AuthCodeURL("state-0123456789", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))
+	try := func(client, pass string) int {
+		b := e.browser("")
+		p := b.get(authURL)
+		f := formOf(p.body, "passphrase-form")
+		f.Set("passphrase", pass)
+		req, _ := http.NewRequest("POST", e.srv.URL+"/oauth/authorize", strings.NewReader(f.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Test-Client", client)
+		resp, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i, c := range []string{"a", "b"} {
+		if code := try(c, "guess"); code != http.StatusUnauthorized {
+			t.Errorf("guess %d: %d, want 401", i, code)
+		}
+	}
+	if code := try("c", "guess"); code != http.StatusTooManyRequests {
+		t.Errorf("the third guess, from a third client: %d, want 429 (the gate is locked)", code)
+	}
+	if code := try("d", "correct horse battery"); code != http.StatusTooManyRequests {
+		t.Errorf("the right passphrase from a fresh client while the gate is locked: %d, want 429 (not checked)", code)
+	}
+}
+
 // TestRegistration: what a registration may ask for.
 func TestRegistration(t *testing.T) {
 	e := newEnv(t, &oauthserver.Options{AllowedRedirectHosts: []string{"claude.ai"}})
@@ -558,5 +596,19 @@ func TestMetadata(t *testing.T) {
 	}
 	if got := e.oa.ResourceMetadataURL(); got != e.srv.URL+"/.well-known/oauth-protected-resource/mcp" {
 		t.Errorf("ResourceMetadataURL = %q", got)
+	}
+	// DNS rebinding: a loopback connection naming another host is refused
+	// on every route.
+	for _, p := range []string{"/.well-known/oauth-authorization-server", "/oauth/authorize", "/oauth/token", "/oauth/register"} {
+		req, _ := http.NewRequest("GET", e.srv.URL+p, nil)
+		req.Host = "evil.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s with Host evil.example: %d, want 403", p, resp.StatusCode)
+		}
 	}
 }
