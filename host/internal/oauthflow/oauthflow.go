@@ -66,8 +66,9 @@ type Options struct {
 	// under it.
 	BaseURL func() string
 	// SessionUser returns the user of the settings session a request
-	// carries, if any (the operator's session is none).
-	SessionUser func(r *http.Request) (user string, ok bool)
+	// carries, if any (the operator's session is none); it may clear a
+	// dead session's cookie on w.
+	SessionUser func(w http.ResponseWriter, r *http.Request) (user string, ok bool)
 	// Secure marks the host as served over TLS (the binding cookie gets
 	// Secure and the __Host- prefix).
 	Secure bool
@@ -288,7 +289,7 @@ func (f *Flows) ServeCallback(w http.ResponseWriter, r *http.Request) {
 				f.o.MaxAge.String()+"), or the sign-in was started elsewhere. Nothing was connected; start the sign-in again.")
 		return
 	}
-	if why := f.refuse(r, p); why != "" {
+	if why := f.refuse(w, r, p); why != "" {
 		f.o.Logger.Warn("oauth callback refused", "extension", p.ext, "user", p.user, "resource", p.name, "reason", why)
 		// End the extension's side of it too.
 		_, _ = f.h.CompleteAuth(r.Context(), p.ext, &ext.CompleteAuthRequest{User: p.user, Name: p.name, State: state,
@@ -319,7 +320,7 @@ func (f *Flows) ServeCallback(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse says why the redirect may not complete p in this browser, or "".
-func (f *Flows) refuse(r *http.Request, p *pending) string {
+func (f *Flows) refuse(w http.ResponseWriter, r *http.Request, p *pending) string {
 	if p.binding != "" {
 		c, err := r.Cookie(f.cookie)
 		if err != nil || subtle.ConstantTimeCompare([]byte(hash(c.Value)), []byte(p.binding)) != 1 {
@@ -327,7 +328,7 @@ func (f *Flows) refuse(r *http.Request, p *pending) string {
 		}
 	}
 	if f.o.SessionUser != nil {
-		if u, ok := f.o.SessionUser(r); ok && u != p.user {
+		if u, ok := f.o.SessionUser(w, r); ok && u != p.user {
 			return "this browser is signed in to agenthost as another user than the one who started it"
 		}
 	}

@@ -101,7 +101,7 @@ func newRig(t *testing.T, base string, maxAge time.Duration) *rig {
 	}
 	r.flows = oauthflow.New(h, &oauthflow.Options{BaseURL: func() string { return base }, MaxAge: maxAge,
 		// The settings session, for this test, is a header.
-		SessionUser: func(req *http.Request) (string, bool) {
+		SessionUser: func(_ http.ResponseWriter, req *http.Request) (string, bool) {
 			u := req.Header.Get("X-Session-User")
 			return u, u != ""
 		}})

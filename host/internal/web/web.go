@@ -65,6 +65,9 @@ type Options struct {
 	// browsers may post forms (e.g. "https://agenthost.example.com" behind
 	// a proxy that rewrites Host).
 	TrustedOrigins []string
+	// Apps, when set, lists the user's OAuth grants ("Connected apps") on
+	// the settings page and at /api/v1/grants, and revokes them.
+	Apps ConnectedApps
 	// SignIn starts an extension's OAuth sign-in of user to resource name
 	// from this browser and returns the authorization URL to send it to
 	// (the settings page's Connect buttons); nil offers none.
@@ -120,28 +123,8 @@ type server struct {
 // under opts.BasePath. Every user sees and changes only their own data: the
 // user comes from the session or the bearer token, never from the request.
 func New(h Host, a *auth.Store, opts *Options) http.Handler {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.AddrKey == nil {
-		o.AddrKey = func(r *http.Request) string { return guard.AddrKey(r.RemoteAddr) }
-	}
-	if o.Refusals == nil {
-		o.Refusals = guard.NewRefusalLog(nil)
-	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = defaultMaxBody
-	}
-	s := &server{
-		h: h, a: a, logger: o.Logger, refusals: o.Refusals, opts: o,
-		base:   strings.TrimRight(o.BasePath, "/"),
-		cookie: sessionCookie(o.Secure),
-		tmpl:   template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")),
-	}
+	s := newServer(h, a, opts)
+	o := s.opts
 	r := chi.NewRouter()
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
@@ -166,6 +149,37 @@ func New(h Host, a *auth.Store, opts *Options) http.Handler {
 	return s.recoverer(s.headers(s.checkHost(s.limitBody(cop.Handler(root)))))
 }
 
+// newServer builds the handler's state from the options, defaults filled
+// in.
+func newServer(h Host, a *auth.Store, opts *Options) *server {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.AddrKey == nil {
+		o.AddrKey = func(r *http.Request) string { return guard.AddrKey(r.RemoteAddr) }
+	}
+	if o.Refusals == nil {
+		o.Refusals = guard.NewRefusalLog(nil)
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = defaultMaxBody
+	}
+	s := &server{
+		h: h, a: a, logger: o.Logger, refusals: o.Refusals, opts: o,
+		base:   strings.TrimRight(o.BasePath, "/"),
+		cookie: "agenthost_session",
+		tmpl:   template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")),
+	}
+	if o.Secure {
+		s.cookie = "__Host-agenthost_session"
+	}
+	return s
+}
+
 func (s *server) routes(r chi.Router) {
 	r.Get("/", func(w http.ResponseWriter, r *http.Request) { s.redirect(w, r, "/settings") })
 	r.Get("/static/*", s.static)
@@ -178,6 +192,7 @@ func (s *server) routes(r chi.Router) {
 		r.Get("/settings", s.settingsPage)
 		r.Post("/settings/_tokens", s.createToken)
 		r.Post("/settings/_tokens/revoke", s.revokeToken)
+		r.Post("/settings/_apps/revoke", s.revokeApp)
 		r.Post("/settings/_secrets/{ext}", s.setNamedSecret)
 		r.Post("/settings/_secrets/{ext}/delete", s.deleteNamedSecret)
 		r.Get("/settings/connect/{ext}/{name}", s.connectPage)
@@ -203,6 +218,8 @@ func (s *server) routes(r chi.Router) {
 		r.Get("/tokens", s.apiTokens)
 		r.Post("/tokens", s.apiCreateToken)
 		r.Delete("/tokens/{id}", s.apiRevokeToken)
+		r.Get("/grants", s.apiGrants)
+		r.Delete("/grants/{id}", s.apiRevokeGrant)
 		r.Get("/tools", s.apiTools)
 		r.Get("/status", s.apiStatus)
 	})

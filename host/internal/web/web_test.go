@@ -254,6 +254,40 @@ func TestSignInWithToken(t *testing.T) {
 	}
 }
 
+// TestSignInComesBack: a sign-in started from another page of this server
+// (the OAuth authorization) goes back to it, also when already signed in;
+// anything that is not a path of this server is ignored (no open
+// redirect).
+func TestSignInComesBack(t *testing.T) {
+	e := newEnv(t, nil)
+	const next = "/oauth/authorize?client_id=c&state=s"
+	for target, want := range map[string]string{
+		next:                     next,
+		"//evil.example/x":       "/settings",
+		"https://evil.example/x": "/settings",
+		"/\\evil.example":        "/settings",
+		"/ok\r\nSet-Cookie: a=b": "/settings",
+	} {
+		b := e.browser()
+		r := b.get("/settings/login?next=" + url.QueryEscape(target))
+		hasNext := strings.Contains(r.body, `name="next"`)
+		if hasNext != (want == next) {
+			t.Errorf("next=%q: the form carries it: %v", target, hasNext)
+		}
+		// Posted even when the form dropped it: refused all the same.
+		form := url.Values{"token": {e.token("alice")}, "next": {target}}
+		r = b.postCSRF("/settings/login", form)
+		if r.code != http.StatusSeeOther || r.hdr.Get("Location") != want {
+			t.Errorf("signing in with next=%q: %d to %q, want %q", target, r.code, r.hdr.Get("Location"), want)
+		}
+		if want == next {
+			if r := b.get("/settings/login?next=" + url.QueryEscape(next)); r.code != http.StatusSeeOther || r.hdr.Get("Location") != next {
+				t.Errorf("already signed in: %d to %q, want %q", r.code, r.hdr.Get("Location"), next)
+			}
+		}
+	}
+}
+
 func TestSignInWithLink(t *testing.T) {
 	e := newEnv(t, nil)
 	code, err := e.a.CreateLoginLink(context.Background(), "alice", 0)
