@@ -350,4 +350,3 @@ func humanDuration(d time.Duration) string {
 	}
 	return strconv.Itoa(n) + " " + unit
 }
-
