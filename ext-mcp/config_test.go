@@ -89,7 +89,7 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{"mcpServers." + strings.Repeat("a", 65) + ": the server name must match ^[A-Za-z0-9_-]{1,64}$"}},
 		"declared twice": {`{"mcpServers": {"a": {"command": "x"}}, "servers": {"a": {"command": "y"}}}`,
 			[]string{"servers.a: the server is also declared as mcpServers.a"}},
-		"both and neither": {`{"mcpServers": {"both": {"command": "x", "url": "http://h"}, "none": {"args": ["x"]}}}`, []string{
+		"both and neither": {`{"mcpServers": {"both": {"command": "x", "url": "https://h"}, "none": {"args": ["x"]}}}`, []string{
 			"mcpServers.both: has both command and url; a server is either stdio (command) or remote (url)",
 			"mcpServers.none: has neither command nor url",
 		}},
@@ -100,7 +100,7 @@ func TestParseConfigErrors(t *testing.T) {
 			"mcpServers.a.env: must be an object of strings",
 			`mcpServers.a.timeout: "soon" is not a duration such as 30s or 2m`,
 		}},
-		"bad enums": {`{"mcpServers": {"a": {"url": "http://h", "type": "ws", "credentials": "mine", "availability": "always",
+		"bad enums": {`{"mcpServers": {"a": {"url": "https://h", "type": "ws", "credentials": "mine", "availability": "always",
 			"tools": {"x": "visible", "": "direct"}, "protocolVersion": "2099-01-01"}}}`, []string{
 			`mcpServers.a.type: "ws" is not one of http, sse`,
 			`mcpServers.a.credentials: "mine" is not one of user, shared`,
@@ -109,16 +109,16 @@ func TestParseConfigErrors(t *testing.T) {
 			`mcpServers.a.tools.x: "visible" is not one of direct, deferred, codemode, hidden`,
 			`mcpServers.a.protocolVersion: "2099-01-01" is not one of latest, 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05`,
 		}},
-		"shared without users": {`{"mcpServers": {"a": {"url": "http://h", "credentials": "shared"}}}`,
+		"shared without users": {`{"mcpServers": {"a": {"url": "https://h", "credentials": "shared"}}}`,
 			[]string{"mcpServers.a.users: a shared server needs the list of users it is lent to"}},
-		"users on a personal server": {`{"mcpServers": {"a": {"url": "http://h", "users": ["x"], "sharedAuthority": "y"}}}`, []string{
+		"users on a personal server": {`{"mcpServers": {"a": {"url": "https://h", "users": ["x"], "sharedAuthority": "y"}}}`, []string{
 			"mcpServers.a.users: applies to shared servers only (credentials: shared)",
 			"mcpServers.a.sharedAuthority: applies to shared servers only (credentials: shared)",
 		}},
-		"the operator as a user": {`{"mcpServers": {"a": {"url": "http://h", "credentials": "shared", "users": ["@operator", ""]}}}`, []string{
+		"the operator as a user": {`{"mcpServers": {"a": {"url": "https://h", "credentials": "shared", "users": ["@operator", ""]}}}`, []string{
 			"mcpServers.a.users[0]: is not a user", "mcpServers.a.users[1]: is not a user",
 		}},
-		"stdio fields on a url": {`{"mcpServers": {"a": {"url": "http://h", "env": {"A": "b"}}}}`,
+		"stdio fields on a url": {`{"mcpServers": {"a": {"url": "https://h", "env": {"A": "b"}}}}`,
 			[]string{"mcpServers.a: args, env and cwd apply to command servers only"}},
 		"url fields on a command": {`{"mcpServers": {"a": {"command": "x", "headers": {"A": "b"}, "type": "http"}}}`, []string{
 			`mcpServers.a.type: "http" does not go with command; use stdio or leave it out`,
@@ -129,7 +129,7 @@ func TestParseConfigErrors(t *testing.T) {
 			"mcpServers.b.url: has no host",
 			"mcpServers.c.url: must not hold credentials; use headers or the users' tokens",
 		}},
-		"bad header and env names": {`{"mcpServers": {"a": {"url": "http://h", "headers": {"Bad Header": "x", "X": "a\nb"}},
+		"bad header and env names": {`{"mcpServers": {"a": {"url": "https://h", "headers": {"Bad Header": "x", "X": "a\nb"}},
 			"b": {"command": "x", "env": {"1A": "x"}}}}`, []string{
 			`mcpServers.a.headers: "Bad Header" is not a header name`,
 			"mcpServers.a.headers.X: the value holds a line break or NUL",
@@ -198,7 +198,7 @@ func sorted(s []string) []string {
 func TestConfigErrorsHoldNoSecrets(t *testing.T) {
 	t.Parallel()
 	_, err := extmcp.ParseConfig(json.RawMessage(`{"mcpServers": {
-		"a": {"url": "http://h", "headers": {"Authorization": "Bearer CANARY-1\n"}, "env": {"T": "CANARY-2"}},
+		"a": {"url": "https://h", "headers": {"Authorization": "Bearer CANARY-1\n"}, "env": {"T": "CANARY-2"}},
 		"b": {"command": "x", "env": {"T": "CANARY-3\u0000"}, "headers": {"K": "CANARY-4"}}}}`))
 	if err == nil || strings.Contains(err.Error(), "CANARY") {
 		t.Errorf("error %v", err)
@@ -241,7 +241,7 @@ func FuzzParseConfig(f *testing.F) {
 	for _, seed := range []string{
 		``, `{}`, `{"mcpServers": {"a": {"command": "x", "args": ["1"], "env": {"A": "b"}, "timeout": "1s"}}}`,
 		`{"userServers": "url", "servers": {"b": {"url": "https://h/mcp", "headers": {"X": "y"}, "type": "sse"}}}`,
-		`{"mcpServers": {"t": {"url": "http://h", "credentials": "shared", "users": ["u"], "tools": {"*": "hidden"}, "timeout": 3}}}`,
+		`{"mcpServers": {"t": {"url": "https://h", "credentials": "shared", "users": ["u"], "tools": {"*": "hidden"}, "timeout": 3}}}`,
 		`{"mcpServers": {"a": {"comand": "x"}, "b/c": {}}}`, `[`, `{"mcpServers": null}`,
 	} {
 		f.Add(seed)

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -71,7 +70,6 @@ type Extension struct {
 	catalogOpts     *catalog.Options
 	defaultProtocol string
 	key             []byte // keys the credential identities in fingerprints
-	transport       *http.Transport
 
 	mu       sync.Mutex
 	baseDir  string // the operator's file's folder
@@ -79,6 +77,7 @@ type Extension struct {
 	cfg      *Config
 	planner  *catalog.SettingsPlanner
 	engine   *catalog.Engine
+	conn     *connector // the engine's: its transports' idle pools are closed with it
 	sections []ext.SettingsSection
 	shut     bool
 }
@@ -111,7 +110,6 @@ func New(opts *Options) *Extension {
 		catalogOpts:     o.Catalog,
 		defaultProtocol: o.DefaultProtocolVersion,
 		key:             make([]byte, 32),
-		transport:       newHTTPTransport(),
 	}
 	switch x.defaultProtocol {
 	case "":
@@ -184,7 +182,12 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	if o.Logger == nil {
 		o.Logger = x.log
 	}
-	engine := catalog.New(planner, &connector{x: x}, catalog.PublisherFunc(h.SetUserCatalog), &o)
+	maxResult := cfg.MaxResultBytes
+	if maxResult == 0 {
+		maxResult = DefaultMaxResultBytes
+	}
+	conn := &connector{x: x, guard: newGuard(ctx, cfg, req, x.log), maxResult: maxResult}
+	engine := catalog.New(planner, conn, catalog.PublisherFunc(h.SetUserCatalog), &o)
 
 	x.mu.Lock()
 	if x.shut {
@@ -192,13 +195,14 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		_ = engine.Close(ctx)
 		return fmt.Errorf("extmcp: Configure after Shutdown: %w", ext.ErrUnavailable)
 	}
-	old := x.engine
-	x.host, x.cfg, x.planner, x.engine, x.sections = h, cfg, planner, engine, sections
+	old, oldConn := x.engine, x.conn
+	x.host, x.cfg, x.planner, x.engine, x.conn, x.sections = h, cfg, planner, engine, conn, sections
 	x.baseDir = req.BaseDir
 	x.mu.Unlock()
 	if old == nil {
 		return nil
 	}
+	defer oldConn.guard.closeIdle()
 	// A new config: the users active under the old one move over (their
 	// servers are planned afresh), then the old catalog drains and closes.
 	var g errgroup.Group
@@ -220,13 +224,13 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 func (x *Extension) Shutdown(ctx context.Context) error {
 	x.mu.Lock()
 	x.shut = true
-	e := x.engine
+	e, conn := x.engine, x.conn
 	x.mu.Unlock()
 	var err error
 	if e != nil {
 		err = e.Close(ctx)
+		conn.guard.closeIdle()
 	}
-	x.transport.CloseIdleConnections()
 	return err
 }
 
@@ -304,7 +308,10 @@ func (x *Extension) Retire(ctx context.Context, user, name string) error {
 		err := e.Deactivate(ctx, user)
 		// The user's connections are gone: do not keep their idle
 		// keep-alive sockets (others' idle ones reconnect on demand).
-		x.transport.CloseIdleConnections()
+		x.mu.Lock()
+		conn := x.conn
+		x.mu.Unlock()
+		conn.guard.closeIdle()
 		return err
 	}
 	return e.Retire(ctx, user, name)
