@@ -42,17 +42,25 @@ func TestParseConfigValid(t *testing.T) {
 			}}},
 		},
 		"every field": {
-			`{"userServers": "all", "mcpServers": {"team": {"url": "https://t/mcp", "type": "http", "credentials": "shared",
+			`{"userServers": "all", "userServerAllowCIDRs": ["10.20.0.0/16", "fd00::1"], "userServerAllowHTTP": true, "maxResultBytes": 1048576,
+			  "mcpServers": {"team": {"url": "https://t/mcp", "type": "http", "credentials": "shared",
 			  "availability": "opt-in", "users": ["alice"], "sharedAuthority": "why", "timeout": "90s", "enabled": false,
-			  "tools": {"delete_*": "hidden", "search": "deferred"}, "protocolVersion": "2025-11-25"},
-			  "b": {"command": "b", "cwd": "/tmp", "timeout": 2.5, "protocolVersion": "latest"}}}`,
-			&extmcp.Config{UserServers: "all", ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
-				"team": {URL: "https://t/mcp", Type: "http", Credentials: "shared", Availability: "opt-in", Users: []string{"alice"},
-					SharedAuthority: "why", Timeout: extmcp.Duration(90 * time.Second), Enabled: ptr(false),
-					Tools: map[string]string{"delete_*": "hidden", "search": "deferred"}, ProtocolVersion: "2025-11-25"},
-				"b": {Command: "b", Cwd: "/tmp", Timeout: extmcp.Duration(2500 * time.Millisecond), ProtocolVersion: "latest"},
-			}}},
+			  "tools": {"delete_*": "hidden", "search": "deferred"}, "protocolVersion": "2025-11-25", "maxResultBytes": 16777216},
+			  "b": {"command": "b", "cwd": "/tmp", "timeout": 2.5, "protocolVersion": "latest"},
+			  "intranet": {"url": "http://search.corp/mcp", "allowInsecureHTTP": true}}}`,
+			&extmcp.Config{UserServers: "all", UserServerAllowCIDRs: []string{"10.20.0.0/16", "fd00::1"}, UserServerAllowHTTP: true,
+				MaxResultBytes: 1 << 20, ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
+					"team": {URL: "https://t/mcp", Type: "http", Credentials: "shared", Availability: "opt-in", Users: []string{"alice"},
+						SharedAuthority: "why", Timeout: extmcp.Duration(90 * time.Second), Enabled: ptr(false),
+						Tools: map[string]string{"delete_*": "hidden", "search": "deferred"}, ProtocolVersion: "2025-11-25",
+						MaxResultBytes: 16 << 20},
+					"b":        {Command: "b", Cwd: "/tmp", Timeout: extmcp.Duration(2500 * time.Millisecond), ProtocolVersion: "latest"},
+					"intranet": {URL: "http://search.corp/mcp", AllowInsecureHTTP: true},
+				}}},
 		},
+		"http to loopback needs no opt-in": {`{"mcpServers": {"a": {"url": "http://localhost:9/mcp"}, "b": {"url": "http://[::1]:9/mcp"}}}`,
+			&extmcp.Config{ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
+				"a": {URL: "http://localhost:9/mcp"}, "b": {URL: "http://[::1]:9/mcp"}}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -135,6 +143,18 @@ func TestParseConfigErrors(t *testing.T) {
 			"mcpServers.a.headers.X: the value holds a line break or NUL",
 			`mcpServers.b.env: "1A" is not a variable name`,
 		}},
+		"plain http beyond loopback": {`{"mcpServers": {"search": {"url": "http://search.corp/mcp"}, "ok": {"url": "http://search.corp/mcp", "allowInsecureHTTP": false}}}`, []string{
+			"mcpServers.ok.url: plain http to search.corp would send the users' tokens across the network in clear text: use https, or set allowInsecureHTTP: true on this server",
+			"mcpServers.search.url: plain http to search.corp would send the users' tokens across the network in clear text: use https, or set allowInsecureHTTP: true on this server",
+		}},
+		"bad network fields": {`{"userServerAllowCIDRs": ["10.0.0.0/8", "10.0.0.0/33"], "userServerAllowHTTP": "yes", "maxResultBytes": 10,
+			"mcpServers": {"a": {"url": "https://h", "maxResultBytes": 1.5, "allowInsecureHTTP": 1}}}`, []string{
+			"maxResultBytes: must be a whole number of bytes from 1024 (1 KiB) to 1073741824 (1 GiB)",
+			`userServerAllowCIDRs: entry 1 ("10.0.0.0/33") is not a CIDR prefix such as 10.0.0.0/8`,
+			"userServerAllowHTTP: must be true or false",
+			"mcpServers.a.allowInsecureHTTP: must be true or false",
+			"mcpServers.a.maxResultBytes: must be a whole number of bytes from 1024 (1 KiB) to 1073741824 (1 GiB)",
+		}},
 		"timeouts": {`{"mcpServers": {"a": {"command": "x", "timeout": -1}, "b": {"command": "x", "timeout": "48h"}}}`, []string{
 			"mcpServers.a.timeout: -1 seconds is out of range",
 			"mcpServers.b.timeout: must be between 0 and 24h0m0s",
@@ -161,7 +181,8 @@ func TestParseServerList(t *testing.T) {
 	}
 	_, err := extmcp.ParseServerList(json.RawMessage(`{"userServers": "all", "mcpServers": {"x": {"command": "c",
 		"credentials": "shared", "users": ["bob"], "availability": "opt-in", "sharedAuthority": "s",
-		"env": {"LD_PRELOAD": "/evil.so", "NODE_OPTIONS": "--require x", "OK": "1"}}}}`))
+		"env": {"LD_PRELOAD": "/evil.so", "NODE_OPTIONS": "--require x", "OK": "1"}},
+		"y": {"url": "http://plain.example/mcp", "maxResultBytes": 1073741824, "allowInsecureHTTP": true}}}`))
 	var ce *extmcp.ConfigError
 	if !errors.As(err, &ce) {
 		t.Fatalf("ParseServerList: %v", err)
@@ -174,6 +195,8 @@ func TestParseServerList(t *testing.T) {
 		"mcpServers.x.credentials: is for the operator's servers only; your servers always use your own credentials",
 		"mcpServers.x.sharedAuthority: is for the operator's servers only; your servers always use your own credentials",
 		"mcpServers.x.users: is for the operator's servers only; your servers always use your own credentials",
+		"mcpServers.y.allowInsecureHTTP: is for the operator's servers only; the operator sets it for the users' servers",
+		"mcpServers.y.maxResultBytes: is for the operator's servers only; the operator sets it for the users' servers",
 	}
 	got := append([]string(nil), ce.Problems...)
 	if diff := cmp.Diff(sorted(want), sorted(got)); diff != "" {

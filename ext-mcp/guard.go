@@ -171,39 +171,58 @@ func defaultPort(scheme string) string {
 }
 
 // check refuses, before anything is dialed, a remote server's URL that
-// points at the host itself or, for a user's own server (own), uses plain
-// http beyond loopback or names a refused address outright. Names are
-// checked when dialed ([guard.explain] words those refusals).
+// names a refused address outright (the host's own, or for a user's own
+// server (own) any the policy refuses), that points at the host's own URL,
+// or that, for a user's own server, uses plain http beyond loopback or a
+// host that browsers read as an IPv4 address in another notation. Names
+// are checked when dialed ([guard.explain] words those refusals).
 func (g *guard) check(server, raw string, own bool) error {
-	u, err := netguard.CheckURL(raw, !own || g.userHTTP)
-	if err != nil {
+	pol := &g.operator
+	if own {
+		pol = &g.user
+	}
+	if u, err := url.Parse(raw); err == nil && u.Hostname() != "" {
+		port := u.Port()
+		if port == "" {
+			port = defaultPort(u.Scheme)
+		}
+		p, _ := strconv.ParseUint(port, 10, 16)
+		if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+			if err := pol.Check(netip.AddrPortFrom(ip, uint16(p))); err != nil {
+				return g.refusal(server, own, err)
+			}
+		} else if own && numericHost(u.Hostname()) {
+			return fmt.Errorf("%s: %s is an IPv4 address in a numeric notation (hex, octal, decimal or shortened) that browsers read as an address: refused; write it as four decimal numbers",
+				server, clip(u.Hostname(), 64))
+		}
+		o := origin(u.Scheme, u.Hostname(), port)
+		for _, s := range g.self {
+			if o == s {
+				return fmt.Errorf("%s: %s is the host's own URL: refused (%s)", server, o, loopNote)
+			}
+		}
+	}
+	if _, err := netguard.CheckURL(raw, !own || g.userHTTP); err != nil {
 		reason, hint := guardReason(err), ""
 		if strings.HasPrefix(reason, "plain http") {
 			hint = " (the operator can allow http with userServerAllowHTTP)"
 		}
 		return fmt.Errorf("%s: %s: refused%s", server, reason, hint)
 	}
-	port := u.Port()
-	if port == "" {
-		port = defaultPort(u.Scheme)
-	}
-	o := origin(u.Scheme, u.Hostname(), port)
-	for _, s := range g.self {
-		if o == s {
-			return fmt.Errorf("%s: %s is the host's own URL: refused (%s)", server, o, loopNote)
-		}
-	}
-	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
-		p, _ := strconv.ParseUint(port, 10, 16)
-		pol := &g.operator
-		if own {
-			pol = &g.user
-		}
-		if err := pol.Check(netip.AddrPortFrom(ip, uint16(p))); err != nil {
-			return g.refusal(server, own, err)
-		}
-	}
 	return nil
+}
+
+// numericHost reports whether host ends in a number, which the WHATWG URL
+// parser (browsers, and servers that follow it) reads as an IPv4 address:
+// 0x7f000001, 2130706433, 017700000001, 127.1.
+func numericHost(host string) bool {
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	last := labels[len(labels)-1]
+	if strings.HasPrefix(last, "0x") || strings.HasPrefix(last, "0X") {
+		last = last[2:]
+		return strings.Trim(last, "0123456789abcdefABCDEF") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 // loopNote says why the host's own address is refused.

@@ -203,6 +203,14 @@ type fixture struct {
 // given, wraps the host the extension sees.
 func newFixture(t testing.TB, carrier string, config string, opts *extmcp.Options, wrap ...func(*exttest.FakeHost) ext.Host) *fixture {
 	t.Helper()
+	return newFixtureWith(t, carrier, config, opts, nil, wrap...)
+}
+
+// newFixtureWith is newFixture with more of the Configure request (such as
+// the host's listen address) set by req.
+func newFixtureWith(t testing.TB, carrier string, config string, opts *extmcp.Options, req func(*ext.ConfigureRequest),
+	wrap ...func(*exttest.FakeHost) ext.Host) *fixture {
+	t.Helper()
 	logs := &logBuffer{}
 	var o extmcp.Options
 	if opts != nil {
@@ -228,7 +236,11 @@ func newFixture(t testing.TB, carrier string, config string, opts *extmcp.Option
 	for _, w := range wrap {
 		host = w(h)
 	}
-	if err := e.Configure(ctx(t), &ext.ConfigureRequest{Name: "mcp", Config: json.RawMessage(config), Host: host}); err != nil {
+	cr := &ext.ConfigureRequest{Name: "mcp", Config: json.RawMessage(config), Host: host}
+	if req != nil {
+		req(cr)
+	}
+	if err := e.Configure(ctx(t), cr); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	t.Cleanup(func() {
