@@ -135,7 +135,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		return nil, err
 	}
 	token, replace := us.token, us.replace
-	cn := &conn{x: x, host: h, user: user, server: d.Name, done: make(chan struct{}), active: map[*activeCall]struct{}{}}
+	cn := &conn{x: x, host: h, user: user, server: d.Name, limit: c.limit(us.server), done: make(chan struct{}), active: map[*activeCall]struct{}{}}
 	if token != "" {
 		cn.secrets = []string{token}
 	}
@@ -277,6 +277,7 @@ type conn struct {
 	host     ext.Host
 	user     string
 	server   string
+	limit    int64 // bounds each message from the server (limits.go)
 	cs       *mcp.ClientSession
 	init     *mcp.InitializeResult
 	svc      ext.ServiceConn // stdio servers only
@@ -635,7 +636,7 @@ func (c *conn) callError(tool string, err error) (*ext.CallToolResult, error) {
 		werr *jsonrpc.Error
 		big  *tooLargeError
 	)
-	if errors.As(err, &big) {
+	if errors.As(err, &big) || c.overLimit(err, &big) {
 		return ext.ErrorResult("%s", big.Error()), nil
 	}
 	if errors.As(err, &werr) {

@@ -110,7 +110,7 @@ func (c *conn) requestError(method string, err error) error {
 		werr *jsonrpc.Error
 		big  *tooLargeError
 	)
-	if errors.As(err, &big) {
+	if errors.As(err, &big) || c.overLimit(err, &big) {
 		return fmt.Errorf("%s: %s", method, big.Error())
 	}
 	if errors.As(err, &werr) {

@@ -55,6 +55,18 @@ func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("MCP server %q returned a result of %s, over the %s limit (maxResultBytes)", e.server, size, limit)
 }
 
+// overLimit recognises go-sdk's words for a message over the limit it was
+// given (MaxEventSize; its errors do not wrap a sentinel) and the capped
+// body's error where go-sdk flattened it, and sets *big.
+func (c *conn) overLimit(err error, big **tooLargeError) bool {
+	msg := err.Error()
+	if !strings.Contains(msg, "event exceeded") && !strings.Contains(msg, "(maxResultBytes)") {
+		return false
+	}
+	*big = &tooLargeError{server: c.server, limit: c.limit}
+	return true
+}
+
 // formatBytes writes n in the largest binary unit it reaches, with one
 // decimal when it is not whole: "4 MiB", "15.2 MiB", "512 bytes".
 func formatBytes(n int64) string {
