@@ -202,7 +202,10 @@ func (g *guard) check(server, raw string, own bool) error {
 			}
 		}
 	}
-	if _, err := netguard.CheckURL(raw, !own || g.userHTTP); err != nil {
+	if !own {
+		return nil // the operator's URL was checked when the config loaded
+	}
+	if _, err := netguard.CheckURL(raw, g.userHTTP); err != nil {
 		reason, hint := guardReason(err), ""
 		if strings.HasPrefix(reason, "plain http") {
 			hint = " (the operator can allow http with userServerAllowHTTP)"
