@@ -221,7 +221,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	if err != nil {
 		cancel()
 		cn.release()
-		if gerr := c.guard.explain(d.Name, us.own, err); gerr != nil {
+		if gerr := explain(d.Name, us.own, err); gerr != nil {
 			return nil, gerr
 		}
 		return nil, cn.redact(explainConnect(err))
@@ -638,6 +638,9 @@ func (c *conn) callError(tool string, err error) (*ext.CallToolResult, error) {
 	)
 	if errors.As(err, &big) || c.overLimit(err, &big) {
 		return ext.ErrorResult("%s", big.Error()), nil
+	}
+	if gerr := explain(c.server, strings.HasPrefix(c.server, catalog.UserServerPrefix), err); gerr != nil {
+		return ext.ErrorResult("%s", gerr.Error()), nil
 	}
 	if errors.As(err, &werr) {
 		return ext.ErrorResult("MCP server %q refused the call of %q: %s (code %d)", c.server, tool,

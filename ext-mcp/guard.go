@@ -189,7 +189,7 @@ func (g *guard) check(server, raw string, own bool) error {
 		p, _ := strconv.ParseUint(port, 10, 16)
 		if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
 			if err := pol.Check(netip.AddrPortFrom(ip, uint16(p))); err != nil {
-				return g.refusal(server, own, err)
+				return refusal(server, own, err)
 			}
 		} else if own && numericHost(u.Hostname()) {
 			return fmt.Errorf("%s: %s is an IPv4 address in a numeric notation (hex, octal, decimal or shortened) that browsers read as an address: refused; write it as four decimal numbers",
@@ -231,17 +231,18 @@ func numericHost(host string) bool {
 // loopNote says why the host's own address is refused.
 const loopNote = "a server there would be agenthost calling itself in a loop"
 
-// explain words a connection refused by the policy when it was dialed;
-// it returns nil for any other error.
-func (g *guard) explain(server string, own bool, err error) error {
+// explain words a connection refused by the policy when it was dialed
+// (when connecting, or later: a redirect, a name that now resolves
+// elsewhere); it returns nil for any other error.
+func explain(server string, own bool, err error) error {
 	if !errors.Is(err, netguard.ErrBlocked) {
 		return nil
 	}
-	return g.refusal(server, own, err)
+	return refusal(server, own, err)
 }
 
 // refusal words a policy's refusal of an address for server.
-func (g *guard) refusal(server string, own bool, err error) error {
+func refusal(server string, own bool, err error) error {
 	reason := guardReason(err)
 	switch {
 	case strings.Contains(reason, "the host's own address"):

@@ -2,8 +2,10 @@ package extmcp_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
@@ -181,9 +185,10 @@ func TestUserServerSSRF(t *testing.T) {
 	}
 }
 
-// TestUserServerSSRFRedirect follows a redirect from a server the operator
-// allows (127.0.0.1) to one it does not (127.0.0.2): the second hop is
-// refused when dialed.
+// TestUserServerSSRFRedirect follows redirects from a server the operator
+// allows (127.0.0.1) to one it does not (127.0.0.2): at connect time, and
+// in the middle of a session, on a tool call. The second hop is refused
+// when dialed.
 func TestUserServerSSRFRedirect(t *testing.T) {
 	t.Parallel()
 	canary := newCanary(t, "127.0.0.2")
@@ -193,12 +198,33 @@ func TestUserServerSSRFRedirect(t *testing.T) {
 		http.Redirect(w, r, canary.URL+"/mcp", http.StatusTemporaryRedirect)
 	}))
 	t.Cleanup(allowed.Close)
+	// A server that behaves until a tool is called, then redirects.
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return bigServer() }, nil)
+	var midcall atomic.Int64
+	later := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"tools/call"`) {
+			midcall.Add(1)
+			http.Redirect(w, r, canary.URL+"/mcp", http.StatusTemporaryRedirect)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		sdk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		later.CloseClientConnections()
+		later.Close()
+	})
 	f := newFixtureWith(t, "grpc", `{"userServers": "url", "userServerAllowCIDRs": ["127.0.0.1/32"]}`, ssrfOptions, nil)
-	f.setOwn("alice", ownList(map[string]string{"hop": allowed.URL + "/mcp"}))
+	f.setOwn("alice", ownList(map[string]string{"hop": allowed.URL + "/mcp", "later": later.URL}))
 	f.activate("alice")
 	f.refused("alice", "u_hop", "u_hop: 127.0.0.2 is a loopback address: refused; the operator can allow it with userServerAllowCIDRs")
 	if redirected.Load() == 0 {
 		t.Error("the allowed server was never asked: the redirect was not exercised")
+	}
+	f.wantErrorResult("alice", "u_later/big", bigArgs(10), "u_later: 127.0.0.2 is a loopback address: refused; the operator can allow it with userServerAllowCIDRs")
+	if midcall.Load() == 0 {
+		t.Error("the call was never redirected")
 	}
 	if n := canary.hits.Load(); n != 0 {
 		t.Errorf("%d connections reached the canary behind the redirect", n)
