@@ -142,15 +142,11 @@ func (e *extension) launch(ctx context.Context, inproc ext.Extension) (*supervis
 
 // get returns the current generation's carrier, waiting while a restart
 // is underway or until ctx ends.
-func (e *extension) get(ctx context.Context) (ext.Extension, error) {
+func (e *extension) get(ctx context.Context) (*supervisor.Generation, error) {
 	if e.m == nil {
 		return nil, fmt.Errorf("extension %q failed to start: %v: %w", e.name, e.startErr, ext.ErrUnavailable)
 	}
-	g, err := e.m.Get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return g.Ext, nil
+	return e.m.Get(ctx)
 }
 
 // use runs fn with the current generation as capability C (listed in the
@@ -159,12 +155,12 @@ func (e *extension) get(ctx context.Context) (ext.Extension, error) {
 // delivered call never does, whatever its replay safety. Errors are
 // wrapped with op, which is built only when there is one.
 func use[C any](ctx context.Context, e *extension, capability ext.Capability, op func() string, fn func(C) error) error {
+	g, err := e.get(ctx)
 	for attempt := 0; ; attempt++ {
-		cur, err := e.get(ctx)
 		if err != nil {
 			return err
 		}
-		c, ok := cur.(C)
+		c, ok := g.Ext.(C)
 		if !ok || !e.descriptor().Has(capability) {
 			return fmt.Errorf("extension %q offers no %s capability: %w", e.name, capability, ext.ErrUnimplemented)
 		}
@@ -173,6 +169,7 @@ func use[C any](ctx context.Context, e *extension, capability ext.Capability, op
 			return nil
 		}
 		if attempt == 0 && ext.NotDelivered(err) {
+			g, err = e.m.Replace(ctx, g)
 			continue
 		}
 		return e.wrapErr(op(), err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/guard"
 )
 
 // Host is what the endpoint needs from the host (*host.Host is one). Its
@@ -40,8 +41,13 @@ type Principal struct {
 	// User is the user ID every call of the session acts as.
 	User string
 	// TokenID identifies the token (never the token itself), so that
-	// [Endpoint.CloseToken] can find the sessions it opened.
+	// [Endpoint.CloseToken] can find the sessions it opened. For an OAuth
+	// access token it is the grant's ID, which its refreshed tokens share:
+	// a session outlives a refresh.
 	TokenID string
+	// Expires, when set, is when the token expires: the verification cache
+	// never keeps it past then.
+	Expires time.Time
 }
 
 // Verifier checks bearer tokens. The endpoint calls Verify on every HTTP
@@ -50,26 +56,33 @@ type Verifier interface {
 	// Verify returns the principal of a valid token. An invalid, unknown,
 	// expired or revoked token is any error; an error that wraps
 	// [ErrUnavailable] means the verifier could not decide (its store is
-	// down), which is not counted as a failed attempt.
+	// down), and one that wraps [ErrExpired] a genuine token past its
+	// expiry: neither is counted as a failed attempt.
 	Verify(ctx context.Context, token string) (Principal, error)
 }
 
-// Limiter locks out client addresses after failed attempts (the host's
-// auth.Limiter is one). The endpoint calls Allow before it looks at a
-// token, Fail after an invalid token (its error is ignored: the request
-// gets 401 either way) and Succeed after a valid one, concurrently. addr is
-// the key [Options.AddrKey] made of the client's address. The text of an
-// Allow error is sent to the client with the 429; if the error has a
-// method RetryAfterSeconds() int, it sets the Retry-After header.
+// Limiter throttles failed attempts (the host's auth.Limiter is one). The
+// endpoint checks a token first and calls Fail only after an invalid one,
+// with the client's key ([Options.AddrKey]) and the token presented, so
+// that a valid token is never refused because of others' failures. A
+// non-nil error means the address or the token is locked out: the request
+// gets 429 with the error's text (meant for the client) and, if the error
+// has a method RetryAfterSeconds() int, a Retry-After header; nil means
+// 401. Fail is called concurrently.
 type Limiter interface {
-	Allow(addr string) error
-	Fail(addr string) error
-	Succeed(addr string)
+	Fail(addr, credential string) error
 }
 
 // ErrUnavailable is wrapped by a [Verifier] error that means "cannot
 // decide now" rather than "invalid token": the request fails with 503.
 var ErrUnavailable = errors.New("mcpendpoint: verifier unavailable")
+
+// ErrExpired is wrapped by a [Verifier] error for a genuine token that
+// has expired (an OAuth access token its client has yet to refresh): the
+// request gets 401 like any invalid token, but it is no guess, so it is
+// not counted as a failed attempt (many users of one app share its
+// address).
+var ErrExpired = errors.New("mcpendpoint: token expired")
 
 // DefaultMaxBodyBytes is the default cap of a request body.
 const DefaultMaxBodyBytes = 4 << 20
@@ -83,14 +96,22 @@ var protocolVersions = []string{"2025-11-25", "2025-06-18"}
 
 // Options configures an [Endpoint]. The zero value is ready to use.
 type Options struct {
-	// Limiter, when set, locks out addresses that fail too often: a locked
-	// address gets 429 before its token is looked at.
+	// Limiter, when set, throttles invalid tokens: once it locks out an
+	// address (or a token), that address's invalid tokens get 429 instead
+	// of 401. Valid tokens are accepted regardless.
 	Limiter Limiter
-	// AddrKey turns a request's RemoteAddr into the limiter's key. The
-	// default is the IP address, and for IPv6 its /64 prefix (one client
-	// often holds a whole /64). Behind a reverse proxy, RemoteAddr is the
-	// proxy's: the server must set it from a header it trusts.
-	AddrKey func(remoteAddr string) string
+	// AddrKey returns the limiter's key of a request's client (the host
+	// wires guard.TrustedProxies.Key: X-Forwarded-For only from trusted
+	// proxies). The default is guard.AddrKey of RemoteAddr.
+	AddrKey func(r *http.Request) string
+	// AllowedHosts are host names (no port) a request that reached a
+	// loopback address may name besides loopback ones: the host of the
+	// operator's public URL, behind a proxy on this machine. Others get
+	// 403 (DNS rebinding).
+	AllowedHosts []string
+	// Refusals rate-limits the log lines of refused requests; share the
+	// server's. Nil means one of the endpoint's own.
+	Refusals *guard.RefusalLog
 	// Separator replaces "/" in tool names (default "__"). It may hold only
 	// A-Z, a-z, 0-9, '_', '-' and '.', at most 8 of them.
 	Separator string
@@ -117,6 +138,9 @@ type Options struct {
 	// ResourceMetadataURL, when set, is advertised in the WWW-Authenticate
 	// header of a 401 (RFC 9728).
 	ResourceMetadataURL string
+	// ResourceMetadata, when set, returns the URL to advertise instead, on
+	// each 401 (for a server that knows its URL only once it listens).
+	ResourceMetadata func() string
 	// Version is the server version reported to clients.
 	Version string
 	// Logger receives the endpoint's logs; nil discards them. Tokens are
@@ -132,12 +156,15 @@ type Endpoint struct {
 	verifier Verifier
 	limiter  Limiter
 	cache    *verifyCache // nil: verify every request
-	addrKey  func(string) string
+	addrKey  func(*http.Request) string
+	hosts    []string
+	refusals *guard.RefusalLog
 	sep      string
 	origins  map[string]bool
 	anyOrig  bool
 	maxBody  int64
 	rmURL    string
+	rmFunc   func() string
 	log      *slog.Logger
 	impl     *mcp.Implementation
 
@@ -193,17 +220,23 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.AddrKey == nil {
-		o.AddrKey = addrKey
+		o.AddrKey = func(r *http.Request) string { return guard.AddrKey(r.RemoteAddr) }
+	}
+	if o.Refusals == nil {
+		o.Refusals = guard.NewRefusalLog(nil)
 	}
 	e := &Endpoint{
 		host:     h,
 		verifier: v,
 		limiter:  o.Limiter,
 		addrKey:  o.AddrKey,
+		hosts:    o.AllowedHosts,
+		refusals: o.Refusals,
 		sep:      o.Separator,
 		origins:  map[string]bool{},
 		maxBody:  o.MaxBodyBytes,
 		rmURL:    o.ResourceMetadataURL,
+		rmFunc:   o.ResourceMetadata,
 		log:      o.Logger,
 		impl:     &mcp.Implementation{Name: "agenthost", Title: "agenthost", Version: o.Version},
 		users:    map[string]*userState{},
@@ -238,9 +271,10 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		// travels on the session's standalone SSE stream (GET).
 		JSONResponse:        true,
 		MaxRequestBodyBytes: o.MaxBodyBytes,
-		// DisableLocalhostProtection stays false: go-sdk refuses a
-		// non-loopback Host on a loopback connection, as ServeHTTP does
-		// first.
+		// go-sdk refuses a non-loopback Host on a loopback connection, as
+		// ServeHTTP does first; ServeHTTP also allows AllowedHosts, which
+		// go-sdk does not know of, so then only ServeHTTP checks.
+		DisableLocalhostProtection: len(o.AllowedHosts) > 0,
 	})
 	// go-sdk binds a session to TokenInfo.UserID and refuses (403) a
 	// request for it that carries another. Only its own middleware can put
@@ -276,19 +310,20 @@ type slot struct {
 
 // ServeHTTP serves MCP Streamable HTTP (POST, GET for the server's stream,
 // DELETE to end a session). In order: Host and Origin checks (403), the
-// body cap (413), the lockout (429), the bearer token (401), batch
-// rejection (400), then go-sdk.
+// body cap (413), the bearer token (401, or 429 once the limiter locks
+// the address or the token out), batch rejection (400), then go-sdk.
 func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e.isClosed() {
 		http.Error(w, "the MCP endpoint is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	if !hostAllowed(r) {
+	if !guard.HostAllowed(r, e.hosts) {
+		e.refusals.Refused(e.log, "mcp: refused a request with a foreign Host header", "host", clip(r.Host, 100), "addr", e.addrKey(r))
 		http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
 		return
 	}
 	if !e.originAllowed(r.Header.Get("Origin")) {
-		e.log.Warn("mcp: refused a request from a foreign origin", "origin", clip(r.Header.Get("Origin"), 100), "addr", r.RemoteAddr)
+		e.refusals.Refused(e.log, "mcp: refused a request from a foreign origin", "origin", clip(r.Header.Get("Origin"), 100), "addr", e.addrKey(r))
 		http.Error(w, "forbidden: origin not allowed", http.StatusForbidden)
 		return
 	}
@@ -300,46 +335,49 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, e.maxBody)
 	}
 
-	addr := e.addrKey(r.RemoteAddr)
-	if e.limiter != nil {
-		if err := e.limiter.Allow(addr); err != nil {
-			// The limiter's message is meant for the client (auth's says
-			// when to try again, and never names the address).
-			e.log.Warn("mcp: refused a locked-out address", "addr", addr)
-			if ra, ok := err.(interface{ RetryAfterSeconds() int }); ok {
-				w.Header().Set("Retry-After", fmt.Sprint(ra.RetryAfterSeconds()))
-			}
-			http.Error(w, err.Error(), http.StatusTooManyRequests)
-			return
-		}
-	}
 	token, ok := bearerToken(r)
 	if !ok {
 		e.unauthorized(w, "")
 		return
 	}
+	// The token is checked first: a valid one is served whatever others
+	// failed from the same address; the limiter throttles only failures.
 	p, err := e.verify(r, token)
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		e.log.Error("mcp: cannot verify tokens", "err", err)
 		http.Error(w, "cannot verify the token now: try again later", http.StatusServiceUnavailable)
 		return
+	case errors.Is(err, ErrExpired):
+		// Not a guess: not counted (a 429 would stop the client from
+		// refreshing, and one app's users share its address).
+		e.refusals.Refused(e.log, "mcp: refused an expired token", "addr", e.addrKey(r))
+		e.unauthorized(w, "invalid_token")
+		return
 	case err != nil:
+		addr := e.addrKey(r)
+		var lerr error
 		if e.limiter != nil {
-			_ = e.limiter.Fail(addr)
+			lerr = e.limiter.Fail(addr, token)
 		}
-		e.log.Warn("mcp: refused an invalid token", "addr", addr)
+		e.refusals.Refused(e.log, "mcp: refused an invalid token", "addr", addr, "locked_out", lerr != nil)
+		if lerr != nil {
+			// The limiter's message is meant for the client (auth's says
+			// when to try again, and never names the address).
+			if ra, ok := lerr.(interface{ RetryAfterSeconds() int }); ok {
+				w.Header().Set("Retry-After", fmt.Sprint(ra.RetryAfterSeconds()))
+			}
+			http.Error(w, lerr.Error(), http.StatusTooManyRequests)
+			return
+		}
 		e.unauthorized(w, "invalid_token")
 		return
 	case p.User == "":
 		// A valid token that stands for no user (an operator's) has no
 		// tools to serve.
-		e.log.Warn("mcp: refused a token without a user", "tokenID", p.TokenID)
+		e.refusals.Refused(e.log, "mcp: refused a token without a user", "tokenID", p.TokenID)
 		http.Error(w, "forbidden: this token does not belong to a user", http.StatusForbidden)
 		return
-	}
-	if e.limiter != nil {
-		e.limiter.Succeed(addr)
 	}
 
 	if r.Method == http.MethodPost {
@@ -499,8 +537,12 @@ func (e *Endpoint) isClosed() bool { return e.closing.Load() }
 // unauthorized answers 401 with a Bearer challenge (RFC 6750).
 func (e *Endpoint) unauthorized(w http.ResponseWriter, code string) {
 	params := []string{`realm="agenthost"`}
-	if e.rmURL != "" {
-		params = append(params, fmt.Sprintf("resource_metadata=%q", e.rmURL))
+	rm := e.rmURL
+	if e.rmFunc != nil {
+		rm = e.rmFunc()
+	}
+	if rm != "" {
+		params = append(params, fmt.Sprintf("resource_metadata=%q", rm))
 	}
 	if code != "" {
 		params = append(params, fmt.Sprintf("error=%q", code))

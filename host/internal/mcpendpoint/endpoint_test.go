@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -487,6 +488,35 @@ func TestVerifyCache(t *testing.T) {
 	}
 }
 
+// TestVerifyCacheExpiry: a token that says when it expires is never
+// served from the cache past then; ResourceMetadata is asked on each 401.
+func TestVerifyCacheExpiry(t *testing.T) {
+	var asked atomic.Int32
+	e := newEnv(t, &mcpendpoint.Options{VerifyCacheTTL: time.Minute,
+		ResourceMetadata: func() string { asked.Add(1); return "http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp" }})
+	e.ver.mu.Lock()
+	e.ver.tokens["tok-short"] = mcpendpoint.Principal{User: "alice", TokenID: "grant1", Expires: time.Now().Add(300 * time.Millisecond)}
+	e.ver.mu.Unlock()
+	before := e.ver.count()
+	for range 2 {
+		if resp := e.rawPost(t, "tok-short", "", initBody, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("a short-lived token: %d", resp.StatusCode)
+		}
+	}
+	if n := e.ver.count() - before; n != 1 {
+		t.Errorf("the verifier ran %d times for two requests, want 1 (cached)", n)
+	}
+	time.Sleep(350 * time.Millisecond)
+	e.rawPost(t, "tok-short", "", initBody, nil)
+	if n := e.ver.count() - before; n != 2 {
+		t.Errorf("after the token's expiry the verifier ran %d times in all, want 2 (not served from the cache)", n)
+	}
+	resp := e.rawPost(t, "", "", initBody, nil)
+	if asked.Load() != 1 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp"`) {
+		t.Errorf("ResourceMetadata asked %d times; WWW-Authenticate %q", asked.Load(), resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
 // TestSessionTimeout: an idle session closes after Options.SessionTimeout
 // and is no longer counted.
 func TestSessionTimeout(t *testing.T) {
@@ -504,6 +534,37 @@ type unavailableVerifier struct{}
 
 func (unavailableVerifier) Verify(context.Context, string) (mcpendpoint.Principal, error) {
 	return mcpendpoint.Principal{}, fmt.Errorf("querying tokens: %w", mcpendpoint.ErrUnavailable)
+}
+
+// expiredVerifier knows the token, which has expired.
+type expiredVerifier struct{}
+
+func (expiredVerifier) Verify(context.Context, string) (mcpendpoint.Principal, error) {
+	return mcpendpoint.Principal{}, fmt.Errorf("access token expired: %w", mcpendpoint.ErrExpired)
+}
+
+// TestExpiredTokenNotCounted: an expired genuine token gets 401
+// invalid_token, and is not counted as a guess.
+func TestExpiredTokenNotCounted(t *testing.T) {
+	lim := &fakeLimiter{max: 1, fails: map[string]int{}}
+	ep, err := mcpendpoint.New(hosttest.New(nil), expiredVerifier{}, &mcpendpoint.Options{Limiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodPost, "/mcp", strings.NewReader(initBody))
+		req.Header.Set("Authorization", "Bearer tok")
+		req.RemoteAddr = "192.0.2.1:1234"
+		w := httptest.NewRecorder()
+		ep.ServeHTTP(w, req)
+		if w.Code != http.StatusUnauthorized || !strings.Contains(w.Header().Get("WWW-Authenticate"), `error="invalid_token"`) {
+			t.Errorf("status %d %q, want 401 invalid_token", w.Code, w.Header().Get("WWW-Authenticate"))
+		}
+	}
+	if n := lim.fails["192.0.2.1"]; n != 0 {
+		t.Errorf("%d failures counted", n)
+	}
 }
 
 // TestVerifierUnavailable: a verifier that cannot decide gives 503, and
@@ -547,7 +608,7 @@ func TestDeleteSession(t *testing.T) {
 
 // TestAuth: a request without a token, or with a wrong one, gets 401 with
 // a Bearer challenge that never echoes the token; the limiter hears of
-// each failure and success.
+// each wrong token, with the token.
 func TestAuth(t *testing.T) {
 	lim := &fakeLimiter{max: 100, fails: map[string]int{}}
 	e := newEnv(t, &mcpendpoint.Options{Limiter: lim, ResourceMetadataURL: "https://host.example/.well-known/oauth-protected-resource/mcp"})
@@ -584,29 +645,30 @@ func TestAuth(t *testing.T) {
 	e.mustConnect(t, aliceTok)
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
-	if lim.fails["127.0.0.1"] != 1 || lim.success == 0 {
-		t.Errorf("limiter saw %v failures and %d successes, want 1 failure (a missing token is no guess)", lim.fails, lim.success)
+	if lim.fails["loopback"] != 1 || len(lim.creds) != 1 || lim.creds[0] != wrong {
+		t.Errorf("limiter saw %v failures with %q, want 1 failure with the wrong token (a missing token is no guess)", lim.fails, lim.creds)
 	}
 }
 
-// TestLockout: once the limiter locks an address out, even a valid token
-// gets 429 until it releases.
+// TestLockout: once the limiter locks an address out, its wrong tokens
+// get 429 with the limiter's message, and a valid token is still served.
 func TestLockout(t *testing.T) {
 	lim := &fakeLimiter{max: 3, fails: map[string]int{}}
 	e := newEnv(t, &mcpendpoint.Options{Limiter: lim})
-	for i := range 3 {
+	for i := range 2 {
 		if resp := e.rawPost(t, fmt.Sprintf("guess-%d", i), "", initBody, nil); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("guess %d: status %d", i, resp.StatusCode)
 		}
 	}
-	resp := e.rawPost(t, aliceTok, "", initBody, nil)
+	resp := e.rawPost(t, "guess-2", "", initBody, nil)
 	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "locked out") {
-		t.Errorf("locked out with a valid token: status %d %q, want 429 with the limiter's message", resp.StatusCode, body)
+		t.Errorf("the guess that locks out: status %d %q, want 429 with the limiter's message", resp.StatusCode, body)
 	}
-	lim.mu.Lock()
-	lim.fails = map[string]int{}
-	lim.mu.Unlock()
-	e.mustConnect(t, aliceTok)
+	c := e.mustConnect(t, aliceTok)
+	c.names(t)
+	if n := lim.fails["loopback"]; n != 3 {
+		t.Errorf("the limiter heard %d failures, want 3 (a valid token is no failure)", n)
+	}
 }
 
 // TestOriginAndHost: DNS-rebinding protection.

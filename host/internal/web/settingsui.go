@@ -108,6 +108,7 @@ type settingsView struct {
 	SessionToken             string // the token this session came from
 	NewToken, NewTokenName   string // a token just made, shown once
 	TokenName, TokenNameErr  string // a refused name
+	Apps                     appsView
 }
 
 // submitted is a refused submission to re-render: the section, the
@@ -144,6 +145,8 @@ func flashText(s *server, r *http.Request) string {
 		return "The secret was deleted."
 	case q.Get("token") == "revoked":
 		return "The token was revoked."
+	case q.Get("app") == "revoked":
+		return "The app was disconnected: its access ended at once."
 	}
 	return ""
 }
@@ -228,6 +231,7 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 			v.Error = sub.general
 		}
 	}
+	v.Apps = s.connectedApps(ctx, ws.User)
 	if st, err := s.h.Status(ctx, ws.User); err != nil {
 		_, v.StatusError = s.hostErrStatus(r, err)
 	} else {

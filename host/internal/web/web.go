@@ -22,6 +22,7 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/auth"
+	"github.com/agenthost/agenthost/host/internal/guard"
 	"github.com/agenthost/agenthost/settings"
 )
 
@@ -47,16 +48,27 @@ type Options struct {
 	// MaxBodyBytes limits request bodies (default 1 MiB); a larger one is
 	// refused with 413.
 	MaxBodyBytes int64
-	// AddrKey turns a request's RemoteAddr into the lockout's key (default
-	// auth.AddrKey: the IP, or an IPv6 /64). Behind a reverse proxy every
-	// RemoteAddr is the proxy's: the server must set it from a header it
-	// trusts, or all clients share one lockout.
-	AddrKey func(remoteAddr string) string
+	// AddrKey returns the lockout's key of a request's client (the host
+	// wires guard.TrustedProxies.Key: X-Forwarded-For only from trusted
+	// proxies). The default is guard.AddrKey of RemoteAddr: behind a
+	// reverse proxy every client then shares the proxy's key, which
+	// throttles their failures together but refuses no valid credential.
+	AddrKey func(r *http.Request) string
+	// AllowedHosts are host names (no port) a request that reached a
+	// loopback address may name besides loopback ones: the host of the
+	// operator's public URL. Others get 403 (DNS rebinding).
+	AllowedHosts []string
+	// Refusals rate-limits the log lines of refused requests; share the
+	// server's. Nil means one of the handler's own.
+	Refusals *guard.RefusalLog
 	// TrustedOrigins are origins other than the request's own from which
 	// browsers may post forms (e.g. "https://agenthost.example.com" behind
 	// a proxy that rewrites Host).
 	TrustedOrigins []string
-	_              struct{}
+	// Apps, when set, lists the user's OAuth grants ("Connected apps") on
+	// the settings page and at /api/v1/grants, and revokes them.
+	Apps ConnectedApps
+	_    struct{}
 }
 
 // Limits and names.
@@ -92,13 +104,14 @@ type Host interface {
 
 // server holds the handler's state; it has no goroutines of its own.
 type server struct {
-	h      Host
-	a      *auth.Store
-	logger *slog.Logger
-	opts   Options
-	base   string
-	cookie string
-	tmpl   *template.Template
+	h        Host
+	a        *auth.Store
+	logger   *slog.Logger
+	refusals *guard.RefusalLog
+	opts     Options
+	base     string
+	cookie   string
+	tmpl     *template.Template
 }
 
 // New returns the handler of the settings web UI (/settings), its JSON API
@@ -106,28 +119,8 @@ type server struct {
 // under opts.BasePath. Every user sees and changes only their own data: the
 // user comes from the session or the bearer token, never from the request.
 func New(h Host, a *auth.Store, opts *Options) http.Handler {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.AddrKey == nil {
-		o.AddrKey = auth.AddrKey
-	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = defaultMaxBody
-	}
-	s := &server{
-		h: h, a: a, logger: o.Logger, opts: o,
-		base:   strings.TrimRight(o.BasePath, "/"),
-		cookie: "agenthost_session",
-		tmpl:   template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")),
-	}
-	if o.Secure {
-		s.cookie = "__Host-agenthost_session"
-	}
+	s := newServer(h, a, opts)
+	o := s.opts
 	r := chi.NewRouter()
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
@@ -146,9 +139,41 @@ func New(h Host, a *auth.Store, opts *Options) http.Handler {
 		}
 	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.refusals.Refused(s.logger, "web: refused a cross-origin request", "addr", s.addrKey(r), "path", r.URL.Path)
 		s.forbidden(w, r, "cross-origin request refused")
 	}))
-	return s.recoverer(s.headers(s.limitBody(cop.Handler(root))))
+	return s.recoverer(s.headers(s.checkHost(s.limitBody(cop.Handler(root)))))
+}
+
+// newServer builds the handler's state from the options, defaults filled
+// in.
+func newServer(h Host, a *auth.Store, opts *Options) *server {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.AddrKey == nil {
+		o.AddrKey = func(r *http.Request) string { return guard.AddrKey(r.RemoteAddr) }
+	}
+	if o.Refusals == nil {
+		o.Refusals = guard.NewRefusalLog(nil)
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = defaultMaxBody
+	}
+	s := &server{
+		h: h, a: a, logger: o.Logger, refusals: o.Refusals, opts: o,
+		base:   strings.TrimRight(o.BasePath, "/"),
+		cookie: "agenthost_session",
+		tmpl:   template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")),
+	}
+	if o.Secure {
+		s.cookie = "__Host-agenthost_session"
+	}
+	return s
 }
 
 func (s *server) routes(r chi.Router) {
@@ -163,6 +188,7 @@ func (s *server) routes(r chi.Router) {
 		r.Get("/settings", s.settingsPage)
 		r.Post("/settings/_tokens", s.createToken)
 		r.Post("/settings/_tokens/revoke", s.revokeToken)
+		r.Post("/settings/_apps/revoke", s.revokeApp)
 		r.Post("/settings/_secrets/{ext}", s.setNamedSecret)
 		r.Post("/settings/_secrets/{ext}/delete", s.deleteNamedSecret)
 		r.Post("/settings/{ext}/{section}", s.saveSection)
@@ -186,13 +212,15 @@ func (s *server) routes(r chi.Router) {
 		r.Get("/tokens", s.apiTokens)
 		r.Post("/tokens", s.apiCreateToken)
 		r.Delete("/tokens/{id}", s.apiRevokeToken)
+		r.Get("/grants", s.apiGrants)
+		r.Delete("/grants/{id}", s.apiRevokeGrant)
 		r.Get("/tools", s.apiTools)
 		r.Get("/status", s.apiStatus)
 	})
 }
 
-// addrKey is the lockout key of a client address.
-func (s *server) addrKey(remoteAddr string) string { return s.opts.AddrKey(remoteAddr) }
+// addrKey is the lockout key of a request's client.
+func (s *server) addrKey(r *http.Request) string { return s.opts.AddrKey(r) }
 
 // path returns p under the base path.
 func (s *server) path(p string) string { return s.base + p }
@@ -215,6 +243,20 @@ func (s *server) headers(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		if s.opts.Secure {
 			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkHost refuses (403) a request that reached a loopback address
+// naming another host: a DNS-rebinding page's, before any cookie or token
+// is looked at.
+func (s *server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !guard.HostAllowed(r, s.opts.AllowedHosts) {
+			s.refusals.Refused(s.logger, "web: refused a request with a foreign Host header", "host", r.Host, "addr", s.addrKey(r))
+			s.forbidden(w, r, "invalid Host header")
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
