@@ -31,13 +31,31 @@ type Config struct {
 	// UserServers is the policy for the users' own servers: "none" (the
 	// default), "url" (remote servers) or "all" (stdio servers too).
 	UserServers string `json:"userServers,omitempty" jsonschema:"enum=none,enum=url,enum=all,default=none" jsonschema_description:"Which servers of their own users may add: none, url (remote) or all (stdio too)."`
-	// AllowNetworks opens address prefixes (CIDR, or single addresses)
-	// that outbound OAuth requests (metadata, registration, tokens) may
-	// reach although they are refused by default: loopback, private,
-	// link-local and the other ranges of package netguard.
-	AllowNetworks []string `json:"allowNetworks,omitempty" jsonschema_description:"Address prefixes (CIDR) that OAuth discovery and token requests may reach although private or loopback, such as 10.0.0.0/8 for an intranet authorization server."`
+	// UserServerAllowCIDRs lists the address prefixes (or single
+	// addresses) the users' own remote servers may reach although they
+	// are refused by default: loopback, private, link-local, CGNAT,
+	// multicast and reserved ranges (see package netguard).
+	UserServerAllowCIDRs []string `json:"userServerAllowCIDRs,omitempty" jsonschema_description:"Address prefixes such as 10.20.0.0/16 the users' own servers may reach although private, loopback or link-local."`
+	// UserServerAllowHTTP lets the users' own servers use plain http to a
+	// host that is not loopback (their tokens would cross the network in
+	// clear text).
+	UserServerAllowHTTP bool `json:"userServerAllowHTTP,omitempty" jsonschema_description:"Let the users' own servers use plain http beyond loopback (tokens in clear text)."`
+	// MaxResultBytes bounds every message a server sends (a tool, prompt
+	// or resource result; a list), unless the server's own maxResultBytes
+	// says otherwise. Zero means [DefaultMaxResultBytes].
+	MaxResultBytes int64 `json:"maxResultBytes,omitempty" jsonschema_description:"The largest message (a tool, prompt or resource result) a server may send, in bytes; default 4 MiB."`
 	ServerList
 }
+
+// DefaultMaxResultBytes is the default bound on one message from a server
+// ([Config.MaxResultBytes]).
+const DefaultMaxResultBytes = 4 << 20
+
+// The bounds of maxResultBytes.
+const (
+	minResultBytes = 1 << 10
+	maxResultBytes = 1 << 30
+)
 
 // ServerList is a list of servers by name, in the operator's file and in a
 // user's "Your MCP servers" JSON. Its JSON Schema is [ServerListSchema].
@@ -93,6 +111,13 @@ type Server struct {
 	// ProtocolVersion pins the MCP protocol version; "latest" lets go-sdk
 	// negotiate the newest; empty means DefaultProtocolVersion.
 	ProtocolVersion string `json:"protocolVersion,omitempty" jsonschema_description:"MCP protocol version to speak, e.g. 2025-11-25; latest negotiates the newest."`
+	// MaxResultBytes bounds every message this server sends (operator's
+	// servers only; zero means the config's maxResultBytes).
+	MaxResultBytes int64 `json:"maxResultBytes,omitempty" jsonschema_description:"The largest message this server may send, in bytes (the operator's servers only)."`
+	// AllowInsecureHTTP lets an operator's server use plain http to a
+	// host that is not loopback: the users' tokens cross the network in
+	// clear text.
+	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty" jsonschema_description:"Allow plain http beyond loopback (the operator's servers only; tokens in clear text)."`
 	// OAuth tunes the OAuth sign-in of a remote server that asks for one
 	// (see [OAuthConfig]); without it, sign-ins discover everything.
 	OAuth *OAuthConfig `json:"oauth,omitempty" jsonschema_description:"OAuth sign-in of a remote server: a client registered with its authorization server, and the scopes to ask for. Optional: without it the client is registered on the fly."`
@@ -243,17 +268,22 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 					errs.add(k, "%q is not one of none, url, all", clip(s, 20))
 				}
 			}
-		case "allowNetworks":
+		case "userServerAllowCIDRs":
 			if l, ok := strList(v, k, &errs); ok {
 				if _, err := netguard.ParsePrefixes(l); err != nil {
 					errs.add(k, "%v", err)
 				} else {
-					cfg.AllowNetworks = l
+					cfg.UserServerAllowCIDRs = l
 				}
 			}
+		case "userServerAllowHTTP":
+			cfg.UserServerAllowHTTP, _ = boolean(v, k, &errs)
+		case "maxResultBytes":
+			cfg.MaxResultBytes, _ = byteCount(v, k, &errs)
 		case "mcpServers", "servers", "$schema":
 		default:
-			errs.add(k, "unknown field%s", suggest(k, "userServers", "allowNetworks", "mcpServers", "servers"))
+			errs.add(k, "unknown field%s", suggest(k, "userServers", "userServerAllowCIDRs", "userServerAllowHTTP",
+				"maxResultBytes", "mcpServers", "servers"))
 		}
 	}
 	cfg.ServerList = parseList(top, false, &errs)
@@ -343,7 +373,8 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 	}
 	n := len(*errs)
 	known := []string{"command", "args", "env", "cwd", "url", "headers", "type", "credentials", "availability",
-		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion", "oauth"}
+		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion",
+		"maxResultBytes", "allowInsecureHTTP", "oauth"}
 	for _, k := range sortedKeys(fields) {
 		v, at := fields[k], where+"."+k
 		switch k {
@@ -378,12 +409,13 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 				errs.add(at, "%v", err)
 			}
 		case "enabled":
-			var b bool
-			if err := json.Unmarshal(v, &b); err != nil {
-				errs.add(at, "must be true or false")
-			} else {
+			if b, ok := boolean(v, at, errs); ok {
 				s.Enabled = &b
 			}
+		case "maxResultBytes":
+			s.MaxResultBytes, _ = byteCount(v, at, errs)
+		case "allowInsecureHTTP":
+			s.AllowInsecureHTTP, _ = boolean(v, at, errs)
 		case "tools":
 			s.Tools, _ = strMap(v, at, errs)
 		case "protocolVersion":
@@ -450,6 +482,11 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 			errs.add(where+".url", "has no host")
 		case u.User != nil:
 			errs.add(where+".url", "must not hold credentials; use headers or the users' tokens")
+		case u.Scheme == "http" && !user && !s.AllowInsecureHTTP && !netguard.IsLoopbackHost(u.Hostname()):
+			// A user's own server is checked against the operator's
+			// userServerAllowHTTP when it connects.
+			errs.add(where+".url", "plain http to %s would send the users' tokens across the network in clear text: use https, or set allowInsecureHTTP: true on this server",
+				clip(u.Hostname(), 64))
 		}
 		for _, k := range sortedKeys(s.Headers) {
 			if !validHeaderName(k) {
@@ -467,6 +504,11 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 			"availability": s.Availability != "", "users": s.Users != nil, "sharedAuthority": s.SharedAuthority != ""} {
 			if set {
 				errs.add(where+"."+k, "is for the operator's servers only; your servers always use your own credentials")
+			}
+		}
+		for k, set := range map[string]bool{"maxResultBytes": s.MaxResultBytes != 0, "allowInsecureHTTP": s.AllowInsecureHTTP} {
+			if set {
+				errs.add(where+"."+k, "is for the operator's servers only; the operator sets it for the users' servers")
 			}
 		}
 	}
@@ -695,6 +737,26 @@ func str(raw json.RawMessage, where string, errs *problems) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+func boolean(raw json.RawMessage, where string, errs *problems) (bool, bool) {
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		errs.add(where, "must be true or false")
+		return false, false
+	}
+	return b, true
+}
+
+// byteCount parses a maxResultBytes: a whole number of bytes within
+// bounds.
+func byteCount(raw json.RawMessage, where string, errs *problems) (int64, bool) {
+	var n int64
+	if err := json.Unmarshal(raw, &n); err != nil || n < minResultBytes || n > maxResultBytes {
+		errs.add(where, "must be a whole number of bytes from %d (1 KiB) to %d (1 GiB)", minResultBytes, maxResultBytes)
+		return 0, false
+	}
+	return n, true
 }
 
 func strList(raw json.RawMessage, where string, errs *problems) ([]string, bool) {

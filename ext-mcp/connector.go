@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,15 +21,17 @@ import (
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/netguard"
 )
 
-// newHTTPTransport returns the transport every remote connection of one
-// extension shares: keep-alive pools sized for many concurrent calls to
-// one server (Go's default keeps only 2 idle connections per host).
-func newHTTPTransport() *http.Transport {
+// newHTTPTransport returns the transport the operator's remote servers
+// share, dialing through p: keep-alive pools sized for many concurrent
+// calls to one server (Go's default keeps only 2 idle connections per
+// host).
+func newHTTPTransport(p *netguard.Policy) *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           p.Dialer(10 * time.Second).DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
@@ -77,8 +78,21 @@ func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func originOf(u *url.URL) string { return strings.ToLower(u.Scheme + "://" + u.Host) }
 
 // connector connects to MCP servers with go-sdk: stdio servers through the
-// host's per-user services, remote ones over Streamable HTTP or SSE.
-type connector struct{ x *Extension }
+// host's per-user services, remote ones over Streamable HTTP or SSE, as
+// one config says (its guard and size limit).
+type connector struct {
+	x         *Extension
+	guard     *guard
+	maxResult int64 // the config's maxResultBytes
+}
+
+// limit is the bound on one message from server s.
+func (c *connector) limit(s Server) int64 {
+	if s.MaxResultBytes > 0 {
+		return s.MaxResultBytes
+	}
+	return c.maxResult
+}
 
 var _ catalog.Connector = (*connector)(nil)
 
@@ -159,7 +173,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		return nil, err
 	}
 	token, replace := us.token, us.replace
-	cn := &conn{x: x, host: h, user: user, server: d.Name, done: make(chan struct{}), active: map[*activeCall]struct{}{}}
+	cn := &conn{x: x, host: h, user: user, server: d.Name, limit: c.limit(us.server), done: make(chan struct{}), active: map[*activeCall]struct{}{}}
 	if token != "" {
 		cn.secrets = []string{token}
 	}
@@ -191,9 +205,12 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		cn.svc = svc
 		// The host owns the process: closing the session must not close
 		// its stdin (Release does, and stops the process).
-		cn.stdio = newStdioConn(svc.Stdout(), svc.Stdin())
+		cn.stdio = newStdioConn(svc.Stdout(), svc.Stdin(), d.Name, c.limit(s), x.log)
 		transport = stdioTransport{cn.stdio}
 	} else {
+		if err := c.guard.check(d.Name, s.URL, us.own); err != nil {
+			return nil, err
+		}
 		u, err := url.Parse(s.URL)
 		if err != nil {
 			return nil, fmt.Errorf("the url does not parse")
@@ -222,14 +239,15 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 				return nil, err
 			}
 		}
-		hc = &http.Client{Transport: &authTransport{base: x.transport, origin: originOf(u), headers: hdr, token: token, oauth: oa != nil}}
+		hc = &http.Client{Transport: capBodies(&authTransport{base: c.guard.transport(us.own), origin: originOf(u), headers: hdr, token: token,
+			oauth: oa != nil}, d.Name, c.limit(s))}
 		switch {
 		case s.Type == "sse":
-			transport = &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc}
+			transport = &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: int(c.limit(s))}
 		case oa != nil:
-			transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, OAuthHandler: oa}
+			transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: int(c.limit(s)), OAuthHandler: oa}
 		default:
-			transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc}
+			transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: int(c.limit(s))}
 		}
 	}
 	pv := s.ProtocolVersion
@@ -252,6 +270,9 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	if err != nil {
 		cancel()
 		cn.release()
+		if gerr := explain(d.Name, us.own, err); gerr != nil {
+			return nil, gerr
+		}
 		return nil, cn.redact(explainConnect(err))
 	}
 	cn.cancel = cancel
@@ -264,7 +285,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	if s.URL != "" && s.Type != "sse" && cn.protocol != "" && cn.protocol <= legacyProtocol {
 		// A session-bound revision: ext-mcp's own requests go as POSTs in
 		// go-sdk's session.
-		cn.http = &httpRaw{url: s.URL, hc: hc, session: cs.ID(), protocol: cn.protocol, lost: func() { _ = cs.Close() }}
+		cn.http = &httpRaw{url: s.URL, server: d.Name, limit: c.limit(s), hc: hc, session: cs.ID(), protocol: cn.protocol, lost: func() { _ = cs.Close() }}
 		if oa != nil {
 			cn.http.auth = oa
 		}
@@ -308,6 +329,7 @@ type conn struct {
 	host     ext.Host
 	user     string
 	server   string
+	limit    int64 // bounds each message from the server (limits.go)
 	cs       *mcp.ClientSession
 	init     *mcp.InitializeResult
 	svc      ext.ServiceConn // stdio servers only
@@ -662,7 +684,16 @@ func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 // callError maps a broken call: a protocol error is an error result naming
 // the server, anything else is the connection's trouble.
 func (c *conn) callError(tool string, err error) (*ext.CallToolResult, error) {
-	var werr *jsonrpc.Error
+	var (
+		werr *jsonrpc.Error
+		big  *tooLargeError
+	)
+	if errors.As(err, &big) || c.overLimit(err, &big) {
+		return ext.ErrorResult("%s", big.Error()), nil
+	}
+	if gerr := explain(c.server, strings.HasPrefix(c.server, catalog.UserServerPrefix), err); gerr != nil {
+		return ext.ErrorResult("%s", gerr.Error()), nil
+	}
 	if errors.As(err, &werr) {
 		return ext.ErrorResult("MCP server %q refused the call of %q: %s (code %d)", c.server, tool,
 			c.redactString(werr.Message), werr.Code), nil

@@ -10,12 +10,29 @@
 // call's idle limit, which each progress notification restarts: a duration
 // string such as "30s", or a number of seconds), maxDuration (a hard limit,
 // none by default), enabled, tools (exposure per tool name or glob),
-// protocolVersion and oauth (see OAuth below). "userServers"
+// protocolVersion, maxResultBytes (the largest message the server may
+// send), allowInsecureHTTP (plain http beyond loopback) and oauth (see
+// OAuth below). "userServers"
 // (none, url, all) says which servers of their own users may add in the
-// "Your MCP servers" section; "allowNetworks" opens address prefixes to
-// OAuth requests. [ParseConfig] reports every problem, each
-// naming the server and the field; the host refuses to start the
-// extension on an invalid config.
+// "Your MCP servers" section; userServerAllowCIDRs and
+// userServerAllowHTTP open what those may reach, and maxResultBytes
+// bounds every server's messages (default [DefaultMaxResultBytes]).
+// [ParseConfig] reports every problem, each naming the server and the
+// field; the host refuses to start the extension on an invalid config.
+//
+// # Where servers may connect, and how much they may send
+//
+// A user's own remote server dials through package ext/netguard: no
+// loopback, private, link-local, CGNAT, multicast or reserved address
+// unless userServerAllowCIDRs opens it, checked on each dialed address
+// (redirects and rebinding names included), and no plain http beyond
+// loopback unless userServerAllowHTTP. No server may reach the host's own
+// listen address or public URL ([ext.ConfigureRequest]): that would loop.
+// A refused server is quarantined with the reason, naming it. Each
+// message a server sends is bounded where it arrives (the stdio reader,
+// ext-mcp's own HTTP requests, go-sdk's event size and a capped body): a
+// result over the limit fails its request with an error naming the limit
+// and the server, without being buffered, and the connection goes on.
 //
 // # Credentials
 //
@@ -49,7 +66,9 @@
 // refresh (invalid_grant and other 4xx) makes the grant dead and the
 // server wait for a sign-in again, a transient one (network, 5xx) is
 // retried and the connection kept. Every OAuth request goes through
-// package netguard's address guard (allowNetworks opens prefixes).
+// the address guard of the server's own connections (below): a user's
+// own server's discovery and token requests may not reach internal
+// addresses either.
 //
 // # Beyond tools
 //

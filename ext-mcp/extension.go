@@ -10,11 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -76,16 +73,14 @@ type Extension struct {
 	catalogOpts     *catalog.Options
 	defaultProtocol string
 	key             []byte // keys the credential identities in fingerprints
-	transport       *http.Transport
 
 	// life ends when Shutdown starts; the goroutines of spawn (sign-ins,
 	// refreshes after a sign-in changed) run under it and bg joins them.
-	life   context.Context
-	stop   context.CancelFunc
-	bgMu   sync.Mutex
-	bg     sync.WaitGroup
-	oauth  oauthState
-	oauthC *http.Client // SSRF-guarded, for OAuth; set by Configure
+	life  context.Context
+	stop  context.CancelFunc
+	bgMu  sync.Mutex
+	bg    sync.WaitGroup
+	oauth oauthState
 
 	mu        sync.Mutex
 	baseDir   string // the operator's file's folder
@@ -95,6 +90,7 @@ type Extension struct {
 	cfg       *Config
 	planner   *catalog.SettingsPlanner
 	engine    *catalog.Engine
+	conn      *connector // the engine's: its transports' idle pools are closed with it
 	sections  []ext.SettingsSection
 	shut      bool
 }
@@ -128,10 +124,8 @@ func New(opts *Options) *Extension {
 		catalogOpts:     o.Catalog,
 		defaultProtocol: o.DefaultProtocolVersion,
 		key:             make([]byte, 32),
-		transport:       newHTTPTransport(),
 	}
 	x.life, x.stop = context.WithCancel(context.Background())
-	x.oauthC = (&netguard.Policy{}).Client(30 * time.Second)
 	switch x.defaultProtocol {
 	case "":
 		x.defaultProtocol = DefaultProtocolVersion
@@ -203,11 +197,12 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	if o.Logger == nil {
 		o.Logger = x.log
 	}
-	policy, err := oauthPolicy(cfg, req.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("invalid MCP config: %w", err)
+	maxResult := cfg.MaxResultBytes
+	if maxResult == 0 {
+		maxResult = DefaultMaxResultBytes
 	}
-	engine := catalog.New(planner, &connector{x: x}, catalog.PublisherFunc(h.SetUserCatalog), &o)
+	conn := &connector{x: x, guard: newGuard(ctx, cfg, req, x.log), maxResult: maxResult}
+	engine := catalog.New(planner, conn, catalog.PublisherFunc(h.SetUserCatalog), &o)
 
 	x.mu.Lock()
 	if x.shut {
@@ -215,18 +210,18 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		_ = engine.Close(ctx)
 		return fmt.Errorf("extmcp: Configure after Shutdown: %w", ext.ErrUnavailable)
 	}
-	old := x.engine
-	x.host, x.cfg, x.planner, x.engine, x.sections = h, cfg, planner, engine, sections
+	old, oldConn := x.engine, x.conn
+	x.host, x.cfg, x.planner, x.engine, x.conn, x.sections = h, cfg, planner, engine, conn, sections
 	x.baseDir = req.BaseDir
 	x.name, x.publicURL = req.Name, strings.TrimRight(req.PublicURL, "/")
 	if x.name == "" {
 		x.name = "mcp"
 	}
-	x.oauthC = policy.Client(30 * time.Second)
 	x.mu.Unlock()
 	if old == nil {
 		return nil
 	}
+	defer oldConn.guard.closeIdle()
 	// A new config: the users active under the old one move over (their
 	// servers are planned afresh), then the old catalog drains and closes.
 	var g errgroup.Group
@@ -248,11 +243,12 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 func (x *Extension) Shutdown(ctx context.Context) error {
 	x.mu.Lock()
 	x.shut = true
-	e := x.engine
+	e, conn := x.engine, x.conn
 	x.mu.Unlock()
 	var err error
 	if e != nil {
 		err = e.Close(ctx)
+		conn.guard.closeIdle()
 	}
 	// Sign-ins waiting for a browser end; the refreshes they started are
 	// joined.
@@ -260,41 +256,25 @@ func (x *Extension) Shutdown(ctx context.Context) error {
 	x.stop()
 	x.bgMu.Unlock()
 	x.bg.Wait()
-	x.transport.CloseIdleConnections()
-	x.oauthClient().CloseIdleConnections()
 	return err
 }
 
-// oauthClient returns the SSRF-guarded client of OAuth requests.
-func (x *Extension) oauthClient() *http.Client {
+// oauthClient returns the client of the OAuth requests (discovery,
+// registration, tokens) of a user's own server (own) or an operator's:
+// they dial through the same netguard policy as the server's connections
+// (a user's own server's are refused loopback, private and link-local
+// addresses unless userServerAllowCIDRs opens them; no server's reach the
+// host itself), with netguard's redirect rules and a bound on each
+// request.
+func (x *Extension) oauthClient(own bool) *http.Client {
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.oauthC
-}
-
-// oauthPolicy is the address policy of OAuth requests: netguard's
-// defaults, the prefixes the config opens, and never the host's own
-// listen address.
-func oauthPolicy(cfg *Config, listen string) (*netguard.Policy, error) {
-	allow, err := netguard.ParsePrefixes(cfg.AllowNetworks)
-	if err != nil {
-		return nil, fmt.Errorf("allowNetworks: %w", err)
+	c := x.conn
+	x.mu.Unlock()
+	strict := (&netguard.Policy{}).Client(30 * time.Second)
+	if c == nil {
+		return strict // not configured: refuse everything internal
 	}
-	p := &netguard.Policy{Allow: allow}
-	if host, port, err := net.SplitHostPort(listen); err == nil {
-		if pn, err := strconv.ParseUint(port, 10, 16); err == nil && pn != 0 {
-			addrs := []string{host}
-			if host == "localhost" || host == "" {
-				addrs = []string{"127.0.0.1", "::1"}
-			}
-			for _, a := range addrs {
-				if ip, err := netip.ParseAddr(a); err == nil {
-					p.Deny = append(p.Deny, netip.AddrPortFrom(ip, uint16(pn)))
-				}
-			}
-		}
-	}
-	return p, nil
+	return &http.Client{Transport: c.guard.transport(own), Timeout: 30 * time.Second, CheckRedirect: strict.CheckRedirect}
 }
 
 // state returns the configured host, planner and engine.
@@ -376,7 +356,10 @@ func (x *Extension) Retire(ctx context.Context, user, name string) error {
 		x.forgetSources(user)
 		// The user's connections are gone: do not keep their idle
 		// keep-alive sockets (others' idle ones reconnect on demand).
-		x.transport.CloseIdleConnections()
+		x.mu.Lock()
+		conn := x.conn
+		x.mu.Unlock()
+		conn.guard.closeIdle()
 		return err
 	}
 	return e.Retire(ctx, user, name)

@@ -279,7 +279,7 @@ func (s *grantSource) refreshLocked() error {
 	}
 	cfg := &oauth2.Config{ClientID: s.g.ClientID, ClientSecret: secret,
 		Endpoint: oauth2.Endpoint{TokenURL: s.g.TokenURL, AuthStyle: s.g.AuthStyle}}
-	octx := context.WithValue(ctx, oauth2.HTTPClient, x.oauthClient())
+	octx := context.WithValue(ctx, oauth2.HTTPClient, x.oauthClient(strings.HasPrefix(s.server, catalog.UserServerPrefix)))
 	var tok *oauth2.Token
 	for attempt := 1; ; attempt++ {
 		// An empty access token makes x/oauth2 refresh at once.

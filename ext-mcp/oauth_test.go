@@ -138,7 +138,7 @@ const (
 )
 
 func oauthConfig(s *oauthServer, extra string) string {
-	return fmt.Sprintf(`{"allowNetworks": ["127.0.0.1/32"], "mcpServers": {"o": {"url": %q%s}}}`, s.mcpURL(), extra)
+	return fmt.Sprintf(`{"mcpServers": {"o": {"url": %q%s}}}`, s.mcpURL(), extra)
 }
 
 // signIn runs a whole sign-in of user to server o as account login.
@@ -372,7 +372,7 @@ func TestOAuthBadInput(t *testing.T) {
 		w.WriteHeader(http.StatusUnauthorized)
 	}))
 	defer garbage.Close()
-	cfg := fmt.Sprintf(`{"allowNetworks": ["127.0.0.1/32"], "mcpServers": {"o": {"url": %q}, "g": {"url": %q},
+	cfg := fmt.Sprintf(`{"mcpServers": {"o": {"url": %q}, "g": {"url": %q},
 		"notes": %s, "open": {"url": %q, "headers": {"X": "1"}}}}`, as.mcpURL(), garbage.URL+"/mcp", notesServer(""), as.base+"/nowhere")
 	f := newFixtureAt(t, "inprocess", cfg, publicURL, nil)
 	f.activate("alice")
@@ -440,19 +440,33 @@ func TestOAuthBadInput(t *testing.T) {
 	}
 }
 
-// TestOAuthSSRFGuard checks that OAuth requests go through the address
-// guard: without allowNetworks the loopback authorization server is
-// refused, naming why.
+// TestOAuthSSRFGuard checks that a user's own server's OAuth requests go
+// through the same address guard as its connection: refused on loopback,
+// naming why, without reaching the authorization server; once the
+// operator opens the prefix (userServerAllowCIDRs), the user signs in to
+// their own server like to any other.
 func TestOAuthSSRFGuard(t *testing.T) {
 	as := startOAuth(t)
-	f := newFixtureAt(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"o": {"url": %q}}}`, as.mcpURL()), publicURL, nil)
+	own := fmt.Sprintf(`{"mcpServers": {"o": {"url": %q}}}`, as.mcpURL())
+	f := newFixtureAt(t, "inprocess", `{"userServers": "url"}`, publicURL, nil)
+	f.setOwn("alice", own)
 	f.activate("alice")
-	_, err := f.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "o", RedirectURL: redirectURL})
+	_, err := f.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "u_o", RedirectURL: redirectURL})
 	if err == nil || !strings.Contains(err.Error(), "loopback") {
-		t.Errorf("BeginAuth to a loopback server without allowNetworks: %v; want refused as loopback", err)
+		t.Errorf("BeginAuth to a user's own server on loopback: %v; want refused as loopback", err)
 	}
 	if st := as.stats(); st.Registrations != 0 {
 		t.Errorf("the refused server was reached: %+v", st)
+	}
+	f2 := newFixtureAt(t, "inprocess", `{"userServers": "url", "userServerAllowCIDRs": ["127.0.0.1/32"]}`, publicURL, nil)
+	f2.setOwn("alice", own)
+	f2.activate("alice")
+	login := canary("alice")
+	f2.signIn("alice", "u_o", login)
+	f2.waitTools("alice", func(n []string) bool { return hasPrefix(n, "u_o/whoami") })
+	res := f2.mustCall("alice", "u_o/whoami", `{}`)
+	if !strings.Contains(string(res.StructuredContent), login) {
+		t.Errorf("alice on her own server: %s", res.StructuredContent)
 	}
 }
 
@@ -461,7 +475,7 @@ func TestOAuthSSRFGuard(t *testing.T) {
 // that one grant; the operator's grant never lands in a user's store.
 func TestOAuthSharedServer(t *testing.T) {
 	as := startOAuth(t)
-	f := newFixtureAt(t, "inprocess", fmt.Sprintf(`{"allowNetworks": ["127.0.0.1/32"], "mcpServers": {"team": {"url": %q,
+	f := newFixtureAt(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"team": {"url": %q,
 		"credentials": "shared", "users": ["alice", "bob"]}}}`, as.mcpURL()), publicURL, nil)
 	f.activate("alice")
 	if st := f.statusOf("alice", "team"); st.State != ext.StateNeedsSignIn || !strings.Contains(st.Reason, "--operator team") {

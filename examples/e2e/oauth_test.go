@@ -149,8 +149,7 @@ func TestOAuthEndToEnd(t *testing.T) {
 	as := startProvider(t, b.oauth, "-access-ttl", "3s")
 	port := freePort(t)
 	e := newEnv(t, b, map[string]any{
-		"allowNetworks": []string{"127.0.0.1/32"},
-		"mcpServers":    map[string]any{"o": map[string]any{"url": as.base + "/mcp"}},
+		"mcpServers": map[string]any{"o": map[string]any{"url": as.base + "/mcp"}},
 	}, map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", port)})
 	e.startServe("--log-level", "debug") // every log line is scanned for tokens
 	host := e.url
@@ -346,8 +345,7 @@ func TestOAuthLoginWithoutRunningHost(t *testing.T) {
 	as := startProvider(t, b.oauth)
 	port := freePort(t)
 	e := newEnv(t, b, map[string]any{
-		"allowNetworks": []string{"127.0.0.1/32"},
-		"mcpServers":    map[string]any{"o": map[string]any{"url": as.base + "/mcp"}},
+		"mcpServers": map[string]any{"o": map[string]any{"url": as.base + "/mcp"}},
 	}, map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", port)})
 	login := canaryLogin("carol")
 	cli := exec.Command(e.bin.agenthost, "--config", e.cfg, "auth", "login", "--user", "carol", "o")
