@@ -119,6 +119,13 @@ func BenchmarkEndpointCall(b *testing.B) {
 	b.Run("one-hop-mcpgo", func(b *testing.B) {
 		proxy(b, testbin.Build(b, pkg+"examples/bench/mcpgoproxy"))
 	})
+	b.Run("agenthost/2026-07-28", func(b *testing.B) {
+		// For the record: what an unpinned go-sdk client gets (go-sdk's
+		// stateless handler; no fast path).
+		cs := serveHost(b, agenthost, extMCP, notes).connectVersion(b, "")
+		p50, _ := measure(b, call(cs, "notes__echo"))
+		ratio(b, "endpoint-direct", p50)
+	})
 	b.Run("agenthost", func(b *testing.B) {
 		cs := serveHost(b, agenthost, extMCP, notes).connect(b)
 		p50, calls := measure(b, call(cs, "notes__echo"))
@@ -182,11 +189,15 @@ func serveHost(b *testing.B, agenthost, extMCP, notes string) served {
 
 // connect opens a go-sdk client session of the host's user on its /mcp,
 // pinned to 2025-11-25; it ends with the benchmark.
-func (s served) connect(b *testing.B) *mcp.ClientSession {
+func (s served) connect(b *testing.B) *mcp.ClientSession { return s.connectVersion(b, "2025-11-25") }
+
+// connectVersion is connect pinned to version ("": go-sdk's choice, the
+// stateless 2026-07-28).
+func (s served) connectVersion(b *testing.B, version string) *mcp.ClientSession {
 	b.Helper()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: s.url + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{s.token}}},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		b.Fatal(err)
 	}
