@@ -1,7 +1,6 @@
 package serve_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,33 +11,17 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/host"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 	"github.com/agenthost/agenthost/host/serve"
 )
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = hosttest.LogBuffer
 
 // stack is a real host served by a real serve.Server on 127.0.0.1:0, its
 // log captured.

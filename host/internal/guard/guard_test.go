@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -169,22 +170,7 @@ func TestHostAllowed(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = hosttest.LogBuffer
 
 // TestRefusalLog: a flood of one reason logs its burst, then one line per
 // interval preceded by the count suppressed meanwhile; reasons have their
