@@ -400,9 +400,18 @@ func (c *conn) session() ext.Session {
 // ask relays a server's request to the client: the session of the request
 // it belongs to, else the user's most recent client session through the
 // host.
+//
+// Roots belong to the client, not to a call: when the guessed call ended
+// before the client could answer (a server often asks for roots after
+// roots/list_changed, unrelated to the call in flight), the user's most
+// recent client session is asked instead. Sampling and elicitation of an
+// ended call are not moved to another session.
 func (c *conn) ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if s := c.session(); s != nil {
-		return s.Request(ctx, method, params)
+		res, err := s.Request(ctx, method, params)
+		if err == nil || method != ext.MethodListRoots || !errors.Is(err, ext.ErrUnavailable) {
+			return res, err
+		}
 	}
 	return c.host.RequestUser(ctx, c.user, method, params)
 }

@@ -136,3 +136,45 @@ func TestProtocolErrorIsResult(t *testing.T) {
 		}
 	}
 }
+
+// endedSession is the session of a call that has just ended.
+type endedSession struct{ ext.Session }
+
+func (endedSession) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, ext.Errorf(ext.ErrUnavailable, "the request this session belongs to has ended")
+}
+
+// userSession answers as the user's most recent client session would.
+type userSession struct{ ext.Session }
+
+func (userSession) Request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(`{"roots":[{"uri":"file:///work"}]}`), nil
+}
+
+// TestAskRootsOfEndedCall: a server asks for roots outside any call while
+// an unrelated call is in flight, and that call ends before the client
+// answers: roots come from the user's session instead; sampling of an
+// ended call is not moved to another session.
+func TestAskRootsOfEndedCall(t *testing.T) {
+	h := &exttestHost{user: userSession{}}
+	c := &conn{host: h, user: "alice", active: map[*activeCall]struct{}{}}
+	done := c.track(endedSession{}, "")
+	defer done()
+	res, err := c.ask(context.Background(), ext.MethodListRoots, json.RawMessage(`{}`))
+	if err != nil || !strings.Contains(string(res), "file:///work") {
+		t.Errorf("roots after the call ended = %s, %v; want the user's session's roots", res, err)
+	}
+	if _, err := c.ask(context.Background(), ext.MethodCreateMessage, json.RawMessage(`{}`)); !errors.Is(err, ext.ErrUnavailable) {
+		t.Errorf("sampling for an ended call = %v, want unavailable (not another session)", err)
+	}
+}
+
+// exttestHost is an ext.Host whose RequestUser asks one session.
+type exttestHost struct {
+	ext.Host
+	user ext.Session
+}
+
+func (h *exttestHost) RequestUser(ctx context.Context, _, method string, params json.RawMessage) (json.RawMessage, error) {
+	return h.user.Request(ctx, method, params)
+}
