@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"time"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
@@ -136,21 +137,49 @@ func (e *extension) launch(ctx context.Context, inproc ext.Extension) (*supervis
 		}
 		g.Desc = d2
 	}
+	if err := e.h.checkSandbox(e.name, g.Desc); err != nil {
+		return fail(err)
+	}
 	return g, nil
+}
+
+// checkSandbox refuses an extension that asks for sandboxed processes on a
+// host that cannot sandbox them, unless the operator accepted the risk.
+func (h *Host) checkSandbox(name string, d *ext.Descriptor) error {
+	if !d.Has(ext.CapabilitySandbox) {
+		return nil
+	}
+	kind, reason := h.services.Sandboxing()
+	if kind != "" || h.cfg.Services.UnsafeSharedUID {
+		return nil
+	}
+	return fmt.Errorf("extension %q starts untrusted service processes (ext-mcp: the users' own stdio servers of userServers \"all\", "+
+		"and servers with \"sandbox\": true), which must run in a sandbox, but none works here: %v; "+
+		"install bubblewrap, or set services.unsafeSharedUID: true in the operator's file to run them as the host's own user, "+
+		"where they can read the data folder (the secrets key, the databases) and other users' tokens", name, reason)
 }
 
 // get returns the current generation's carrier, waiting while a restart
 // is underway or until ctx ends.
 func (e *extension) get(ctx context.Context) (ext.Extension, error) {
-	if e.m == nil {
-		return nil, fmt.Errorf("extension %q failed to start: %v: %w", e.name, e.startErr, ext.ErrUnavailable)
-	}
-	g, err := e.m.Get(ctx)
+	g, err := e.generation(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return g.Ext, nil
 }
+
+func (e *extension) generation(ctx context.Context) (*supervisor.Generation, error) {
+	if e.m == nil {
+		return nil, fmt.Errorf("extension %q failed to start: %v: %w", e.name, e.startErr, ext.ErrUnavailable)
+	}
+	return e.m.Get(ctx)
+}
+
+// dyingWait bounds how long a call that found its extension's call
+// channel closed waits for the process to be seen gone before it tries
+// again.
+const dyingWait = 5 * time.Second
 
 // use runs fn with the current generation as capability C (listed in the
 // descriptor as cap). A call that never reached the extension — it had just
@@ -159,11 +188,11 @@ func (e *extension) get(ctx context.Context) (ext.Extension, error) {
 // wrapped with op, which is built only when there is one.
 func use[C any](ctx context.Context, e *extension, capability ext.Capability, op func() string, fn func(C) error) error {
 	for attempt := 0; ; attempt++ {
-		cur, err := e.get(ctx)
+		g, err := e.generation(ctx)
 		if err != nil {
 			return err
 		}
-		c, ok := cur.(C)
+		c, ok := g.Ext.(C)
 		if !ok || !e.descriptor().Has(capability) {
 			return fmt.Errorf("extension %q offers no %s capability: %w", e.name, capability, ext.ErrUnimplemented)
 		}
@@ -172,6 +201,18 @@ func use[C any](ctx context.Context, e *extension, capability ext.Capability, op
 			return nil
 		}
 		if attempt == 0 && ext.NotDelivered(err) {
+			// The process was dying: its call channel closes before its
+			// exit is seen. Wait for that, so the next try goes to the
+			// restarted generation rather than to this one again.
+			if g.Instance != nil {
+				t := time.NewTimer(dyingWait)
+				select {
+				case <-g.Instance.Done():
+				case <-t.C:
+				case <-ctx.Done():
+				}
+				t.Stop()
+			}
 			continue
 		}
 		return e.wrapErr(op(), err)

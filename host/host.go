@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,6 +80,42 @@ func seconds(v, def float64) time.Duration {
 	}
 	return time.Duration(v * float64(time.Second))
 }
+
+// newServices is the manager of the host's per-user processes: records
+// and cgroups kept per data folder (what a killed host left is reaped
+// now), and a sandbox that hides the data folder (and the TLS key) from
+// untrusted ones, each user's in a folder of its own.
+func newServices(cfg *Config, dataDir string, grace time.Duration, logger *slog.Logger) *services.Manager {
+	sum := sha256.Sum256([]byte(dataDir))
+	hide := []string{dataDir}
+	if cfg.TLS.KeyFile != "" {
+		hide = append(hide, cfg.Resolve(cfg.TLS.KeyFile))
+	}
+	return services.New(services.Options{
+		Idle:        minutes(cfg.Services.IdleMinutes, 10),
+		Max:         cfg.Services.MaxProcesses,
+		ConnectWait: seconds(cfg.Services.ConnectWaitSeconds, 10),
+		Grace:       grace,
+		Logger:      logger,
+		RunDir:      filepath.Join(dataDir, "run", "services"),
+		CgroupName:  "agenthost-" + hex.EncodeToString(sum[:6]),
+		Sandbox: services.SandboxOptions{
+			Hide:     hide,
+			UIDFirst: cfg.Services.SandboxUIDs.First, UIDCount: cfg.Services.SandboxUIDs.Count,
+			UIDFile: filepath.Join(dataDir, "sandbox-uids.json"),
+			Home: func(k services.Key) string {
+				return filepath.Join(dataDir, "users", k.User, k.Extension, "sandbox")
+			},
+			AllowUnsandboxed: cfg.Services.UnsafeSharedUID,
+		},
+	})
+}
+
+// ServiceProcess reports whether pid is one of the host's service
+// processes or was started by one (even one that left its process group:
+// the cgroup finds it). The control socket refuses such peers: a server,
+// trusted or not, never administers the host.
+func (h *Host) ServiceProcess(pid int) bool { return h.services.Owns(pid) }
 
 // Host loads extensions and serves their tools to users. It is safe for
 // concurrent use; Close stops every extension and waits for everything the
@@ -157,13 +195,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		exts:  map[string]*extension{},
 		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
 		dataDir: dataDir,
-		services: services.New(services.Options{
-			Idle:        minutes(cfg.Services.IdleMinutes, 10),
-			Max:         cfg.Services.MaxProcesses,
-			ConnectWait: seconds(cfg.Services.ConnectWaitSeconds, 10),
-			Grace:       o.ServiceGrace,
-			Logger:      logger,
-		}),
+		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
 	}
 	h.life, h.cancel = context.WithCancel(context.Background())
 	st, sec, kind, err := openStores(ctx, cfg, &o, dataDir)

@@ -58,6 +58,13 @@ type TokenInfo struct {
 	LastUsed time.Time `json:"lastUsed,omitzero"`
 }
 
+// ProcessOwner is implemented by a [Host] that runs processes of its own
+// (*host.Host: its service processes): [Serve] refuses connections from
+// them and from what they started, whatever their uid.
+type ProcessOwner interface {
+	ServiceProcess(pid int) bool
+}
+
 // Server serves the control API on a unix socket.
 type Server struct {
 	srv  *http.Server
@@ -68,7 +75,8 @@ type Server struct {
 }
 
 // Serve listens on the socket in dataDir and serves h (and tokens, which
-// may be nil) until Close. A stale socket from a dead host is replaced; a
+// may be nil) until Close. Peers must run as the host's user and, when h
+// is a [ProcessOwner], be none of its processes. A stale socket from a dead host is replaced; a
 // live one is an error (another host runs on this data folder).
 func Serve(dataDir string, h Host, tokens Tokens, logger *slog.Logger) (*Server, error) {
 	path := filepath.Join(dataDir, SocketName)
@@ -87,7 +95,8 @@ func Serve(dataDir string, h Host, tokens Tokens, logger *slog.Logger) (*Server,
 		_ = ln.Close()
 		return nil, err
 	}
-	return start(peerCheck{ln}, path, h, tokens, logger), nil
+	owner, _ := h.(ProcessOwner)
+	return start(peerCheck{Listener: ln, owner: owner, logger: logger}, path, h, tokens, logger), nil
 }
 
 // Pipe serves h (and tokens, which may be nil) on an in-memory listener,

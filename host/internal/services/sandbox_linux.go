@@ -83,11 +83,16 @@ func (s sandbox) argv(l layout, command string, args []string) []string {
 	tmpfs := []string{"/tmp"}
 	for _, h := range l.hide {
 		for _, b := range bound {
-			if within(h, b) {
+			if !within(h, b) {
+				continue
+			}
+			if fi, err := os.Stat(h); err == nil && !fi.IsDir() {
+				a = append(a, "--ro-bind", "/dev/null", h) // a file: emptied
+			} else {
 				a = append(a, "--tmpfs", h)
 				tmpfs = append(tmpfs, h)
-				break
 			}
+			break
 		}
 	}
 	// bwrap makes the folders leading to a mount point owner-only: make
