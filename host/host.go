@@ -194,7 +194,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		cfg: cfg, logger: logger, reg: newRegistry(logger), extras: newExtras(), sess: newSessions(),
 		exts:  map[string]*extension{},
 		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
-		dataDir: dataDir,
+		dataDir:  dataDir,
 		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
 	}
 	h.life, h.cancel = context.WithCancel(context.Background())
