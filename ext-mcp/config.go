@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -30,6 +31,10 @@ type Config struct {
 	// UserServers is the policy for the users' own servers: "none" (the
 	// default), "url" (remote servers) or "all" (stdio servers too).
 	UserServers string `json:"userServers,omitempty" jsonschema:"enum=none,enum=url,enum=all,default=none" jsonschema_description:"Which servers of their own users may add: none, url (remote) or all (stdio too)."`
+	// Sandbox runs the operator's stdio servers in the host's sandbox too
+	// (a server's own sandbox field overrides it). The users' own stdio
+	// servers always run in it.
+	Sandbox bool `json:"sandbox,omitempty" jsonschema_description:"Run the operator's stdio servers in the host's sandbox too (the users' own always are)."`
 	ServerList
 }
 
@@ -84,6 +89,15 @@ type Server struct {
 	// Tools sets the exposure per tool name or glob (* and ?): direct (the
 	// default), deferred, codemode or hidden.
 	Tools map[string]string `json:"tools,omitempty" jsonschema_description:"Exposure per tool name or glob (* and ?): direct, deferred, codemode or hidden."`
+	// Sandbox (the operator's stdio servers) runs the server in the host's
+	// sandbox: its own uid per user (a root host) or a user namespace, a
+	// private pid namespace, no view of the host's data folder; nil takes
+	// the config's top-level sandbox.
+	Sandbox *bool `json:"sandbox,omitempty" jsonschema_description:"Run this stdio server in the host's sandbox (the operator's servers only; the users' own always are)."`
+	// ReadablePaths (the operator's sandboxed servers) are folders or
+	// files the server may read besides the system folders and its
+	// user's folder; the command and cwd are added to them.
+	ReadablePaths []string `json:"readablePaths,omitempty" jsonschema_description:"Absolute paths a sandboxed server may read (the operator's servers only)."`
 	// ProtocolVersion pins the MCP protocol version; "latest" lets go-sdk
 	// negotiate the newest; empty means DefaultProtocolVersion.
 	ProtocolVersion string `json:"protocolVersion,omitempty" jsonschema_description:"MCP protocol version to speak, e.g. 2025-11-25; latest negotiates the newest."`
@@ -210,9 +224,13 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 					errs.add(k, "%q is not one of none, url, all", clip(s, 20))
 				}
 			}
+		case "sandbox":
+			if err := json.Unmarshal(v, &cfg.Sandbox); err != nil {
+				errs.add(k, "must be true or false")
+			}
 		case "mcpServers", "servers", "$schema":
 		default:
-			errs.add(k, "unknown field%s", suggest(k, "userServers", "mcpServers", "servers"))
+			errs.add(k, "unknown field%s", suggest(k, "userServers", "sandbox", "mcpServers", "servers"))
 		}
 	}
 	cfg.ServerList = parseList(top, false, &errs)
@@ -220,6 +238,35 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// sandboxes reports whether the config runs servers in the host's
+// sandbox: the users' own stdio servers (userServers "all"), or the
+// operator's with sandbox set.
+func (c *Config) sandboxes() bool {
+	if c == nil {
+		return false
+	}
+	if c.UserServers == catalog.UserServersAll {
+		return true
+	}
+	found := false
+	c.each(func(_ string, s Server) {
+		s = c.withDefaults(s)
+		found = found || (s.Sandbox != nil && *s.Sandbox && (s.Enabled == nil || *s.Enabled))
+	})
+	return found
+}
+
+// withDefaults returns an operator's server with the config's defaults
+// applied: a stdio server without its own sandbox field takes the top
+// level's.
+func (c *Config) withDefaults(s Server) Server {
+	if s.Command != "" && s.Sandbox == nil && c.Sandbox {
+		on := true
+		s.Sandbox = &on
+	}
+	return s
 }
 
 // ParseServerList parses and validates a user's own server list: the
@@ -238,7 +285,7 @@ func ParseServerList(raw json.RawMessage) (*ServerList, error) {
 	for _, k := range sortedKeys(top) {
 		switch k {
 		case "mcpServers", "servers", "$schema":
-		case "userServers":
+		case "userServers", "sandbox":
 			errs.add(k, "is the operator's policy; it does not belong in your list")
 		default:
 			errs.add(k, "unknown field%s", suggest(k, "mcpServers", "servers"))
@@ -302,7 +349,7 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 	}
 	n := len(*errs)
 	known := []string{"command", "args", "env", "cwd", "url", "headers", "type", "credentials", "availability",
-		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion"}
+		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion", "sandbox", "readablePaths"}
 	for _, k := range sortedKeys(fields) {
 		v, at := fields[k], where+"."+k
 		switch k {
@@ -347,6 +394,15 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 			s.Tools, _ = strMap(v, at, errs)
 		case "protocolVersion":
 			s.ProtocolVersion, _ = str(v, at, errs)
+		case "sandbox":
+			var b bool
+			if err := json.Unmarshal(v, &b); err != nil {
+				errs.add(at, "must be true or false")
+			} else {
+				s.Sandbox = &b
+			}
+		case "readablePaths":
+			s.ReadablePaths, _ = strList(v, at, errs)
 		default:
 			errs.add(at, "unknown field%s", suggest(k, known...))
 		}
@@ -387,6 +443,11 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 				errs.add(fmt.Sprintf("%s.args[%d]", where, i), "holds a NUL byte")
 			}
 		}
+		for i, p := range s.ReadablePaths {
+			if !filepath.IsAbs(p) {
+				errs.add(fmt.Sprintf("%s.readablePaths[%d]", where, i), "must be an absolute path")
+			}
+		}
 	default:
 		if s.Type != "" && s.Type != "http" && s.Type != "sse" {
 			errs.add(where+".type", "%q is not one of http, sse", clip(s.Type, 20))
@@ -412,6 +473,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 		if len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {
 			errs.add(where, "args, env and cwd apply to command servers only")
 		}
+		if s.Sandbox != nil || len(s.ReadablePaths) > 0 {
+			errs.add(where, "sandbox and readablePaths apply to command servers only")
+		}
 	}
 	if user {
 		for k, set := range map[string]bool{"credentials": s.Credentials != "" && s.Credentials != catalog.CredentialsUser,
@@ -419,6 +483,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 			if set {
 				errs.add(where+"."+k, "is for the operator's servers only; your servers always use your own credentials")
 			}
+		}
+		if s.Sandbox != nil || s.ReadablePaths != nil {
+			errs.add(where, "sandbox and readablePaths are for the operator's servers only; your stdio servers always run in the host's sandbox")
 		}
 	}
 	switch s.Credentials {
@@ -540,9 +607,10 @@ type spec struct {
 func fingerprint(credentials string, s Server) string {
 	b, _ := json.Marshal(struct {
 		C, Cmd, Cwd, URL, Type, PV string
-		Args                       []string
+		Args, Readable             []string
 		Env, Headers               map[string]string
-	}{credentials, s.Command, s.Cwd, s.URL, s.Type, s.ProtocolVersion, s.Args, s.Env, s.Headers})
+		Sandbox                    *bool
+	}{credentials, s.Command, s.Cwd, s.URL, s.Type, s.ProtocolVersion, s.Args, s.ReadablePaths, s.Env, s.Headers, s.Sandbox})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }

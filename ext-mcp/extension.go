@@ -129,8 +129,16 @@ func New(opts *Options) *Extension {
 // config once Configure has run; before, the "MCP servers" form is empty.
 func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 	x.mu.Lock()
-	sections := x.sections
+	sections, cfg := x.sections, x.cfg
 	x.mu.Unlock()
+	caps := []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
+		ext.CapabilityServices, ext.CapabilityStatus, ext.CapabilityPrompts, ext.CapabilityResources,
+		ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions}
+	if cfg.sandboxes() {
+		// The host then refuses to start the extension where it cannot
+		// sandbox (unless its operator accepted the risk).
+		caps = append(caps, ext.CapabilitySandbox)
+	}
 	if sections == nil {
 		var err error
 		if sections, err = buildSections(&Config{}); err != nil {
@@ -141,10 +149,8 @@ func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 		Name:        "mcp",
 		Version:     Version,
 		Description: "MCP servers as tools: a per-user catalog of the operator's servers and the users' own.",
-		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
-			ext.CapabilityServices, ext.CapabilityStatus, ext.CapabilityPrompts, ext.CapabilityResources,
-			ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions},
-		Settings: sections,
+		Capabilities: caps,
+		Settings:     sections,
 	}, nil
 }
 
@@ -166,7 +172,7 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		return err
 	}
 	var decls []catalog.ServerDecl
-	cfg.each(func(name string, s Server) { decls = append(decls, decl(name, s, false)) })
+	cfg.each(func(name string, s Server) { decls = append(decls, decl(name, cfg.withDefaults(s), false)) })
 	planner := &catalog.SettingsPlanner{
 		Servers:         decls,
 		UserServers:     cfg.UserServers,
@@ -385,13 +391,26 @@ func (x *Extension) processSpec(name string, us *userSpec) *ext.ProcessSpec {
 		env = append(env, "MCP_ACCESS_TOKEN="+us.token)
 	}
 	command, dir := s.Command, s.Cwd
-	if !strings.HasPrefix(name, catalog.UserServerPrefix) {
+	own := strings.HasPrefix(name, catalog.UserServerPrefix)
+	var readable []string
+	if !own {
 		// The operator's relative paths resolve against the config file's
 		// folder; a bare command name is looked up on PATH.
 		command, dir = x.resolve(command, true), x.resolve(dir, false)
+		readable = append(readable, s.ReadablePaths...)
+		if dir != "" {
+			readable = append(readable, dir)
+		}
+	}
+	// A sandboxed program named by its path must be visible to be run;
+	// one looked up on PATH is in the system folders the sandbox shows. A
+	// user's cwd is not shown to their sandbox: only their own folder.
+	if filepath.IsAbs(command) {
+		readable = append(readable, command)
 	}
 	return &ext.ProcessSpec{Command: command, Args: append([]string(nil), s.Args...),
-		Env: env, Dir: dir, OneSession: true}
+		Env: env, Dir: dir, OneSession: true, ReadablePaths: readable,
+		Sandbox: own || (s.Sandbox != nil && *s.Sandbox)}
 }
 
 // resolve returns an operator's path resolved against the config file's
