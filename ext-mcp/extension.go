@@ -146,9 +146,9 @@ func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 		}
 	}
 	return &ext.Descriptor{
-		Name:        "mcp",
-		Version:     Version,
-		Description: "MCP servers as tools: a per-user catalog of the operator's servers and the users' own.",
+		Name:         "mcp",
+		Version:      Version,
+		Description:  "MCP servers as tools: a per-user catalog of the operator's servers and the users' own.",
 		Capabilities: caps,
 		Settings:     sections,
 	}, nil
