@@ -374,29 +374,14 @@ func (e *Engine) listTasks(ctx context.Context, userID string, sess ext.Session)
 		return nil, err
 	}
 	all := []json.RawMessage{}
-	if u == nil {
-		return json.Marshal(map[string]any{"tasks": all})
-	}
-	u.mu.Lock()
-	names := make([]string, 0, len(u.conns))
-	for name := range u.conns {
-		names = append(names, name)
-	}
-	u.mu.Unlock()
-	slices.Sort(names)
-	for _, name := range names {
-		c, refused, err := e.acquire(userID, name, nil)
-		if refused != nil || err != nil {
-			continue
-		}
-		fc, ferr := c.feature()
+	e.eachConn(u, userID, func(name string, c *conn) {
+		fc, err := c.feature()
 		var out json.RawMessage
-		if ferr == nil {
-			out, ferr = fc.Task(ctx, ext.MethodTaskList, json.RawMessage(`{}`), sess)
+		if err == nil {
+			out, err = fc.Task(ctx, ext.MethodTaskList, json.RawMessage(`{}`), sess)
 		}
-		e.release(c)
-		if ferr != nil {
-			continue // a server without tasks lists none
+		if err != nil {
+			return // a server without tasks lists none
 		}
 		var l struct {
 			Tasks []json.RawMessage `json:"tasks"`
@@ -406,7 +391,7 @@ func (e *Engine) listTasks(ctx context.Context, userID string, sess ext.Session)
 				all = append(all, namespaceTaskID(name, t))
 			}
 		}
-	}
+	})
 	return json.Marshal(map[string]any{"tasks": all})
 }
 
@@ -451,7 +436,16 @@ func namespaceTaskID(server string, obj json.RawMessage) json.RawMessage {
 // order), each held as a request in flight while fn runs.
 func (e *Engine) ForEach(userID string, fn func(server string, c Conn)) {
 	u, err := e.existingUser(userID)
-	if err != nil || u == nil {
+	if err != nil {
+		return
+	}
+	e.eachConn(u, userID, func(name string, c *conn) { fn(name, c.c) })
+}
+
+// eachConn runs fn on each live connection of u (nil: none), in server
+// name order, each held as a request in flight while fn runs.
+func (e *Engine) eachConn(u *user, userID string, fn func(server string, c *conn)) {
+	if u == nil {
 		return
 	}
 	u.mu.Lock()
@@ -466,7 +460,7 @@ func (e *Engine) ForEach(userID string, fn func(server string, c Conn)) {
 		if refused != nil || err != nil {
 			continue
 		}
-		fn(name, c.c)
+		fn(name, c)
 		e.release(c)
 	}
 }

@@ -142,6 +142,7 @@ func (c *Client) Configure(ctx context.Context, req *ConfigureRequest) error {
 	transports = append(transports, transportStream)
 	_, err := c.client.Configure(ctx, &extpb.ConfigureRequest{
 		Config: req.Config, HostBrokerId: id, Name: req.Name, ServiceTransports: transports, BaseDir: req.BaseDir,
+		PublicUrl: req.PublicURL, ListenAddr: req.ListenAddr,
 	})
 	return wireErr(ctx, err)
 }

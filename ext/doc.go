@@ -70,6 +70,14 @@
 // and back, so errors.Is works on both sides of the wire. A tool that fails
 // is a result with IsError set ([ErrorResult]), not a Go error.
 //
+// # Helpers
+//
+// Package exttest runs the conformance suite and gives a fake host for
+// tests. Package netguard refuses, at dial time, the addresses a
+// user-supplied URL must not reach (loopback, private, link-local,
+// metadata services, the host itself): an extension that connects where
+// a user or a remote party says dials through it.
+//
 // # Concurrency
 //
 // [Client], [Host] and every store are safe for concurrent use. An

@@ -195,6 +195,16 @@ type ConfigureRequest struct {
 	// Config resolve against it. Empty for in-process extensions without a
 	// file.
 	BaseDir string
+	// PublicURL is the URL people reach the host's HTTP surfaces at (the
+	// operator's publicURL, else its listen address), without a trailing
+	// slash: for links an extension shows (a settings page, a sign-in) and
+	// redirect URIs. Empty when the host serves nothing.
+	PublicURL string
+	// ListenAddr is the address (host:port) the host's HTTP surfaces
+	// listen on, so that an extension can refuse to connect back to the
+	// host itself (a user-supplied URL that points at the host's own
+	// endpoint would loop). Empty when unknown.
+	ListenAddr string
 }
 
 // CallToolRequest asks an extension to run one of its tools.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -39,6 +40,7 @@ type testExt struct {
 	host      ext.Host
 	cancelled chan string
 	heard     []string
+	conf      ext.ConfigureRequest // the last Configure, Host cleared
 }
 
 var (
@@ -69,6 +71,8 @@ func (e *testExt) Describe(context.Context) (*ext.Descriptor, error) {
 func (e *testExt) Configure(ctx context.Context, req *ext.ConfigureRequest) error {
 	e.mu.Lock()
 	e.host = req.Host
+	e.conf = *req
+	e.conf.Host = nil
 	e.mu.Unlock()
 	return req.Host.SetSystemTools(ctx, []ext.Tool{
 		{Name: "test/echo", Description: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Replay: ext.ReplaySafe},
@@ -159,6 +163,36 @@ func mustJSON(t *testing.T, r *ext.CallToolResult) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestConfigureRequestCrosses checks that every field of a
+// ConfigureRequest but the Host reaches the extension as sent, on every
+// carrier.
+func TestConfigureRequestCrosses(t *testing.T) {
+	want := ext.ConfigureRequest{
+		Name: "test", Config: json.RawMessage(`{"k":[1,"ü"]}`), BaseDir: "/etc/agenthost",
+		PublicURL: "https://agents.example.com", ListenAddr: "127.0.0.1:7777",
+	}
+	for _, carrier := range exttest.Carriers {
+		t.Run(carrier, func(t *testing.T) {
+			impl := newTestExt()
+			var e ext.Extension = impl
+			if carrier != "inprocess" {
+				e = exttest.Connect(t, impl, &exttest.ConnectOptions{CallChannel: carrier == "grpc-socket"})
+			}
+			req := want
+			req.Host = exttest.NewFakeHost(t)
+			if err := e.Configure(context.Background(), &req); err != nil {
+				t.Fatal(err)
+			}
+			impl.mu.Lock()
+			got := impl.conf
+			impl.mu.Unlock()
+			if !reflect.DeepEqual(want, got) {
+				t.Errorf("ConfigureRequest arrived as\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
 }
 
 func TestRoundTrip(t *testing.T) {

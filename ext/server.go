@@ -53,7 +53,8 @@ func (s *extensionServer) Configure(ctx context.Context, req *extpb.ConfigureReq
 		transports: req.GetServiceTransports(),
 		fds:        s.fds,
 	}
-	if err := s.impl.Configure(ctx, &ConfigureRequest{Name: req.GetName(), Config: raw(req.GetConfig()), Host: h, BaseDir: req.GetBaseDir()}); err != nil {
+	if err := s.impl.Configure(ctx, &ConfigureRequest{Name: req.GetName(), Config: raw(req.GetConfig()), Host: h, BaseDir: req.GetBaseDir(),
+		PublicURL: req.GetPublicUrl(), ListenAddr: req.GetListenAddr()}); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}

@@ -49,37 +49,39 @@ func newExtras() *extras {
 }
 
 func validateExtras(c *ext.Catalog) error {
-	seen := map[string]bool{}
+	check := uniqueDefs()
 	for _, p := range c.Prompts {
-		if p.Name == "" || seen[p.Name] {
-			return fmt.Errorf("prompt name %q is empty or listed twice: %w", p.Name, ext.ErrInvalidArgument)
-		}
-		seen[p.Name] = true
-		if len(p.Definition) > 0 && !json.Valid(p.Definition) {
-			return fmt.Errorf("prompt %q: definition is not valid JSON: %w", p.Name, ext.ErrInvalidArgument)
+		if err := check("prompt", p.Name, p.Definition); err != nil {
+			return err
 		}
 	}
-	uris := map[string]bool{}
 	for _, r := range c.Resources {
-		if r.URI == "" || uris[r.URI] {
-			return fmt.Errorf("resource URI %q is empty or listed twice: %w", r.URI, ext.ErrInvalidArgument)
-		}
-		uris[r.URI] = true
-		if len(r.Definition) > 0 && !json.Valid(r.Definition) {
-			return fmt.Errorf("resource %q: definition is not valid JSON: %w", r.URI, ext.ErrInvalidArgument)
+		if err := check("resource", r.URI, r.Definition); err != nil {
+			return err
 		}
 	}
-	tmpls := map[string]bool{}
 	for _, t := range c.ResourceTemplates {
-		if t.URITemplate == "" || tmpls[t.URITemplate] {
-			return fmt.Errorf("resource template %q is empty or listed twice: %w", t.URITemplate, ext.ErrInvalidArgument)
-		}
-		tmpls[t.URITemplate] = true
-		if len(t.Definition) > 0 && !json.Valid(t.Definition) {
-			return fmt.Errorf("resource template %q: definition is not valid JSON: %w", t.URITemplate, ext.ErrInvalidArgument)
+		if err := check("resource template", t.URITemplate, t.Definition); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// uniqueDefs returns a check that each registration of a kind has a
+// non-empty key listed once, and a definition that is valid JSON.
+func uniqueDefs() func(kind, key string, def json.RawMessage) error {
+	seen := map[string]bool{}
+	return func(kind, key string, def json.RawMessage) error {
+		if key == "" || seen[kind+"\x00"+key] {
+			return fmt.Errorf("%s %q is empty or listed twice: %w", kind, key, ext.ErrInvalidArgument)
+		}
+		seen[kind+"\x00"+key] = true
+		if len(def) > 0 && !json.Valid(def) {
+			return fmt.Errorf("%s %q: definition is not valid JSON: %w", kind, key, ext.ErrInvalidArgument)
+		}
+		return nil
+	}
 }
 
 // set replaces extName's extras for user.

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/agenthost/agenthost/host/internal/guard"
 )
 
 // DefaultConfigFile is the operator's file read when --config is not given.
@@ -40,6 +42,11 @@ type Config struct {
 	// AllowedOrigins lists browser origins allowed to call the MCP
 	// endpoint besides loopback ones.
 	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
+	// TrustedProxies lists the reverse proxies (CIDRs, or single IP
+	// addresses) whose X-Forwarded-For header names the client, for the
+	// lockout of failed sign-ins. From any other peer the header is
+	// ignored.
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string
@@ -146,13 +153,14 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		TLS            TLSConfig                  `json:"tls"`
 		PublicURL      string                     `json:"publicURL"`
 		AllowedOrigins []string                   `json:"allowedOrigins"`
+		TrustedProxies []string                   `json:"trustedProxies"`
 	}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
 	}
 	cfg := &Config{
 		Listen: top.Listen, DataDir: top.DataDir, Services: top.Services, Secrets: top.Secrets,
-		TLS: top.TLS, PublicURL: top.PublicURL, AllowedOrigins: top.AllowedOrigins,
+		TLS: top.TLS, PublicURL: top.PublicURL, AllowedOrigins: top.AllowedOrigins, TrustedProxies: top.TrustedProxies,
 		Extensions: map[string]ExtensionConfig{}, dir: dir,
 	}
 	var errs []error
@@ -277,9 +285,9 @@ func (c *Config) DataPath() string {
 	return c.Resolve(d)
 }
 
-// CheckListen checks the HTTP surfaces' settings (listen, tls, publicURL)
-// as ParseConfig does: it refuses to serve tokens in clear text beyond
-// loopback. For a Config built in Go rather than read from a file.
+// CheckListen checks the HTTP surfaces' settings (listen, tls, publicURL,
+// trustedProxies) as ParseConfig does: it refuses to serve tokens in clear
+// text beyond loopback. For a Config built in Go rather than read from a file.
 func (c *Config) CheckListen() error { return errors.Join(c.validateListen()...) }
 
 // validateListen refuses to serve tokens in clear text beyond loopback.
@@ -303,6 +311,9 @@ func (c *Config) validateListen() []error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("publicURL: %q is not an http(s) URL", c.PublicURL))
 		}
+	}
+	if _, err := guard.NewTrustedProxies(c.TrustedProxies); err != nil {
+		errs = append(errs, fmt.Errorf("trustedProxies: %w", err))
 	}
 	return errs
 }

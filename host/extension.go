@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"time"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
@@ -125,7 +124,8 @@ func (e *extension) launch(ctx context.Context, inproc ext.Extension) (*supervis
 		return fail(err)
 	}
 	hs := &hostServices{h: e.h, ext: e.name}
-	if err := g.Ext.Configure(ctx, &ext.ConfigureRequest{Name: e.name, Config: e.config, Host: hs, BaseDir: e.h.cfg.dir}); err != nil {
+	if err := g.Ext.Configure(ctx, &ext.ConfigureRequest{Name: e.name, Config: e.config, Host: hs, BaseDir: e.h.cfg.dir,
+		PublicURL: e.h.cfg.BaseURL(), ListenAddr: e.h.cfg.ListenAddr()}); err != nil {
 		return fail(fmt.Errorf("configuring extension %q: %w", e.name, err))
 	}
 	g.Desc = desc
@@ -161,25 +161,12 @@ func (h *Host) checkSandbox(name string, d *ext.Descriptor) error {
 
 // get returns the current generation's carrier, waiting while a restart
 // is underway or until ctx ends.
-func (e *extension) get(ctx context.Context) (ext.Extension, error) {
-	g, err := e.generation(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return g.Ext, nil
-}
-
-func (e *extension) generation(ctx context.Context) (*supervisor.Generation, error) {
+func (e *extension) get(ctx context.Context) (*supervisor.Generation, error) {
 	if e.m == nil {
 		return nil, fmt.Errorf("extension %q failed to start: %v: %w", e.name, e.startErr, ext.ErrUnavailable)
 	}
 	return e.m.Get(ctx)
 }
-
-// dyingWait bounds how long a call that found its extension's call
-// channel closed waits for the process to be seen gone before it tries
-// again.
-const dyingWait = 5 * time.Second
 
 // use runs fn with the current generation as capability C (listed in the
 // descriptor as cap). A call that never reached the extension — it had just
@@ -187,8 +174,8 @@ const dyingWait = 5 * time.Second
 // delivered call never does, whatever its replay safety. Errors are
 // wrapped with op, which is built only when there is one.
 func use[C any](ctx context.Context, e *extension, capability ext.Capability, op func() string, fn func(C) error) error {
+	g, err := e.get(ctx)
 	for attempt := 0; ; attempt++ {
-		g, err := e.generation(ctx)
 		if err != nil {
 			return err
 		}
@@ -201,18 +188,7 @@ func use[C any](ctx context.Context, e *extension, capability ext.Capability, op
 			return nil
 		}
 		if attempt == 0 && ext.NotDelivered(err) {
-			// The process was dying: its call channel closes before its
-			// exit is seen. Wait for that, so the next try goes to the
-			// restarted generation rather than to this one again.
-			if g.Instance != nil {
-				t := time.NewTimer(dyingWait)
-				select {
-				case <-g.Instance.Done():
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
-			}
+			g, err = e.m.Replace(ctx, g)
 			continue
 		}
 		return e.wrapErr(op(), err)

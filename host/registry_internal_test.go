@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/agenthost/agenthost/ext"
@@ -71,5 +72,33 @@ func TestRegistry(t *testing.T) {
 	}
 	if _, ok := r.userIdx["alice"]; ok {
 		t.Error("an empty user index is kept")
+	}
+}
+
+// TestValidateExtras: every kind refuses an empty or repeated key and a
+// definition that is not JSON, naming the kind and the key; the same key
+// in two kinds is fine.
+func TestValidateExtras(t *testing.T) {
+	def := []byte(`{"name":"x"}`)
+	for name, tc := range map[string]struct {
+		c    ext.Catalog
+		want string // "" = valid
+	}{
+		"valid": {c: ext.Catalog{Prompts: []ext.Prompt{{Name: "s/p", Definition: def}},
+			Resources: []ext.Resource{{URI: "s/p"}}, ResourceTemplates: []ext.ResourceTemplate{{URITemplate: "file:///{x}"}}}},
+		"prompt twice":   {c: ext.Catalog{Prompts: []ext.Prompt{{Name: "s/p"}, {Name: "s/p"}}}, want: `prompt "s/p" is empty or listed twice`},
+		"empty resource": {c: ext.Catalog{Resources: []ext.Resource{{URI: ""}}}, want: `resource "" is empty or listed twice`},
+		"bad template":   {c: ext.Catalog{ResourceTemplates: []ext.ResourceTemplate{{URITemplate: "t", Definition: []byte("{")}}}, want: `resource template "t": definition is not valid JSON`},
+		"resource twice": {c: ext.Catalog{Resources: []ext.Resource{{URI: "a"}, {URI: "a"}}}, want: `resource "a" is empty or listed twice`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := validateExtras(&tc.c)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("validateExtras = %v, want nil", err)
+			case tc.want != "" && (err == nil || !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("validateExtras = %v, want %q (invalid argument)", err, tc.want)
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/host/internal/control"
+	"github.com/agenthost/agenthost/host/internal/guard"
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
 	"github.com/agenthost/agenthost/host/internal/web"
 )
@@ -63,6 +64,8 @@ type Server struct {
 	ctl     *control.Server // nil without Options.ControlSocket
 	stopRev func()
 
+	refusals *guard.RefusalLog // shared by the surfaces
+
 	mu  sync.Mutex
 	url string
 
@@ -99,14 +102,25 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	a, err := auth.Open(filepath.Join(cfg.DataPath(), auth.FileName), &auth.Options{Logger: logger})
+	// One client-address function, one lockout and one refusal log for
+	// every surface.
+	proxies, err := guard.NewTrustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("serve: trustedProxies: %w", err)
+	}
+	var hosts []string
+	if h := guard.HostOf(cfg.PublicURL); h != "" {
+		hosts = []string{h}
+	}
+	s.refusals = guard.NewRefusalLog(nil)
+	a, err := auth.Open(filepath.Join(cfg.DataPath(), auth.FileName), &auth.Options{Logger: logger, Refusals: s.refusals})
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	s.auth = a
 	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL}
 	s.ep, err = mcpendpoint.New(h, verifier{a}, &mcpendpoint.Options{
-		Limiter: a.Limiter(), AddrKey: auth.AddrKey, AllowedOrigins: cfg.AllowedOrigins,
+		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
 		Logger: logger.With("surface", "mcp"), Version: host.Version,
 		// Revocations reach CloseToken at once, so a short cache is safe.
 		VerifyCacheTTL: 5 * time.Second,
@@ -122,6 +136,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	ui := web.New(h, a, &web.Options{
 		Logger: logger.With("surface", "web"), Secure: s.tls != nil, MCPURL: mcpURL, MCPSessions: s.ep.Sessions,
+		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.ep)
@@ -252,6 +267,7 @@ func (s *Server) Close() error {
 			cerr = s.ctl.Close()
 		}
 		s.closeErr = errors.Join(err, cerr, s.auth.Close())
+		s.refusals.Flush()
 	})
 	return s.closeErr
 }

@@ -1139,7 +1139,12 @@ type ConfigureRequest struct {
 	ServiceTransports []string `protobuf:"bytes,4,rep,name=service_transports,json=serviceTransports,proto3" json:"service_transports,omitempty"`
 	// The folder of the operator's file: relative paths in config resolve
 	// against it.
-	BaseDir       string `protobuf:"bytes,5,opt,name=base_dir,json=baseDir,proto3" json:"base_dir,omitempty"`
+	BaseDir string `protobuf:"bytes,5,opt,name=base_dir,json=baseDir,proto3" json:"base_dir,omitempty"`
+	// The URL people reach the host's HTTP surfaces at (its publicURL, else
+	// its listen address), without a trailing slash.
+	PublicUrl string `protobuf:"bytes,6,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
+	// The address (host:port) the host's HTTP surfaces listen on.
+	ListenAddr    string `protobuf:"bytes,7,opt,name=listen_addr,json=listenAddr,proto3" json:"listen_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1205,6 +1210,20 @@ func (x *ConfigureRequest) GetServiceTransports() []string {
 func (x *ConfigureRequest) GetBaseDir() string {
 	if x != nil {
 		return x.BaseDir
+	}
+	return ""
+}
+
+func (x *ConfigureRequest) GetPublicUrl() string {
+	if x != nil {
+		return x.PublicUrl
+	}
+	return ""
+}
+
+func (x *ConfigureRequest) GetListenAddr() string {
+	if x != nil {
+		return x.ListenAddr
 	}
 	return ""
 }
@@ -3853,13 +3872,17 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x14\n" +
 	"\x05scope\x18\x03 \x01(\tR\x05scope\x12\x12\n" +
 	"\x04form\x18\x04 \x01(\fR\x04form\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xae\x01\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xee\x01\n" +
 	"\x10ConfigureRequest\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12$\n" +
 	"\x0ehost_broker_id\x18\x02 \x01(\rR\fhostBrokerId\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12-\n" +
 	"\x12service_transports\x18\x04 \x03(\tR\x11serviceTransports\x12\x19\n" +
-	"\bbase_dir\x18\x05 \x01(\tR\abaseDir\"\x13\n" +
+	"\bbase_dir\x18\x05 \x01(\tR\abaseDir\x12\x1d\n" +
+	"\n" +
+	"public_url\x18\x06 \x01(\tR\tpublicUrl\x12\x1f\n" +
+	"\vlisten_addr\x18\a \x01(\tR\n" +
+	"listenAddr\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
 	"\x10ShutdownResponse\"*\n" +

@@ -21,11 +21,45 @@
 //
 // # Lockout
 //
-// [Limiter] counts failed attempts (bearer tokens, sign-in tokens, login
-// links) per client address (IPv6 per /64). By default 5 failures within
-// 15 minutes lock the address out for 15 minutes. [Store.Authenticate]
-// combines the limiter with [Store.Verify] and logs failures without the
-// token, naming it at most by [Fingerprint].
+// [Limiter] throttles failed attempts (bearer tokens, sign-in tokens,
+// login links) and never a valid credential. Every caller does the same,
+// in this order:
+//
+//  1. Compute the client's key with guard.TrustedProxies.Key: its IP
+//     (X-Forwarded-For only from the operator's trusted proxies), an IPv6
+//     /64, or one key for all of loopback.
+//  2. Check the credential. This is cheap (a SHA-256 and one indexed
+//     lookup; the MCP endpoint caches successes for a few seconds) and it
+//     comes first: a valid credential is accepted even from an address
+//     that is locked out, so an attacker who fails from 127.0.0.1 cannot
+//     lock out the users who share that address with him, nor their open
+//     sessions.
+//  3. Only when the credential is invalid, call [Limiter.Fail] with the key
+//     and the credential. It counts the failure per address key and per
+//     credential (by an HMAC under a key only this process holds, so the
+//     limiter's memory reveals no credential); MaxFailures failures within
+//     Window (default 5 in 15 minutes) of either lock it out for Lockout.
+//     A locked-out failure is answered 429 with Retry-After, the others
+//     401.
+//
+// What this throttles: a guesser's failed guesses. Once his address key
+// (or the credential he repeats) is locked out, each further wrong guess
+// is refused with 429 and not counted again, and a success from the same
+// address clears nothing (he could hold a valid token of his own). What
+// it does not do is refuse to check a guess from a locked-out address:
+// that would refuse the valid users behind the same address (everyone on
+// a machine, everyone behind one proxy), which is the attack this design
+// answers. The guesses such an address can still have checked are no
+// danger: every credential is 32 random bytes, so a guess succeeds with
+// probability 2^-256 however many are made; the lockout is there to make
+// failures cheap (one line per reason in the log, see guard.RefusalLog;
+// bounded memory) and to tell misbehaving clients to back off. Counting
+// per credential too locks out a credential that is replayed from many
+// addresses (a revoked token in a fleet of clients, a botnet) without
+// touching anyone else's.
+//
+// [Store.Authenticate] combines [Store.Verify] with the limiter and logs
+// failures without the token, naming it at most by [Fingerprint].
 //
 // # Concurrency
 //

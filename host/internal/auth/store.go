@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agenthost/agenthost/host/internal/guard"
 	"github.com/agenthost/agenthost/settings/sqlitedb"
 )
 
@@ -46,8 +47,13 @@ type Options struct {
 	// Now is the clock (default time.Now); tests inject a fake one.
 	Now func() time.Time
 	// Limiter counts failed attempts for [Store.Authenticate]. Nil means a
-	// new Limiter with default options, the same Logger and the same clock.
+	// new Limiter with default options, the same Logger, Refusals and
+	// clock.
 	Limiter *Limiter
+	// Refusals rate-limits the log lines of refused tokens (nil: every
+	// one is logged). Share the server's, so that every surface draws on
+	// one budget per reason.
+	Refusals *guard.RefusalLog
 	// LoginLinkTTL is how long a login link stays valid (default 15 min).
 	LoginLinkTTL time.Duration
 	// SessionIdle ends a web session unused for that long (default 12 h).
@@ -67,11 +73,12 @@ type Options struct {
 // Store keeps tokens, login links and web sessions in one SQLite file. It
 // is safe for concurrent use.
 type Store struct {
-	db      *sql.DB
-	path    string
-	logger  *slog.Logger
-	now     func() time.Time
-	limiter *Limiter
+	db       *sql.DB
+	path     string
+	logger   *slog.Logger
+	now      func() time.Time
+	limiter  *Limiter
+	refusals *guard.RefusalLog
 
 	linkTTL, idle, maxAge, touchEvery time.Duration
 
@@ -147,14 +154,14 @@ func Open(path string, opts *Options) (*Store, error) {
 	}
 	lim := o.Limiter
 	if lim == nil {
-		lim = NewLimiter(&LimiterOptions{Now: now, Logger: logger})
+		lim = NewLimiter(&LimiterOptions{Now: now, Logger: logger, Refusals: o.Refusals})
 	}
 	db, abs, err := sqlitedb.Open(path, o.BusyTimeout, migrations)
 	if err != nil {
 		return nil, fmt.Errorf("opening auth database %s: %w", abs, err)
 	}
 	s := &Store{
-		db: db, path: abs, logger: logger, now: now, limiter: lim,
+		db: db, path: abs, logger: logger, now: now, limiter: lim, refusals: o.Refusals,
 		linkTTL:    orDefault(o.LoginLinkTTL, 15*time.Minute),
 		idle:       orDefault(o.SessionIdle, 12*time.Hour),
 		maxAge:     orDefault(o.SessionMaxAge, 7*24*time.Hour),
@@ -181,7 +188,9 @@ func (s *Store) Close() error {
 }
 
 // Limiter returns the limiter that [Store.Authenticate] uses, for the
-// other places that check credentials (the web sign-in, login links).
+// other places that check credentials (the web sign-in, login links, the
+// MCP endpoint, an authorization server): check the credential, then call
+// [Limiter.Fail] when it is invalid.
 func (s *Store) Limiter() *Limiter { return s.limiter }
 
 // Path returns the database file's absolute path.

@@ -203,26 +203,24 @@ func (s *Store) Verify(ctx context.Context, token string) (Principal, error) {
 }
 
 // Authenticate is [Store.Verify] for a request from addr (a key from
-// [AddrKey]): a locked-out address is refused before the token is looked
-// at ([ErrLockedOut]); a failure counts towards the lockout and is logged
-// with the token's [Fingerprint], never the token.
+// [guard.TrustedProxies.Key]). The token is checked first, so a valid one
+// is accepted whatever others failed from the same address. An invalid one
+// counts towards the lockout of its address and of itself, and is logged
+// (rate-limited) with its [Fingerprint], never the token; when either is
+// locked out the error also matches [ErrLockedOut] and carries a
+// [*LockoutError] for the 429's Retry-After.
 func (s *Store) Authenticate(ctx context.Context, addr, token string) (Principal, error) {
-	if err := s.limiter.Allow(addr); err != nil {
-		return Principal{}, err
-	}
 	p, err := s.Verify(ctx, token)
-	if errors.Is(err, ErrInvalidToken) {
-		s.logger.Warn("bearer token refused", "addr", addr, "token_sha256", Fingerprint(token))
-		if lerr := s.limiter.Fail(addr); lerr != nil {
-			return Principal{}, errors.Join(err, lerr)
-		}
-		return Principal{}, err
+	if !errors.Is(err, ErrInvalidToken) {
+		return p, err
 	}
-	if err != nil {
-		return Principal{}, err
+	lerr := s.limiter.Fail(addr, token)
+	s.refusals.Refused(s.logger, "bearer token refused", "addr", addr, "token_sha256", Fingerprint(token),
+		"locked_out", lerr != nil)
+	if lerr != nil {
+		return Principal{}, errors.Join(err, lerr)
 	}
-	s.limiter.Succeed(addr)
-	return p, nil
+	return Principal{}, err
 }
 
 func boolInt(b bool) int {

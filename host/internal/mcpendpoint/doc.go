@@ -45,10 +45,14 @@
 // must name a loopback host: DNS rebinding, 403; go-sdk checks it again),
 // the Origin header (absent, a loopback origin or one of
 // [Options.AllowedOrigins], else 403), the body size
-// ([Options.MaxBodyBytes], 413), the lockout ([Options.Limiter], 429), the
-// bearer token (401 with WWW-Authenticate: Bearer; 403 for a valid token
-// that stands for no user, such as an operator's; 503 when the verifier
-// cannot decide), batches (400). Tokens are never logged.
+// ([Options.MaxBodyBytes], 413), the bearer token (401 with
+// WWW-Authenticate: Bearer; 403 for a valid token that stands for no user,
+// such as an operator's; 503 when the verifier cannot decide), batches
+// (400). The token is checked before the lockout: a valid token is served
+// whatever others failed from its address; an invalid one is reported to
+// [Options.Limiter], and gets 429 with Retry-After instead of 401 once the
+// limiter has locked its address or the token out. Refused requests are
+// logged through a rate-limited [guard.RefusalLog]; tokens never are.
 //
 // The endpoint expects its [http.Server] (the lead's) to set
 // ReadHeaderTimeout (for example 10 s) and IdleTimeout, and no

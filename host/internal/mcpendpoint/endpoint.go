@@ -20,6 +20,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/guard"
 )
 
 // Host is what the endpoint needs from the host (*host.Host is one). Its
@@ -54,17 +55,16 @@ type Verifier interface {
 	Verify(ctx context.Context, token string) (Principal, error)
 }
 
-// Limiter locks out client addresses after failed attempts (the host's
-// auth.Limiter is one). The endpoint calls Allow before it looks at a
-// token, Fail after an invalid token (its error is ignored: the request
-// gets 401 either way) and Succeed after a valid one, concurrently. addr is
-// the key [Options.AddrKey] made of the client's address. The text of an
-// Allow error is sent to the client with the 429; if the error has a
-// method RetryAfterSeconds() int, it sets the Retry-After header.
+// Limiter throttles failed attempts (the host's auth.Limiter is one). The
+// endpoint checks a token first and calls Fail only after an invalid one,
+// with the client's key ([Options.AddrKey]) and the token presented, so
+// that a valid token is never refused because of others' failures. A
+// non-nil error means the address or the token is locked out: the request
+// gets 429 with the error's text (meant for the client) and, if the error
+// has a method RetryAfterSeconds() int, a Retry-After header; nil means
+// 401. Fail is called concurrently.
 type Limiter interface {
-	Allow(addr string) error
-	Fail(addr string) error
-	Succeed(addr string)
+	Fail(addr, credential string) error
 }
 
 // ErrUnavailable is wrapped by a [Verifier] error that means "cannot
@@ -83,14 +83,22 @@ var protocolVersions = []string{"2025-11-25", "2025-06-18"}
 
 // Options configures an [Endpoint]. The zero value is ready to use.
 type Options struct {
-	// Limiter, when set, locks out addresses that fail too often: a locked
-	// address gets 429 before its token is looked at.
+	// Limiter, when set, throttles invalid tokens: once it locks out an
+	// address (or a token), that address's invalid tokens get 429 instead
+	// of 401. Valid tokens are accepted regardless.
 	Limiter Limiter
-	// AddrKey turns a request's RemoteAddr into the limiter's key. The
-	// default is the IP address, and for IPv6 its /64 prefix (one client
-	// often holds a whole /64). Behind a reverse proxy, RemoteAddr is the
-	// proxy's: the server must set it from a header it trusts.
-	AddrKey func(remoteAddr string) string
+	// AddrKey returns the limiter's key of a request's client (the host
+	// wires guard.TrustedProxies.Key: X-Forwarded-For only from trusted
+	// proxies). The default is guard.AddrKey of RemoteAddr.
+	AddrKey func(r *http.Request) string
+	// AllowedHosts are host names (no port) a request that reached a
+	// loopback address may name besides loopback ones: the host of the
+	// operator's public URL, behind a proxy on this machine. Others get
+	// 403 (DNS rebinding).
+	AllowedHosts []string
+	// Refusals rate-limits the log lines of refused requests; share the
+	// server's. Nil means one of the endpoint's own.
+	Refusals *guard.RefusalLog
 	// Separator replaces "/" in tool names (default "__"). It may hold only
 	// A-Z, a-z, 0-9, '_', '-' and '.', at most 8 of them.
 	Separator string
@@ -132,7 +140,9 @@ type Endpoint struct {
 	verifier Verifier
 	limiter  Limiter
 	cache    *verifyCache // nil: verify every request
-	addrKey  func(string) string
+	addrKey  func(*http.Request) string
+	hosts    []string
+	refusals *guard.RefusalLog
 	sep      string
 	origins  map[string]bool
 	anyOrig  bool
@@ -193,13 +203,18 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.AddrKey == nil {
-		o.AddrKey = addrKey
+		o.AddrKey = func(r *http.Request) string { return guard.AddrKey(r.RemoteAddr) }
+	}
+	if o.Refusals == nil {
+		o.Refusals = guard.NewRefusalLog(nil)
 	}
 	e := &Endpoint{
 		host:     h,
 		verifier: v,
 		limiter:  o.Limiter,
 		addrKey:  o.AddrKey,
+		hosts:    o.AllowedHosts,
+		refusals: o.Refusals,
 		sep:      o.Separator,
 		origins:  map[string]bool{},
 		maxBody:  o.MaxBodyBytes,
@@ -238,9 +253,10 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		// travels on the session's standalone SSE stream (GET).
 		JSONResponse:        true,
 		MaxRequestBodyBytes: o.MaxBodyBytes,
-		// DisableLocalhostProtection stays false: go-sdk refuses a
-		// non-loopback Host on a loopback connection, as ServeHTTP does
-		// first.
+		// go-sdk refuses a non-loopback Host on a loopback connection, as
+		// ServeHTTP does first; ServeHTTP also allows AllowedHosts, which
+		// go-sdk does not know of, so then only ServeHTTP checks.
+		DisableLocalhostProtection: len(o.AllowedHosts) > 0,
 	})
 	// go-sdk binds a session to TokenInfo.UserID and refuses (403) a
 	// request for it that carries another. Only its own middleware can put
@@ -276,19 +292,20 @@ type slot struct {
 
 // ServeHTTP serves MCP Streamable HTTP (POST, GET for the server's stream,
 // DELETE to end a session). In order: Host and Origin checks (403), the
-// body cap (413), the lockout (429), the bearer token (401), batch
-// rejection (400), then go-sdk.
+// body cap (413), the bearer token (401, or 429 once the limiter locks
+// the address or the token out), batch rejection (400), then go-sdk.
 func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e.isClosed() {
 		http.Error(w, "the MCP endpoint is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	if !hostAllowed(r) {
+	if !guard.HostAllowed(r, e.hosts) {
+		e.refusals.Refused(e.log, "mcp: refused a request with a foreign Host header", "host", clip(r.Host, 100), "addr", e.addrKey(r))
 		http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
 		return
 	}
 	if !e.originAllowed(r.Header.Get("Origin")) {
-		e.log.Warn("mcp: refused a request from a foreign origin", "origin", clip(r.Header.Get("Origin"), 100), "addr", r.RemoteAddr)
+		e.refusals.Refused(e.log, "mcp: refused a request from a foreign origin", "origin", clip(r.Header.Get("Origin"), 100), "addr", e.addrKey(r))
 		http.Error(w, "forbidden: origin not allowed", http.StatusForbidden)
 		return
 	}
@@ -300,24 +317,13 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, e.maxBody)
 	}
 
-	addr := e.addrKey(r.RemoteAddr)
-	if e.limiter != nil {
-		if err := e.limiter.Allow(addr); err != nil {
-			// The limiter's message is meant for the client (auth's says
-			// when to try again, and never names the address).
-			e.log.Warn("mcp: refused a locked-out address", "addr", addr)
-			if ra, ok := err.(interface{ RetryAfterSeconds() int }); ok {
-				w.Header().Set("Retry-After", fmt.Sprint(ra.RetryAfterSeconds()))
-			}
-			http.Error(w, err.Error(), http.StatusTooManyRequests)
-			return
-		}
-	}
 	token, ok := bearerToken(r)
 	if !ok {
 		e.unauthorized(w, "")
 		return
 	}
+	// The token is checked first: a valid one is served whatever others
+	// failed from the same address; the limiter throttles only failures.
 	p, err := e.verify(r, token)
 	switch {
 	case errors.Is(err, ErrUnavailable):
@@ -325,21 +331,29 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot verify the token now: try again later", http.StatusServiceUnavailable)
 		return
 	case err != nil:
+		addr := e.addrKey(r)
+		var lerr error
 		if e.limiter != nil {
-			_ = e.limiter.Fail(addr)
+			lerr = e.limiter.Fail(addr, token)
 		}
-		e.log.Warn("mcp: refused an invalid token", "addr", addr)
+		e.refusals.Refused(e.log, "mcp: refused an invalid token", "addr", addr, "locked_out", lerr != nil)
+		if lerr != nil {
+			// The limiter's message is meant for the client (auth's says
+			// when to try again, and never names the address).
+			if ra, ok := lerr.(interface{ RetryAfterSeconds() int }); ok {
+				w.Header().Set("Retry-After", fmt.Sprint(ra.RetryAfterSeconds()))
+			}
+			http.Error(w, lerr.Error(), http.StatusTooManyRequests)
+			return
+		}
 		e.unauthorized(w, "invalid_token")
 		return
 	case p.User == "":
 		// A valid token that stands for no user (an operator's) has no
 		// tools to serve.
-		e.log.Warn("mcp: refused a token without a user", "tokenID", p.TokenID)
+		e.refusals.Refused(e.log, "mcp: refused a token without a user", "tokenID", p.TokenID)
 		http.Error(w, "forbidden: this token does not belong to a user", http.StatusForbidden)
 		return
-	}
-	if e.limiter != nil {
-		e.limiter.Succeed(addr)
 	}
 
 	if r.Method == http.MethodPost {

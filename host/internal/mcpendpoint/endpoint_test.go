@@ -547,7 +547,7 @@ func TestDeleteSession(t *testing.T) {
 
 // TestAuth: a request without a token, or with a wrong one, gets 401 with
 // a Bearer challenge that never echoes the token; the limiter hears of
-// each failure and success.
+// each wrong token, with the token.
 func TestAuth(t *testing.T) {
 	lim := &fakeLimiter{max: 100, fails: map[string]int{}}
 	e := newEnv(t, &mcpendpoint.Options{Limiter: lim, ResourceMetadataURL: "https://host.example/.well-known/oauth-protected-resource/mcp"})
@@ -584,29 +584,30 @@ func TestAuth(t *testing.T) {
 	e.mustConnect(t, aliceTok)
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
-	if lim.fails["127.0.0.1"] != 1 || lim.success == 0 {
-		t.Errorf("limiter saw %v failures and %d successes, want 1 failure (a missing token is no guess)", lim.fails, lim.success)
+	if lim.fails["loopback"] != 1 || len(lim.creds) != 1 || lim.creds[0] != wrong {
+		t.Errorf("limiter saw %v failures with %q, want 1 failure with the wrong token (a missing token is no guess)", lim.fails, lim.creds)
 	}
 }
 
-// TestLockout: once the limiter locks an address out, even a valid token
-// gets 429 until it releases.
+// TestLockout: once the limiter locks an address out, its wrong tokens
+// get 429 with the limiter's message, and a valid token is still served.
 func TestLockout(t *testing.T) {
 	lim := &fakeLimiter{max: 3, fails: map[string]int{}}
 	e := newEnv(t, &mcpendpoint.Options{Limiter: lim})
-	for i := range 3 {
+	for i := range 2 {
 		if resp := e.rawPost(t, fmt.Sprintf("guess-%d", i), "", initBody, nil); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("guess %d: status %d", i, resp.StatusCode)
 		}
 	}
-	resp := e.rawPost(t, aliceTok, "", initBody, nil)
+	resp := e.rawPost(t, "guess-2", "", initBody, nil)
 	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "locked out") {
-		t.Errorf("locked out with a valid token: status %d %q, want 429 with the limiter's message", resp.StatusCode, body)
+		t.Errorf("the guess that locks out: status %d %q, want 429 with the limiter's message", resp.StatusCode, body)
 	}
-	lim.mu.Lock()
-	lim.fails = map[string]int{}
-	lim.mu.Unlock()
-	e.mustConnect(t, aliceTok)
+	c := e.mustConnect(t, aliceTok)
+	c.names(t)
+	if n := lim.fails["loopback"]; n != 3 {
+		t.Errorf("the limiter heard %d failures, want 3 (a valid token is no failure)", n)
+	}
 }
 
 // TestOriginAndHost: DNS-rebinding protection.

@@ -55,32 +55,21 @@ func (v *fakeVerifier) revoke(token string) {
 
 // fakeLimiter locks an address out after max failures.
 type fakeLimiter struct {
-	mu      sync.Mutex
-	max     int
-	fails   map[string]int
-	success int
+	mu    sync.Mutex
+	max   int
+	fails map[string]int
+	creds []string
 }
 
-func (l *fakeLimiter) Allow(addr string) error {
+func (l *fakeLimiter) Fail(addr, credential string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.fails[addr]++
+	l.creds = append(l.creds, credential)
 	if l.fails[addr] >= l.max {
 		return errors.New("locked out")
 	}
 	return nil
-}
-
-func (l *fakeLimiter) Fail(addr string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.fails[addr]++
-	return nil
-}
-
-func (l *fakeLimiter) Succeed(string) {
-	l.mu.Lock()
-	l.success++
-	l.mu.Unlock()
 }
 
 // The tokens of the test principals.

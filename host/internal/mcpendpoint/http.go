@@ -1,44 +1,11 @@
 package mcpendpoint
 
 import (
-	"net"
-	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/agenthost/agenthost/ext/netguard"
 )
-
-// isLoopbackHost reports whether host (a name or IP, without port) is a
-// loopback host.
-func isLoopbackHost(host string) bool {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
-}
-
-// hostOnly strips the port of a host[:port] value.
-func hostOnly(hostport string) string {
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		return h
-	}
-	return hostport
-}
-
-// hostAllowed is the DNS-rebinding check: a request that reached a
-// loopback address must name a loopback host. A page on evil.example whose
-// name was rebound to 127.0.0.1 sends "Host: evil.example". go-sdk makes
-// the same check; making it first answers 403 before the token is looked
-// at.
-func hostAllowed(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || local == nil || !isLoopbackHost(hostOnly(local.String())) {
-		return true
-	}
-	return isLoopbackHost(hostOnly(r.Host))
-}
 
 // normalizeOrigin returns origin as lowercase scheme://host[:port], or
 // false when it is not an http(s) origin.
@@ -68,23 +35,5 @@ func (e *Endpoint) originAllowed(origin string) bool {
 		return true
 	}
 	u, _ := url.Parse(n)
-	return isLoopbackHost(u.Hostname())
-}
-
-// addrKey is the default [Options.AddrKey]: the IP of a host:port, the
-// /64 prefix of an IPv6 address.
-func addrKey(remoteAddr string) string {
-	ip, err := netip.ParseAddr(hostOnly(remoteAddr))
-	if err != nil {
-		return remoteAddr
-	}
-	ip = ip.Unmap().WithZone("")
-	if ip.Is4() {
-		return ip.String()
-	}
-	p, err := ip.Prefix(64)
-	if err != nil {
-		return ip.String()
-	}
-	return p.String()
+	return netguard.IsLoopbackHost(u.Hostname())
 }

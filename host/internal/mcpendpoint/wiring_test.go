@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/host/internal/auth"
+	"github.com/agenthost/agenthost/host/internal/guard"
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
 )
 
@@ -39,7 +40,7 @@ func (v storeVerifier) Verify(ctx context.Context, token string) (mcpendpoint.Pr
 // TestWiringWithAuth wires the endpoint as the host does: the auth store's
 // tokens, its limiter, and OnRevoke calling CloseToken. A revoked token is
 // refused at once on its open session, and five bad guesses lock the
-// address out.
+// address out for guesses (429 with Retry-After) but not for a valid token.
 func TestWiringWithAuth(t *testing.T) {
 	lim := auth.NewLimiter(&auth.LimiterOptions{MaxFailures: 5, Window: time.Minute})
 	st, err := auth.Open(filepath.Join(t.TempDir(), "auth.db"), &auth.Options{Limiter: lim})
@@ -59,7 +60,7 @@ func TestWiringWithAuth(t *testing.T) {
 
 	e := newEnv(t, nil) // for its host and server plumbing
 	ep, err := mcpendpoint.New(e.host, storeVerifier{st}, &mcpendpoint.Options{
-		Limiter: lim, AddrKey: auth.AddrKey, VerifyCacheTTL: 30 * time.Second})
+		Limiter: lim, AddrKey: (*guard.TrustedProxies)(nil).Key, VerifyCacheTTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,12 @@ func TestWiringWithAuth(t *testing.T) {
 	}
 	resp := e.rawPost(t, opTok, "", initBody, nil)
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "try again in") {
-		t.Errorf("after 5 failures: status %d %q, want 429 saying when to try again", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "try again in") || resp.Header.Get("Retry-After") != "60" {
+		t.Errorf("after 5 failures: status %d %q (Retry-After %q), want 429 saying when to try again", resp.StatusCode, body, resp.Header.Get("Retry-After"))
 	}
+	bobTok, _, err := st.CreateToken(ctx, "bob", "phone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustConnect(t, bobTok).names(t)
 }

@@ -271,6 +271,25 @@ func (m *Managed) Get(ctx context.Context) (*Generation, error) {
 	}
 }
 
+// Replace returns a generation other than failed, on which a call could
+// not be delivered (its call channel or connection is dead although the
+// process may not have been seen to exit yet): failed is killed if it is
+// still current, which its watcher turns into a restart, and Replace
+// waits for the new generation like [Managed.Get].
+func (m *Managed) Replace(ctx context.Context, failed *Generation) (*Generation, error) {
+	if failed == nil || failed.Instance == nil {
+		return m.Get(ctx) // in process: nothing to replace
+	}
+	m.mu.Lock()
+	current := m.cur == failed
+	m.mu.Unlock()
+	if current && !isDone(failed.done()) {
+		m.log.Warn("a call could not reach the extension; restarting it")
+		failed.kill()
+	}
+	return m.Get(ctx) // failed is done now: Get waits for its successor
+}
+
 func isDone(ch <-chan struct{}) bool {
 	if ch == nil {
 		return false

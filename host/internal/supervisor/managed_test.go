@@ -151,3 +151,44 @@ func TestGetHonoursContext(t *testing.T) {
 		t.Errorf("Stop during the backoff took %v after %d launches", time.Since(start), launches.Load())
 	}
 }
+
+// TestReplace: a generation on which a call could not be delivered is
+// replaced even while its process still runs (its channel died first, or
+// go-plugin has not seen the exit yet): Replace kills it and returns the
+// restarted generation, exactly one restart.
+func TestReplace(t *testing.T) {
+	var launches atomic.Int32
+	m, err := supervisor.Start(context.Background(), "tiny", launcher(t, &launches), &supervisor.ManagedOptions{BackoffMin: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	old, err := m.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := old.Instance.PID()
+	g, err := m.Replace(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g == old || g.Instance.PID() == pid {
+		t.Fatalf("Replace returned the failed generation (pid %d)", pid)
+	}
+	if alive(pid) {
+		t.Errorf("the replaced process %d still runs", pid)
+	}
+	// A second Replace of the old one changes nothing: it is not current.
+	if g2, err := m.Replace(ctx, old); err != nil || g2 != g {
+		t.Errorf("Replace of a stale generation = %v, %v; want the current one", g2, err)
+	}
+	// The restart is counted just after the new generation is installed.
+	for deadline := time.Now().Add(5 * time.Second); m.Info().Restarts == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if info := m.Info(); info.Restarts != 1 || launches.Load() != 2 {
+		t.Errorf("after Replace: %+v, %d launches; want one restart", info, launches.Load())
+	}
+}

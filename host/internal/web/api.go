@@ -43,7 +43,7 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request) (auth.Prin
 		writeError(w, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <token> (agenthost token create)", nil)
 		return auth.Principal{}, false
 	}
-	p, err := s.a.Authenticate(r.Context(), s.addrKey(r.RemoteAddr), tok)
+	p, err := s.a.Authenticate(r.Context(), s.addrKey(r), tok)
 	switch {
 	case err == nil:
 		return p, true

@@ -17,15 +17,27 @@
 //
 // People sign in at /settings/login with a bearer token or a one-time
 // login link (which asks before it signs in, so that a planted link cannot
-// sign a browser into someone else's account). The session cookie is
-// HttpOnly, SameSite=Strict, Path=/, and Secure with the __Host- prefix
-// when served over TLS. Every state-changing form carries the session's
-// CSRF token, and cross-origin browser posts are refused
-// (http.CrossOriginProtection). The JSON API takes the same tokens in
-// "Authorization: Bearer". Failed sign-ins, tokens and links count towards
-// the address lockout of package auth. The user always comes from the
-// session or the token, never from the request, so nobody reaches another
-// user's settings, secrets, status or tools.
+// sign a browser into someone else's account). A link followed from
+// another site's page (Sec-Fetch-Site other than same-origin or none; in
+// older browsers an Origin or Referer of another origin) is not looked at:
+// the page asks to continue with a POST (CSRF-protected, same-origin
+// only), so that a cross-site navigation neither uses a link nor counts as
+// a failed attempt. The session cookie is HttpOnly, SameSite=Strict,
+// Path=/, and Secure with the __Host- prefix when served over TLS. Every
+// state-changing form carries the session's CSRF token, and cross-origin
+// browser posts are refused (http.CrossOriginProtection). A request that
+// reached a loopback address naming a foreign Host (DNS rebinding) gets
+// 403 before anything else (guard.HostAllowed). The JSON API takes the
+// same tokens in "Authorization: Bearer".
+//
+// Every credential is checked before the lockout of package auth is
+// consulted: a valid token, link or session works from an address that
+// others' failures locked out; an invalid one counts towards the lockout
+// of its address ([Options.AddrKey]) and of itself, and gets 429 with
+// Retry-After once either is locked out. Refusals are logged through a
+// rate-limited guard.RefusalLog, credentials only by fingerprint. The user
+// always comes from the session or the token, never from the request, so
+// nobody reaches another user's settings, secrets, status or tools.
 //
 // # Concurrency
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -70,7 +71,7 @@ func (s *server) requireSession(next http.Handler) http.Handler {
 				return
 			}
 			if !equalSecret(r.PostForm.Get(csrfField), ws.CSRF) {
-				s.logger.Warn("CSRF token mismatch", "addr", s.addrKey(r.RemoteAddr), "path", r.URL.Path)
+				s.refusals.Refused(s.logger, "CSRF token mismatch", "addr", s.addrKey(r), "path", r.URL.Path)
 				s.forbidden(w, r, "This form has expired or did not come from this site. Reload the page and try again.")
 				return
 			}
@@ -113,15 +114,16 @@ func (s *server) loginToken(w http.ResponseWriter, r *http.Request) string {
 
 // loginView is what login.html shows.
 type loginView struct {
-	Base    string
-	CSRF    string
-	Code    string // a login link's code, for the confirmation form
-	AsUser  string // whom the link signs in
-	Error   string
-	Notice  string
-	Locked  bool
-	Title   string
-	Example string
+	Base   string
+	CSRF   string
+	Code   string // a login link's code, for the confirmation form
+	AsUser string // whom the link signs in
+	// Check asks to continue with a link that came from another site: it
+	// has not been looked at yet.
+	Check  bool
+	Error  string
+	Notice string
+	Title  string
 }
 
 func (s *server) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -139,19 +141,71 @@ func (s *server) loginPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A login link asks before it signs in: following a link planted by
-	// someone else must not sign this browser into their account.
-	addr := s.addrKey(r.RemoteAddr)
-	if err := s.a.Limiter().Allow(addr); err != nil {
-		s.loginRefused(w, r, v, err)
+	// someone else must not sign this browser into their account. A link
+	// followed from another site's page is not even looked at: any page
+	// can make browsers follow links, and its bogus codes must neither
+	// count as failures (locking the address out of guessing) nor, for a
+	// real code, do anything; the page asks to continue with a POST that
+	// only this site's pages can send.
+	if s.crossSite(r) {
+		v.Code, v.Check, v.Title = code, true, "Continue signing in"
+		s.render(w, r, http.StatusOK, "login.html", v)
 		return
 	}
+	s.confirmLink(w, r, v, code)
+}
+
+// confirmLink shows whom a login code signs in, with the button that
+// redeems it.
+func (s *server) confirmLink(w http.ResponseWriter, r *http.Request, v *loginView, code string) {
 	user, err := s.a.LoginLinkUser(r.Context(), code)
 	if err != nil {
-		s.linkFailed(w, r, v, addr, code, err)
+		s.linkFailed(w, r, v, code, err)
 		return
 	}
-	v.Code, v.AsUser, v.Title = code, user, "Sign in as "+user
+	v.Code, v.AsUser, v.Check, v.Title = code, user, false, "Sign in as "+user
 	s.render(w, r, http.StatusOK, "login.html", v)
+}
+
+// crossSite reports whether a request came from a page of another site
+// (or of another origin of this one: a sibling host, another port on
+// localhost): by Sec-Fetch-Site, or in browsers without it by Origin, then
+// Referer. A request with none of them (a typed URL in an old browser, a
+// non-browser client) is not cross-site.
+func (s *server) crossSite(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return false
+	case "":
+	default: // same-site, cross-site
+		return true
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		return !s.sameOrigin(r, o)
+	}
+	if ref := r.Header.Get("Referer"); ref != "" {
+		return !s.sameOrigin(r, ref)
+	}
+	return false
+}
+
+// sameOrigin reports whether the origin of rawURL is this server's (the
+// request's Host) or one of Options.TrustedOrigins.
+func (s *server) sameOrigin(r *http.Request, rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	origin := strings.ToLower(u.Scheme + "://" + u.Host)
+	for _, t := range s.opts.TrustedOrigins {
+		if strings.ToLower(strings.TrimRight(t, "/")) == origin {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *server) redirectHome(w http.ResponseWriter, r *http.Request, operator bool) {
@@ -162,6 +216,10 @@ func (s *server) redirectHome(w http.ResponseWriter, r *http.Request, operator b
 	s.redirect(w, r, "/settings")
 }
 
+// loginSubmit signs in with a token, or a login code: check=1 first shows
+// whom the code signs in (the step a cross-site link skipped), else the
+// code is redeemed. Each credential is checked before the lockout is
+// consulted, so a valid one signs in from a locked-out address too.
 func (s *server) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	v := &loginView{Base: s.base, Title: "Sign in"}
 	if err := r.ParseForm(); err != nil {
@@ -170,29 +228,27 @@ func (s *server) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := r.Cookie(loginCookie)
 	if err != nil || !equalSecret(r.PostForm.Get(csrfField), c.Value) {
+		s.refusals.Refused(s.logger, "sign-in form without its anti-forgery value", "addr", s.addrKey(r))
 		v.CSRF = s.loginToken(w, r)
 		v.Error = "This sign-in form has expired or did not come from this site. Please try again."
 		s.render(w, r, http.StatusForbidden, "login.html", v)
 		return
 	}
 	v.CSRF = c.Value
-	addr := s.addrKey(r.RemoteAddr)
-	if err := s.a.Limiter().Allow(addr); err != nil {
-		s.loginRefused(w, r, v, err)
-		return
-	}
 	var p auth.Principal
 	switch token, code := strings.TrimSpace(r.PostForm.Get("token")), r.PostForm.Get("code"); {
+	case code != "" && r.PostForm.Get("check") != "":
+		s.confirmLink(w, r, v, code)
+		return
 	case code != "":
 		user, err := s.a.RedeemLoginLink(r.Context(), code)
 		if err != nil {
-			s.linkFailed(w, r, v, addr, code, err)
+			s.linkFailed(w, r, v, code, err)
 			return
 		}
-		s.a.Limiter().Succeed(addr)
 		p = auth.Principal{User: user}
 	case token != "":
-		p, err = s.a.Authenticate(r.Context(), addr, token)
+		p, err = s.a.Authenticate(r.Context(), s.addrKey(r), token)
 		if err != nil {
 			if errors.Is(err, auth.ErrInvalidToken) && !errors.Is(err, auth.ErrLockedOut) {
 				v.Error = "That token is not valid, or it has been revoked."
@@ -224,33 +280,37 @@ func (s *server) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	s.redirectHome(w, r, p.Operator)
 }
 
-// linkFailed answers a bad login code: it counts towards the lockout and
-// is logged by fingerprint only.
-func (s *server) linkFailed(w http.ResponseWriter, r *http.Request, v *loginView, addr, code string, err error) {
+// linkFailed answers a bad login code: it counts towards the lockout of
+// the address and of the code, and is logged by fingerprint only.
+func (s *server) linkFailed(w http.ResponseWriter, r *http.Request, v *loginView, code string, err error) {
 	if !errors.Is(err, auth.ErrInvalidCode) {
 		s.logger.Error("checking a login link", "err", err)
 		s.errorPage(w, r, http.StatusInternalServerError, "Sign-in failed", "The link could not be checked; the host's log has the details.")
 		return
 	}
-	s.logger.Warn("login link refused", "addr", addr, "code_sha256", auth.Fingerprint(code))
-	if lerr := s.a.Limiter().Fail(addr); lerr != nil {
+	addr := s.addrKey(r)
+	lerr := s.a.Limiter().Fail(addr, code)
+	s.refusals.Refused(s.logger, "login link refused", "addr", addr, "code_sha256", auth.Fingerprint(code), "locked_out", lerr != nil)
+	if lerr != nil {
 		s.loginRefused(w, r, v, lerr)
 		return
 	}
-	v.Code, v.AsUser = "", ""
+	v.Code, v.AsUser, v.Check = "", "", false
 	v.Error = "This sign-in link is not valid: it was already used, it has expired (links last 15 minutes), or it was mistyped. " +
 		"Ask for a new one (agenthost login-link --user YOU), or sign in with a token."
 	s.render(w, r, http.StatusUnauthorized, "login.html", v)
 }
 
-// loginRefused answers a locked-out address (429) or an internal error.
+// loginRefused answers a failure while locked out (429) or an internal
+// error. The sign-in form stays: a valid token or link still works.
 func (s *server) loginRefused(w http.ResponseWriter, r *http.Request, v *loginView, err error) {
 	var le *auth.LockoutError
 	if errors.As(err, &le) {
 		retryAfter(w, err)
-		v.Code, v.AsUser, v.Locked = "", "", true
-		v.Error = "Too many failed sign-in attempts from your address. Sign-in is locked for " +
-			humanDuration(le.RetryAfter) + " (until " + le.Until.UTC().Format("15:04:05 UTC") + ")."
+		v.Code, v.AsUser, v.Check = "", "", false
+		v.Error = "Too many failed sign-in attempts. Failed attempts are refused for " +
+			humanDuration(le.RetryAfter) + " (until " + le.Until.UTC().Format("15:04:05 UTC") +
+			"); a valid token or sign-in link still works."
 		s.render(w, r, http.StatusTooManyRequests, "login.html", v)
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/auth"
+	"github.com/agenthost/agenthost/host/internal/guard"
 	"github.com/agenthost/agenthost/settings"
 )
 
@@ -47,11 +48,19 @@ type Options struct {
 	// MaxBodyBytes limits request bodies (default 1 MiB); a larger one is
 	// refused with 413.
 	MaxBodyBytes int64
-	// AddrKey turns a request's RemoteAddr into the lockout's key (default
-	// auth.AddrKey: the IP, or an IPv6 /64). Behind a reverse proxy every
-	// RemoteAddr is the proxy's: the server must set it from a header it
-	// trusts, or all clients share one lockout.
-	AddrKey func(remoteAddr string) string
+	// AddrKey returns the lockout's key of a request's client (the host
+	// wires guard.TrustedProxies.Key: X-Forwarded-For only from trusted
+	// proxies). The default is guard.AddrKey of RemoteAddr: behind a
+	// reverse proxy every client then shares the proxy's key, which
+	// throttles their failures together but refuses no valid credential.
+	AddrKey func(r *http.Request) string
+	// AllowedHosts are host names (no port) a request that reached a
+	// loopback address may name besides loopback ones: the host of the
+	// operator's public URL. Others get 403 (DNS rebinding).
+	AllowedHosts []string
+	// Refusals rate-limits the log lines of refused requests; share the
+	// server's. Nil means one of the handler's own.
+	Refusals *guard.RefusalLog
 	// TrustedOrigins are origins other than the request's own from which
 	// browsers may post forms (e.g. "https://agenthost.example.com" behind
 	// a proxy that rewrites Host).
@@ -92,13 +101,14 @@ type Host interface {
 
 // server holds the handler's state; it has no goroutines of its own.
 type server struct {
-	h      Host
-	a      *auth.Store
-	logger *slog.Logger
-	opts   Options
-	base   string
-	cookie string
-	tmpl   *template.Template
+	h        Host
+	a        *auth.Store
+	logger   *slog.Logger
+	refusals *guard.RefusalLog
+	opts     Options
+	base     string
+	cookie   string
+	tmpl     *template.Template
 }
 
 // New returns the handler of the settings web UI (/settings), its JSON API
@@ -114,13 +124,16 @@ func New(h Host, a *auth.Store, opts *Options) http.Handler {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.AddrKey == nil {
-		o.AddrKey = auth.AddrKey
+		o.AddrKey = func(r *http.Request) string { return guard.AddrKey(r.RemoteAddr) }
+	}
+	if o.Refusals == nil {
+		o.Refusals = guard.NewRefusalLog(nil)
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = defaultMaxBody
 	}
 	s := &server{
-		h: h, a: a, logger: o.Logger, opts: o,
+		h: h, a: a, logger: o.Logger, refusals: o.Refusals, opts: o,
 		base:   strings.TrimRight(o.BasePath, "/"),
 		cookie: "agenthost_session",
 		tmpl:   template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")),
@@ -146,9 +159,10 @@ func New(h Host, a *auth.Store, opts *Options) http.Handler {
 		}
 	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.refusals.Refused(s.logger, "web: refused a cross-origin request", "addr", s.addrKey(r), "path", r.URL.Path)
 		s.forbidden(w, r, "cross-origin request refused")
 	}))
-	return s.recoverer(s.headers(s.limitBody(cop.Handler(root))))
+	return s.recoverer(s.headers(s.checkHost(s.limitBody(cop.Handler(root)))))
 }
 
 func (s *server) routes(r chi.Router) {
@@ -191,8 +205,8 @@ func (s *server) routes(r chi.Router) {
 	})
 }
 
-// addrKey is the lockout key of a client address.
-func (s *server) addrKey(remoteAddr string) string { return s.opts.AddrKey(remoteAddr) }
+// addrKey is the lockout key of a request's client.
+func (s *server) addrKey(r *http.Request) string { return s.opts.AddrKey(r) }
 
 // path returns p under the base path.
 func (s *server) path(p string) string { return s.base + p }
@@ -215,6 +229,20 @@ func (s *server) headers(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		if s.opts.Secure {
 			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkHost refuses (403) a request that reached a loopback address
+// naming another host: a DNS-rebinding page's, before any cookie or token
+// is looked at.
+func (s *server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !guard.HostAllowed(r, s.opts.AllowedHosts) {
+			s.refusals.Refused(s.logger, "web: refused a request with a foreign Host header", "host", r.Host, "addr", s.addrKey(r))
+			s.forbidden(w, r, "invalid Host header")
+			return
 		}
 		next.ServeHTTP(w, r)
 	})

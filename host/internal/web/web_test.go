@@ -673,7 +673,11 @@ func TestRevokedTokenRefusedAtOnce(t *testing.T) {
 	}
 }
 
-func TestLockout(t *testing.T) {
+// TestLockoutSparesValidTokens: five bad tokens from an address lock it
+// out for guesses (429 with Retry-After, on the API and the sign-in form),
+// yet alice's valid token and a valid sign-in link still work from that
+// very address. On main the valid token got 429 too.
+func TestLockoutSparesValidTokens(t *testing.T) {
 	e := newEnv(t, nil)
 	tok := e.token("alice")
 	for i := 1; i <= 5; i++ {
@@ -686,29 +690,170 @@ func TestLockout(t *testing.T) {
 			t.Fatalf("attempt %d: %d, want %d", i, r.code, want)
 		}
 	}
-	r := e.api("GET", "/api/v1/tools", tok, "")
-	if r.code != http.StatusTooManyRequests || r.hdr.Get("Retry-After") != "900" || !strings.Contains(r.body, "too many failed attempts") {
-		t.Errorf("valid token while locked out: %d %q %s", r.code, r.hdr.Get("Retry-After"), r.body)
+	if r := e.api("GET", "/api/v1/tools", tok, ""); r.code != 200 {
+		t.Errorf("valid token from the locked-out address: %d %s", r.code, r.body)
 	}
-	// The web sign-in shares the lockout and says so.
+	r := e.api("GET", "/api/v1/tools", "ah_wrong-again", "")
+	if r.code != http.StatusTooManyRequests || r.hdr.Get("Retry-After") != "900" || !strings.Contains(r.body, "too many failed attempts") {
+		t.Errorf("a guess while locked out: %d %q %s", r.code, r.hdr.Get("Retry-After"), r.body)
+	}
+	// The web sign-in shares the lockout for guesses, says so, and keeps
+	// its form.
 	b := e.browser()
 	b.get("/settings/login")
-	r = b.postCSRF("/settings/login", url.Values{"token": {tok}})
-	if r.code != http.StatusTooManyRequests || !strings.Contains(r.body, "Sign-in is locked for 15 minutes") {
-		t.Errorf("web sign-in while locked out: %d\n%s", r.code, r.body)
+	r = b.postCSRF("/settings/login", url.Values{"token": {"ah_nope"}})
+	if r.code != http.StatusTooManyRequests || r.hdr.Get("Retry-After") == "" ||
+		!strings.Contains(r.body, "refused for 15 minutes") || !strings.Contains(r.body, `name="token"`) {
+		t.Errorf("a bad web sign-in while locked out: %d\n%s", r.code, r.body)
+	}
+	if r := b.postCSRF("/settings/login", url.Values{"token": {tok}}); r.code != http.StatusSeeOther {
+		t.Errorf("web sign-in with the valid token while locked out: %d\n%s", r.code, r.body)
+	}
+	code, _ := e.a.CreateLoginLink(context.Background(), "bob", 0)
+	b2 := e.browser()
+	if r := b2.get("/settings/login?code=" + url.QueryEscape(code)); r.code != 200 || !strings.Contains(r.body, "Sign in as bob") {
+		t.Errorf("a valid link while locked out: %d\n%s", r.code, r.body)
+	}
+	if r := b2.postCSRF("/settings/login", url.Values{"code": {code}}); r.code != http.StatusSeeOther {
+		t.Errorf("redeeming a valid link while locked out: %d\n%s", r.code, r.body)
 	}
 	e.clock.Add(15 * time.Minute)
-	if r := e.api("GET", "/api/v1/tools", tok, ""); r.code != 200 {
-		t.Errorf("after the lockout: %d", r.code)
-	}
 	// Failed web sign-ins count too.
+	b3 := e.browser()
+	b3.get("/settings/login")
 	for i := 1; i <= 5; i++ {
-		r = b.postCSRF("/settings/login", url.Values{"token": {"ah_nope"}})
+		r = b3.postCSRF("/settings/login", url.Values{"token": {"ah_nope" + strings.Repeat("x", i)}})
 	}
 	if r.code != http.StatusTooManyRequests || !strings.Contains(r.body, "Too many failed sign-in attempts") {
 		t.Errorf("fifth bad sign-in: %d\n%s", r.code, r.body)
 	}
-	if out := e.logs.String(); strings.Contains(out, "ah_wrong") || strings.Contains(out, "ah_nope") || !strings.Contains(out, "locked out") {
+	if out := e.logs.String(); strings.Contains(out, "ah_wrong") || strings.Contains(out, "ah_nope") || strings.Contains(out, tok[3:]) ||
+		strings.Contains(out, code[4:]) || !strings.Contains(out, "locked out") {
+		t.Errorf("logs:\n%s", out)
+	}
+}
+
+// TestCrossSiteLoginLink: a page of another site makes browsers follow
+// login links (bogus ones, and a real one it got hold of). Such a GET is
+// not looked at: it neither counts towards the lockout nor touches the
+// link; it asks to continue with a POST that only this site's pages can
+// send. Continuing shows whom the link signs in, then signs in. On main
+// each bogus GET counted (five locked the address out) and a real one
+// was looked up.
+func TestCrossSiteLoginLink(t *testing.T) {
+	e := newEnv(t, &Options{TrustedOrigins: []string{"https://agents.example.com"}})
+	code, _ := e.a.CreateLoginLink(context.Background(), "alice", 0)
+	bogus := "ahl_" + strings.Repeat("B", 43)
+	foreign := map[string][2]string{
+		"Sec-Fetch-Site cross-site": {"Sec-Fetch-Site", "cross-site"},
+		"Sec-Fetch-Site same-site":  {"Sec-Fetch-Site", "same-site"},
+		"Origin of another site":    {"Origin", "https://evil.example"},
+		"Referer of another site":   {"Referer", "https://evil.example/page"},
+		"Origin null":               {"Origin", "null"},
+	}
+	b := e.browser()
+	get := func(c string, hdr [2]string) resp {
+		req, _ := http.NewRequest("GET", e.url("/settings/login?code="+url.QueryEscape(c)), nil)
+		if hdr[0] != "" {
+			req.Header.Set(hdr[0], hdr[1])
+		}
+		return b.do(req)
+	}
+	for name, hdr := range foreign {
+		for range 3 {
+			if r := get(bogus, hdr); r.code != 200 || !strings.Contains(r.body, "Nothing has been done with it yet") ||
+				!strings.Contains(r.body, `name="check" value="1"`) {
+				t.Fatalf("%s: a bogus link: %d\n%s", name, r.code, r.body)
+			}
+		}
+		if r := get(code, hdr); r.code != 200 || strings.Contains(r.body, "alice") || !strings.Contains(r.body, `id="continue"`) {
+			t.Errorf("%s: the real link: %d (want the continue page, without looking it up)\n%s", name, r.code, r.body)
+		}
+	}
+	if a, c := e.a.Limiter().Tracked(); a != 0 || c != 0 {
+		t.Errorf("cross-site GETs were counted: %d addresses, %d credentials", a, c)
+	}
+	if u, err := e.a.LoginLinkUser(context.Background(), code); err != nil || u != "alice" {
+		t.Errorf("the link after cross-site GETs: %q, %v; want it unused", u, err)
+	}
+	// A cross-site POST of the continue form is refused, and not counted.
+	for name, hdr := range map[string][2]string{"Sec-Fetch-Site": {"Sec-Fetch-Site", "cross-site"}, "Origin": {"Origin", "https://evil.example"}} {
+		f := url.Values{"_csrf": {b.csrf}, "code": {bogus}, "check": {"1"}}
+		req, _ := http.NewRequest("POST", e.url("/settings/login"), strings.NewReader(f.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set(hdr[0], hdr[1])
+		if r := b.do(req); r.code != http.StatusForbidden {
+			t.Errorf("a cross-site POST (%s): %d", name, r.code)
+		}
+	}
+	if a, c := e.a.Limiter().Tracked(); a != 0 || c != 0 {
+		t.Errorf("cross-site POSTs were counted: %d addresses, %d credentials", a, c)
+	}
+	// Continuing from the page: whom it signs in, then the sign-in.
+	get(code, foreign["Sec-Fetch-Site cross-site"])
+	r := b.postCSRF("/settings/login", url.Values{"code": {code}, "check": {"1"}})
+	if r.code != 200 || !strings.Contains(r.body, "Sign in as alice") || strings.Contains(r.body, `name="check"`) {
+		t.Fatalf("continue: %d\n%s", r.code, r.body)
+	}
+	if r := b.postCSRF("/settings/login", url.Values{"code": {code}}); r.code != http.StatusSeeOther {
+		t.Fatalf("sign in: %d\n%s", r.code, r.body)
+	}
+	if r := b.get("/settings"); r.code != 200 || !strings.Contains(r.body, "<strong>alice</strong>") {
+		t.Errorf("settings after the link: %d", r.code)
+	}
+	// Continuing with a bogus code counts, as a same-site GET of it does;
+	// so do this site's own, and direct, navigations.
+	b2 := e.browser()
+	b2.get("/settings/login")
+	if r := b2.postCSRF("/settings/login", url.Values{"code": {bogus}, "check": {"1"}}); r.code != http.StatusUnauthorized {
+		t.Errorf("continuing with a bogus link: %d", r.code)
+	}
+	for _, hdr := range [][2]string{{"Sec-Fetch-Site", "same-origin"}, {"Sec-Fetch-Site", "none"},
+		{"Origin", e.srv.URL}, {"Referer", e.srv.URL + "/settings"}, {"Referer", "https://agents.example.com/x"}, {}} {
+		if r := get(bogus, hdr); r.code != http.StatusUnauthorized && r.code != http.StatusTooManyRequests {
+			t.Errorf("a same-site GET (%v) of a bogus link: %d, want it checked (401, or 429 from the fifth)", hdr, r.code)
+		}
+	}
+	if a, c := e.a.Limiter().Tracked(); a != 1 || c != 1 {
+		t.Errorf("tracked %d addresses, %d credentials; want the loopback key and the bogus code", a, c)
+	}
+	if out := e.logs.String(); strings.Contains(out, code[4:]) || strings.Contains(out, bogus[4:]) {
+		t.Errorf("a code is in the log:\n%s", out)
+	}
+}
+
+// TestHostHeader: a request that reached the loopback listener naming
+// another host (DNS rebinding) gets 403 on /settings and /api/v1 before
+// any cookie or token is looked at; the operator's public host is
+// allowed.
+func TestHostHeader(t *testing.T) {
+	e := newEnv(t, &Options{AllowedHosts: []string{"agents.example.com"}})
+	tok := e.token("alice")
+	opTok, _, _ := e.a.CreateOperatorToken(context.Background(), "ops")
+	for _, p := range []string{"/settings", "/settings/login", "/api/v1/me", "/status.json"} {
+		for host, want := range map[string]int{"evil.example": 403, "evil.example:80": 403, "agents.example.com.evil": 403,
+			"agents.example.com": 0, "localhost:1": 0} {
+			req, _ := http.NewRequest("GET", e.url(p), nil)
+			req.Host = host
+			if p == "/status.json" {
+				req.Header.Set("Authorization", "Bearer "+opTok)
+			} else {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			r, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Body.Close()
+			if got := r.StatusCode; (want == 403) != (got == 403) {
+				t.Errorf("GET %s with Host %s: %d, want %v", p, host, got, map[bool]string{true: "403", false: "not 403"}[want == 403])
+			}
+		}
+	}
+	if a, c := e.a.Limiter().Tracked(); a != 0 || c != 0 {
+		t.Errorf("refused Hosts reached the lockout: %d, %d", a, c)
+	}
+	if out := e.logs.String(); !strings.Contains(out, "foreign Host header") || strings.Contains(out, tok[3:]) || strings.Contains(out, opTok[3:]) {
 		t.Errorf("logs:\n%s", out)
 	}
 }
