@@ -139,6 +139,14 @@ type Host struct {
 	active map[string]*activation
 	convs  map[string]string
 	closed bool
+	// Idle tracking (see idle.go): each active user's last activity, their
+	// calls in flight, and the deactivations underway (a new activation
+	// waits for its user's).
+	seen     map[string]time.Time
+	busy     map[string]int
+	deact    map[string]chan struct{}
+	userIdle time.Duration
+	bg       sync.WaitGroup // the idle watcher
 
 	settings    settings.Store
 	secrets     secrets.Store
@@ -194,6 +202,8 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		cfg: cfg, logger: logger, reg: newRegistry(logger), extras: newExtras(), sess: newSessions(),
 		exts:  map[string]*extension{},
 		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
+		seen: map[string]time.Time{}, busy: map[string]int{}, deact: map[string]chan struct{}{},
+		userIdle: minutes(cfg.Services.IdleMinutes, 10),
 		dataDir:  dataDir,
 		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
 	}
@@ -257,6 +267,8 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		_ = h.Close()
 		return nil, err
 	}
+	h.bg.Add(1)
+	go h.watchIdle()
 	logger.Info("host started", "extensions", len(h.exts), "data", dataDir)
 	return h, nil
 }
@@ -272,6 +284,7 @@ func (h *Host) Close() error {
 		// Activations in flight give up, and are waited for before their
 		// extensions stop.
 		h.cancel()
+		h.bg.Wait()
 		h.acts.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -406,10 +419,26 @@ const activationTimeout = 60 * time.Second
 // does not block the others.
 func (h *Host) ensureActive(ctx context.Context, user string) error {
 	h.mu.Lock()
-	if h.closed {
+	for {
+		if h.closed {
+			h.mu.Unlock()
+			return fmt.Errorf("the host is closed: %w", ext.ErrUnavailable)
+		}
+		ch, ok := h.deact[user]
+		if !ok {
+			break
+		}
+		// The user is being deactivated: activate again once that is over,
+		// so that its retire cannot undo this activation.
 		h.mu.Unlock()
-		return fmt.Errorf("the host is closed: %w", ext.ErrUnavailable)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the deactivation of user %q: %w", user, ctx.Err())
+		}
+		h.mu.Lock()
 	}
+	h.seen[user] = time.Now()
 	a, ok := h.active[user]
 	if !ok {
 		a = &activation{done: make(chan struct{})}
@@ -479,19 +508,44 @@ func (h *Host) reactivate(ctx context.Context, e *extension) {
 
 // Deactivate retires everything of user in every extension that keeps
 // per-user state (Retire with an empty name) and forgets the activation:
-// the user's next Tools or Call activates them again. Use it for users who
-// went idle, to free their connections and processes.
+// the user's next Tools or Call activates them again (after this
+// returns). The host does it by itself for users idle for
+// services.idleMinutes; call it for users you know went away, to free
+// their connections and processes.
 func (h *Host) Deactivate(ctx context.Context, user string) error {
 	if err := checkUser(user); err != nil {
 		return err
 	}
 	h.mu.Lock()
 	a, ok := h.active[user]
-	delete(h.active, user)
-	h.mu.Unlock()
 	if !ok {
+		h.mu.Unlock()
 		return nil
 	}
+	done := h.beginDeactivationLocked(user)
+	h.mu.Unlock()
+	return h.deactivate(ctx, user, a, done)
+}
+
+// beginDeactivationLocked forgets user's activation and marks the user as
+// being deactivated until the returned channel is closed (by deactivate).
+func (h *Host) beginDeactivationLocked(user string) chan struct{} {
+	delete(h.active, user)
+	delete(h.seen, user)
+	done := make(chan struct{})
+	h.deact[user] = done
+	return done
+}
+
+// deactivate retires user, whose activation a was, in every extension,
+// then ends the deactivation (done).
+func (h *Host) deactivate(ctx context.Context, user string, a *activation, done chan struct{}) error {
+	defer func() {
+		h.mu.Lock()
+		delete(h.deact, user)
+		h.mu.Unlock()
+		close(done)
+	}()
 	select {
 	case <-a.done: // let a running activation finish first
 	case <-ctx.Done():
