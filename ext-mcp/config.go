@@ -497,6 +497,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 			errs.add(where+".sharedAuthority", "applies to shared servers only (credentials: shared)")
 		}
 	case catalog.CredentialsShared:
+		if s.Availability == catalog.AvailabilityDefault {
+			errs.add(where+".availability", "a shared server is opt-in: each user it is lent to switches it on, after the warning; leave availability out")
+		}
 		if len(s.Users) == 0 {
 			errs.add(where+".users", "a shared server needs the list of users it is lent to")
 		}
@@ -583,6 +586,11 @@ func decl(name string, s Server, own bool) catalog.ServerDecl {
 	}
 	if d.Credentials == "" || own {
 		d.Credentials = catalog.CredentialsUser
+	}
+	if d.Credentials == catalog.CredentialsShared {
+		// Off until each user it is lent to switches it on: everyone sees
+		// its switch off (the form is the same for all), so it must be.
+		d.Availability = catalog.AvailabilityOptIn
 	}
 	if len(s.Tools) > 0 {
 		d.Tools = catalog.ToolPolicy{}

@@ -111,6 +111,8 @@ func TestParseConfigErrors(t *testing.T) {
 		}},
 		"shared without users": {`{"mcpServers": {"a": {"url": "http://h", "credentials": "shared"}}}`,
 			[]string{"mcpServers.a.users: a shared server needs the list of users it is lent to"}},
+		"shared on by default": {`{"mcpServers": {"a": {"url": "http://h", "credentials": "shared", "users": ["x"], "availability": "default"}}}`,
+			[]string{"mcpServers.a.availability: a shared server is opt-in: each user it is lent to switches it on, after the warning; leave availability out"}},
 		"users on a personal server": {`{"mcpServers": {"a": {"url": "http://h", "users": ["x"], "sharedAuthority": "y"}}}`, []string{
 			"mcpServers.a.users: applies to shared servers only (credentials: shared)",
 			"mcpServers.a.sharedAuthority: applies to shared servers only (credentials: shared)",

@@ -1,6 +1,7 @@
 package extmcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -283,16 +285,59 @@ func (x *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 }
 
 // Activate implements [ext.UserLifecycle]: it activates or refreshes the
-// user's catalog.
+// user's catalog. A shared server the user switched on but is not lent
+// stays off (its status says why), its switch is turned back off, and
+// Activate then fails with [ext.ErrInvalidArgument] naming it, so the
+// settings write that switched it on is refused.
 func (x *Extension) Activate(ctx context.Context, user string) error {
 	if err := checkUser(user); err != nil {
 		return err
 	}
-	_, _, e, err := x.state()
+	h, planner, e, err := x.state()
 	if err != nil {
 		return err
 	}
-	return e.Activate(ctx, user)
+	if err := e.Activate(ctx, user); err != nil {
+		return err
+	}
+	return x.refuseNotLent(ctx, h, planner, user)
+}
+
+// refuseNotLent turns off the switches of shared servers user is not lent.
+func (x *Extension) refuseNotLent(ctx context.Context, h ext.Host, planner *catalog.SettingsPlanner, user string) error {
+	if !slices.ContainsFunc(planner.Servers, func(d catalog.ServerDecl) bool {
+		return d.Credentials == catalog.CredentialsShared && !slices.Contains(d.Users, user)
+	}) {
+		return nil // nothing to refuse: no read
+	}
+	raw, err := h.UserStore(user).Settings().Get(ctx, SectionServers)
+	if err != nil || len(bytes.TrimSpace(raw)) == 0 {
+		return nil // the planner reported what it could not read
+	}
+	var toggles map[string]json.RawMessage
+	if json.Unmarshal(raw, &toggles) != nil {
+		return nil // idem
+	}
+	var refused []string
+	for _, d := range planner.Servers {
+		if d.Credentials == catalog.CredentialsShared && !slices.Contains(d.Users, user) &&
+			bytes.Equal(bytes.TrimSpace(toggles[d.Name]), []byte("true")) {
+			refused = append(refused, d.Name)
+			delete(toggles, d.Name)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(toggles)
+	if err == nil {
+		err = h.UserStore(user).Settings().Set(ctx, SectionServers, b)
+	}
+	if err != nil {
+		return fmt.Errorf("turning off the switches of shared servers %q, which user %q is not lent: %w", refused, user, err)
+	}
+	return ext.Mark(fmt.Errorf("shared server %q is lent by the operator to some users only, and not to you: it stays off",
+		strings.Join(refused, `", "`)), ext.ErrInvalidArgument)
 }
 
 // Retire implements [ext.UserLifecycle]: it withdraws one server of the
