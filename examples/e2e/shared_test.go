@@ -40,7 +40,9 @@ func TestSharedServerNotLentStaysOff(t *testing.T) {
 	}})
 	e.startServe()
 	e.must("operator-team-token", "secret", "set", "--operator", "--ext", "mcp", "token:team")
-	tok := func(u string) string { return strings.TrimSpace(e.must("", "token", "create", "--user", u, "--name", "e2e")) }
+	tok := func(u string) string {
+		return strings.TrimSpace(e.must("", "token", "create", "--user", u, "--name", "e2e"))
+	}
 	alice, bob := tok("alice"), tok("bob")
 
 	// The form: the switch defaults to off, and says it is lent to some.
