@@ -154,9 +154,9 @@ func (h *Host) checkSandbox(name string, d *ext.Descriptor) error {
 		return nil
 	}
 	return fmt.Errorf("extension %q starts untrusted service processes (ext-mcp: the users' own stdio servers of userServers \"all\", "+
-		"and servers with \"sandbox\": true), which must run in a sandbox, but none works here: %v; "+
-		"install bubblewrap, or set services.unsafeSharedUID: true in the operator's file to run them as the host's own user, "+
-		"where they can read the data folder (the secrets key, the databases) and other users' tokens", name, reason)
+		"and servers with \"sandbox\": true), which must run in a sandbox, but none works here: %v. "+
+		"To run them anyway as the host's own user, where they can read the data folder (the secrets key, the databases) "+
+		"and other users' tokens, set services.unsafeSharedUID: true in the operator's file", name, reason)
 }
 
 // get returns the current generation's carrier, waiting while a restart

@@ -59,6 +59,8 @@ type env struct {
 	cfg      string
 	serve    *exec.Cmd
 	serveOut *bytes.Buffer
+	// serveEnv is added to the environment of `agenthost serve`.
+	serveEnv []string
 	// url is the base URL the running host serves.
 	url string
 }
@@ -98,6 +100,9 @@ func newEnv(t *testing.T, b bins, mcpConfig map[string]any, more ...map[string]a
 func (e *env) startServe() {
 	e.t.Helper()
 	cmd := exec.Command(e.bin.agenthost, "--config", e.cfg, "--log-level", "warn", "serve")
+	if e.serveEnv != nil {
+		cmd.Env = append(os.Environ(), e.serveEnv...)
+	}
 	pr, pw, _ := os.Pipe()
 	cmd.Stdout = pw
 	var logs bytes.Buffer

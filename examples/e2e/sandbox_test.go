@@ -214,3 +214,45 @@ func TestSIGTERMWithGrandchildHoldingStderr(t *testing.T) {
 		t.Errorf("%d processes left after the host stopped: %s", len(left), cmds.String())
 	}
 }
+
+// TestNoSandbox (issue 10, item 3): where no sandbox works (here: no bwrap
+// on the host's PATH), userServers "all" refuses to start, naming the
+// reason and services.unsafeSharedUID; with that risk accepted the host
+// starts and the users' own servers run as its own user, but the control
+// socket still refuses them (same uid: it checks the peer is none of the
+// host's processes).
+func TestNoSandbox(t *testing.T) {
+	b := build(t)
+	probe := testbin.Build(t, pkg+"examples/internal/probe")
+	noBwrap := []string{"PATH=" + t.TempDir()}
+	e := newEnv(t, b, map[string]any{"userServers": "all"})
+	cmd := exec.Command(b.agenthost, "--config", e.cfg, "serve")
+	cmd.Env = append(os.Environ(), noBwrap...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "services.unsafeSharedUID") || !strings.Contains(string(out), "bubblewrap") {
+		t.Fatalf("serve without a sandbox under userServers all: %v\n%s\nwant a refusal naming bubblewrap and services.unsafeSharedUID", err, out)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(string(out)))
+
+	e = newEnv(t, b, map[string]any{"userServers": "all"}, map[string]any{"services": map[string]any{"unsafeSharedUID": true}})
+	e.serveEnv = noBwrap
+	e.startServe()
+	own, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"probe": map[string]any{"command": probe}}})
+	values, _ := json.Marshal(map[string]string{"servers": string(own)})
+	e.must("", "settings", "set", "--user", "alice", "--ext", "mcp", "user-servers", string(values))
+	sock := filepath.Join(e.dir, "data", "agenthost.sock")
+	args, _ := json.Marshal(map[string]any{"mint": []string{sock}})
+	res := e.must("", "call", "--user", "alice", "u_probe/probe", string(args))
+	var r struct {
+		StructuredContent probeReport `json:"structuredContent"`
+	}
+	if err := json.Unmarshal([]byte(res), &r); err != nil {
+		t.Fatalf("the probe's answer: %v\n%s", err, res)
+	}
+	if r.StructuredContent.UID != os.Getuid() {
+		t.Errorf("the unsandboxed server runs as uid %d, want the host's %d: the test proves nothing", r.StructuredContent.UID, os.Getuid())
+	}
+	if got := r.StructuredContent.Mint[sock]; !strings.HasPrefix(got, "failed: ") {
+		t.Errorf("a service process of the host's own uid used the control socket: %s", got)
+	}
+}

@@ -471,9 +471,8 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 		sb = m.sandbox()
 		if sb.kind == "" {
 			if !m.opts.Sandbox.AllowUnsandboxed {
-				return nil, fmt.Errorf("%s is untrusted and must run in a sandbox, but none works here: %v; "+
-					"install bubblewrap, or set services.unsafeSharedUID to run such processes as the host's own user: %w",
-					key, sb.reason, ext.ErrUnavailable)
+				return nil, ext.Mark(fmt.Errorf("%s is untrusted and must run in a sandbox, but none works here: %v "+
+					"(services.unsafeSharedUID runs such processes as the host's own user)", key, sb.reason), ext.ErrUnavailable)
 			}
 			m.warnShare.Do(func() {
 				m.logger.Warn("untrusted service processes run unsandboxed, as the host's own user (services.unsafeSharedUID): "+
