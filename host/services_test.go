@@ -164,3 +164,17 @@ func TestIdleUsersAreDeactivated(t *testing.T) {
 		t.Errorf("the deactivated user was not activated again: %v %v", err, h.ActiveUsers())
 	}
 }
+
+// TestSandboxConfig: services.sandboxUIDs and services.unsafeSharedUID
+// parse; a bad range is refused naming the field.
+func TestSandboxConfig(t *testing.T) {
+	cfg, err := host.ParseConfig([]byte(`{"services": {"sandboxUIDs": {"first": 700000, "count": 1000}, "unsafeSharedUID": true}}`), t.TempDir())
+	if err != nil || cfg.Services.SandboxUIDs != (host.UIDRange{First: 700000, Count: 1000}) || !cfg.Services.UnsafeSharedUID {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	for _, bad := range []string{`{"first": 0, "count": 10}`, `{"first": 10, "count": 0}`, `{"first": 2147483000, "count": 1000}`} {
+		if _, err := host.ParseConfig([]byte(`{"services": {"sandboxUIDs": `+bad+`}}`), t.TempDir()); err == nil || !strings.Contains(err.Error(), "services.sandboxUIDs") {
+			t.Errorf("sandboxUIDs %s: %v; want an error naming the field", bad, err)
+		}
+	}
+}
