@@ -398,3 +398,23 @@ exec cat`
 		t.Errorf("alice's uid is not recorded: %s %v", b, err)
 	}
 }
+
+// TestSandboxHidesDataInsideSystemFolders: a data folder (or key file)
+// inside a folder the sandbox shows is covered before the process's own
+// folder is mounted in it.
+func TestSandboxHidesDataInsideSystemFolders(t *testing.T) {
+	s := sandbox{kind: sandboxUserNS, bwrap: "bwrap"}
+	argv := strings.Join(s.argv(layout{home: "/etc/agenthost/users/alice/x/sandbox", dir: "/etc/agenthost/users/alice/x/sandbox",
+		hide: []string{"/etc/agenthost", "/etc/hostname", "/srv/elsewhere"}}, "server", nil), " ")
+	hide := strings.Index(argv, "--tmpfs /etc/agenthost ")
+	home := strings.Index(argv, "--bind /etc/agenthost/users/alice/x/sandbox ")
+	if hide < 0 || home < 0 || hide > home {
+		t.Errorf("the data folder is not covered before the home is mounted: %s", argv)
+	}
+	if !strings.Contains(argv, "--ro-bind /dev/null /etc/hostname") {
+		t.Errorf("a hidden file inside a shown folder is not emptied: %s", argv)
+	}
+	if strings.Contains(argv, "/srv/elsewhere") {
+		t.Errorf("a hidden folder the sandbox does not show anyway is mounted over: %s", argv)
+	}
+}
