@@ -14,7 +14,7 @@ TOOLBIN      := $(CURDIR)/.tools/bin
 export PATH  := $(TOOLBIN):$(PATH)
 
 BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG)/examples/hello $(PKG)/examples/embed \
-	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer
+	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer $(PKG)/examples/servers/oauth
 CONFIG   ?= examples/agenthost.json
 
 .PHONY: all build run test test-go lint fmt vet staticcheck bench proto tools clean

@@ -24,7 +24,8 @@ func disabledResult(server string) *ext.CallToolResult {
 //
 // An empty user is refused before anything else. An unknown tool is
 // [ext.ErrNotFound]. A retired server answers the error result
-// `MCP server "S" is disabled`; a quarantined one an error result with its
+// `MCP server "S" is disabled`; one that waits for a sign-in
+// `MCP server "S" needs sign-in: <how>`; a quarantined one an error result with its
 // reason. The server's timeout is an idle limit: a call that reports no
 // progress for that long ends with an error result naming the server and
 // the limit, and each progress notification starts the clock again;
@@ -127,6 +128,8 @@ func (e *Engine) acquire(userID, server string, has func(*conn) bool) (c *conn, 
 		disabled := u.disabled[server]
 		q := u.quarantine[server]
 		switch {
+		case q != nil && q.signIn:
+			return nil, ext.ErrorResult("MCP server %q needs sign-in: %s", server, q.reason), nil
 		case q != nil:
 			return nil, ext.ErrorResult("MCP server %q is unavailable: %s", server, q.reason), nil
 		case disabled:
@@ -484,7 +487,9 @@ func (e *Engine) release(c *conn) {
 
 // Status reports on one user's servers, or on every active user's when
 // user is empty: connected, retiring (draining), quarantined (with the
-// reason and the next retry) and left out (with the reason).
+// reason and the next retry), waiting for a sign-in
+// ([ext.StateNeedsSignIn], with how to sign in) and left out (with the
+// reason).
 func (e *Engine) Status(userID string) []ext.StatusEntry {
 	e.mu.Lock()
 	var users []*user
@@ -509,6 +514,10 @@ func (e *Engine) Status(userID string) []ext.StatusEntry {
 				Detail: fmt.Sprintf("draining %d running call(s)", c.inflight)})
 		}
 		for name, q := range u.quarantine {
+			if q.signIn {
+				out = append(out, ext.StatusEntry{User: u.id, Name: name, State: ext.StateNeedsSignIn, Reason: q.reason})
+				continue
+			}
 			out = append(out, ext.StatusEntry{User: u.id, Name: name, State: "quarantined", Reason: q.reason,
 				NextRetry: q.next, Detail: fmt.Sprintf("failed %d time(s)", q.failures)})
 		}

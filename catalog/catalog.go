@@ -208,3 +208,19 @@ type PublisherFunc func(ctx context.Context, user string, c *ext.Catalog) error
 func (f PublisherFunc) Publish(ctx context.Context, user string, c *ext.Catalog) error {
 	return f(ctx, user, c)
 }
+
+// SignInError is what a [Connector] returns (alone or wrapped) for a server
+// the user must sign in to before it can be used: there is no grant yet, or
+// the one there was is revoked or expired for good. The engine does not
+// quarantine the server with retries: it parks it in the state
+// [ext.StateNeedsSignIn], with Reason shown in the status and in the error
+// result of every call, and connects again only when the server's
+// fingerprint changes (the planner sees a new credential, such as a fresh
+// grant).
+type SignInError struct {
+	// Reason says what is missing and how to sign in (a link, a command),
+	// in words the user can act on. It never holds a secret.
+	Reason string
+}
+
+func (e *SignInError) Error() string { return e.Reason }

@@ -59,6 +59,7 @@ type connectResult struct {
 	decl      ServerDecl
 	c         *conn
 	reason    string // why it failed, for the user
+	signIn    bool   // it failed for want of a sign-in (reason says how)
 	cancelled bool   // it failed because the refresh was cancelled
 }
 
@@ -91,7 +92,10 @@ func (e *Engine) connect(ctx context.Context, u *user, d ServerDecl) connectResu
 	defer stop()
 	fail := func(what string, err error) connectResult {
 		r := connectResult{decl: d}
+		var sie *SignInError
 		switch {
+		case errors.As(err, &sie):
+			r.reason, r.signIn = sie.Reason, true
 		case ctx.Err() != nil || e.ctx.Err() != nil:
 			r.cancelled = true
 		case errors.Is(cctx.Err(), context.DeadlineExceeded):

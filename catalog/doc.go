@@ -16,6 +16,10 @@
 //     exponential backoff ([Backoff]); a connection that dies (its
 //     [Conn.Done] closes) is quarantined the same way; a recovered server is
 //     picked up by the retry;
+//   - a server whose connector answers [SignInError] waits for the user to
+//     sign in instead ([ext.StateNeedsSignIn]): no retries, its calls answer
+//     with how to sign in, and it is connected again when its fingerprint
+//     changes (a new credential);
 //   - each tool becomes "server/tool" with the exposure of the server's
 //     [ToolPolicy]; hidden tools are neither registered nor callable; a
 //     missing description reads "MCP tool T on server S."; a missing schema

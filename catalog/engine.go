@@ -162,6 +162,9 @@ type quarantine struct {
 	reason      string
 	failures    int
 	next        time.Time
+	// signIn parks the server until its fingerprint changes: it waits
+	// for the user to sign in, not for a retry.
+	signIn bool
 }
 
 // spawn runs f on a goroutine the engine owns and joins in Close. It
@@ -410,8 +413,8 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 			e.log.Info("catalog: revived", "user", u.id, "server", name)
 			continue
 		}
-		if q := u.quarantine[name]; q != nil && q.fingerprint == d.Fingerprint && now.Before(q.next) {
-			continue // still waiting for its retry
+		if q := u.quarantine[name]; q != nil && q.fingerprint == d.Fingerprint && (q.signIn || now.Before(q.next)) {
+			continue // still waiting for its retry, or for a sign-in
 		}
 		toConnect = append(toConnect, d)
 	}
@@ -450,9 +453,12 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 				q.reason = "connecting was interrupted; it will be tried again"
 				q.next = time.Now().Add(e.opts.Backoff.Min)
 			}
+		case r.signIn:
+			u.quarantine[name] = &quarantine{fingerprint: r.decl.Fingerprint, reason: r.reason, signIn: true}
+			e.log.Info("catalog: server needs sign-in", "user", u.id, "server", name)
 		default:
 			q := u.quarantine[name]
-			if q == nil || q.fingerprint != r.decl.Fingerprint {
+			if q == nil || q.fingerprint != r.decl.Fingerprint || q.signIn {
 				q = &quarantine{fingerprint: r.decl.Fingerprint}
 				u.quarantine[name] = q
 			}
@@ -568,6 +574,9 @@ func (e *Engine) scheduleRetry(u *user) {
 	}
 	var next time.Time
 	for _, q := range u.quarantine {
+		if q.signIn {
+			continue // waits for a sign-in, not for time
+		}
 		if next.IsZero() || q.next.Before(next) {
 			next = q.next
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -398,6 +399,56 @@ func TestQuarantineIsolationAndRetry(t *testing.T) {
 		r.pub.waitNames(t, "alice", "flaky/f", "good/a")
 		if st := statusOf(r.e, "alice", "flaky"); st.State != "connected" {
 			t.Errorf("after recovery: %+v", st)
+		}
+	})
+}
+
+// TestSignInParksServer checks a server whose connector wants a sign-in:
+// it waits in "needs sign-in" with how to sign in, in the status and in
+// each call's error, is never retried on a timer nor by a refresh with the
+// same credential, and connects as soon as a new credential (fingerprint)
+// arrives; a transient failure after it is quarantined as usual.
+func TestSignInParksServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, &catalog.Options{Backoff: catalog.Backoff{Min: time.Second, Max: 8 * time.Second}})
+		r.conn.add("good", newServer("a"))
+		oauth := r.conn.add("oauth", newServer("o"))
+		const how = "sign in at https://host.example/settings/connect/mcp/oauth"
+		oauth.set(func(s *fakeServer) { s.connectErr = fmt.Errorf("connecting: %w", &catalog.SignInError{Reason: how}) })
+		r.plan.set("alice", decl("good"), decl("oauth"))
+		mustActivate(t, r.e, "alice")
+		r.pub.waitNames(t, "alice", "good/a")
+		st := statusOf(r.e, "alice", "oauth")
+		if st.State != ext.StateNeedsSignIn || st.Reason != how || !st.NextRetry.IsZero() {
+			t.Errorf("status of a server waiting for a sign-in: %+v", st)
+		}
+		res, err := r.e.Call(context.Background(), &ext.CallToolRequest{User: "alice", Name: "oauth/o"})
+		if err != nil || !res.IsError || res.Text() != `MCP server "oauth" needs sign-in: `+how {
+			t.Errorf("call while waiting for a sign-in: %v %q", err, res.Text())
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		mustActivate(t, r.e, "alice") // a refresh with the same credential
+		if c, _ := oauth.counts(); c != 1 {
+			t.Errorf("%d connects while waiting for a sign-in; want 1 (no retries)", c)
+		}
+		// A new credential: connected at once.
+		oauth.set(func(s *fakeServer) { s.connectErr = nil })
+		d := decl("oauth")
+		d.Fingerprint = "v2"
+		r.plan.set("alice", decl("good"), d)
+		mustActivate(t, r.e, "alice")
+		r.pub.waitNames(t, "alice", "good/a", "oauth/o")
+		if st := statusOf(r.e, "alice", "oauth"); st.State != "connected" {
+			t.Errorf("after the sign-in: %+v", st)
+		}
+		// A transient failure with a third credential is a quarantine.
+		oauth.set(func(s *fakeServer) { s.connectErr = errors.New("503 Service Unavailable") })
+		d.Fingerprint = "v3"
+		r.plan.set("alice", decl("good"), d)
+		mustActivate(t, r.e, "alice")
+		if st := statusOf(r.e, "alice", "oauth"); st.State != "quarantined" || st.NextRetry.IsZero() {
+			t.Errorf("after a transient failure: %+v", st)
 		}
 	})
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/netguard"
 )
 
 // Config is the extension's config block in the operator's file.
@@ -31,12 +32,35 @@ type Config struct {
 	// UserServers is the policy for the users' own servers: "none" (the
 	// default), "url" (remote servers) or "all" (stdio servers too).
 	UserServers string `json:"userServers,omitempty" jsonschema:"enum=none,enum=url,enum=all,default=none" jsonschema_description:"Which servers of their own users may add: none, url (remote) or all (stdio too)."`
+	// UserServerAllowCIDRs lists the address prefixes (or single
+	// addresses) the users' own remote servers may reach although they
+	// are refused by default: loopback, private, link-local, CGNAT,
+	// multicast and reserved ranges (see package netguard).
+	UserServerAllowCIDRs []string `json:"userServerAllowCIDRs,omitempty" jsonschema_description:"Address prefixes such as 10.20.0.0/16 the users' own servers may reach although private, loopback or link-local."`
+	// UserServerAllowHTTP lets the users' own servers use plain http to a
+	// host that is not loopback (their tokens would cross the network in
+	// clear text).
+	UserServerAllowHTTP bool `json:"userServerAllowHTTP,omitempty" jsonschema_description:"Let the users' own servers use plain http beyond loopback (tokens in clear text)."`
+	// MaxResultBytes bounds every message a server sends (a tool, prompt
+	// or resource result; a list), unless the server's own maxResultBytes
+	// says otherwise. Zero means [DefaultMaxResultBytes].
+	MaxResultBytes int64 `json:"maxResultBytes,omitempty" jsonschema_description:"The largest message (a tool, prompt or resource result) a server may send, in bytes; default 4 MiB."`
 	// Sandbox runs the operator's stdio servers in the host's sandbox too
 	// (a server's own sandbox field overrides it). The users' own stdio
 	// servers always run in it.
 	Sandbox bool `json:"sandbox,omitempty" jsonschema_description:"Run the operator's stdio servers in the host's sandbox too (the users' own always are)."`
 	ServerList
 }
+
+// DefaultMaxResultBytes is the default bound on one message from a server
+// ([Config.MaxResultBytes]).
+const DefaultMaxResultBytes = 4 << 20
+
+// The bounds of maxResultBytes.
+const (
+	minResultBytes = 1 << 10
+	maxResultBytes = 1 << 30
+)
 
 // ServerList is a list of servers by name, in the operator's file and in a
 // user's "Your MCP servers" JSON. Its JSON Schema is [ServerListSchema].
@@ -101,6 +125,40 @@ type Server struct {
 	// ProtocolVersion pins the MCP protocol version; "latest" lets go-sdk
 	// negotiate the newest; empty means DefaultProtocolVersion.
 	ProtocolVersion string `json:"protocolVersion,omitempty" jsonschema_description:"MCP protocol version to speak, e.g. 2025-11-25; latest negotiates the newest."`
+	// MaxResultBytes bounds every message this server sends (operator's
+	// servers only; zero means the config's maxResultBytes).
+	MaxResultBytes int64 `json:"maxResultBytes,omitempty" jsonschema_description:"The largest message this server may send, in bytes (the operator's servers only)."`
+	// AllowInsecureHTTP lets an operator's server use plain http to a
+	// host that is not loopback: the users' tokens cross the network in
+	// clear text.
+	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty" jsonschema_description:"Allow plain http beyond loopback (the operator's servers only; tokens in clear text)."`
+	// OAuth tunes the OAuth sign-in of a remote server that asks for one
+	// (see [OAuthConfig]); without it, sign-ins discover everything.
+	OAuth *OAuthConfig `json:"oauth,omitempty" jsonschema_description:"OAuth sign-in of a remote server: a client registered with its authorization server, and the scopes to ask for. Optional: without it the client is registered on the fly."`
+}
+
+// OAuthConfig tunes the OAuth sign-in of one remote server. Every field is
+// optional. The authorization server, its endpoints and the client
+// registration are otherwise discovered when the server first answers 401:
+// a client ID metadata document (the host's), else ClientID, else dynamic
+// client registration.
+type OAuthConfig struct {
+	// ClientID is a client the operator registered with the server's
+	// authorization server (used when it does not accept the host's
+	// client ID metadata document).
+	ClientID string `json:"clientId,omitempty" jsonschema_description:"A client ID the operator registered with the server's authorization server."`
+	// ClientSecret names the operator secret holding ClientID's secret,
+	// for a confidential client: never the value itself.
+	ClientSecret *SecretRef `json:"clientSecret,omitempty" jsonschema_description:"The client's secret, as a reference to an operator secret: {\"secret\": NAME}, stored with agenthost secret set --operator NAME. Never the value itself."`
+	// Scopes replaces the scopes the server names with these.
+	Scopes []string `json:"scopes,omitempty" jsonschema_description:"The scopes to ask for, instead of the ones the server names."`
+}
+
+// SecretRef names a secret of the operator's store (agenthost secret set
+// --operator NAME) instead of holding its value.
+type SecretRef struct {
+	// Secret is the operator secret's name.
+	Secret string `json:"secret" jsonschema_description:"The name of an operator secret (agenthost secret set --operator NAME)."`
 }
 
 // Duration is a timeout written as a Go duration string ("30s", "2m") or
@@ -224,13 +282,24 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 					errs.add(k, "%q is not one of none, url, all", clip(s, 20))
 				}
 			}
-		case "sandbox":
-			if err := json.Unmarshal(v, &cfg.Sandbox); err != nil {
-				errs.add(k, "must be true or false")
+		case "userServerAllowCIDRs":
+			if l, ok := strList(v, k, &errs); ok {
+				if _, err := netguard.ParsePrefixes(l); err != nil {
+					errs.add(k, "%v", err)
+				} else {
+					cfg.UserServerAllowCIDRs = l
+				}
 			}
+		case "userServerAllowHTTP":
+			cfg.UserServerAllowHTTP, _ = boolean(v, k, &errs)
+		case "maxResultBytes":
+			cfg.MaxResultBytes, _ = byteCount(v, k, &errs)
+		case "sandbox":
+			cfg.Sandbox, _ = boolean(v, k, &errs)
 		case "mcpServers", "servers", "$schema":
 		default:
-			errs.add(k, "unknown field%s", suggest(k, "userServers", "sandbox", "mcpServers", "servers"))
+			errs.add(k, "unknown field%s", suggest(k, "userServers", "userServerAllowCIDRs", "userServerAllowHTTP",
+				"maxResultBytes", "sandbox", "mcpServers", "servers"))
 		}
 	}
 	cfg.ServerList = parseList(top, false, &errs)
@@ -349,7 +418,8 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 	}
 	n := len(*errs)
 	known := []string{"command", "args", "env", "cwd", "url", "headers", "type", "credentials", "availability",
-		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion", "sandbox", "readablePaths"}
+		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion",
+		"maxResultBytes", "allowInsecureHTTP", "oauth", "sandbox", "readablePaths"}
 	for _, k := range sortedKeys(fields) {
 		v, at := fields[k], where+"."+k
 		switch k {
@@ -384,16 +454,19 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 				errs.add(at, "%v", err)
 			}
 		case "enabled":
-			var b bool
-			if err := json.Unmarshal(v, &b); err != nil {
-				errs.add(at, "must be true or false")
-			} else {
+			if b, ok := boolean(v, at, errs); ok {
 				s.Enabled = &b
 			}
+		case "maxResultBytes":
+			s.MaxResultBytes, _ = byteCount(v, at, errs)
+		case "allowInsecureHTTP":
+			s.AllowInsecureHTTP, _ = boolean(v, at, errs)
 		case "tools":
 			s.Tools, _ = strMap(v, at, errs)
 		case "protocolVersion":
 			s.ProtocolVersion, _ = str(v, at, errs)
+		case "oauth":
+			s.OAuth = parseOAuth(v, at, user, errs)
 		case "sandbox":
 			var b bool
 			if err := json.Unmarshal(v, &b); err != nil {
@@ -428,6 +501,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 		if len(s.Headers) > 0 {
 			errs.add(where+".headers", "applies to url servers only")
 		}
+		if s.OAuth != nil {
+			errs.add(where+".oauth", "applies to url servers only: a stdio server takes a token (MCP_ACCESS_TOKEN)")
+		}
 		for _, k := range sortedKeys(s.Env) {
 			switch {
 			case !envName.MatchString(k):
@@ -452,6 +528,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 		if s.Type != "" && s.Type != "http" && s.Type != "sse" {
 			errs.add(where+".type", "%q is not one of http, sse", clip(s.Type, 20))
 		}
+		if s.OAuth != nil && s.Type == "sse" {
+			errs.add(where+".oauth", "applies to Streamable HTTP servers only (type http), not to the legacy SSE transport")
+		}
 		u, err := url.Parse(s.URL)
 		switch {
 		case err != nil:
@@ -462,6 +541,11 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 			errs.add(where+".url", "has no host")
 		case u.User != nil:
 			errs.add(where+".url", "must not hold credentials; use headers or the users' tokens")
+		case u.Scheme == "http" && !user && !s.AllowInsecureHTTP && !netguard.IsLoopbackHost(u.Hostname()):
+			// A user's own server is checked against the operator's
+			// userServerAllowHTTP when it connects.
+			errs.add(where+".url", "plain http to %s would send the users' tokens across the network in clear text: use https, or set allowInsecureHTTP: true on this server",
+				clip(u.Hostname(), 64))
 		}
 		for _, k := range sortedKeys(s.Headers) {
 			if !validHeaderName(k) {
@@ -482,6 +566,11 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 			"availability": s.Availability != "", "users": s.Users != nil, "sharedAuthority": s.SharedAuthority != ""} {
 			if set {
 				errs.add(where+"."+k, "is for the operator's servers only; your servers always use your own credentials")
+			}
+		}
+		for k, set := range map[string]bool{"maxResultBytes": s.MaxResultBytes != 0, "allowInsecureHTTP": s.AllowInsecureHTTP} {
+			if set {
+				errs.add(where+"."+k, "is for the operator's servers only; the operator sets it for the users' servers")
 			}
 		}
 		if s.Sandbox != nil || s.ReadablePaths != nil {
@@ -535,6 +624,74 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 	if v := s.ProtocolVersion; v != "" && v != ProtocolLatest && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
 		errs.add(where+".protocolVersion", "%q is not one of %s, %s", clip(v, 20), ProtocolLatest, strings.Join(mcp.SupportedProtocolVersions(), ", "))
 	}
+}
+
+// secretName is what an operator secret's name may look like.
+var secretName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$`)
+
+// scopeToken is an OAuth scope (RFC 6749 §3.3: printable ASCII without
+// space, quote or backslash).
+var scopeToken = regexp.MustCompile(`^[\x21\x23-\x5B\x5D-\x7E]{1,256}$`)
+
+// parseOAuth parses a server's oauth block. Values are never quoted: a
+// pasted secret must not end up in an error.
+func parseOAuth(raw json.RawMessage, where string, user bool, errs *problems) *OAuthConfig {
+	fields, ok := object(raw, where, errs)
+	if !ok {
+		return nil
+	}
+	o := &OAuthConfig{}
+	for _, k := range sortedKeys(fields) {
+		v, at := fields[k], where+"."+k
+		switch k {
+		case "clientId":
+			if id, ok := str(v, at, errs); ok {
+				switch {
+				case strings.TrimSpace(id) == "" || len(id) > 512 || strings.ContainsAny(id, "\r\n\x00"):
+					errs.add(at, "must be a client ID (1 to 512 characters, one line)")
+				default:
+					o.ClientID = id
+				}
+			}
+		case "clientSecret":
+			if user {
+				errs.add(at, "names an operator secret; your own servers cannot use one")
+				continue
+			}
+			var ref map[string]json.RawMessage
+			if err := json.Unmarshal(v, &ref); err != nil || ref == nil {
+				errs.add(at, `must be {"secret": NAME}, a reference to an operator secret (agenthost secret set --operator NAME), never the value itself`)
+				continue
+			}
+			var name string
+			for _, rk := range sortedKeys(ref) {
+				if rk != "secret" {
+					errs.add(at+"."+rk, "unknown field%s", suggest(rk, "secret"))
+				} else if err := json.Unmarshal(ref[rk], &name); err != nil || !secretName.MatchString(name) {
+					errs.add(at+".secret", "must be the name of an operator secret (letters, digits and _ . : @ -, at most 128)")
+					name = ""
+				}
+			}
+			if name != "" {
+				o.ClientSecret = &SecretRef{Secret: name}
+			}
+		case "scopes":
+			if l, ok := strList(v, at, errs); ok {
+				for i, sc := range l {
+					if !scopeToken.MatchString(sc) {
+						errs.add(fmt.Sprintf("%s[%d]", at, i), "is not an OAuth scope (printable characters, no spaces or quotes)")
+					}
+				}
+				o.Scopes = l
+			}
+		default:
+			errs.add(at, "unknown field%s", suggest(k, "clientId", "clientSecret", "scopes"))
+		}
+	}
+	if o.ClientSecret != nil && o.ClientID == "" {
+		errs.add(where+".clientSecret", "needs clientId: a secret belongs to a registered client")
+	}
+	return o
 }
 
 func validHeaderName(k string) bool {
@@ -617,8 +774,9 @@ func fingerprint(credentials string, s Server) string {
 		C, Cmd, Cwd, URL, Type, PV string
 		Args, Readable             []string
 		Env, Headers               map[string]string
+		OAuth                      *OAuthConfig
 		Sandbox                    *bool
-	}{credentials, s.Command, s.Cwd, s.URL, s.Type, s.ProtocolVersion, s.Args, s.ReadablePaths, s.Env, s.Headers, s.Sandbox})
+	}{credentials, s.Command, s.Cwd, s.URL, s.Type, s.ProtocolVersion, s.Args, s.ReadablePaths, s.Env, s.Headers, s.OAuth, s.Sandbox})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }
@@ -653,6 +811,26 @@ func str(raw json.RawMessage, where string, errs *problems) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+func boolean(raw json.RawMessage, where string, errs *problems) (bool, bool) {
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		errs.add(where, "must be true or false")
+		return false, false
+	}
+	return b, true
+}
+
+// byteCount parses a maxResultBytes: a whole number of bytes within
+// bounds.
+func byteCount(raw json.RawMessage, where string, errs *problems) (int64, bool) {
+	var n int64
+	if err := json.Unmarshal(raw, &n); err != nil || n < minResultBytes || n > maxResultBytes {
+		errs.add(where, "must be a whole number of bytes from %d (1 KiB) to %d (1 GiB)", minResultBytes, maxResultBytes)
+		return 0, false
+	}
+	return n, true
 }
 
 func strList(raw json.RawMessage, where string, errs *problems) ([]string, bool) {

@@ -42,17 +42,34 @@ func TestParseConfigValid(t *testing.T) {
 			}}},
 		},
 		"every field": {
-			`{"userServers": "all", "mcpServers": {"team": {"url": "https://t/mcp", "type": "http", "credentials": "shared",
+			`{"userServers": "all", "userServerAllowCIDRs": ["10.20.0.0/16", "fd00::1"], "userServerAllowHTTP": true, "maxResultBytes": 1048576,
+			  "mcpServers": {"team": {"url": "https://t/mcp", "type": "http", "credentials": "shared",
 			  "availability": "opt-in", "users": ["alice"], "sharedAuthority": "why", "timeout": "90s", "enabled": false,
-			  "tools": {"delete_*": "hidden", "search": "deferred"}, "protocolVersion": "2025-11-25"},
-			  "b": {"command": "b", "cwd": "/tmp", "timeout": 2.5, "protocolVersion": "latest"}}}`,
-			&extmcp.Config{UserServers: "all", ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
-				"team": {URL: "https://t/mcp", Type: "http", Credentials: "shared", Availability: "opt-in", Users: []string{"alice"},
-					SharedAuthority: "why", Timeout: extmcp.Duration(90 * time.Second), Enabled: ptr(false),
-					Tools: map[string]string{"delete_*": "hidden", "search": "deferred"}, ProtocolVersion: "2025-11-25"},
-				"b": {Command: "b", Cwd: "/tmp", Timeout: extmcp.Duration(2500 * time.Millisecond), ProtocolVersion: "latest"},
+			  "tools": {"delete_*": "hidden", "search": "deferred"}, "protocolVersion": "2025-11-25", "maxResultBytes": 16777216},
+			  "b": {"command": "b", "cwd": "/tmp", "timeout": 2.5, "protocolVersion": "latest"},
+			  "intranet": {"url": "http://search.corp/mcp", "allowInsecureHTTP": true}}}`,
+			&extmcp.Config{UserServers: "all", UserServerAllowCIDRs: []string{"10.20.0.0/16", "fd00::1"}, UserServerAllowHTTP: true,
+				MaxResultBytes: 1 << 20, ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
+					"team": {URL: "https://t/mcp", Type: "http", Credentials: "shared", Availability: "opt-in", Users: []string{"alice"},
+						SharedAuthority: "why", Timeout: extmcp.Duration(90 * time.Second), Enabled: ptr(false),
+						Tools: map[string]string{"delete_*": "hidden", "search": "deferred"}, ProtocolVersion: "2025-11-25",
+						MaxResultBytes: 16 << 20},
+					"b":        {Command: "b", Cwd: "/tmp", Timeout: extmcp.Duration(2500 * time.Millisecond), ProtocolVersion: "latest"},
+					"intranet": {URL: "http://search.corp/mcp", AllowInsecureHTTP: true},
+				}}},
+		},
+		"oauth": {
+			`{"mcpServers": {"o": {"url": "https://o/mcp", "oauth": {"clientId": "agenthost-prod", "clientSecret": {"secret": "o-client"},
+			  "scopes": ["read", "mcp:tools"]}}, "d": {"url": "https://d/mcp", "oauth": {}}}}`,
+			&extmcp.Config{ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
+				"o": {URL: "https://o/mcp", OAuth: &extmcp.OAuthConfig{ClientID: "agenthost-prod",
+					ClientSecret: &extmcp.SecretRef{Secret: "o-client"}, Scopes: []string{"read", "mcp:tools"}}},
+				"d": {URL: "https://d/mcp", OAuth: &extmcp.OAuthConfig{}},
 			}}},
 		},
+		"http to loopback needs no opt-in": {`{"mcpServers": {"a": {"url": "http://localhost:9/mcp"}, "b": {"url": "http://[::1]:9/mcp"}}}`,
+			&extmcp.Config{ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
+				"a": {URL: "http://localhost:9/mcp"}, "b": {URL: "http://[::1]:9/mcp"}}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -89,7 +106,7 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{"mcpServers." + strings.Repeat("a", 65) + ": the server name must match ^[A-Za-z0-9_-]{1,64}$"}},
 		"declared twice": {`{"mcpServers": {"a": {"command": "x"}}, "servers": {"a": {"command": "y"}}}`,
 			[]string{"servers.a: the server is also declared as mcpServers.a"}},
-		"both and neither": {`{"mcpServers": {"both": {"command": "x", "url": "http://h"}, "none": {"args": ["x"]}}}`, []string{
+		"both and neither": {`{"mcpServers": {"both": {"command": "x", "url": "https://h"}, "none": {"args": ["x"]}}}`, []string{
 			"mcpServers.both: has both command and url; a server is either stdio (command) or remote (url)",
 			"mcpServers.none: has neither command nor url",
 		}},
@@ -100,7 +117,7 @@ func TestParseConfigErrors(t *testing.T) {
 			"mcpServers.a.env: must be an object of strings",
 			`mcpServers.a.timeout: "soon" is not a duration such as 30s or 2m`,
 		}},
-		"bad enums": {`{"mcpServers": {"a": {"url": "http://h", "type": "ws", "credentials": "mine", "availability": "always",
+		"bad enums": {`{"mcpServers": {"a": {"url": "https://h", "type": "ws", "credentials": "mine", "availability": "always",
 			"tools": {"x": "visible", "": "direct"}, "protocolVersion": "2099-01-01"}}}`, []string{
 			`mcpServers.a.type: "ws" is not one of http, sse`,
 			`mcpServers.a.credentials: "mine" is not one of user, shared`,
@@ -109,20 +126,20 @@ func TestParseConfigErrors(t *testing.T) {
 			`mcpServers.a.tools.x: "visible" is not one of direct, deferred, codemode, hidden`,
 			`mcpServers.a.protocolVersion: "2099-01-01" is not one of latest, 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05`,
 		}},
-		"shared without users": {`{"mcpServers": {"a": {"url": "http://h", "credentials": "shared"}}}`,
+		"shared without users": {`{"mcpServers": {"a": {"url": "https://h", "credentials": "shared"}}}`,
 			[]string{"mcpServers.a.users: a shared server needs the list of users it is lent to"}},
-		"shared on by default": {`{"mcpServers": {"a": {"url": "http://h", "credentials": "shared", "users": ["x"], "availability": "default"}}}`,
+		"shared on by default": {`{"mcpServers": {"a": {"url": "https://h", "credentials": "shared", "users": ["x"], "availability": "default"}}}`,
 			[]string{"mcpServers.a.availability: a shared server is opt-in: each user it is lent to switches it on, after the warning; leave availability out"}},
-		"users on a personal server": {`{"mcpServers": {"a": {"url": "http://h", "users": ["x"], "sharedAuthority": "y"}}}`, []string{
+		"users on a personal server": {`{"mcpServers": {"a": {"url": "https://h", "users": ["x"], "sharedAuthority": "y"}}}`, []string{
 			"mcpServers.a.users: applies to shared servers only (credentials: shared)",
 			"mcpServers.a.sharedAuthority: applies to shared servers only (credentials: shared)",
 		}},
-		"the operator as a user": {`{"mcpServers": {"a": {"url": "http://h", "credentials": "shared", "users": ["@operator", ""]}}}`, []string{
+		"the operator as a user": {`{"mcpServers": {"a": {"url": "https://h", "credentials": "shared", "users": ["@operator", ""]}}}`, []string{
 			"mcpServers.a.users[0]: is not a user", "mcpServers.a.users[1]: is not a user",
 		}},
-		"stdio fields on a url": {`{"mcpServers": {"a": {"url": "http://h", "env": {"A": "b"}}}}`,
+		"stdio fields on a url": {`{"mcpServers": {"a": {"url": "https://h", "env": {"A": "b"}}}}`,
 			[]string{"mcpServers.a: args, env and cwd apply to command servers only"}},
-		"sandbox fields": {`{"sandbox": "yes", "mcpServers": {"a": {"url": "http://h", "sandbox": true}, "b": {"command": "x", "sandbox": 1, "readablePaths": ["rel"]}, "c": {"command": "x", "readablePaths": ["rel/x", "/ok"]}}}`, []string{
+		"sandbox fields": {`{"sandbox": "yes", "mcpServers": {"a": {"url": "https://h", "sandbox": true}, "b": {"command": "x", "sandbox": 1, "readablePaths": ["rel"]}, "c": {"command": "x", "readablePaths": ["rel/x", "/ok"]}}}`, []string{
 			"sandbox: must be true or false",
 			"mcpServers.a: sandbox and readablePaths apply to command servers only",
 			"mcpServers.b.sandbox: must be true or false",
@@ -137,11 +154,36 @@ func TestParseConfigErrors(t *testing.T) {
 			"mcpServers.b.url: has no host",
 			"mcpServers.c.url: must not hold credentials; use headers or the users' tokens",
 		}},
-		"bad header and env names": {`{"mcpServers": {"a": {"url": "http://h", "headers": {"Bad Header": "x", "X": "a\nb"}},
+		"bad header and env names": {`{"mcpServers": {"a": {"url": "https://h", "headers": {"Bad Header": "x", "X": "a\nb"}},
 			"b": {"command": "x", "env": {"1A": "x"}}}}`, []string{
 			`mcpServers.a.headers: "Bad Header" is not a header name`,
 			"mcpServers.a.headers.X: the value holds a line break or NUL",
 			`mcpServers.b.env: "1A" is not a variable name`,
+		}},
+		"bad oauth": {`{"mcpServers": {"a": {"url": "https://h", "oauth": {"clientID": "x", "clientSecret": "s3cr3t-inline", "scopes": ["ok", "two words"]}},
+			"b": {"command": "x", "oauth": {}}, "c": {"url": "https://h", "oauth": []}, "d": {"url": "https://h", "type": "sse", "oauth": {"clientId": ""}},
+			"e": {"url": "https://h", "oauth": {"clientSecret": {"secret": "n", "value": "v"}}}, "f": {"url": "https://h", "oauth": {"clientId": "i", "clientSecret": {"secret": "bad name"}}}}}`, []string{
+			`mcpServers.a.oauth.clientID: unknown field (did you mean "clientId"?)`,
+			`mcpServers.a.oauth.clientSecret: must be {"secret": NAME}, a reference to an operator secret (agenthost secret set --operator NAME), never the value itself`,
+			"mcpServers.a.oauth.scopes[1]: is not an OAuth scope (printable characters, no spaces or quotes)",
+			"mcpServers.b.oauth: applies to url servers only: a stdio server takes a token (MCP_ACCESS_TOKEN)",
+			"mcpServers.c.oauth: must be a JSON object",
+			"mcpServers.d.oauth.clientId: must be a client ID (1 to 512 characters, one line)",
+			`mcpServers.e.oauth.clientSecret.value: unknown field`,
+			"mcpServers.e.oauth.clientSecret: needs clientId: a secret belongs to a registered client",
+			"mcpServers.f.oauth.clientSecret.secret: must be the name of an operator secret (letters, digits and _ . : @ -, at most 128)",
+		}},
+		"plain http beyond loopback": {`{"mcpServers": {"search": {"url": "http://search.corp/mcp"}, "ok": {"url": "http://search.corp/mcp", "allowInsecureHTTP": false}}}`, []string{
+			"mcpServers.ok.url: plain http to search.corp would send the users' tokens across the network in clear text: use https, or set allowInsecureHTTP: true on this server",
+			"mcpServers.search.url: plain http to search.corp would send the users' tokens across the network in clear text: use https, or set allowInsecureHTTP: true on this server",
+		}},
+		"bad network fields": {`{"userServerAllowCIDRs": ["10.0.0.0/8", "10.0.0.0/33"], "userServerAllowHTTP": "yes", "maxResultBytes": 10,
+			"mcpServers": {"a": {"url": "https://h", "maxResultBytes": 1.5, "allowInsecureHTTP": 1}}}`, []string{
+			"maxResultBytes: must be a whole number of bytes from 1024 (1 KiB) to 1073741824 (1 GiB)",
+			`userServerAllowCIDRs: entry 1 ("10.0.0.0/33") is not a CIDR prefix such as 10.0.0.0/8`,
+			"userServerAllowHTTP: must be true or false",
+			"mcpServers.a.allowInsecureHTTP: must be true or false",
+			"mcpServers.a.maxResultBytes: must be a whole number of bytes from 1024 (1 KiB) to 1073741824 (1 GiB)",
 		}},
 		"timeouts": {`{"mcpServers": {"a": {"command": "x", "timeout": -1}, "b": {"command": "x", "timeout": "48h"}}}`, []string{
 			"mcpServers.a.timeout: -1 seconds is out of range",
@@ -169,7 +211,8 @@ func TestParseServerList(t *testing.T) {
 	}
 	_, err := extmcp.ParseServerList(json.RawMessage(`{"userServers": "all", "sandbox": false, "mcpServers": {"x": {"command": "c", "sandbox": false, "readablePaths": ["/"],
 		"credentials": "shared", "users": ["bob"], "availability": "opt-in", "sharedAuthority": "s",
-		"env": {"LD_PRELOAD": "/evil.so", "NODE_OPTIONS": "--require x", "OK": "1"}}}}`))
+		"env": {"LD_PRELOAD": "/evil.so", "NODE_OPTIONS": "--require x", "OK": "1"}},
+		"y": {"url": "http://plain.example/mcp", "maxResultBytes": 1073741824, "allowInsecureHTTP": true}}}`))
 	var ce *extmcp.ConfigError
 	if !errors.As(err, &ce) {
 		t.Fatalf("ParseServerList: %v", err)
@@ -184,10 +227,21 @@ func TestParseServerList(t *testing.T) {
 		"mcpServers.x.credentials: is for the operator's servers only; your servers always use your own credentials",
 		"mcpServers.x.sharedAuthority: is for the operator's servers only; your servers always use your own credentials",
 		"mcpServers.x.users: is for the operator's servers only; your servers always use your own credentials",
+		"mcpServers.y.allowInsecureHTTP: is for the operator's servers only; the operator sets it for the users' servers",
+		"mcpServers.y.maxResultBytes: is for the operator's servers only; the operator sets it for the users' servers",
 	}
 	got := append([]string(nil), ce.Problems...)
 	if diff := cmp.Diff(sorted(want), sorted(got)); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	// Their own remote servers may sign in with a client of their own, but
+	// not with the operator's secrets.
+	if _, err := extmcp.ParseServerList(json.RawMessage(`{"mcpServers": {"o": {"url": "https://o/mcp", "oauth": {"clientId": "mine", "scopes": ["a"]}}}}`)); err != nil {
+		t.Errorf("an own server with oauth: %v", err)
+	}
+	_, err = extmcp.ParseServerList(json.RawMessage(`{"mcpServers": {"o": {"url": "https://o/mcp", "oauth": {"clientId": "c", "clientSecret": {"secret": "prod"}}}}}`))
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0] != "mcpServers.o.oauth.clientSecret: names an operator secret; your own servers cannot use one" {
+		t.Errorf("an own server naming an operator secret: %v", err)
 	}
 }
 
@@ -208,7 +262,7 @@ func sorted(s []string) []string {
 func TestConfigErrorsHoldNoSecrets(t *testing.T) {
 	t.Parallel()
 	_, err := extmcp.ParseConfig(json.RawMessage(`{"mcpServers": {
-		"a": {"url": "http://h", "headers": {"Authorization": "Bearer CANARY-1\n"}, "env": {"T": "CANARY-2"}},
+		"a": {"url": "https://h", "headers": {"Authorization": "Bearer CANARY-1\n"}, "env": {"T": "CANARY-2"}},
 		"b": {"command": "x", "env": {"T": "CANARY-3\u0000"}, "headers": {"K": "CANARY-4"}}}}`))
 	if err == nil || strings.Contains(err.Error(), "CANARY") {
 		t.Errorf("error %v", err)
@@ -251,7 +305,7 @@ func FuzzParseConfig(f *testing.F) {
 	for _, seed := range []string{
 		``, `{}`, `{"mcpServers": {"a": {"command": "x", "args": ["1"], "env": {"A": "b"}, "timeout": "1s"}}}`,
 		`{"userServers": "url", "servers": {"b": {"url": "https://h/mcp", "headers": {"X": "y"}, "type": "sse"}}}`,
-		`{"mcpServers": {"t": {"url": "http://h", "credentials": "shared", "users": ["u"], "tools": {"*": "hidden"}, "timeout": 3}}}`,
+		`{"mcpServers": {"t": {"url": "https://h", "credentials": "shared", "users": ["u"], "tools": {"*": "hidden"}, "timeout": 3}}}`,
 		`{"mcpServers": {"a": {"comand": "x"}, "b/c": {}}}`, `[`, `{"mcpServers": null}`,
 	} {
 		f.Add(seed)

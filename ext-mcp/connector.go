@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,15 +21,17 @@ import (
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/netguard"
 )
 
-// newHTTPTransport returns the transport every remote connection of one
-// extension shares: keep-alive pools sized for many concurrent calls to
-// one server (Go's default keeps only 2 idle connections per host).
-func newHTTPTransport() *http.Transport {
+// newHTTPTransport returns the transport the operator's remote servers
+// share, dialing through p: keep-alive pools sized for many concurrent
+// calls to one server (Go's default keeps only 2 idle connections per
+// host).
+func newHTTPTransport(p *netguard.Policy) *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           p.Dialer(10 * time.Second).DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
@@ -49,16 +50,24 @@ type authTransport struct {
 	origin  string // scheme://host[:port] of the configured URL
 	headers http.Header
 	token   string
+	oauth   bool // the request's Authorization is the OAuth handler's: keep it
 }
 
 func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
+	var keep string
+	if t.oauth {
+		keep = r.Header.Get("Authorization")
+	}
 	r.Header.Del("Authorization") // only ours goes out
 	for k, v := range t.headers {
 		r.Header[k] = v
 	}
-	if t.token != "" {
+	switch {
+	case t.token != "":
 		r.Header.Set("Authorization", "Bearer "+t.token)
+	case keep != "":
+		r.Header.Set("Authorization", keep)
 	}
 	if originOf(r.URL) != t.origin {
 		r.Header.Del("Authorization")
@@ -69,38 +78,81 @@ func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func originOf(u *url.URL) string { return strings.ToLower(u.Scheme + "://" + u.Host) }
 
 // connector connects to MCP servers with go-sdk: stdio servers through the
-// host's per-user services, remote ones over Streamable HTTP or SSE.
-type connector struct{ x *Extension }
+// host's per-user services, remote ones over Streamable HTTP or SSE, as
+// one config says (its guard and size limit).
+type connector struct {
+	x         *Extension
+	guard     *guard
+	maxResult int64 // the config's maxResultBytes
+}
+
+// limit is the bound on one message from server s.
+func (c *connector) limit(s Server) int64 {
+	if s.MaxResultBytes > 0 {
+		return s.MaxResultBytes
+	}
+	return c.maxResult
+}
 
 var _ catalog.Connector = (*connector)(nil)
 
-// credential returns the token server d uses for user, and whether it
-// replaces the configured Authorization and MCP_ACCESS_TOKEN.
+// ownerOf returns whose credential user uses on d: the user's own on a
+// personal server; the operator's ([OperatorUser]) on a shared server, and
+// only for a user on its allowlist.
+func ownerOf(user string, d catalog.ServerDecl) (string, error) {
+	if user == "" {
+		return "", fmt.Errorf("caller not identified: %w", ext.ErrPermission)
+	}
+	if d.Credentials == catalog.CredentialsShared {
+		if user != OperatorUser && !slices.Contains(d.Users, user) {
+			return "", fmt.Errorf("user %q may not use the shared server %q: %w", user, d.Name, ext.ErrPermission)
+		}
+		return OperatorUser, nil
+	}
+	return user, nil
+}
+
+// ownerSpec binds d's spec to the credential owner keeps for it.
 //
 // A personal server gets the user's secret token:S, or none: a configured
 // token is never a fallback. A shared server gets the operator's
-// credential (the secret token:S of [OperatorUser]), and only for a user
-// on its allowlist; without an operator secret, its configured headers and
-// environment stay as written.
-func (x *Extension) credential(ctx context.Context, h ext.Host, user string, d catalog.ServerDecl) (token string, replace bool, err error) {
-	if user == "" {
-		return "", false, fmt.Errorf("caller not identified: %w", ext.ErrPermission)
+// credential (the secret token:S of [OperatorUser]); without an operator
+// secret, its configured headers and environment stay as written. A
+// remote Streamable HTTP server without a token uses owner's OAuth grant
+// (GrantSecret) when there is one; one made for another URL is dead.
+func (x *Extension) ownerSpec(ctx context.Context, h ext.Host, owner string, d catalog.ServerDecl) (*userSpec, error) {
+	var sp *spec
+	switch v := d.Spec.(type) {
+	case *spec:
+		sp = v
+	case *userSpec:
+		sp = v.spec
+	default:
+		return nil, fmt.Errorf("server %q has no MCP spec", d.Name)
 	}
-	owner := user
-	if d.Credentials == catalog.CredentialsShared {
-		if !slices.Contains(d.Users, user) {
-			return "", false, fmt.Errorf("user %q may not use the shared server %q: %w", user, d.Name, ext.ErrPermission)
-		}
-		owner = OperatorUser
-	}
+	us := &userSpec{spec: sp, owner: owner}
 	tok, err := h.UserStore(owner).Secrets().Get(ctx, TokenSecret(d.Name))
 	switch {
 	case errors.Is(err, ext.ErrNotFound):
-		return "", d.Credentials != catalog.CredentialsShared, nil
+		us.replace = d.Credentials != catalog.CredentialsShared
 	case err != nil:
-		return "", false, fmt.Errorf("reading the token for %q: %w", d.Name, err)
+		return nil, fmt.Errorf("reading the token for %q: %w", d.Name, err)
+	default:
+		us.token, us.replace = tok, true
+		return us, nil
 	}
-	return tok, true, nil
+	if sp.server.URL == "" || sp.server.Type == "sse" {
+		return us, nil
+	}
+	g, err := loadGrant(ctx, h, owner, d.Name)
+	if err != nil || g == nil {
+		return us, err
+	}
+	if g.Dead == "" && g.Resource != sp.server.URL {
+		g = g.dead(fmt.Sprintf("the address of MCP server %q changed since you signed in", d.Name))
+	}
+	us.grant, us.replace = g, true
+	return us, nil
 }
 
 // Connect implements [catalog.Connector].
@@ -121,7 +173,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		return nil, err
 	}
 	token, replace := us.token, us.replace
-	cn := &conn{x: x, host: h, user: user, server: d.Name, done: make(chan struct{}), active: map[*activeCall]struct{}{}}
+	cn := &conn{x: x, host: h, user: user, server: d.Name, limit: c.limit(us.server), done: make(chan struct{}), active: map[*activeCall]struct{}{}}
 	if token != "" {
 		cn.secrets = []string{token}
 	}
@@ -143,6 +195,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	var transport mcp.Transport
 	s := us.server
 	var hc *http.Client
+	var oa *connAuth
 	if s.URL == "" {
 		// The spec goes with the connect: the host need not ask for it.
 		svc, err := h.ConnectServiceSpec(ctx, x.serviceName(d.Name), user, x.processSpec(d.Name, us))
@@ -152,9 +205,12 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		cn.svc = svc
 		// The host owns the process: closing the session must not close
 		// its stdin (Release does, and stops the process).
-		cn.stdio = newStdioConn(svc.Stdout(), svc.Stdin())
+		cn.stdio = newStdioConn(svc.Stdout(), svc.Stdin(), d.Name, c.limit(s), x.log)
 		transport = stdioTransport{cn.stdio}
 	} else {
+		if err := c.guard.check(d.Name, s.URL, us.own); err != nil {
+			return nil, err
+		}
 		u, err := url.Parse(s.URL)
 		if err != nil {
 			return nil, fmt.Errorf("the url does not parse")
@@ -176,11 +232,22 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 				}
 			}
 		}
-		hc = &http.Client{Transport: &authTransport{base: x.transport, origin: originOf(u), headers: hdr, token: token}}
-		if s.Type == "sse" {
-			transport = &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc}
-		} else {
-			transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc}
+		if token == "" && s.Type != "sse" {
+			// Signed in with OAuth, or not yet: the grant's token, renewed
+			// on a 401; without a usable grant, "needs sign-in".
+			if oa, err = x.connAuthFor(us.owner, d, us.grant); err != nil {
+				return nil, err
+			}
+		}
+		hc = &http.Client{Transport: capBodies(&authTransport{base: c.guard.transport(us.own), origin: originOf(u), headers: hdr, token: token,
+			oauth: oa != nil}, d.Name, c.limit(s))}
+		switch {
+		case s.Type == "sse":
+			transport = &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: int(c.limit(s))}
+		case oa != nil:
+			transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: int(c.limit(s)), OAuthHandler: oa}
+		default:
+			transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: int(c.limit(s))}
 		}
 	}
 	pv := s.ProtocolVersion
@@ -203,6 +270,9 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	if err != nil {
 		cancel()
 		cn.release()
+		if gerr := explain(d.Name, us.own, err); gerr != nil {
+			return nil, gerr
+		}
 		return nil, cn.redact(explainConnect(err))
 	}
 	cn.cancel = cancel
@@ -215,7 +285,10 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	if s.URL != "" && s.Type != "sse" && cn.protocol != "" && cn.protocol <= legacyProtocol {
 		// A session-bound revision: ext-mcp's own requests go as POSTs in
 		// go-sdk's session.
-		cn.http = &httpRaw{url: s.URL, hc: hc, session: cs.ID(), protocol: cn.protocol, lost: func() { _ = cs.Close() }}
+		cn.http = &httpRaw{url: s.URL, server: d.Name, limit: c.limit(s), hc: hc, session: cs.ID(), protocol: cn.protocol, lost: func() { _ = cs.Close() }}
+		if oa != nil {
+			cn.http.auth = oa
+		}
 	}
 	if init != nil && init.Capabilities != nil && init.Capabilities.Logging != nil {
 		// Every message comes to ext-mcp; each client session filters by
@@ -256,6 +329,7 @@ type conn struct {
 	host     ext.Host
 	user     string
 	server   string
+	limit    int64 // bounds each message from the server (limits.go)
 	cs       *mcp.ClientSession
 	init     *mcp.InitializeResult
 	svc      ext.ServiceConn // stdio servers only
@@ -610,7 +684,16 @@ func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 // callError maps a broken call: a protocol error is an error result naming
 // the server, anything else is the connection's trouble.
 func (c *conn) callError(tool string, err error) (*ext.CallToolResult, error) {
-	var werr *jsonrpc.Error
+	var (
+		werr *jsonrpc.Error
+		big  *tooLargeError
+	)
+	if errors.As(err, &big) || c.overLimit(err, &big) {
+		return ext.ErrorResult("%s", big.Error()), nil
+	}
+	if gerr := explain(c.server, strings.HasPrefix(c.server, catalog.UserServerPrefix), err); gerr != nil {
+		return ext.ErrorResult("%s", gerr.Error()), nil
+	}
 	if errors.As(err, &werr) {
 		return ext.ErrorResult("MCP server %q refused the call of %q: %s (code %d)", c.server, tool,
 			c.redactString(werr.Message), werr.Code), nil

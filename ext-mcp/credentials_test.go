@@ -148,15 +148,17 @@ func TestCanaryCredentials(t *testing.T) {
 				}
 				results = append(results, u+"\x00"+string(who.Content)+string(who.StructuredContent))
 			}
-			// strict accepts alice only: bob and carol are quarantined, and
-			// the reason holds no token.
+			// strict accepts alice only: bob's token is refused
+			// (quarantined), carol has none and is asked to sign in (or to
+			// store one); no reason holds a token.
 			if st := f.statusOf("alice", "strict"); st.State != "connected" {
 				t.Errorf("alice on strict: %+v", st)
 			}
-			for _, u := range []string{"bob", "carol"} {
-				if st := f.statusOf(u, "strict"); st.State != "quarantined" {
-					t.Errorf("%s on strict: %+v; want quarantined", u, st)
-				}
+			if st := f.statusOf("bob", "strict"); st.State != "quarantined" {
+				t.Errorf("bob on strict: %+v; want quarantined", st)
+			}
+			if st := f.statusOf("carol", "strict"); st.State != ext.StateNeedsSignIn || !strings.Contains(st.Reason, "token:strict") {
+				t.Errorf("carol on strict: %+v; want needs sign-in, naming the token secret too", st)
 			}
 			// Every request each remote server got carried a user's own
 			// token for that server, or none; never the configured one.

@@ -10,7 +10,8 @@ import (
 // settings (form types), go-sdk and invopop/jsonschema — plus
 // buger/jsonparser, already in the graph through invopop, which reads the
 // top level of a server's answer in place on the raw call path, and
-// golang.org/x/sync for bounded fan-outs (as catalog) — never the host,
+// golang.org/x/sync for bounded fan-outs (as catalog), golang.org/x/oauth2
+// (go-sdk's auth package is built on it) — never the host,
 // the secrets module or the examples, and no go-plugin outside ext.
 func TestDependencies(t *testing.T) {
 	std := map[string]bool{}
@@ -24,7 +25,8 @@ func TestDependencies(t *testing.T) {
 		"github.com/modelcontextprotocol/go-sdk/",
 		"github.com/invopop/jsonschema",
 		"github.com/buger/jsonparser",
-		"golang.org/x/sync/", // bounded fan-outs (errgroup), as in catalog
+		"golang.org/x/sync/",  // bounded fan-outs (errgroup), as in catalog
+		"golang.org/x/oauth2", // go-sdk's auth API speaks its TokenSource and Config; refreshes of OAuth grants
 	}
 	for _, imp := range goList(t, "-f", `{{range .Imports}}{{.}}{{"\n"}}{{end}}`, "./...") {
 		if std[imp] || strings.HasPrefix(imp, "github.com/agenthost/agenthost/ext-mcp") {

@@ -9,16 +9,35 @@
 // availability (default or opt-in), users, sharedAuthority, timeout (a
 // call's idle limit, which each progress notification restarts: a duration
 // string such as "30s", or a number of seconds), maxDuration (a hard limit,
-// none by default), enabled, tools (exposure per tool name or glob) and
-// protocolVersion, and for stdio servers sandbox and readablePaths (run it
-// in the host's sandbox, seeing those paths; a top-level "sandbox" sets it
-// for every stdio server). "userServers"
+// none by default), enabled, tools (exposure per tool name or glob),
+// protocolVersion, maxResultBytes (the largest message the server may
+// send), allowInsecureHTTP (plain http beyond loopback) and oauth (see
+// OAuth below). "userServers"
 // (none, url, all) says which servers of their own users may add in the
-// "Your MCP servers" section; the users' own stdio servers always run in
-// the host's sandbox (the extension then lists [ext.CapabilitySandbox], so
-// a host that cannot sandbox refuses it). [ParseConfig] reports every problem, each
-// naming the server and the field; the host refuses to start the
-// extension on an invalid config.
+// "Your MCP servers" section; userServerAllowCIDRs and
+// userServerAllowHTTP open what those may reach, and maxResultBytes
+// bounds every server's messages (default [DefaultMaxResultBytes]). Stdio
+// servers take sandbox and readablePaths (run it in the host's sandbox,
+// seeing those paths; a top-level "sandbox" sets it for every stdio
+// server); the users' own stdio servers always run in the host's sandbox
+// (the extension then lists [ext.CapabilitySandbox], so a host that cannot
+// sandbox refuses it).
+// [ParseConfig] reports every problem, each naming the server and the
+// field; the host refuses to start the extension on an invalid config.
+//
+// # Where servers may connect, and how much they may send
+//
+// A user's own remote server dials through package ext/netguard: no
+// loopback, private, link-local, CGNAT, multicast or reserved address
+// unless userServerAllowCIDRs opens it, checked on each dialed address
+// (redirects and rebinding names included), and no plain http beyond
+// loopback unless userServerAllowHTTP. No server may reach the host's own
+// listen address or public URL ([ext.ConfigureRequest]): that would loop.
+// A refused server is quarantined with the reason, naming it. Each
+// message a server sends is bounded where it arrives (the stdio reader,
+// ext-mcp's own HTTP requests, go-sdk's event size and a capped body): a
+// result over the limit fails its request with an error naming the limit
+// and the server, without being buffered, and the connection goes on.
 //
 // # Credentials
 //
@@ -36,6 +55,27 @@
 // same for every user, so its switch reads off for all), and a user off
 // the list who switches it on is refused and sees why in their status. Tokens never appear in errors, logs,
 // status or results.
+//
+// # OAuth
+//
+// A remote Streamable HTTP server without a token that answers 401 waits
+// for a sign-in ([ext.StateNeedsSignIn], with the link of
+// [ext.SignInURL] and the CLI command). The "auth" capability
+// ([Extension.BeginAuth], [Extension.CompleteAuth]) signs the user in
+// with go-sdk's AuthorizationCodeHandler (discovery from the 401, the
+// host's client ID metadata document, else the config's oauth.clientId,
+// else dynamic registration; PKCE S256, iss, the resource indicator,
+// step-up scopes) and stores the grant as the user's secret
+// [GrantSecret] (the operator's, for a shared server), bound to the
+// issuer and client. Every connection of a user to a grant shares one
+// token source: refreshes happen before expiry and on a 401, one at a
+// time, each new refresh token stored before it is used; a refused
+// refresh (invalid_grant and other 4xx) makes the grant dead and the
+// server wait for a sign-in again, a transient one (network, 5xx) is
+// retried and the connection kept. Every OAuth request goes through
+// the address guard of the server's own connections (below): a user's
+// own server's discovery and token requests may not reach internal
+// addresses either.
 //
 // # Beyond tools
 //

@@ -16,11 +16,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/netguard"
 )
 
 // Version is the extension's version.
@@ -31,7 +33,7 @@ const Version = "v0.1.0"
 // to the users of shared server S. The host maps its operator scope (the
 // CLI's `secret set --operator`) to this ID. No call, activation or
 // service start is ever made in its name.
-const OperatorUser = "@operator"
+const OperatorUser = ext.OperatorUser
 
 // The settings sections and fields.
 const (
@@ -73,16 +75,26 @@ type Extension struct {
 	catalogOpts     *catalog.Options
 	defaultProtocol string
 	key             []byte // keys the credential identities in fingerprints
-	transport       *http.Transport
 
-	mu       sync.Mutex
-	baseDir  string // the operator's file's folder
-	host     ext.Host
-	cfg      *Config
-	planner  *catalog.SettingsPlanner
-	engine   *catalog.Engine
-	sections []ext.SettingsSection
-	shut     bool
+	// life ends when Shutdown starts; the goroutines of spawn (sign-ins,
+	// refreshes after a sign-in changed) run under it and bg joins them.
+	life  context.Context
+	stop  context.CancelFunc
+	bgMu  sync.Mutex
+	bg    sync.WaitGroup
+	oauth oauthState
+
+	mu        sync.Mutex
+	baseDir   string // the operator's file's folder
+	name      string // the name the host knows the extension by
+	publicURL string // the host's, for sign-in links
+	host      ext.Host
+	cfg       *Config
+	planner   *catalog.SettingsPlanner
+	engine    *catalog.Engine
+	conn      *connector // the engine's: its transports' idle pools are closed with it
+	sections  []ext.SettingsSection
+	shut      bool
 }
 
 // Compile-time guards.
@@ -97,6 +109,7 @@ var (
 	_ ext.Completer        = (*Extension)(nil)
 	_ ext.TaskHandler      = (*Extension)(nil)
 	_ ext.SessionListener  = (*Extension)(nil)
+	_ ext.Authorizer       = (*Extension)(nil)
 )
 
 // New returns the extension; opts may be nil. New starts nothing.
@@ -113,8 +126,8 @@ func New(opts *Options) *Extension {
 		catalogOpts:     o.Catalog,
 		defaultProtocol: o.DefaultProtocolVersion,
 		key:             make([]byte, 32),
-		transport:       newHTTPTransport(),
 	}
+	x.life, x.stop = context.WithCancel(context.Background())
 	switch x.defaultProtocol {
 	case "":
 		x.defaultProtocol = DefaultProtocolVersion
@@ -135,7 +148,7 @@ func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 	x.mu.Unlock()
 	caps := []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
 		ext.CapabilityServices, ext.CapabilityStatus, ext.CapabilityPrompts, ext.CapabilityResources,
-		ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions}
+		ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth}
 	if cfg.sandboxes() {
 		// The host then refuses to start the extension where it cannot
 		// sandbox (unless its operator accepted the risk).
@@ -192,7 +205,12 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	if o.Logger == nil {
 		o.Logger = x.log
 	}
-	engine := catalog.New(planner, &connector{x: x}, catalog.PublisherFunc(h.SetUserCatalog), &o)
+	maxResult := cfg.MaxResultBytes
+	if maxResult == 0 {
+		maxResult = DefaultMaxResultBytes
+	}
+	conn := &connector{x: x, guard: newGuard(ctx, cfg, req, x.log), maxResult: maxResult}
+	engine := catalog.New(planner, conn, catalog.PublisherFunc(h.SetUserCatalog), &o)
 
 	x.mu.Lock()
 	if x.shut {
@@ -200,13 +218,18 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		_ = engine.Close(ctx)
 		return fmt.Errorf("extmcp: Configure after Shutdown: %w", ext.ErrUnavailable)
 	}
-	old := x.engine
-	x.host, x.cfg, x.planner, x.engine, x.sections = h, cfg, planner, engine, sections
+	old, oldConn := x.engine, x.conn
+	x.host, x.cfg, x.planner, x.engine, x.conn, x.sections = h, cfg, planner, engine, conn, sections
 	x.baseDir = req.BaseDir
+	x.name, x.publicURL = req.Name, strings.TrimRight(req.PublicURL, "/")
+	if x.name == "" {
+		x.name = "mcp"
+	}
 	x.mu.Unlock()
 	if old == nil {
 		return nil
 	}
+	defer oldConn.guard.closeIdle()
 	// A new config: the users active under the old one move over (their
 	// servers are planned afresh), then the old catalog drains and closes.
 	var g errgroup.Group
@@ -228,14 +251,38 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 func (x *Extension) Shutdown(ctx context.Context) error {
 	x.mu.Lock()
 	x.shut = true
-	e := x.engine
+	e, conn := x.engine, x.conn
 	x.mu.Unlock()
 	var err error
 	if e != nil {
 		err = e.Close(ctx)
+		conn.guard.closeIdle()
 	}
-	x.transport.CloseIdleConnections()
+	// Sign-ins waiting for a browser end; the refreshes they started are
+	// joined.
+	x.bgMu.Lock()
+	x.stop()
+	x.bgMu.Unlock()
+	x.bg.Wait()
 	return err
+}
+
+// oauthClient returns the client of the OAuth requests (discovery,
+// registration, tokens) of a user's own server (own) or an operator's:
+// they dial through the same netguard policy as the server's connections
+// (a user's own server's are refused loopback, private and link-local
+// addresses unless userServerAllowCIDRs opens them; no server's reach the
+// host itself), with netguard's redirect rules and a bound on each
+// request.
+func (x *Extension) oauthClient(own bool) *http.Client {
+	x.mu.Lock()
+	c := x.conn
+	x.mu.Unlock()
+	strict := (&netguard.Policy{}).Client(30 * time.Second)
+	if c == nil {
+		return strict // not configured: refuse everything internal
+	}
+	return &http.Client{Transport: c.guard.transport(own), Timeout: 30 * time.Second, CheckRedirect: strict.CheckRedirect}
 }
 
 // state returns the configured host, planner and engine.
@@ -281,7 +328,11 @@ func (x *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 	if err != nil {
 		return nil, err
 	}
-	return e.Call(ctx, req)
+	res, err := e.Call(ctx, req)
+	if err == nil && res != nil && res.IsError {
+		x.offerSignIn(ctx, e, req)
+	}
+	return res, err
 }
 
 // Activate implements [ext.UserLifecycle]: it activates or refreshes the
@@ -353,9 +404,13 @@ func (x *Extension) Retire(ctx context.Context, user, name string) error {
 	}
 	if name == "" {
 		err := e.Deactivate(ctx, user)
+		x.forgetSources(user)
 		// The user's connections are gone: do not keep their idle
 		// keep-alive sockets (others' idle ones reconnect on demand).
-		x.transport.CloseIdleConnections()
+		x.mu.Lock()
+		conn := x.conn
+		x.mu.Unlock()
+		conn.guard.closeIdle()
 		return err
 	}
 	return e.Retire(ctx, user, name)
@@ -530,8 +585,10 @@ func parseOwn(raw json.RawMessage) ([]catalog.ServerDecl, error) {
 // token from here instead of reading it again.
 type userSpec struct {
 	*spec
+	owner   string // whose credential: the user, or OperatorUser
 	token   string
-	replace bool // the token replaces the configured credential
+	replace bool   // the token (or grant) replaces the configured credential
+	grant   *grant // the OAuth grant, when there is no token
 }
 
 // credentialFor is the planner's [catalog.SettingsPlanner.Credential]: it
@@ -553,6 +610,8 @@ func (x *Extension) credentialFor(ctx context.Context, user string, d catalog.Se
 		m := hmac.New(sha256.New, x.key)
 		m.Write([]byte(us.token))
 		id = hex.EncodeToString(m.Sum(nil)[:12])
+	case us.grant != nil:
+		id = x.credentialID(us.grant)
 	case !us.replace:
 		id = "configured"
 	}
@@ -562,15 +621,12 @@ func (x *Extension) credentialFor(ctx context.Context, user string, d catalog.Se
 // bound returns d's spec bound to user's credential: as planned, or read
 // now when d comes from elsewhere.
 func (x *Extension) bound(ctx context.Context, h ext.Host, user string, d catalog.ServerDecl) (*userSpec, error) {
-	switch sp := d.Spec.(type) {
-	case *userSpec:
+	if sp, ok := d.Spec.(*userSpec); ok {
 		return sp, nil
-	case *spec:
-		token, replace, err := x.credential(ctx, h, user, d)
-		if err != nil {
-			return nil, err
-		}
-		return &userSpec{spec: sp, token: token, replace: replace}, nil
 	}
-	return nil, fmt.Errorf("server %q has no MCP spec", d.Name)
+	owner, err := ownerOf(user, d)
+	if err != nil {
+		return nil, err
+	}
+	return x.ownerSpec(ctx, h, owner, d)
 }

@@ -106,7 +106,13 @@ func (c *conn) request(ctx context.Context, method string, params json.RawMessag
 // requestError words a failed request; "not found" answers wrap
 // [ext.ErrNotFound] so the host can try elsewhere.
 func (c *conn) requestError(method string, err error) error {
-	var werr *jsonrpc.Error
+	var (
+		werr *jsonrpc.Error
+		big  *tooLargeError
+	)
+	if errors.As(err, &big) || c.overLimit(err, &big) {
+		return fmt.Errorf("%s: %s", method, big.Error())
+	}
 	if errors.As(err, &werr) {
 		msg := c.redactString(werr.Message)
 		notFound := werr.Code == codeResourceNotFound ||

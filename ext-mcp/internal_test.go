@@ -166,7 +166,7 @@ func TestSandboxedSpecs(t *testing.T) {
 		t.Errorf("a user's own server: sandbox %v, readable %q (their cwd must not be shown)", own.Sandbox, own.ReadablePaths)
 	}
 	for policy, want := range map[string]bool{`{"userServers": "all"}`: true, `{"userServers": "url"}`: false,
-		`{"mcpServers": {"a": {"command": "x", "sandbox": true}}}`: true, `{"sandbox": true, "mcpServers": {"a": {"url": "http://h"}}}`: false} {
+		`{"mcpServers": {"a": {"command": "x", "sandbox": true}}}`: true, `{"sandbox": true, "mcpServers": {"a": {"url": "https://h"}}}`: false} {
 		c, err := ParseConfig(json.RawMessage(policy))
 		if err != nil {
 			t.Fatal(err)

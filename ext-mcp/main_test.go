@@ -1,6 +1,7 @@
 package extmcp_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,8 +31,8 @@ const modeEnv = "EXTMCP_TEST_MODE"
 
 // bins holds the example servers built for this run.
 var bins struct {
-	notes, bearer string
-	err           error
+	notes, bearer, oauth string
+	err                  error
 }
 
 func TestMain(m *testing.M) {
@@ -42,8 +44,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	bins.notes, bins.bearer = filepath.Join(dir, "notes"), filepath.Join(dir, "bearer")
-	for bin, pkg := range map[string]string{bins.notes: "notes", bins.bearer: "bearer"} {
+	bins.notes, bins.bearer, bins.oauth = filepath.Join(dir, "notes"), filepath.Join(dir, "bearer"), filepath.Join(dir, "oauth")
+	for bin, pkg := range map[string]string{bins.notes: "notes", bins.bearer: "bearer", bins.oauth: "oauth"} {
 		out, err := exec.Command("go", "build", "-o", bin, "github.com/agenthost/agenthost/examples/servers/"+pkg).CombinedOutput()
 		if err != nil {
 			bins.err = fmt.Errorf("building the example %s server (the tests need the go.work workspace): %v\n%s", pkg, err, out)
@@ -100,6 +102,13 @@ func serveMode(mode string) int {
 		return serveDynamic()
 	case "cancel":
 		return serveCancel()
+	case "big":
+		if err := bigServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			return 1
+		}
+		return 0
+	case "rawbig":
+		return serveRawBig()
 	}
 	fmt.Fprintln(os.Stderr, "unknown mode", mode)
 	return 2
@@ -171,6 +180,117 @@ func serveCancel() int {
 	return 0
 }
 
+// bigSize is the size of the big results the test servers return.
+const bigSize = 15_000_000
+
+// bigServer offers results of any size: the tool big (its argument bytes),
+// the prompt big (its argument bytes) and the resources big://resource
+// (100,000 bytes) and small://resource (10).
+func bigServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "v0"}, nil)
+	type bigIn struct {
+		Bytes int `json:"bytes" jsonschema:"how many bytes of text to return"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Return a text of the given size."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in bigIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.Bytes)}}}, nil, nil
+		})
+	s.AddPrompt(&mcp.Prompt{Name: "big", Arguments: []*mcp.PromptArgument{{Name: "bytes", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			n, _ := strconv.Atoi(req.Params.Arguments["bytes"])
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: strings.Repeat("x", n)}}}}, nil
+		})
+	for uri, n := range map[string]int{"big://resource": 100_000, "small://resource": 10} {
+		s.AddResource(&mcp.Resource{Name: uri, URI: uri, MIMEType: "text/plain"},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: strings.Repeat("x", n)}}}, nil
+			})
+	}
+	return s
+}
+
+// serveRawBig is a hand-written stdio server whose answers no encoder
+// would write: the tool idlast answers bigSize bytes with its id after the
+// result, noisy sends a notification of bigSize bytes before answering,
+// askbig sends a sampling request of bigSize bytes and answers with the
+// answer it got, endless answers with a line that never ends, small
+// answers "ok".
+func serveRawBig() int {
+	in := bufio.NewReader(os.Stdin)
+	out := bufio.NewWriterSize(os.Stdout, 1<<20)
+	write := func(parts ...string) bool {
+		for _, p := range parts {
+			if _, err := out.WriteString(p); err != nil {
+				return false
+			}
+		}
+		return out.Flush() == nil
+	}
+	text := func(s string) string { return `{"content":[{"type":"text","text":"` + s + `"}]}` }
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return 0
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(line, &m) != nil || m.ID == nil {
+			continue // notifications
+		}
+		id := string(m.ID)
+		answer := func(result string) bool { return write(`{"jsonrpc":"2.0","id":`, id, `,"result":`, result, "}\n") }
+		ok := true
+		switch m.Method {
+		case "initialize":
+			ok = answer(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"rawbig","version":"v0"}}`)
+		case "tools/list":
+			tools := ""
+			for i, n := range []string{"idlast", "noisy", "askbig", "endless", "small"} {
+				if i > 0 {
+					tools += ","
+				}
+				tools += `{"name":"` + n + `","inputSchema":{"type":"object"}}`
+			}
+			ok = answer(`{"tools":[` + tools + `]}`)
+		case "tools/call":
+			switch m.Params.Name {
+			case "idlast":
+				ok = write(`{"jsonrpc":"2.0","result":`, text(strings.Repeat("x", bigSize)), `,"id":`, id, "}\n")
+			case "noisy":
+				ok = write(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`, strings.Repeat("x", bigSize), `"}}`+"\n") &&
+					answer(text("ok"))
+			case "askbig":
+				ok = write(`{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"maxTokens":1,"messages":[{"role":"user","content":{"type":"text","text":"`,
+					strings.Repeat("x", bigSize), `"}}]}}`+"\n")
+				got, err := in.ReadBytes('\n')
+				if err != nil {
+					return 0
+				}
+				b, _ := json.Marshal(string(bytes.TrimSpace(got)))
+				ok = ok && answer(text(strings.Trim(string(b), `"`)))
+			case "endless":
+				ok = write(`{"jsonrpc":"2.0","id":`, id, `,"result":{"content":[{"type":"text","text":"`)
+				chunk := strings.Repeat("x", 1<<20)
+				for ok {
+					ok = write(chunk)
+				}
+			default:
+				ok = answer(text("ok"))
+			}
+		default:
+			ok = write(`{"jsonrpc":"2.0","id":`, id, `,"error":{"code":-32601,"message":"method not found"}}`+"\n")
+		}
+		if !ok {
+			return 0
+		}
+	}
+}
+
 // logBuffer collects the extension's logs for canary scans.
 type logBuffer struct {
 	mu  sync.Mutex
@@ -203,6 +323,20 @@ type fixture struct {
 // given, wraps the host the extension sees.
 func newFixture(t testing.TB, carrier string, config string, opts *extmcp.Options, wrap ...func(*exttest.FakeHost) ext.Host) *fixture {
 	t.Helper()
+	return newFixtureWith(t, carrier, config, opts, nil, wrap...)
+}
+
+// newFixtureAt is newFixture for a host whose public URL is publicURL.
+func newFixtureAt(t testing.TB, carrier string, config, publicURL string, opts *extmcp.Options, wrap ...func(*exttest.FakeHost) ext.Host) *fixture {
+	t.Helper()
+	return newFixtureWith(t, carrier, config, opts, func(cr *ext.ConfigureRequest) { cr.PublicURL = publicURL }, wrap...)
+}
+
+// newFixtureWith is newFixture with more of the Configure request (such as
+// the host's listen address) set by req.
+func newFixtureWith(t testing.TB, carrier string, config string, opts *extmcp.Options, req func(*ext.ConfigureRequest),
+	wrap ...func(*exttest.FakeHost) ext.Host) *fixture {
+	t.Helper()
 	logs := &logBuffer{}
 	var o extmcp.Options
 	if opts != nil {
@@ -228,7 +362,11 @@ func newFixture(t testing.TB, carrier string, config string, opts *extmcp.Option
 	for _, w := range wrap {
 		host = w(h)
 	}
-	if err := e.Configure(ctx(t), &ext.ConfigureRequest{Name: "mcp", Config: json.RawMessage(config), Host: host}); err != nil {
+	cr := &ext.ConfigureRequest{Name: "mcp", Config: json.RawMessage(config), Host: host}
+	if req != nil {
+		req(cr)
+	}
+	if err := e.Configure(ctx(t), cr); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	t.Cleanup(func() {

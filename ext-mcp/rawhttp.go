@@ -1,7 +1,6 @@
 package extmcp
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/agenthost/agenthost/ext"
@@ -30,32 +30,57 @@ import (
 // raw. It is safe for concurrent use.
 type httpRaw struct {
 	url      string
+	server   string // for errors
+	limit    int64  // bounds each message from the server (limits.go)
 	hc       *http.Client
 	session  string // Mcp-Session-Id, "" when the server issued none
 	protocol string
 	next     atomic.Int64
 	// lost is called when the server says the session is gone (404).
 	lost func()
+	// auth, when set, is the connection's OAuth handler, as go-sdk's
+	// transport uses it: its token on every request, and on a 401 (or
+	// 403) one renewal and one more try.
+	auth auth.OAuthHandler
 	wg   sync.WaitGroup // answers being POSTed back
 }
 
-// maxEvent bounds one SSE event and one JSON body from a server.
-const maxEvent = 16 << 20
-
 func (h *httpRaw) post(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if h.session != "" {
+			req.Header.Set("Mcp-Session-Id", h.session)
+		}
+		if h.protocol != "" {
+			req.Header.Set("Mcp-Protocol-Version", h.protocol)
+		}
+		if h.auth != nil {
+			ts, err := h.auth.TokenSource(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if ts != nil {
+				tok, err := ts.Token()
+				if err != nil {
+					return nil, err
+				}
+				req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+			}
+		}
+		resp, err := h.hc.Do(req)
+		if err != nil || h.auth == nil || attempt > 0 ||
+			(resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+			return resp, err
+		}
+		if err := h.auth.Authorize(ctx, req, resp); err != nil {
+			return nil, err
+		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if h.session != "" {
-		req.Header.Set("Mcp-Session-Id", h.session)
-	}
-	if h.protocol != "" {
-		req.Header.Set("Mcp-Protocol-Version", h.protocol)
-	}
-	return h.hc.Do(req)
 }
 
 // call sends one request and returns its raw result.
@@ -95,12 +120,14 @@ func (h *httpRaw) call(ctx context.Context, method string, params func(token str
 	if ct == "text/event-stream" {
 		result, rerr = h.stream(ctx, id, resp.Body, sess)
 	} else {
-		b, err := io.ReadAll(io.LimitReader(resp.Body, maxEvent+1))
+		// hc's transport bounds the body and measures what is over
+		// (capBodies); the limit here is a backstop.
+		b, err := io.ReadAll(io.LimitReader(resp.Body, h.limit+1))
 		switch {
 		case err != nil:
 			rerr = err
-		case len(b) > maxEvent:
-			rerr = fmt.Errorf("the server's answer is longer than %d bytes", maxEvent)
+		case int64(len(b)) > h.limit:
+			rerr = &tooLargeError{server: h.server, limit: h.limit}
 		default:
 			result, rerr = answer(b)
 		}
@@ -145,15 +172,19 @@ func answer(b []byte) (json.RawMessage, error) {
 
 // stream reads an SSE response until the answer to id.
 func (h *httpRaw) stream(ctx context.Context, id string, body io.Reader, sess ext.Session) (json.RawMessage, error) {
-	r := bufio.NewReaderSize(body, 64<<10)
+	r := newMsgReader(body, h.limit)
 	var data []byte
 	for {
-		line, err := readLine(r)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("the server ended the stream before answering")
-			}
+		line, big, err := r.next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil, fmt.Errorf("the server ended the stream before answering")
+		case err != nil:
 			return nil, err
+		case big != nil:
+			// The request fails; its stream is abandoned (the caller
+			// closes the body), the session goes on.
+			return nil, &tooLargeError{server: h.server, limit: h.limit, size: big.size, atLeast: big.endless}
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		switch {
@@ -169,8 +200,8 @@ func (h *httpRaw) stream(ctx context.Context, id string, body io.Reader, sess ex
 			}
 		case bytes.HasPrefix(line, []byte("data:")):
 			v := bytes.TrimPrefix(line[5:], []byte(" "))
-			if len(data)+len(v) > maxEvent {
-				return nil, fmt.Errorf("an event of the server is longer than %d bytes", maxEvent)
+			if int64(len(data)+len(v)) > h.limit {
+				return nil, &tooLargeError{server: h.server, limit: h.limit, size: int64(len(data) + len(v)), atLeast: true}
 			}
 			if len(data) > 0 {
 				data = append(data, '\n')

@@ -1,13 +1,13 @@
 package extmcp
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,9 +19,6 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 )
-
-// maxLine bounds one message from a stdio server (go-sdk's own default).
-const maxLine = mcp.DefaultMaxLineLength
 
 // rawPrefix starts the IDs of the requests ext-mcp sends itself, and the
 // progress tokens it hands servers, so its reader can tell them from
@@ -39,8 +36,10 @@ const rawPrefix = "ah-"
 // One reader goroutine reads the server's stdout for the connection's
 // life; [stdioConn.wait] joins it. It is safe for concurrent use.
 type stdioConn struct {
-	r *bufio.Reader
-	w io.Writer
+	r      *msgReader
+	w      io.Writer
+	server string // for errors and logs
+	log    *slog.Logger
 
 	wmu sync.Mutex // one line at a time
 
@@ -63,14 +62,16 @@ type rawWaiter struct {
 
 type rawReply struct {
 	result json.RawMessage
-	err    *jsonrpc.Error
+	err    error // a *jsonrpc.Error, or a *tooLargeError
 }
 
 var _ mcp.Connection = (*stdioConn)(nil)
 
-func newStdioConn(r io.Reader, w io.Writer) *stdioConn {
+// newStdioConn reads server's messages from r, each of at most limit
+// bytes (see limits.go), and writes to w.
+func newStdioConn(r io.Reader, w io.Writer, server string, limit int64, log *slog.Logger) *stdioConn {
 	c := &stdioConn{
-		r: bufio.NewReaderSize(r, 64<<10), w: w,
+		r: newMsgReader(r, limit), w: w, server: server, log: log,
 		in: make(chan jsonrpc.Message, 16), done: make(chan struct{}), closed: make(chan struct{}),
 		calls: map[string]*rawWaiter{},
 	}
@@ -88,15 +89,16 @@ func (c *stdioConn) read() {
 	defer close(c.done)
 	var err error
 	for {
-		var line []byte
-		line, err = readLine(c.r)
+		line, big, rerr := c.r.next()
+		switch {
+		case rerr != nil:
+			err = rerr
+		case big != nil:
+			err = c.tooLarge(big)
+		case len(bytes.TrimSpace(line)) > 0:
+			err = c.dispatch(line)
+		}
 		if err != nil {
-			break
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		if err = c.dispatch(line); err != nil {
 			break
 		}
 	}
@@ -111,32 +113,6 @@ func (c *stdioConn) read() {
 		delete(c.calls, id)
 	}
 	c.mu.Unlock()
-}
-
-// readLine reads one line of at most maxLine bytes.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	var buf []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(buf)+len(chunk) > maxLine {
-			return nil, fmt.Errorf("the server wrote a message longer than %d bytes", maxLine)
-		}
-		switch {
-		case err == nil && buf == nil:
-			// The common case: the whole line in the buffer. Copy it, the
-			// reader reuses its buffer.
-			return bytes.Clone(chunk), nil
-		case err == nil:
-			return append(buf, chunk...), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			buf = append(buf, chunk...)
-		default:
-			if len(buf)+len(chunk) > 0 && errors.Is(err, io.EOF) {
-				return append(buf, chunk...), nil // a last line without newline
-			}
-			return nil, err
-		}
-	}
 }
 
 // envelope is the top level of a JSON-RPC message, its parts raw.
@@ -186,10 +162,11 @@ func (c *stdioConn) dispatch(line []byte) error {
 		}
 		r := rawReply{result: result}
 		if werr != nil {
-			r.err = &jsonrpc.Error{}
-			if err := json.Unmarshal(werr, r.err); err != nil {
-				r.err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server answered with a malformed error"}
+			we := &jsonrpc.Error{}
+			if err := json.Unmarshal(werr, we); err != nil {
+				we = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server answered with a malformed error"}
 			}
+			r.err = we
 		} else if result == nil {
 			r.err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server answered without a result"}
 		}
@@ -218,6 +195,59 @@ func (c *stdioConn) dispatch(line []byte) error {
 	case <-c.closed:
 	}
 	return nil
+}
+
+// tooLarge handles a message over the limit, which was not kept: the
+// request it answers fails with a [tooLargeError] (ext-mcp's own through
+// its waiter, go-sdk's through an error answer in its place), a request of
+// the server's is refused, and anything else is dropped. The connection
+// goes on, unless the message had no end in sight.
+func (c *stdioConn) tooLarge(o *oversized) error {
+	tle := &tooLargeError{server: c.server, limit: c.r.limit, size: o.size, atLeast: o.endless}
+	id, idType, method := o.envelopeOf()
+	switch {
+	case method == nil && idType == jsonparser.String && bytes.HasPrefix(id, []byte(rawPrefix)):
+		c.mu.Lock()
+		w := c.calls[string(id)]
+		delete(c.calls, string(id))
+		c.mu.Unlock()
+		if w != nil {
+			w.reply <- rawReply{err: tle}
+		}
+	case method == nil && id != nil:
+		if msg, err := jsonrpc.DecodeMessage(errorAnswer(id, idType, jsonrpc.CodeInternalError, tle.Error())); err == nil {
+			select {
+			case c.in <- msg:
+			case <-c.closed:
+			}
+		}
+	case id != nil:
+		_ = c.writeLine(errorAnswer(id, idType, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("the request is over this client's limit of %s", formatBytes(c.r.limit))))
+	default:
+		c.log.Warn("an MCP server sent a message over the limit; dropped", "server", c.server,
+			"bytes", o.size, "limit", c.r.limit)
+	}
+	if o.endless {
+		return fmt.Errorf("MCP server %q wrote a message of more than %s without end (the limit is %s, maxResultBytes); the connection is closed",
+			c.server, formatBytes(o.size), formatBytes(c.r.limit))
+	}
+	return nil
+}
+
+// errorAnswer is a JSON-RPC error response to id.
+func errorAnswer(id []byte, idType jsonparser.ValueType, code int64, message string) []byte {
+	b := []byte(`{"jsonrpc":"2.0","id":`)
+	if idType == jsonparser.String {
+		b = strconv.AppendQuote(b, string(id))
+	} else {
+		b = append(b, id...)
+	}
+	b = append(b, `,"error":{"code":`...)
+	b = strconv.AppendInt(b, code, 10)
+	b = append(b, `,"message":`...)
+	msg, _ := json.Marshal(message)
+	return append(append(b, msg...), "}}"...)
 }
 
 // Read implements [mcp.Connection] for go-sdk.

@@ -42,6 +42,37 @@ func ServerListSchema() (json.RawMessage, error) {
 	return schemaRaw, schemaErr
 }
 
+// httpsOnly is the pattern of a user's server URL when the operator does
+// not allow plain http (userServerAllowHTTP): https, or http to loopback.
+const httpsOnly = `^(https://|http://(localhost|127\.[0-9.]+|\[::1\])([:/?#]|$))`
+
+// userListSchema is [ServerListSchema] for the users' own lists: without
+// userServerAllowHTTP, a url must be https (or http to loopback), so the
+// settings page refuses a plain http URL next to the field.
+func userListSchema(allowHTTP bool) (json.RawMessage, error) {
+	raw, err := ServerListSchema()
+	if err != nil || allowHTTP {
+		return raw, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	props, _ := doc["properties"].(map[string]any)
+	for _, key := range []string{"mcpServers", "servers"} {
+		list, _ := props[key].(map[string]any)
+		server, _ := list["additionalProperties"].(map[string]any)
+		fields, _ := server["properties"].(map[string]any)
+		u, ok := fields["url"].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("the server list schema has no %s url", key)
+		}
+		u["pattern"] = httpsOnly
+		u["description"] = "Endpoint of a remote server: https (plain http only to localhost: your token would cross the network in clear text)."
+	}
+	return json.Marshal(doc)
+}
+
 // sharedWarning is shown on the switch of every shared server.
 const sharedWarning = "A shared server hands every permitted user's agent the operator's credential for this service: " +
 	"what your agent does with it is done in the operator's name."
@@ -81,13 +112,16 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 	}
 	sections := []settings.Section{servers}
 	if cfg.UserServers == catalog.UserServersURL || cfg.UserServers == catalog.UserServersAll {
-		schema, err := ServerListSchema()
+		schema, err := userListSchema(cfg.UserServerAllowHTTP)
 		if err != nil {
 			return nil, fmt.Errorf("extmcp: generating the server list schema: %w", err)
 		}
 		allowed := "remote servers (url)"
 		if cfg.UserServers == catalog.UserServersAll {
 			allowed = "remote servers (url) and local programs (command)"
+		}
+		if !cfg.UserServerAllowHTTP {
+			allowed += "; a url must be https (plain http only to localhost)"
 		}
 		help := fmt.Sprintf(`Paste a {"mcpServers": {...}} list, as Claude Desktop or VS Code reads it. The operator allows %s. `+
 			`Their tools are named u_<name>/<tool>. Store a server's token as the secret token:u_<name>; an Authorization header written here is not sent.`, allowed)

@@ -49,7 +49,9 @@ func TestUserServers(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg := fmt.Sprintf(`{"userServers": %q, "mcpServers": {"ops": %s}}`, tc.policy, notesServer(""))
+			// The recorder listens on loopback, which users' own servers
+			// may reach only where the operator allows it.
+			cfg := fmt.Sprintf(`{"userServers": %q, "userServerAllowCIDRs": ["127.0.0.1/32"], "mcpServers": {"ops": %s}}`, tc.policy, notesServer(""))
 			f := newFixture(t, "inprocess", cfg, nil)
 			f.setOwn("alice", tc.own)
 			f.setSecret("alice", extmcp.TokenSecret("u_mine"), "CANARY-alice-own")
@@ -109,9 +111,9 @@ func TestSettingsSections(t *testing.T) {
 	t.Parallel()
 	cfg := `{"userServers": "url", "mcpServers": {
 		"a": {"command": "x"},
-		"b": {"url": "http://b", "availability": "opt-in"},
+		"b": {"url": "https://b", "availability": "opt-in"},
 		"off": {"command": "x", "enabled": false},
-		"team": {"url": "http://t", "credentials": "shared", "users": ["u"], "sharedAuthority": "the team's service account"}}}`
+		"team": {"url": "https://t", "credentials": "shared", "users": ["u"], "sharedAuthority": "the team's service account"}}}`
 	f := newFixture(t, "grpc", cfg, nil)
 	d, err := f.e.Describe(ctx(t))
 	if err != nil {

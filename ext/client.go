@@ -49,6 +49,7 @@ var (
 	_ Completer        = (*Client)(nil)
 	_ TaskHandler      = (*Client)(nil)
 	_ SessionListener  = (*Client)(nil)
+	_ Authorizer       = (*Client)(nil)
 )
 
 // callChannel returns the call channel: the socketpair handed over at
@@ -218,6 +219,24 @@ func (c *Client) HandleTask(ctx context.Context, req *TaskRequest) (json.RawMess
 func (c *Client) SessionNotify(ctx context.Context, user, method string, params json.RawMessage) error {
 	_, err := c.client.SessionNotify(ctx, &extpb.SessionNotifyRequest{UserId: user, Method: method, Params: params})
 	return wireErr(ctx, err)
+}
+
+// BeginAuth implements [Authorizer].
+func (c *Client) BeginAuth(ctx context.Context, req *BeginAuthRequest) (*BeginAuthResult, error) {
+	resp, err := c.client.BeginAuth(ctx, beginAuthRequestToProto(req))
+	if err != nil {
+		return nil, wireErr(ctx, err)
+	}
+	return beginAuthResultFromProto(resp), nil
+}
+
+// CompleteAuth implements [Authorizer].
+func (c *Client) CompleteAuth(ctx context.Context, req *CompleteAuthRequest) (*CompleteAuthResult, error) {
+	resp, err := c.client.CompleteAuth(ctx, completeAuthRequestToProto(req))
+	if err != nil {
+		return nil, wireErr(ctx, err)
+	}
+	return completeAuthResultFromProto(resp), nil
 }
 
 // Activate implements [UserLifecycle].

@@ -232,3 +232,67 @@ func raw(b []byte) json.RawMessage {
 	}
 	return json.RawMessage(b)
 }
+
+func beginAuthRequestToProto(in *BeginAuthRequest) *extpb.BeginAuthRequest {
+	if in == nil {
+		return nil
+	}
+	return &extpb.BeginAuthRequest{UserId: in.User, Name: in.Name, RedirectUrl: in.RedirectURL, ClientMetadataUrl: in.ClientMetadataURL}
+}
+
+func beginAuthRequestFromProto(in *extpb.BeginAuthRequest) *BeginAuthRequest {
+	if in == nil {
+		return nil
+	}
+	return &BeginAuthRequest{User: in.GetUserId(), Name: in.GetName(), RedirectURL: in.GetRedirectUrl(), ClientMetadataURL: in.GetClientMetadataUrl()}
+}
+
+func beginAuthResultToProto(in *BeginAuthResult) *extpb.BeginAuthResponse {
+	if in == nil {
+		return nil
+	}
+	out := &extpb.BeginAuthResponse{Url: in.URL, State: in.State}
+	if !in.Expires.IsZero() {
+		out.ExpiresUnixMs = in.Expires.UnixMilli()
+	}
+	return out
+}
+
+func beginAuthResultFromProto(in *extpb.BeginAuthResponse) *BeginAuthResult {
+	if in == nil {
+		return nil
+	}
+	out := &BeginAuthResult{URL: in.GetUrl(), State: in.GetState()}
+	if ms := in.GetExpiresUnixMs(); ms != 0 {
+		out.Expires = time.UnixMilli(ms)
+	}
+	return out
+}
+
+func completeAuthRequestToProto(in *CompleteAuthRequest) *extpb.CompleteAuthRequest {
+	if in == nil {
+		return nil
+	}
+	return &extpb.CompleteAuthRequest{UserId: in.User, Name: in.Name, State: in.State, Query: in.Query}
+}
+
+func completeAuthRequestFromProto(in *extpb.CompleteAuthRequest) *CompleteAuthRequest {
+	if in == nil {
+		return nil
+	}
+	return &CompleteAuthRequest{User: in.GetUserId(), Name: in.GetName(), State: in.GetState(), Query: in.GetQuery()}
+}
+
+func completeAuthResultToProto(in *CompleteAuthResult) *extpb.CompleteAuthResponse {
+	if in == nil {
+		return nil
+	}
+	return &extpb.CompleteAuthResponse{Message: in.Message}
+}
+
+func completeAuthResultFromProto(in *extpb.CompleteAuthResponse) *CompleteAuthResult {
+	if in == nil {
+		return nil
+	}
+	return &CompleteAuthResult{Message: in.GetMessage()}
+}

@@ -3,6 +3,8 @@ package ext
 import (
 	"context"
 	"encoding/json"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -118,6 +120,107 @@ type SessionListener interface {
 	SessionNotify(ctx context.Context, user, method string, params json.RawMessage) error
 }
 
+// Authorizer is the "auth" capability: the extension signs a user, or the
+// operator ([OperatorUser]), in to a resource it connects to (for ext-mcp:
+// an OAuth-protected remote MCP server) with an OAuth authorization code
+// flow that the host carries to a browser and back. The host serves the
+// redirect URI (<PublicURL>/oauth/callback) and the client ID metadata
+// document (<PublicURL>/oauth/client-metadata.json), keeps each pending
+// flow (its state, extension, user and expiry; used once) and hands the
+// authorization server's redirect to the extension that started it. The
+// extension does the OAuth work (discovery, registration, PKCE, the token
+// exchange) and keeps the grant in the user's [Secrets].
+//
+// Both methods are called concurrently, for the same user and for
+// different users.
+type Authorizer interface {
+	// BeginAuth starts signing req.User in to resource req.Name and
+	// returns the URL to open in a browser and the flow's OAuth state, by
+	// which the host routes the redirect back. It fails with
+	// [ErrNotFound] for a resource the user does not have,
+	// [ErrInvalidArgument] for one that needs no sign-in, and
+	// [ErrUnavailable] when the authorization server cannot be reached.
+	BeginAuth(ctx context.Context, req *BeginAuthRequest) (*BeginAuthResult, error)
+	// CompleteAuth finishes the flow of req.State with the authorization
+	// server's redirect and says what to tell the person. An error says
+	// why the sign-in failed, in words for that person (never with a
+	// secret); a state the extension does not know, or no longer, is
+	// [ErrInvalidArgument]. The host calls it at most once per state.
+	CompleteAuth(ctx context.Context, req *CompleteAuthRequest) (*CompleteAuthResult, error)
+}
+
+// BeginAuthRequest asks an [Authorizer] to start a sign-in.
+type BeginAuthRequest struct {
+	// User is who signs in: a user, or [OperatorUser] for the operator's
+	// credential of a shared resource.
+	User string
+	// Name names the resource (for ext-mcp: a server).
+	Name string
+	// RedirectURL is where the authorization server sends the browser
+	// back: the host's callback, <PublicURL>/oauth/callback.
+	RedirectURL string
+	// ClientMetadataURL is the URL of the host's OAuth client ID metadata
+	// document (<PublicURL>/oauth/client-metadata.json), which
+	// authorization servers that accept URL client IDs fetch; empty when
+	// the host cannot offer one (its public URL is not https).
+	ClientMetadataURL string
+}
+
+// BeginAuthResult is a started sign-in.
+type BeginAuthResult struct {
+	// URL is the authorization URL the person opens (http or https).
+	URL string
+	// State is the flow's OAuth state parameter, as it appears in URL.
+	State string
+	// Expires is when the extension stops waiting for the redirect; zero
+	// leaves it to the host's default.
+	Expires time.Time
+}
+
+// CompleteAuthRequest hands an [Authorizer] the authorization server's
+// redirect of a flow it started.
+type CompleteAuthRequest struct {
+	// User and Name are the flow's, as the host recorded them at
+	// BeginAuth.
+	User string
+	Name string
+	// State is the flow's state.
+	State string
+	// Query is the redirect's raw query string, untouched: code, state
+	// and iss, or error and error_description. It holds the authorization
+	// code: never log it.
+	Query string
+}
+
+// CompleteAuthResult is a finished sign-in.
+type CompleteAuthResult struct {
+	// Message tells the person what happened, such as "Connected to
+	// notion.".
+	Message string
+}
+
+// OperatorUser is the reserved user ID under which extensions keep the
+// operator's own credentials (a shared resource's): the host maps its
+// operator scope (the CLI's --operator) to it, and never lets a user act
+// under it.
+const OperatorUser = "@operator"
+
+// StateNeedsSignIn is the [StatusEntry.State] of a resource the user must
+// sign in to (again) before it can be used: no grant yet, or one that was
+// revoked or expired for good. Its Reason says how (a link from
+// [SignInURL], a command); the host's surfaces offer to start the
+// extension's [Authorizer.BeginAuth] for it.
+const StateNeedsSignIn = "needs sign-in"
+
+// SignInURL returns the address of the host's page where a person starts
+// signing in to resource name of extension extName (publicURL being
+// [ConfigureRequest.PublicURL]): it offers a Connect button that begins
+// the flow. Extensions put it in the Reason of a [StateNeedsSignIn] entry
+// and in the errors their tools return.
+func SignInURL(publicURL, extName, name string) string {
+	return strings.TrimRight(publicURL, "/") + "/settings/connect/" + url.PathEscape(extName) + "/" + url.PathEscape(name)
+}
+
 // Capability names a capability in a [Descriptor].
 type Capability string
 
@@ -132,6 +235,7 @@ const (
 	CapabilityCompletions Capability = "completions"
 	CapabilityTasks       Capability = "tasks"
 	CapabilitySessions    Capability = "sessions"
+	CapabilityAuth        Capability = "auth"
 	// CapabilitySandbox is not an interface: it says the extension starts
 	// untrusted service processes ([ProcessSpec.Sandbox]). A host that
 	// cannot contain them refuses to start the extension, naming why,
@@ -452,7 +556,8 @@ type StatusEntry struct {
 	User string
 	// Name names the resource (for ext-mcp: a server).
 	Name string
-	// State is a short word such as "connected", "retiring", "quarantined".
+	// State is a short word such as "connected", "retiring",
+	// "quarantined", or [StateNeedsSignIn].
 	State string
 	// Reason explains a bad state in words a user can act on.
 	Reason string

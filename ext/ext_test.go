@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -54,6 +55,7 @@ var (
 	_ ext.Completer        = (*testExt)(nil)
 	_ ext.TaskHandler      = (*testExt)(nil)
 	_ ext.SessionListener  = (*testExt)(nil)
+	_ ext.Authorizer       = (*testExt)(nil)
 )
 
 func newTestExt() *testExt { return &testExt{cancelled: make(chan string, 64)} }
@@ -62,7 +64,7 @@ func (e *testExt) Describe(context.Context) (*ext.Descriptor, error) {
 	return &ext.Descriptor{
 		Name: "test", Version: "v0",
 		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers, ext.CapabilityServices, ext.CapabilityStatus,
-			ext.CapabilityPrompts, ext.CapabilityResources, ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions},
+			ext.CapabilityPrompts, ext.CapabilityResources, ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth},
 		Settings: []ext.SettingsSection{{ID: "prefs", Title: "Prefs", Scope: "user",
 			Form: json.RawMessage(`{"v":1,"root":{"type":"form","children":[{"type":"text","name":"greeting"}]}}`)}},
 	}, nil
@@ -131,6 +133,26 @@ func (e *testExt) StartService(_ context.Context, name, user string) (*ext.Proce
 
 func (e *testExt) Status(_ context.Context, user string) ([]ext.StatusEntry, error) {
 	return []ext.StatusEntry{{User: user, Name: "s", State: "connected", Tools: 1, NextRetry: time.UnixMilli(1700000000000)}}, nil
+}
+
+// BeginAuth answers for resource "r" with a URL made of the request's
+// fields, so that a test sees every field cross the carrier.
+func (e *testExt) BeginAuth(_ context.Context, req *ext.BeginAuthRequest) (*ext.BeginAuthResult, error) {
+	if req.Name != "r" {
+		return nil, ext.Errorf(ext.ErrNotFound, "resource %q", req.Name)
+	}
+	return &ext.BeginAuthResult{
+		URL:   "https://as.example/authorize?" + url.Values{"u": {req.User}, "r": {req.RedirectURL}, "m": {req.ClientMetadataURL}}.Encode(),
+		State: "st-" + req.User, Expires: time.UnixMilli(1700000000000),
+	}, nil
+}
+
+// CompleteAuth knows the states BeginAuth made.
+func (e *testExt) CompleteAuth(_ context.Context, req *ext.CompleteAuthRequest) (*ext.CompleteAuthResult, error) {
+	if req.State != "st-"+req.User {
+		return nil, ext.Errorf(ext.ErrInvalidArgument, "no sign-in is waiting for this answer")
+	}
+	return &ext.CompleteAuthResult{Message: req.User + " " + req.Name + " " + req.Query}, nil
 }
 
 func TestConformance(t *testing.T) {
@@ -246,6 +268,50 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("status = %+v, %v", st, err)
 			}
 		})
+	}
+}
+
+// TestAuthCrosses checks the "auth" capability on every carrier: each
+// field of both requests and results arrives as sent, and the sentinels
+// survive.
+func TestAuthCrosses(t *testing.T) {
+	for _, carrier := range exttest.Carriers {
+		t.Run(carrier, func(t *testing.T) {
+			e, _, _ := configured(t, carrier, false)
+			a := e.(ext.Authorizer)
+			ctx := context.Background()
+			res, err := a.BeginAuth(ctx, &ext.BeginAuthRequest{User: ext.OperatorUser, Name: "r",
+				RedirectURL: "https://h.example/oauth/callback", ClientMetadataURL: "https://h.example/oauth/client-metadata.json"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &ext.BeginAuthResult{URL: "https://as.example/authorize?m=https%3A%2F%2Fh.example%2Foauth%2Fclient-metadata.json&r=https%3A%2F%2Fh.example%2Foauth%2Fcallback&u=%40operator",
+				State: "st-@operator", Expires: time.UnixMilli(1700000000000)}
+			if res.URL != want.URL || res.State != want.State || !res.Expires.Equal(want.Expires) {
+				t.Errorf("BeginAuth = %+v, want %+v", res, want)
+			}
+			if _, err := a.BeginAuth(ctx, &ext.BeginAuthRequest{User: "alice", Name: "nope"}); !errors.Is(err, ext.ErrNotFound) {
+				t.Errorf("BeginAuth of an unknown resource: %v, want ErrNotFound", err)
+			}
+			done, err := a.CompleteAuth(ctx, &ext.CompleteAuthRequest{User: "alice", Name: "r", State: "st-alice", Query: "code=c&state=st-alice&iss=x"})
+			if err != nil || done.Message != "alice r code=c&state=st-alice&iss=x" {
+				t.Errorf("CompleteAuth = %+v, %v", done, err)
+			}
+			if _, err := a.CompleteAuth(ctx, &ext.CompleteAuthRequest{User: "alice", State: "other"}); !errors.Is(err, ext.ErrInvalidArgument) {
+				t.Errorf("CompleteAuth of an unknown state: %v, want ErrInvalidArgument", err)
+			}
+		})
+	}
+}
+
+func TestSignInURL(t *testing.T) {
+	for in, want := range map[[3]string]string{
+		{"https://h.example", "mcp", "notion"}:        "https://h.example/settings/connect/mcp/notion",
+		{"https://h.example/base/", "mcp", "u_a b/c"}: "https://h.example/base/settings/connect/mcp/u_a%20b%2Fc",
+	} {
+		if got := ext.SignInURL(in[0], in[1], in[2]); got != want {
+			t.Errorf("SignInURL%q = %q, want %q", in, got, want)
+		}
 	}
 }
 

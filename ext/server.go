@@ -91,6 +91,44 @@ func (s *extensionServer) SessionNotify(ctx context.Context, req *extpb.SessionN
 	return &extpb.SessionNotifyResponse{}, sl.SessionNotify(ctx, req.GetUserId(), req.GetMethod(), raw(req.GetParams()))
 }
 
+func (s *extensionServer) authorizer() (Authorizer, error) {
+	a, ok := s.impl.(Authorizer)
+	if !ok {
+		return nil, fmt.Errorf("extension signs nobody in: %w", ErrUnimplemented)
+	}
+	return a, nil
+}
+
+func (s *extensionServer) BeginAuth(ctx context.Context, req *extpb.BeginAuthRequest) (*extpb.BeginAuthResponse, error) {
+	a, err := s.authorizer()
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.BeginAuth(ctx, beginAuthRequestFromProto(req))
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, fmt.Errorf("ext: BeginAuth returned a nil result")
+	}
+	return beginAuthResultToProto(res), nil
+}
+
+func (s *extensionServer) CompleteAuth(ctx context.Context, req *extpb.CompleteAuthRequest) (*extpb.CompleteAuthResponse, error) {
+	a, err := s.authorizer()
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.CompleteAuth(ctx, completeAuthRequestFromProto(req))
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		res = &CompleteAuthResult{}
+	}
+	return completeAuthResultToProto(res), nil
+}
+
 func (s *extensionServer) lifecycle() (UserLifecycle, error) {
 	ul, ok := s.impl.(UserLifecycle)
 	if !ok {

@@ -47,6 +47,9 @@ type Config struct {
 	// lockout of failed sign-ins. From any other peer the header is
 	// ignored.
 	TrustedProxies []string `json:"trustedProxies,omitempty"`
+	// OAuth configures the OAuth authorization server that lets apps such
+	// as Claude's custom connectors connect to /mcp.
+	OAuth OAuthConfig `json:"oauth,omitzero"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string
@@ -154,6 +157,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		PublicURL      string                     `json:"publicURL"`
 		AllowedOrigins []string                   `json:"allowedOrigins"`
 		TrustedProxies []string                   `json:"trustedProxies"`
+		OAuth          json.RawMessage            `json:"oauth"`
 	}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
@@ -194,6 +198,13 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		errs = append(errs, fmt.Errorf("services.sandboxUIDs: want first ≥ 1 and count ≥ 1 with first+count below 2147483647"))
 	}
 	errs = append(errs, cfg.validateListen()...)
+	if len(top.OAuth) > 0 {
+		if err := strictDecode(top.OAuth, &cfg.OAuth); err != nil {
+			errs = append(errs, fmt.Errorf("oauth: %w", err))
+		} else {
+			errs = append(errs, cfg.OAuth.validate()...)
+		}
+	}
 	switch cfg.Secrets.Backend {
 	case "", "auto", "keychain", "file", "memory":
 	default:
@@ -336,4 +347,68 @@ func (c *Config) BaseURL() string {
 		scheme = "https"
 	}
 	return scheme + "://" + c.ListenAddr()
+}
+
+// OAuthConfig configures the OAuth 2.1 authorization server in the host:
+// apps that speak MCP authorization (Claude.ai and Claude Desktop custom
+// connectors) connect to /mcp with the URL alone, and their user signs
+// in on the settings page and allows them.
+type OAuthConfig struct {
+	// Enabled switches the authorization server on (default true). Off,
+	// /mcp takes only the host's own bearer tokens.
+	Enabled *bool `json:"enabled,omitempty"`
+	// AccessTokenMinutes is an access token's life (default 60, 1 to
+	// 1440).
+	AccessTokenMinutes int `json:"accessTokenMinutes,omitempty"`
+	// RefreshTokenDays is a refresh token's life (default 30, 1 to 365);
+	// every refresh gives a new one.
+	RefreshTokenDays int `json:"refreshTokenDays,omitempty"`
+	// PassphraseHash is the bcrypt hash of a passphrase that lets whoever
+	// knows it connect apps as PassphraseUser without the settings
+	// sign-in: for a single-user install (`agenthost oauth
+	// hash-passphrase` makes one). Never the passphrase itself.
+	PassphraseHash string `json:"passphraseHash,omitempty"`
+	// PassphraseUser is the user the passphrase stands for.
+	PassphraseUser string `json:"passphraseUser,omitempty"`
+	// AllowedRedirectHosts, when set, are the only hosts an app's https
+	// redirect URI may name (such as "claude.ai"); loopback http redirect
+	// URIs of native apps stay allowed.
+	AllowedRedirectHosts []string `json:"allowedRedirectHosts,omitempty"`
+}
+
+// On reports whether the authorization server is enabled.
+func (o OAuthConfig) On() bool { return o.Enabled == nil || *o.Enabled }
+
+var (
+	bcryptHash   = regexp.MustCompile(`^\$2[aby]\$[0-9]{2}\$[./A-Za-z0-9]{53}$`)
+	redirectHost = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
+)
+
+func (o OAuthConfig) validate() []error {
+	var errs []error
+	if o.AccessTokenMinutes < 0 || o.AccessTokenMinutes > 1440 {
+		errs = append(errs, fmt.Errorf("oauth.accessTokenMinutes: %d is not between 1 and 1440", o.AccessTokenMinutes))
+	}
+	if o.RefreshTokenDays < 0 || o.RefreshTokenDays > 365 {
+		errs = append(errs, fmt.Errorf("oauth.refreshTokenDays: %d is not between 1 and 365", o.RefreshTokenDays))
+	}
+	switch {
+	case o.PassphraseHash != "" && !bcryptHash.MatchString(o.PassphraseHash):
+		errs = append(errs, fmt.Errorf("oauth.passphraseHash: not a bcrypt hash ($2b$...); make one with `agenthost oauth hash-passphrase` (never put the passphrase itself in this file)"))
+	case o.PassphraseHash != "" && o.PassphraseUser == "":
+		errs = append(errs, fmt.Errorf("oauth.passphraseUser: required with oauth.passphraseHash: the user the passphrase stands for"))
+	case o.PassphraseHash == "" && o.PassphraseUser != "":
+		errs = append(errs, fmt.Errorf("oauth.passphraseHash: required with oauth.passphraseUser"))
+	}
+	if o.PassphraseUser != "" {
+		if err := checkUser(o.PassphraseUser); err != nil {
+			errs = append(errs, fmt.Errorf("oauth.passphraseUser: %w", err))
+		}
+	}
+	for i, h := range o.AllowedRedirectHosts {
+		if !redirectHost.MatchString(h) {
+			errs = append(errs, fmt.Errorf("oauth.allowedRedirectHosts[%d]: %q is not a lowercase host name (no scheme, port or path)", i, h))
+		}
+	}
+	return errs
 }

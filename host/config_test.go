@@ -31,3 +31,43 @@ func TestConfigTrustedProxies(t *testing.T) {
 		t.Errorf("CheckListen = %v", err)
 	}
 }
+
+// TestOAuthConfig: the oauth block's defaults, and every bad value refused
+// with its field named.
+func TestOAuthConfig(t *testing.T) {
+	t.Parallel()
+	const hash = `$2b$12$KIXQJQ4G2m3b6UeP0vZgYOaA1sK4t0pMjJX7b8c9d0e1f2g3h4i5j`
+	cfg, err := host.ParseConfig([]byte(`{"extensions":{}}`), t.TempDir())
+	if err != nil || !cfg.OAuth.On() {
+		t.Fatalf("no oauth block: %+v, %v; want it on", cfg.OAuth, err)
+	}
+	cfg, err = host.ParseConfig([]byte(`{"extensions":{},"oauth":{"enabled":false}}`), t.TempDir())
+	if err != nil || cfg.OAuth.On() {
+		t.Errorf("enabled false: %+v, %v", cfg.OAuth, err)
+	}
+	cfg, err = host.ParseConfig([]byte(`{"extensions":{},"oauth":{"accessTokenMinutes":15,"refreshTokenDays":7,
+		"passphraseHash":"`+hash+`","passphraseUser":"alice","allowedRedirectHosts":["claude.ai"]}}`), t.TempDir())
+	if err != nil || cfg.OAuth.AccessTokenMinutes != 15 || cfg.OAuth.PassphraseUser != "alice" {
+		t.Errorf("a full block: %+v, %v", cfg.OAuth, err)
+	}
+	for block, want := range map[string]string{
+		`{"acessTokenMinutes":5}`:                                  `oauth: unknown field "acessTokenMinutes"`,
+		`{"accessTokenMinutes":2000}`:                              "oauth.accessTokenMinutes: 2000 is not between 1 and 1440",
+		`{"accessTokenMinutes":-1}`:                                "oauth.accessTokenMinutes",
+		`{"refreshTokenDays":400}`:                                 "oauth.refreshTokenDays",
+		`{"enabled":"yes"}`:                                        "oauth: ",
+		`{"passphraseHash":"hunter2hunter2"}`:                      "oauth.passphraseHash: not a bcrypt hash",
+		`{"passphraseHash":"` + hash + `"}`:                        "oauth.passphraseUser: required",
+		`{"passphraseUser":"alice"}`:                               "oauth.passphraseHash: required",
+		`{"passphraseHash":"` + hash + `","passphraseUser":"@op"}`: "oauth.passphraseUser",
+		`{"allowedRedirectHosts":["https://claude.ai"]}`:           "oauth.allowedRedirectHosts[0]",
+	} {
+		_, err := host.ParseConfig([]byte(`{"extensions":{},"oauth":`+block+`}`), t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("oauth %s: %v, want an error with %q", block, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("the error repeats the passphrase-looking value: %v", err)
+		}
+	}
+}

@@ -11,7 +11,9 @@ import (
 // TestDependencyRules enforces DESIGN.md §1 for host: it imports ext,
 // settings and secrets among our modules (never catalog, ext-mcp or
 // examples); go-plugin only inside the supervisor package; go-sdk only in
-// the agent-facing MCP endpoint; and only cmd/ packages call os.Exit.
+// the agent-facing MCP endpoint, but for its OAuth packages (auth,
+// oauthex), which the OAuth server may use too; fosite only in the OAuth
+// server; and only cmd/ packages call os.Exit.
 func TestDependencyRules(t *testing.T) {
 	const mod = "github.com/agenthost/agenthost/"
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Imports " "}}|{{join .Deps " "}}`, "./...").CombinedOutput()
@@ -36,8 +38,14 @@ func TestDependencyRules(t *testing.T) {
 			switch {
 			case strings.HasPrefix(imp, "github.com/hashicorp/go-plugin") && !strings.HasSuffix(pkg, "/internal/supervisor"):
 				t.Errorf("%s imports %s: go-plugin belongs in host/internal/supervisor only", pkg, imp)
+			case strings.HasPrefix(imp, "github.com/modelcontextprotocol/go-sdk/auth") || strings.HasPrefix(imp, "github.com/modelcontextprotocol/go-sdk/oauthex"):
+				if !strings.Contains(pkg, "/internal/mcpendpoint") && !strings.HasSuffix(pkg, "/internal/oauthserver") {
+					t.Errorf("%s imports %s: go-sdk's OAuth packages belong in the MCP endpoint and the OAuth server only", pkg, imp)
+				}
 			case strings.HasPrefix(imp, "github.com/modelcontextprotocol/go-sdk") && !strings.Contains(pkg, "/internal/mcpendpoint"):
 				t.Errorf("%s imports %s: go-sdk belongs in the agent-facing MCP endpoint only", pkg, imp)
+			case strings.HasPrefix(imp, "github.com/ory/") && !strings.HasSuffix(pkg, "/internal/oauthserver"):
+				t.Errorf("%s imports %s: fosite (the authorization server's library) belongs in host/internal/oauthserver only", pkg, imp)
 			}
 		}
 	}

@@ -92,8 +92,9 @@ func TestMCPExtensionEndToEnd(t *testing.T) {
 	if got := whoami("alice", "web"); !strings.Contains(got, "alice-web-canary") || strings.Contains(got, "configured-canary") {
 		t.Errorf("web/whoami for alice = %s", got)
 	}
-	// bob has no web token: the bearer server refuses him, so web is
-	// quarantined for bob alone, with a reason in his status.
+	// bob has no web token: the bearer server refuses him, so web waits
+	// for him to sign in (or store a token), for bob alone, with the reason
+	// in his status.
 	bob := e.toolNames("bob")
 	if hasPrefix(bob, "web/") {
 		t.Errorf("bob, without a token, lists web tools: %v", bob)
@@ -111,8 +112,8 @@ func TestMCPExtensionEndToEnd(t *testing.T) {
 		}
 		if s.Name == "web" {
 			found = true
-			if s.State != "quarantined" || s.Reason == "" || strings.Contains(s.Reason, "canary") {
-				t.Errorf("bob's web status = %+v; want quarantined with a reason and no token", s)
+			if s.State != "needs sign-in" || !strings.Contains(s.Reason, "token:web") || strings.Contains(s.Reason, "canary") {
+				t.Errorf("bob's web status = %+v; want needs sign-in naming token:web, and no token", s)
 			}
 		}
 	}

@@ -208,6 +208,34 @@ func checkOptional(ctx context.Context, t *testing.T, e ext.Extension, d *ext.De
 			t.Errorf("SessionNotify(%s): %v", ext.MethodRootsChanged, err)
 		}
 	}
+	if d.Has(ext.CapabilityAuth) {
+		checkAuth(ctx, t, e.(ext.Authorizer), d.Name, user)
+	}
+}
+
+// checkAuth checks the "auth" capability: a sign-in to a resource the
+// user does not have is refused (not found, or invalid), without a URL,
+// and a redirect that names no flow the extension started is refused as
+// invalid, its query never echoed in the error.
+func checkAuth(ctx context.Context, t *testing.T, a ext.Authorizer, extName, user string) {
+	t.Helper()
+	res, err := a.BeginAuth(ctx, &ext.BeginAuthRequest{User: user, Name: "no-such-resource-" + extName,
+		RedirectURL: "https://host.example/oauth/callback", ClientMetadataURL: "https://host.example/oauth/client-metadata.json"})
+	switch {
+	case err == nil:
+		t.Errorf("BeginAuth for an unknown resource gave %+v; want ErrNotFound or ErrInvalidArgument", res)
+	case !errors.Is(err, ext.ErrNotFound) && !errors.Is(err, ext.ErrInvalidArgument):
+		t.Errorf("BeginAuth for an unknown resource: %v; want ErrNotFound or ErrInvalidArgument", err)
+	}
+	const code = "conformance-code-4f1e9a"
+	_, err = a.CompleteAuth(ctx, &ext.CompleteAuthRequest{User: user, Name: "no-such-resource-" + extName,
+		State: "no-such-state", Query: "code=" + code + "&state=no-such-state"})
+	switch {
+	case !errors.Is(err, ext.ErrInvalidArgument):
+		t.Errorf("CompleteAuth of an unknown state: %v; want ErrInvalidArgument", err)
+	case strings.Contains(err.Error(), code):
+		t.Errorf("CompleteAuth's error %q holds the authorization code", err)
+	}
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -234,6 +262,7 @@ func checkDescriptor(t *testing.T, d *ext.Descriptor, impl ext.Extension) {
 	_, implements[ext.CapabilityCompletions] = impl.(ext.Completer)
 	_, implements[ext.CapabilityTasks] = impl.(ext.TaskHandler)
 	_, implements[ext.CapabilitySessions] = impl.(ext.SessionListener)
+	_, implements[ext.CapabilityAuth] = impl.(ext.Authorizer)
 	seen := map[ext.Capability]bool{}
 	for _, c := range d.Capabilities {
 		if !capabilityName.MatchString(string(c)) {

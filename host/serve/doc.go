@@ -2,8 +2,19 @@
 // `agenthost serve` does: the MCP endpoint at /mcp (each user's own tools
 // over MCP Streamable HTTP, bearer tokens), the settings web UI at
 // /settings, its JSON API at /api/v1/, the operator's status page at
-// /status and /status.json, /healthz, and, when asked, the control socket
+// /status and /status.json, /healthz, the OAuth redirect URI and client
+// metadata document of extensions' sign-ins at /oauth/callback and
+// /oauth/client-metadata.json ([Server.BeginAuth]), and, when asked, the control socket
 // through which the agenthost CLI reaches the host.
+//
+// Unless the host's config switches it off (oauth.enabled), the server is
+// also an OAuth 2.1 authorization server for /mcp (its metadata under
+// /.well-known/, /oauth/authorize, /oauth/token, /oauth/register,
+// /oauth/revoke; grants in oauth.db in the data folder): apps such as
+// Claude's custom connectors connect with the URL alone, and their user
+// signs in and consents on the settings UI. /mcp takes both the host's
+// tokens and those apps' access tokens; revoking a grant (Connected apps
+// on the settings page) closes its MCP sessions at once.
 //
 // # Serving a host
 //
@@ -30,12 +41,13 @@
 //
 // # Lifecycle and concurrency
 //
-// New opens the token store and, with [Options.ControlSocket], starts the
+// New opens the token store (and the OAuth store) and, with
+// [Options.ControlSocket], starts the
 // control socket; it listens on nothing else. [Server.Serve] and
 // [Server.ListenAndServe] block until their context ends or Close is
 // called, and then close the server. Close stops the HTTP server (letting
 // requests in flight finish for up to 5 s), ends the open MCP sessions,
-// stops the control socket and closes the token store; it is idempotent
+// stops the control socket and closes the stores; it is idempotent
 // and waits for everything the server started. Close the server before
 // the host. All methods are safe for concurrent use.
 package serve

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,8 @@ import (
 	"github.com/agenthost/agenthost/host/internal/control"
 	"github.com/agenthost/agenthost/host/internal/guard"
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
+	"github.com/agenthost/agenthost/host/internal/oauthflow"
+	"github.com/agenthost/agenthost/host/internal/oauthserver"
 	"github.com/agenthost/agenthost/host/internal/web"
 )
 
@@ -44,11 +48,24 @@ type Options struct {
 	// `agenthost --config <file> tools --user U` and the other verbs reach
 	// this host. A second server on the same data folder is refused.
 	ControlSocket bool
-	_             struct{}
+
+	// Set by tests only (export_test.go): address prefixes and the TLS
+	// trust of OAuth client ID metadata document fetches, and a shorter
+	// access token life.
+	oauthAllow     []netip.Prefix
+	oauthTLS       *tls.Config
+	oauthAccessTTL time.Duration
+	_              struct{}
 }
 
 // TokenInfo describes an issued token; never its value.
 type TokenInfo = control.TokenInfo
+
+// AuthStart is a started OAuth sign-in: the URL to open, and its state.
+type AuthStart = oauthflow.Started
+
+// AuthResult is how a sign-in ended.
+type AuthResult = oauthflow.Result
 
 // Server serves one host's surfaces. Create it with [New].
 type Server struct {
@@ -56,8 +73,10 @@ type Server struct {
 	cfg     host.Config
 	log     *slog.Logger
 	auth    *auth.Store
+	oauth   *oauthserver.Server // nil when the host's config switches OAuth off
 	tokens  *web.TokenAdmin
 	ep      *mcpendpoint.Endpoint
+	flows   *oauthflow.Flows
 	handler http.Handler
 	srv     *http.Server
 	tls     *tls.Config
@@ -119,26 +138,70 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	s.auth = a
 	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL}
-	s.ep, err = mcpendpoint.New(h, verifier{a}, &mcpendpoint.Options{
+	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
+		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals}
+	sessions := web.NewSessions(a, webOpts)
+	if cfg.OAuth.On() {
+		if s.oauth, err = s.openOAuth(&o, sessions, proxies.Key, hosts); err != nil {
+			_ = a.Close()
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+		webOpts.Apps = s.oauth
+	}
+	epOpts := &mcpendpoint.Options{
 		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
 		Logger: logger.With("surface", "mcp"), Version: host.Version,
 		// Revocations reach CloseToken at once, so a short cache is safe.
 		VerifyCacheTTL: 5 * time.Second,
-	})
+	}
+	if s.oauth != nil {
+		epOpts.ResourceMetadata = s.oauth.ResourceMetadataURL
+	}
+	s.ep, err = mcpendpoint.New(h, verifier{a, s.oauth}, epOpts)
 	if err != nil {
 		_ = a.Close()
+		if s.oauth != nil {
+			_ = s.oauth.Close()
+		}
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	s.stopRev = a.OnRevoke(s.ep.CloseToken)
+	stopTok := a.OnRevoke(s.ep.CloseToken)
+	s.stopRev = stopTok
+	if s.oauth != nil {
+		// Revoking a grant closes its MCP sessions, as a token's do.
+		stopGrant := s.oauth.OnRevoke(s.ep.CloseToken)
+		s.stopRev = func() { stopTok(); stopGrant() }
+	}
 	var mcpURL string
 	if cfg.PublicURL != "" {
 		mcpURL = cfg.BaseURL() + "/mcp"
 	}
-	ui := web.New(h, a, &web.Options{
-		Logger: logger.With("surface", "web"), Secure: s.tls != nil, MCPURL: mcpURL, MCPSessions: s.ep.Sessions,
-		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals,
+	s.flows = oauthflow.New(h, &oauthflow.Options{
+		BaseURL: s.URL, Secure: s.tls != nil, Logger: logger.With("surface", "oauth"),
+		SessionUser: func(w http.ResponseWriter, r *http.Request) (string, bool) {
+			u, _, ok := sessions.User(w, r)
+			return u, ok
+		},
 	})
+	webOpts.SignIn = func(w http.ResponseWriter, r *http.Request, user, extName, name string) (string, error) {
+		st, err := s.flows.BeginBrowser(w, r, user, extName, name)
+		if err != nil {
+			return "", err
+		}
+		return st.URL, nil
+	}
+	webOpts.MCPURL, webOpts.MCPSessions = mcpURL, s.ep.Sessions
+	ui := web.New(h, a, webOpts)
 	mux := http.NewServeMux()
+	if s.oauth != nil {
+		// /.well-known/oauth-*, /oauth/authorize, /oauth/token,
+		// /oauth/register, /oauth/revoke.
+		s.oauth.Mount(mux)
+	}
+	// OAuth sign-ins of extensions (ext.Authorizer): the redirect URI and
+	// the client ID metadata document.
+	mux.HandleFunc(oauthflow.CallbackPath, s.flows.ServeCallback)
+	mux.HandleFunc("GET "+oauthflow.ClientMetadataPath, s.flows.ServeClientMetadata)
 	mux.Handle("/mcp", s.ep)
 	mux.Handle("/mcp/", s.ep)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -156,7 +219,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	if o.ControlSocket {
-		if s.ctl, err = control.Serve(cfg.DataPath(), h, s.tokens, logger); err != nil {
+		if s.ctl, err = control.Serve(cfg.DataPath(), h, s.tokens, s.flows, logger); err != nil {
 			_ = s.Close()
 			return nil, fmt.Errorf("serve: %w", err)
 		}
@@ -165,7 +228,11 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 }
 
 // Handler returns the handler of every HTTP surface: /mcp, /settings,
-// /api/v1/, /status, /status.json, /healthz and the UI's static files.
+// /api/v1/, /status, /status.json, /healthz, the OAuth routes
+// (/.well-known/oauth-*, /oauth/authorize, /oauth/token, /oauth/register,
+// /oauth/revoke), the OAuth callback and client metadata document of
+// extensions' sign-ins (/oauth/callback, /oauth/client-metadata.json) and
+// the UI's static files.
 // Mount it at the root of a server of your own.
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -266,7 +333,11 @@ func (s *Server) Close() error {
 		if s.ctl != nil {
 			cerr = s.ctl.Close()
 		}
-		s.closeErr = errors.Join(err, cerr, s.auth.Close())
+		var oerr error
+		if s.oauth != nil {
+			oerr = s.oauth.Close()
+		}
+		s.closeErr = errors.Join(err, cerr, s.auth.Close(), oerr)
 		s.refusals.Flush()
 	})
 	return s.closeErr
@@ -299,16 +370,82 @@ func (s *Server) RevokeToken(ctx context.Context, id string) error {
 	return s.tokens.RevokeToken(ctx, id)
 }
 
+// BeginAuth starts an OAuth sign-in of user (a user, or
+// [host.OperatorUser] for a shared resource's operator credential) to
+// resource name of extension extName (for ext-mcp: a remote MCP server),
+// and returns the URL for the person to open. The browser comes back to
+// this server's /oauth/callback, which completes it; [Server.WaitAuth]
+// waits for that.
+func (s *Server) BeginAuth(ctx context.Context, user, extName, name string) (*AuthStart, error) {
+	return s.flows.Begin(ctx, user, extName, name)
+}
+
+// WaitAuth waits until the sign-in of state ends (the browser came back,
+// or it expired) or ctx ends.
+func (s *Server) WaitAuth(ctx context.Context, state string) (*AuthResult, error) {
+	return s.flows.Wait(ctx, state)
+}
+
 // LoginLink returns a one-time sign-in link to the settings page for user.
 func (s *Server) LoginLink(ctx context.Context, user string) (string, error) {
 	return s.tokens.CreateLoginLink(ctx, user)
 }
 
-// verifier adapts the token store to the MCP endpoint: operator tokens are
-// not user tokens, and a store failure is "cannot decide", not "invalid".
-type verifier struct{ s *auth.Store }
+// openOAuth opens the OAuth authorization server: its store (oauth.db in
+// the data folder) and its options from the host's config.
+func (s *Server) openOAuth(o *Options, sessions *web.Sessions, addrKey func(*http.Request) string, hosts []string) (*oauthserver.Server, error) {
+	oc := s.cfg.OAuth
+	if base := s.cfg.BaseURL(); !strings.HasPrefix(base, "https://") && s.cfg.PublicURL != "" {
+		s.log.Warn("oauth: publicURL is not https: apps such as Claude's connectors will refuse to connect", "publicURL", base)
+	}
+	st, err := oauthserver.OpenSQLite(filepath.Join(s.cfg.DataPath(), oauthserver.FileName), nil)
+	if err != nil {
+		return nil, err
+	}
+	opts := &oauthserver.Options{
+		BaseURL: s.URL, Sessions: sessions, Limiter: s.auth.Limiter(), AddrKey: addrKey,
+		AllowedHosts: hosts, Refusals: s.refusals,
+		AccessTokenTTL:       cmp.Or(o.oauthAccessTTL, time.Duration(oc.AccessTokenMinutes)*time.Minute),
+		RefreshTokenTTL:      time.Duration(oc.RefreshTokenDays) * 24 * time.Hour,
+		AllowedRedirectHosts: oc.AllowedRedirectHosts,
+		DocumentAllow:        o.oauthAllow,
+		DocumentTLS:          o.oauthTLS,
+		Logger:               s.log.With("surface", "oauth"),
+	}
+	if ap, err := netip.ParseAddrPort(s.cfg.ListenAddr()); err == nil {
+		// A client_id pointing back at this host must not loop.
+		opts.DocumentDeny = []netip.AddrPort{ap}
+	}
+	if oc.PassphraseHash != "" {
+		opts.Passphrase = &oauthserver.Passphrase{Hash: oc.PassphraseHash, User: oc.PassphraseUser}
+	}
+	return oauthserver.New(st, opts)
+}
+
+// verifier adapts the token store and the OAuth server to the MCP
+// endpoint: host tokens (ah_...) go to the store, anything else is an
+// OAuth access token; operator tokens are not user tokens, and a store
+// failure is "cannot decide", not "invalid".
+type verifier struct {
+	s  *auth.Store
+	oa *oauthserver.Server // nil: host tokens only
+}
 
 func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal, error) {
+	if v.oa != nil && !strings.HasPrefix(tok, auth.TokenPrefix) {
+		p, err := v.oa.Verify(ctx, tok)
+		switch {
+		case errors.Is(err, oauthserver.ErrUnavailable):
+			return mcpendpoint.Principal{}, fmt.Errorf("%w: %v", mcpendpoint.ErrUnavailable, err)
+		case errors.Is(err, oauthserver.ErrExpired):
+			return mcpendpoint.Principal{}, fmt.Errorf("%w: %w", mcpendpoint.ErrExpired, err)
+		case err != nil:
+			return mcpendpoint.Principal{}, err
+		}
+		// The grant is the session's token: its refreshed tokens keep the
+		// session, and revoking it closes the session.
+		return mcpendpoint.Principal{User: p.User, TokenID: p.GrantID, Expires: p.Expires}, nil
+	}
 	p, err := v.s.Verify(ctx, tok)
 	switch {
 	case errors.Is(err, auth.ErrInvalidToken):

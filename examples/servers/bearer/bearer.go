@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/agenthost/examples/servers/internal/bigtext"
 )
 
 // tokenKey is the short public name of a token: the first 12 hex digits
@@ -60,6 +62,7 @@ func newHandler(o options) http.Handler {
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
+	bigtext.AddTool(s)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{Stateless: o.stateless, PropagateRequestCancellation: true})
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {

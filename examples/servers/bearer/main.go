@@ -1,7 +1,8 @@
 // Command bearer is an example Streamable HTTP MCP server that requires
 // `Authorization: Bearer <token>` (401 otherwise). Its whoami tool says
 // which token a request carried, by hash (the token itself with
-// -reveal-token, for canary tests only); echo is for benchmarks.
+// -reveal-token, for canary tests only); echo is for benchmarks, big (a
+// text of any size) for tests of result limits.
 //
 //	bearer [-addr 127.0.0.1:8090] [-tokens a,b] [-stateless] [-reveal-token]
 //

@@ -4,8 +4,9 @@
 // exits when its stdin closes.
 //
 // Tools: add_note, list_notes, slow (sleeps, for drain tests), echo (for
-// benchmarks) and whoami (the token's hash; the token itself with
-// -reveal-token, for canary tests only).
+// benchmarks), big (a text of any size, for tests of result limits) and
+// whoami (the token's hash; the token itself with -reveal-token, for
+// canary tests only).
 //
 //	notes [-token T] [-reveal-token]
 package main

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/agenthost/examples/servers/internal/bigtext"
 )
 
 // store keeps notes in memory, keyed by a hash of the caller's token: the
@@ -96,6 +98,7 @@ func newServer(token string, reveal bool) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
+	bigtext.AddTool(s)
 	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Say which token this server was started with (by hash)."},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, whoamiOut, error) {
 			out := whoamiOut{User: key}

@@ -134,6 +134,255 @@ func (Replay) EnumDescriptor() ([]byte, []int) {
 	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{1}
 }
 
+type BeginAuthRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A user, or "@operator" for the operator's credential.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The resource (for ext-mcp: a server).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The host's redirect URI.
+	RedirectUrl string `protobuf:"bytes,3,opt,name=redirect_url,json=redirectUrl,proto3" json:"redirect_url,omitempty"`
+	// The host's client ID metadata document; empty when it offers none.
+	ClientMetadataUrl string `protobuf:"bytes,4,opt,name=client_metadata_url,json=clientMetadataUrl,proto3" json:"client_metadata_url,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *BeginAuthRequest) Reset() {
+	*x = BeginAuthRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginAuthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginAuthRequest) ProtoMessage() {}
+
+func (x *BeginAuthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginAuthRequest.ProtoReflect.Descriptor instead.
+func (*BeginAuthRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *BeginAuthRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *BeginAuthRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BeginAuthRequest) GetRedirectUrl() string {
+	if x != nil {
+		return x.RedirectUrl
+	}
+	return ""
+}
+
+func (x *BeginAuthRequest) GetClientMetadataUrl() string {
+	if x != nil {
+		return x.ClientMetadataUrl
+	}
+	return ""
+}
+
+type BeginAuthResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The authorization URL to open.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// The flow's OAuth state parameter.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// When the extension stops waiting; 0 for the host's default.
+	ExpiresUnixMs int64 `protobuf:"varint,3,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeginAuthResponse) Reset() {
+	*x = BeginAuthResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginAuthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginAuthResponse) ProtoMessage() {}
+
+func (x *BeginAuthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginAuthResponse.ProtoReflect.Descriptor instead.
+func (*BeginAuthResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BeginAuthResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *BeginAuthResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *BeginAuthResponse) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+type CompleteAuthRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	State  string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// The redirect's raw query string (it holds the authorization code).
+	Query         string `protobuf:"bytes,4,opt,name=query,proto3" json:"query,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteAuthRequest) Reset() {
+	*x = CompleteAuthRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteAuthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteAuthRequest) ProtoMessage() {}
+
+func (x *CompleteAuthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteAuthRequest.ProtoReflect.Descriptor instead.
+func (*CompleteAuthRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CompleteAuthRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *CompleteAuthRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CompleteAuthRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *CompleteAuthRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+type CompleteAuthResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to tell the person.
+	Message       string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteAuthResponse) Reset() {
+	*x = CompleteAuthResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteAuthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteAuthResponse) ProtoMessage() {}
+
+func (x *CompleteAuthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteAuthResponse.ProtoReflect.Descriptor instead.
+func (*CompleteAuthResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CompleteAuthResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // CallFrame is one frame of the call channel. The host numbers calls; every
 // frame names its call.
 type CallFrame struct {
@@ -154,7 +403,7 @@ type CallFrame struct {
 
 func (x *CallFrame) Reset() {
 	*x = CallFrame{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[0]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +415,7 @@ func (x *CallFrame) String() string {
 func (*CallFrame) ProtoMessage() {}
 
 func (x *CallFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[0]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +428,7 @@ func (x *CallFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFrame.ProtoReflect.Descriptor instead.
 func (*CallFrame) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{0}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CallFrame) GetCall() uint64 {
@@ -321,7 +570,7 @@ type CallOpen struct {
 
 func (x *CallOpen) Reset() {
 	*x = CallOpen{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[1]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +582,7 @@ func (x *CallOpen) String() string {
 func (*CallOpen) ProtoMessage() {}
 
 func (x *CallOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[1]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +595,7 @@ func (x *CallOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallOpen.ProtoReflect.Descriptor instead.
 func (*CallOpen) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{1}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CallOpen) GetMethod() string {
@@ -430,7 +679,7 @@ type CallEnd struct {
 
 func (x *CallEnd) Reset() {
 	*x = CallEnd{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[2]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +691,7 @@ func (x *CallEnd) String() string {
 func (*CallEnd) ProtoMessage() {}
 
 func (x *CallEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[2]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +704,7 @@ func (x *CallEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallEnd.ProtoReflect.Descriptor instead.
 func (*CallEnd) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{2}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CallEnd) GetResult() []byte {
@@ -505,7 +754,7 @@ type SessionMessage struct {
 
 func (x *SessionMessage) Reset() {
 	*x = SessionMessage{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[3]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +766,7 @@ func (x *SessionMessage) String() string {
 func (*SessionMessage) ProtoMessage() {}
 
 func (x *SessionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[3]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +779,7 @@ func (x *SessionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionMessage.ProtoReflect.Descriptor instead.
 func (*SessionMessage) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{3}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionMessage) GetId() uint64 {
@@ -571,7 +820,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[4]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +832,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[4]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +845,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{4}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SessionReply) GetId() uint64 {
@@ -645,7 +894,7 @@ type RPCError struct {
 
 func (x *RPCError) Reset() {
 	*x = RPCError{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +906,7 @@ func (x *RPCError) String() string {
 func (*RPCError) ProtoMessage() {}
 
 func (x *RPCError) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +919,7 @@ func (x *RPCError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RPCError.ProtoReflect.Descriptor instead.
 func (*RPCError) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{5}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RPCError) GetCode() int64 {
@@ -705,7 +954,7 @@ type SubscribeResourceRequest struct {
 
 func (x *SubscribeResourceRequest) Reset() {
 	*x = SubscribeResourceRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +966,7 @@ func (x *SubscribeResourceRequest) String() string {
 func (*SubscribeResourceRequest) ProtoMessage() {}
 
 func (x *SubscribeResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +979,7 @@ func (x *SubscribeResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResourceRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeResourceRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{6}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SubscribeResourceRequest) GetUserId() string {
@@ -762,7 +1011,7 @@ type SubscribeResourceResponse struct {
 
 func (x *SubscribeResourceResponse) Reset() {
 	*x = SubscribeResourceResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +1023,7 @@ func (x *SubscribeResourceResponse) String() string {
 func (*SubscribeResourceResponse) ProtoMessage() {}
 
 func (x *SubscribeResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +1036,7 @@ func (x *SubscribeResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResourceResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResourceResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{7}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{11}
 }
 
 type SessionNotifyRequest struct {
@@ -801,7 +1050,7 @@ type SessionNotifyRequest struct {
 
 func (x *SessionNotifyRequest) Reset() {
 	*x = SessionNotifyRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1062,7 @@ func (x *SessionNotifyRequest) String() string {
 func (*SessionNotifyRequest) ProtoMessage() {}
 
 func (x *SessionNotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1075,7 @@ func (x *SessionNotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionNotifyRequest.ProtoReflect.Descriptor instead.
 func (*SessionNotifyRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{8}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionNotifyRequest) GetUserId() string {
@@ -858,7 +1107,7 @@ type SessionNotifyResponse struct {
 
 func (x *SessionNotifyResponse) Reset() {
 	*x = SessionNotifyResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1119,7 @@ func (x *SessionNotifyResponse) String() string {
 func (*SessionNotifyResponse) ProtoMessage() {}
 
 func (x *SessionNotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1132,7 @@ func (x *SessionNotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionNotifyResponse.ProtoReflect.Descriptor instead.
 func (*SessionNotifyResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{9}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{13}
 }
 
 type DescribeRequest struct {
@@ -894,7 +1143,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +1155,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +1168,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{10}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{14}
 }
 
 type DescribeResponse struct {
@@ -931,7 +1180,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1192,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1205,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{11}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DescribeResponse) GetDescriptor_() *Descriptor {
@@ -980,7 +1229,7 @@ type Descriptor struct {
 
 func (x *Descriptor) Reset() {
 	*x = Descriptor{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1241,7 @@ func (x *Descriptor) String() string {
 func (*Descriptor) ProtoMessage() {}
 
 func (x *Descriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1254,7 @@ func (x *Descriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Descriptor.ProtoReflect.Descriptor instead.
 func (*Descriptor) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{12}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Descriptor) GetName() string {
@@ -1064,7 +1313,7 @@ type SettingsSection struct {
 
 func (x *SettingsSection) Reset() {
 	*x = SettingsSection{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1325,7 @@ func (x *SettingsSection) String() string {
 func (*SettingsSection) ProtoMessage() {}
 
 func (x *SettingsSection) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1338,7 @@ func (x *SettingsSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsSection.ProtoReflect.Descriptor instead.
 func (*SettingsSection) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{13}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SettingsSection) GetId() string {
@@ -1151,7 +1400,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1412,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1425,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{14}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConfigureRequest) GetConfig() []byte {
@@ -1236,7 +1485,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1497,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1510,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{15}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{19}
 }
 
 type ShutdownRequest struct {
@@ -1272,7 +1521,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1533,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1546,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{16}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{20}
 }
 
 type ShutdownResponse struct {
@@ -1308,7 +1557,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1569,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1582,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{17}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
 }
 
 type ActivateRequest struct {
@@ -1345,7 +1594,7 @@ type ActivateRequest struct {
 
 func (x *ActivateRequest) Reset() {
 	*x = ActivateRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1606,7 @@ func (x *ActivateRequest) String() string {
 func (*ActivateRequest) ProtoMessage() {}
 
 func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1619,7 @@ func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateRequest.ProtoReflect.Descriptor instead.
 func (*ActivateRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{18}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ActivateRequest) GetUserId() string {
@@ -1388,7 +1637,7 @@ type ActivateResponse struct {
 
 func (x *ActivateResponse) Reset() {
 	*x = ActivateResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1649,7 @@ func (x *ActivateResponse) String() string {
 func (*ActivateResponse) ProtoMessage() {}
 
 func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1662,7 @@ func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateResponse.ProtoReflect.Descriptor instead.
 func (*ActivateResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{19}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
 }
 
 type RetireRequest struct {
@@ -1426,7 +1675,7 @@ type RetireRequest struct {
 
 func (x *RetireRequest) Reset() {
 	*x = RetireRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1687,7 @@ func (x *RetireRequest) String() string {
 func (*RetireRequest) ProtoMessage() {}
 
 func (x *RetireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1700,7 @@ func (x *RetireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireRequest.ProtoReflect.Descriptor instead.
 func (*RetireRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{20}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RetireRequest) GetUserId() string {
@@ -1476,7 +1725,7 @@ type RetireResponse struct {
 
 func (x *RetireResponse) Reset() {
 	*x = RetireResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1737,7 @@ func (x *RetireResponse) String() string {
 func (*RetireResponse) ProtoMessage() {}
 
 func (x *RetireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1750,7 @@ func (x *RetireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireResponse.ProtoReflect.Descriptor instead.
 func (*RetireResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
 }
 
 type ReconcileAllRequest struct {
@@ -1512,7 +1761,7 @@ type ReconcileAllRequest struct {
 
 func (x *ReconcileAllRequest) Reset() {
 	*x = ReconcileAllRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1773,7 @@ func (x *ReconcileAllRequest) String() string {
 func (*ReconcileAllRequest) ProtoMessage() {}
 
 func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1786,7 @@ func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileAllRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
 }
 
 type ReconcileAllResponse struct {
@@ -1548,7 +1797,7 @@ type ReconcileAllResponse struct {
 
 func (x *ReconcileAllResponse) Reset() {
 	*x = ReconcileAllResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1809,7 @@ func (x *ReconcileAllResponse) String() string {
 func (*ReconcileAllResponse) ProtoMessage() {}
 
 func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1822,7 @@ func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileAllResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
 }
 
 type StartServiceRequest struct {
@@ -1586,7 +1835,7 @@ type StartServiceRequest struct {
 
 func (x *StartServiceRequest) Reset() {
 	*x = StartServiceRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1847,7 @@ func (x *StartServiceRequest) String() string {
 func (*StartServiceRequest) ProtoMessage() {}
 
 func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1860,7 @@ func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceRequest.ProtoReflect.Descriptor instead.
 func (*StartServiceRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StartServiceRequest) GetName() string {
@@ -1638,7 +1887,7 @@ type StartServiceResponse struct {
 
 func (x *StartServiceResponse) Reset() {
 	*x = StartServiceResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1899,7 @@ func (x *StartServiceResponse) String() string {
 func (*StartServiceResponse) ProtoMessage() {}
 
 func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1912,7 @@ func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceResponse.ProtoReflect.Descriptor instead.
 func (*StartServiceResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StartServiceResponse) GetSpec() *ProcessSpec {
@@ -1691,7 +1940,7 @@ type ProcessSpec struct {
 
 func (x *ProcessSpec) Reset() {
 	*x = ProcessSpec{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1952,7 @@ func (x *ProcessSpec) String() string {
 func (*ProcessSpec) ProtoMessage() {}
 
 func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1965,7 @@ func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessSpec.ProtoReflect.Descriptor instead.
 func (*ProcessSpec) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ProcessSpec) GetCommand() string {
@@ -1778,7 +2027,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +2039,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +2052,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatusRequest) GetUserId() string {
@@ -1822,7 +2071,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2083,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2096,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatusResponse) GetEntries() []*StatusEntry {
@@ -1872,7 +2121,7 @@ type StatusEntry struct {
 
 func (x *StatusEntry) Reset() {
 	*x = StatusEntry{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +2133,7 @@ func (x *StatusEntry) String() string {
 func (*StatusEntry) ProtoMessage() {}
 
 func (x *StatusEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2146,7 @@ func (x *StatusEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEntry.ProtoReflect.Descriptor instead.
 func (*StatusEntry) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatusEntry) GetUserId() string {
@@ -1969,7 +2218,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2230,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2243,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Tool) GetName() string {
@@ -2084,7 +2333,7 @@ type SetUserToolsRequest struct {
 
 func (x *SetUserToolsRequest) Reset() {
 	*x = SetUserToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2345,7 @@ func (x *SetUserToolsRequest) String() string {
 func (*SetUserToolsRequest) ProtoMessage() {}
 
 func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2358,7 @@ func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetUserToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetUserToolsRequest) GetUserId() string {
@@ -2134,7 +2383,7 @@ type SetUserToolsResponse struct {
 
 func (x *SetUserToolsResponse) Reset() {
 	*x = SetUserToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2395,7 @@ func (x *SetUserToolsResponse) String() string {
 func (*SetUserToolsResponse) ProtoMessage() {}
 
 func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2408,7 @@ func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetUserToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
 }
 
 type SetSystemToolsRequest struct {
@@ -2171,7 +2420,7 @@ type SetSystemToolsRequest struct {
 
 func (x *SetSystemToolsRequest) Reset() {
 	*x = SetSystemToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2432,7 @@ func (x *SetSystemToolsRequest) String() string {
 func (*SetSystemToolsRequest) ProtoMessage() {}
 
 func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2445,7 @@ func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetSystemToolsRequest) GetTools() []*Tool {
@@ -2214,7 +2463,7 @@ type SetSystemToolsResponse struct {
 
 func (x *SetSystemToolsResponse) Reset() {
 	*x = SetSystemToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2475,7 @@ func (x *SetSystemToolsResponse) String() string {
 func (*SetSystemToolsResponse) ProtoMessage() {}
 
 func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2488,7 @@ func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
 }
 
 type SetUserCatalogRequest struct {
@@ -2256,7 +2505,7 @@ type SetUserCatalogRequest struct {
 
 func (x *SetUserCatalogRequest) Reset() {
 	*x = SetUserCatalogRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2517,7 @@ func (x *SetUserCatalogRequest) String() string {
 func (*SetUserCatalogRequest) ProtoMessage() {}
 
 func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2530,7 @@ func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogRequest.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetUserCatalogRequest) GetUserId() string {
@@ -2334,7 +2583,7 @@ type SetUserCatalogResponse struct {
 
 func (x *SetUserCatalogResponse) Reset() {
 	*x = SetUserCatalogResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2595,7 @@ func (x *SetUserCatalogResponse) String() string {
 func (*SetUserCatalogResponse) ProtoMessage() {}
 
 func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2608,7 @@ func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogResponse.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
 }
 
 type Prompt struct {
@@ -2373,7 +2622,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2634,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2647,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Prompt) GetName() string {
@@ -2426,7 +2675,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2687,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2700,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Resource) GetUri() string {
@@ -2479,7 +2728,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2740,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2753,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResourceTemplate) GetUriTemplate() string {
@@ -2531,7 +2780,7 @@ type Instruction struct {
 
 func (x *Instruction) Reset() {
 	*x = Instruction{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2792,7 @@ func (x *Instruction) String() string {
 func (*Instruction) ProtoMessage() {}
 
 func (x *Instruction) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2805,7 @@ func (x *Instruction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instruction.ProtoReflect.Descriptor instead.
 func (*Instruction) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Instruction) GetSource() string {
@@ -2584,7 +2833,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2845,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2858,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NotifyRequest) GetUserId() string {
@@ -2641,7 +2890,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +2902,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +2915,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
 }
 
 type RequestUserRequest struct {
@@ -2680,7 +2929,7 @@ type RequestUserRequest struct {
 
 func (x *RequestUserRequest) Reset() {
 	*x = RequestUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +2941,7 @@ func (x *RequestUserRequest) String() string {
 func (*RequestUserRequest) ProtoMessage() {}
 
 func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +2954,7 @@ func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserRequest.ProtoReflect.Descriptor instead.
 func (*RequestUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RequestUserRequest) GetUserId() string {
@@ -2740,7 +2989,7 @@ type RequestUserResponse struct {
 
 func (x *RequestUserResponse) Reset() {
 	*x = RequestUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +3001,7 @@ func (x *RequestUserResponse) String() string {
 func (*RequestUserResponse) ProtoMessage() {}
 
 func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +3014,7 @@ func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserResponse.ProtoReflect.Descriptor instead.
 func (*RequestUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RequestUserResponse) GetResult() []byte {
@@ -2791,7 +3040,7 @@ type ActingUserRequest struct {
 
 func (x *ActingUserRequest) Reset() {
 	*x = ActingUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +3052,7 @@ func (x *ActingUserRequest) String() string {
 func (*ActingUserRequest) ProtoMessage() {}
 
 func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +3065,7 @@ func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserRequest.ProtoReflect.Descriptor instead.
 func (*ActingUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ActingUserRequest) GetConversationId() string {
@@ -2835,7 +3084,7 @@ type ActingUserResponse struct {
 
 func (x *ActingUserResponse) Reset() {
 	*x = ActingUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +3096,7 @@ func (x *ActingUserResponse) String() string {
 func (*ActingUserResponse) ProtoMessage() {}
 
 func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +3109,7 @@ func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserResponse.ProtoReflect.Descriptor instead.
 func (*ActingUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ActingUserResponse) GetUserId() string {
@@ -2880,7 +3129,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +3141,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +3154,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetSecretRequest) GetUserId() string {
@@ -2931,7 +3180,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3192,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3205,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetSecretResponse) GetValue() string {
@@ -2977,7 +3226,7 @@ type SetSecretRequest struct {
 
 func (x *SetSecretRequest) Reset() {
 	*x = SetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3238,7 @@ func (x *SetSecretRequest) String() string {
 func (*SetSecretRequest) ProtoMessage() {}
 
 func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3251,7 @@ func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretRequest.ProtoReflect.Descriptor instead.
 func (*SetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetSecretRequest) GetUserId() string {
@@ -3034,7 +3283,7 @@ type SetSecretResponse struct {
 
 func (x *SetSecretResponse) Reset() {
 	*x = SetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3295,7 @@ func (x *SetSecretResponse) String() string {
 func (*SetSecretResponse) ProtoMessage() {}
 
 func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3308,7 @@ func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretResponse.ProtoReflect.Descriptor instead.
 func (*SetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
 }
 
 type DeleteSecretRequest struct {
@@ -3072,7 +3321,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3084,7 +3333,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3097,7 +3346,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DeleteSecretRequest) GetUserId() string {
@@ -3122,7 +3371,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3134,7 +3383,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3147,7 +3396,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
 }
 
 type ListSecretsRequest struct {
@@ -3159,7 +3408,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3420,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3433,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListSecretsRequest) GetUserId() string {
@@ -3203,7 +3452,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3215,7 +3464,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3228,7 +3477,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListSecretsResponse) GetNames() []string {
@@ -3248,7 +3497,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3509,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3522,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -3299,7 +3548,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3560,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3573,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetSettingsResponse) GetValues() []byte {
@@ -3345,7 +3594,7 @@ type SetSettingsRequest struct {
 
 func (x *SetSettingsRequest) Reset() {
 	*x = SetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3606,7 @@ func (x *SetSettingsRequest) String() string {
 func (*SetSettingsRequest) ProtoMessage() {}
 
 func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3619,7 @@ func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetSettingsRequest) GetUserId() string {
@@ -3402,7 +3651,7 @@ type SetSettingsResponse struct {
 
 func (x *SetSettingsResponse) Reset() {
 	*x = SetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3663,7 @@ func (x *SetSettingsResponse) String() string {
 func (*SetSettingsResponse) ProtoMessage() {}
 
 func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3676,7 @@ func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
 }
 
 type GetPathsRequest struct {
@@ -3439,7 +3688,7 @@ type GetPathsRequest struct {
 
 func (x *GetPathsRequest) Reset() {
 	*x = GetPathsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3451,7 +3700,7 @@ func (x *GetPathsRequest) String() string {
 func (*GetPathsRequest) ProtoMessage() {}
 
 func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3464,7 +3713,7 @@ func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsRequest.ProtoReflect.Descriptor instead.
 func (*GetPathsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetPathsRequest) GetUserId() string {
@@ -3485,7 +3734,7 @@ type GetPathsResponse struct {
 
 func (x *GetPathsResponse) Reset() {
 	*x = GetPathsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3497,7 +3746,7 @@ func (x *GetPathsResponse) String() string {
 func (*GetPathsResponse) ProtoMessage() {}
 
 func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3510,7 +3759,7 @@ func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsResponse.ProtoReflect.Descriptor instead.
 func (*GetPathsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetPathsResponse) GetData() string {
@@ -3550,7 +3799,7 @@ type ServiceFrame struct {
 
 func (x *ServiceFrame) Reset() {
 	*x = ServiceFrame{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3562,7 +3811,7 @@ func (x *ServiceFrame) String() string {
 func (*ServiceFrame) ProtoMessage() {}
 
 func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3575,7 +3824,7 @@ func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceFrame.ProtoReflect.Descriptor instead.
 func (*ServiceFrame) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ServiceFrame) GetFrame() isServiceFrame_Frame {
@@ -3683,7 +3932,7 @@ type ServiceOpen struct {
 
 func (x *ServiceOpen) Reset() {
 	*x = ServiceOpen{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3944,7 @@ func (x *ServiceOpen) String() string {
 func (*ServiceOpen) ProtoMessage() {}
 
 func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3957,7 @@ func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpen.ProtoReflect.Descriptor instead.
 func (*ServiceOpen) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ServiceOpen) GetName() string {
@@ -3751,7 +4000,7 @@ type ServiceOpened struct {
 
 func (x *ServiceOpened) Reset() {
 	*x = ServiceOpened{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3763,7 +4012,7 @@ func (x *ServiceOpened) String() string {
 func (*ServiceOpened) ProtoMessage() {}
 
 func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3776,7 +4025,7 @@ func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpened.ProtoReflect.Descriptor instead.
 func (*ServiceOpened) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ServiceOpened) GetTransport() string {
@@ -3804,7 +4053,23 @@ var File_agenthost_ext_v1_ext_proto protoreflect.FileDescriptor
 
 const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthost/ext/v1/ext.proto\x12\x10agenthost.ext.v1\"\xd4\x02\n" +
+	"\x1aagenthost/ext/v1/ext.proto\x12\x10agenthost.ext.v1\"\x92\x01\n" +
+	"\x10BeginAuthRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
+	"\fredirect_url\x18\x03 \x01(\tR\vredirectUrl\x12.\n" +
+	"\x13client_metadata_url\x18\x04 \x01(\tR\x11clientMetadataUrl\"c\n" +
+	"\x11BeginAuthResponse\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x03 \x01(\x03R\rexpiresUnixMs\"n\n" +
+	"\x13CompleteAuthRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
+	"\x05query\x18\x04 \x01(\tR\x05query\"0\n" +
+	"\x14CompleteAuthResponse\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xd4\x02\n" +
 	"\tCallFrame\x12\x12\n" +
 	"\x04call\x18\x01 \x01(\x04R\x04call\x120\n" +
 	"\x04open\x18\x02 \x01(\v2\x1a.agenthost.ext.v1.CallOpenH\x00R\x04open\x12-\n" +
@@ -4042,7 +4307,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06Replay\x12\x16\n" +
 	"\x12REPLAY_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vREPLAY_SAFE\x10\x01\x12\x11\n" +
-	"\rREPLAY_UNSAFE\x10\x022\xc9\a\n" +
+	"\rREPLAY_UNSAFE\x10\x022\xfe\b\n" +
 	"\tExtension\x12Q\n" +
 	"\bDescribe\x12!.agenthost.ext.v1.DescribeRequest\x1a\".agenthost.ext.v1.DescribeResponse\x12T\n" +
 	"\tConfigure\x12\".agenthost.ext.v1.ConfigureRequest\x1a#.agenthost.ext.v1.ConfigureResponse\x12Q\n" +
@@ -4054,7 +4319,9 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\fStartService\x12%.agenthost.ext.v1.StartServiceRequest\x1a&.agenthost.ext.v1.StartServiceResponse\x12K\n" +
 	"\x06Status\x12\x1f.agenthost.ext.v1.StatusRequest\x1a .agenthost.ext.v1.StatusResponse\x12l\n" +
 	"\x11SubscribeResource\x12*.agenthost.ext.v1.SubscribeResourceRequest\x1a+.agenthost.ext.v1.SubscribeResourceResponse\x12`\n" +
-	"\rSessionNotify\x12&.agenthost.ext.v1.SessionNotifyRequest\x1a'.agenthost.ext.v1.SessionNotifyResponse2\xf9\t\n" +
+	"\rSessionNotify\x12&.agenthost.ext.v1.SessionNotifyRequest\x1a'.agenthost.ext.v1.SessionNotifyResponse\x12T\n" +
+	"\tBeginAuth\x12\".agenthost.ext.v1.BeginAuthRequest\x1a#.agenthost.ext.v1.BeginAuthResponse\x12]\n" +
+	"\fCompleteAuth\x12%.agenthost.ext.v1.CompleteAuthRequest\x1a&.agenthost.ext.v1.CompleteAuthResponse2\xf9\t\n" +
 	"\x04Host\x12]\n" +
 	"\fSetUserTools\x12%.agenthost.ext.v1.SetUserToolsRequest\x1a&.agenthost.ext.v1.SetUserToolsResponse\x12c\n" +
 	"\x0eSetSystemTools\x12'.agenthost.ext.v1.SetSystemToolsRequest\x1a(.agenthost.ext.v1.SetSystemToolsResponse\x12c\n" +
@@ -4085,151 +4352,159 @@ func file_agenthost_ext_v1_ext_proto_rawDescGZIP() []byte {
 }
 
 var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(Exposure)(0),                     // 0: agenthost.ext.v1.Exposure
 	(Replay)(0),                       // 1: agenthost.ext.v1.Replay
-	(*CallFrame)(nil),                 // 2: agenthost.ext.v1.CallFrame
-	(*CallOpen)(nil),                  // 3: agenthost.ext.v1.CallOpen
-	(*CallEnd)(nil),                   // 4: agenthost.ext.v1.CallEnd
-	(*SessionMessage)(nil),            // 5: agenthost.ext.v1.SessionMessage
-	(*SessionReply)(nil),              // 6: agenthost.ext.v1.SessionReply
-	(*RPCError)(nil),                  // 7: agenthost.ext.v1.RPCError
-	(*SubscribeResourceRequest)(nil),  // 8: agenthost.ext.v1.SubscribeResourceRequest
-	(*SubscribeResourceResponse)(nil), // 9: agenthost.ext.v1.SubscribeResourceResponse
-	(*SessionNotifyRequest)(nil),      // 10: agenthost.ext.v1.SessionNotifyRequest
-	(*SessionNotifyResponse)(nil),     // 11: agenthost.ext.v1.SessionNotifyResponse
-	(*DescribeRequest)(nil),           // 12: agenthost.ext.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 13: agenthost.ext.v1.DescribeResponse
-	(*Descriptor)(nil),                // 14: agenthost.ext.v1.Descriptor
-	(*SettingsSection)(nil),           // 15: agenthost.ext.v1.SettingsSection
-	(*ConfigureRequest)(nil),          // 16: agenthost.ext.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 17: agenthost.ext.v1.ConfigureResponse
-	(*ShutdownRequest)(nil),           // 18: agenthost.ext.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),          // 19: agenthost.ext.v1.ShutdownResponse
-	(*ActivateRequest)(nil),           // 20: agenthost.ext.v1.ActivateRequest
-	(*ActivateResponse)(nil),          // 21: agenthost.ext.v1.ActivateResponse
-	(*RetireRequest)(nil),             // 22: agenthost.ext.v1.RetireRequest
-	(*RetireResponse)(nil),            // 23: agenthost.ext.v1.RetireResponse
-	(*ReconcileAllRequest)(nil),       // 24: agenthost.ext.v1.ReconcileAllRequest
-	(*ReconcileAllResponse)(nil),      // 25: agenthost.ext.v1.ReconcileAllResponse
-	(*StartServiceRequest)(nil),       // 26: agenthost.ext.v1.StartServiceRequest
-	(*StartServiceResponse)(nil),      // 27: agenthost.ext.v1.StartServiceResponse
-	(*ProcessSpec)(nil),               // 28: agenthost.ext.v1.ProcessSpec
-	(*StatusRequest)(nil),             // 29: agenthost.ext.v1.StatusRequest
-	(*StatusResponse)(nil),            // 30: agenthost.ext.v1.StatusResponse
-	(*StatusEntry)(nil),               // 31: agenthost.ext.v1.StatusEntry
-	(*Tool)(nil),                      // 32: agenthost.ext.v1.Tool
-	(*SetUserToolsRequest)(nil),       // 33: agenthost.ext.v1.SetUserToolsRequest
-	(*SetUserToolsResponse)(nil),      // 34: agenthost.ext.v1.SetUserToolsResponse
-	(*SetSystemToolsRequest)(nil),     // 35: agenthost.ext.v1.SetSystemToolsRequest
-	(*SetSystemToolsResponse)(nil),    // 36: agenthost.ext.v1.SetSystemToolsResponse
-	(*SetUserCatalogRequest)(nil),     // 37: agenthost.ext.v1.SetUserCatalogRequest
-	(*SetUserCatalogResponse)(nil),    // 38: agenthost.ext.v1.SetUserCatalogResponse
-	(*Prompt)(nil),                    // 39: agenthost.ext.v1.Prompt
-	(*Resource)(nil),                  // 40: agenthost.ext.v1.Resource
-	(*ResourceTemplate)(nil),          // 41: agenthost.ext.v1.ResourceTemplate
-	(*Instruction)(nil),               // 42: agenthost.ext.v1.Instruction
-	(*NotifyRequest)(nil),             // 43: agenthost.ext.v1.NotifyRequest
-	(*NotifyResponse)(nil),            // 44: agenthost.ext.v1.NotifyResponse
-	(*RequestUserRequest)(nil),        // 45: agenthost.ext.v1.RequestUserRequest
-	(*RequestUserResponse)(nil),       // 46: agenthost.ext.v1.RequestUserResponse
-	(*ActingUserRequest)(nil),         // 47: agenthost.ext.v1.ActingUserRequest
-	(*ActingUserResponse)(nil),        // 48: agenthost.ext.v1.ActingUserResponse
-	(*GetSecretRequest)(nil),          // 49: agenthost.ext.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),         // 50: agenthost.ext.v1.GetSecretResponse
-	(*SetSecretRequest)(nil),          // 51: agenthost.ext.v1.SetSecretRequest
-	(*SetSecretResponse)(nil),         // 52: agenthost.ext.v1.SetSecretResponse
-	(*DeleteSecretRequest)(nil),       // 53: agenthost.ext.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),      // 54: agenthost.ext.v1.DeleteSecretResponse
-	(*ListSecretsRequest)(nil),        // 55: agenthost.ext.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),       // 56: agenthost.ext.v1.ListSecretsResponse
-	(*GetSettingsRequest)(nil),        // 57: agenthost.ext.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),       // 58: agenthost.ext.v1.GetSettingsResponse
-	(*SetSettingsRequest)(nil),        // 59: agenthost.ext.v1.SetSettingsRequest
-	(*SetSettingsResponse)(nil),       // 60: agenthost.ext.v1.SetSettingsResponse
-	(*GetPathsRequest)(nil),           // 61: agenthost.ext.v1.GetPathsRequest
-	(*GetPathsResponse)(nil),          // 62: agenthost.ext.v1.GetPathsResponse
-	(*ServiceFrame)(nil),              // 63: agenthost.ext.v1.ServiceFrame
-	(*ServiceOpen)(nil),               // 64: agenthost.ext.v1.ServiceOpen
-	(*ServiceOpened)(nil),             // 65: agenthost.ext.v1.ServiceOpened
+	(*BeginAuthRequest)(nil),          // 2: agenthost.ext.v1.BeginAuthRequest
+	(*BeginAuthResponse)(nil),         // 3: agenthost.ext.v1.BeginAuthResponse
+	(*CompleteAuthRequest)(nil),       // 4: agenthost.ext.v1.CompleteAuthRequest
+	(*CompleteAuthResponse)(nil),      // 5: agenthost.ext.v1.CompleteAuthResponse
+	(*CallFrame)(nil),                 // 6: agenthost.ext.v1.CallFrame
+	(*CallOpen)(nil),                  // 7: agenthost.ext.v1.CallOpen
+	(*CallEnd)(nil),                   // 8: agenthost.ext.v1.CallEnd
+	(*SessionMessage)(nil),            // 9: agenthost.ext.v1.SessionMessage
+	(*SessionReply)(nil),              // 10: agenthost.ext.v1.SessionReply
+	(*RPCError)(nil),                  // 11: agenthost.ext.v1.RPCError
+	(*SubscribeResourceRequest)(nil),  // 12: agenthost.ext.v1.SubscribeResourceRequest
+	(*SubscribeResourceResponse)(nil), // 13: agenthost.ext.v1.SubscribeResourceResponse
+	(*SessionNotifyRequest)(nil),      // 14: agenthost.ext.v1.SessionNotifyRequest
+	(*SessionNotifyResponse)(nil),     // 15: agenthost.ext.v1.SessionNotifyResponse
+	(*DescribeRequest)(nil),           // 16: agenthost.ext.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 17: agenthost.ext.v1.DescribeResponse
+	(*Descriptor)(nil),                // 18: agenthost.ext.v1.Descriptor
+	(*SettingsSection)(nil),           // 19: agenthost.ext.v1.SettingsSection
+	(*ConfigureRequest)(nil),          // 20: agenthost.ext.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 21: agenthost.ext.v1.ConfigureResponse
+	(*ShutdownRequest)(nil),           // 22: agenthost.ext.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),          // 23: agenthost.ext.v1.ShutdownResponse
+	(*ActivateRequest)(nil),           // 24: agenthost.ext.v1.ActivateRequest
+	(*ActivateResponse)(nil),          // 25: agenthost.ext.v1.ActivateResponse
+	(*RetireRequest)(nil),             // 26: agenthost.ext.v1.RetireRequest
+	(*RetireResponse)(nil),            // 27: agenthost.ext.v1.RetireResponse
+	(*ReconcileAllRequest)(nil),       // 28: agenthost.ext.v1.ReconcileAllRequest
+	(*ReconcileAllResponse)(nil),      // 29: agenthost.ext.v1.ReconcileAllResponse
+	(*StartServiceRequest)(nil),       // 30: agenthost.ext.v1.StartServiceRequest
+	(*StartServiceResponse)(nil),      // 31: agenthost.ext.v1.StartServiceResponse
+	(*ProcessSpec)(nil),               // 32: agenthost.ext.v1.ProcessSpec
+	(*StatusRequest)(nil),             // 33: agenthost.ext.v1.StatusRequest
+	(*StatusResponse)(nil),            // 34: agenthost.ext.v1.StatusResponse
+	(*StatusEntry)(nil),               // 35: agenthost.ext.v1.StatusEntry
+	(*Tool)(nil),                      // 36: agenthost.ext.v1.Tool
+	(*SetUserToolsRequest)(nil),       // 37: agenthost.ext.v1.SetUserToolsRequest
+	(*SetUserToolsResponse)(nil),      // 38: agenthost.ext.v1.SetUserToolsResponse
+	(*SetSystemToolsRequest)(nil),     // 39: agenthost.ext.v1.SetSystemToolsRequest
+	(*SetSystemToolsResponse)(nil),    // 40: agenthost.ext.v1.SetSystemToolsResponse
+	(*SetUserCatalogRequest)(nil),     // 41: agenthost.ext.v1.SetUserCatalogRequest
+	(*SetUserCatalogResponse)(nil),    // 42: agenthost.ext.v1.SetUserCatalogResponse
+	(*Prompt)(nil),                    // 43: agenthost.ext.v1.Prompt
+	(*Resource)(nil),                  // 44: agenthost.ext.v1.Resource
+	(*ResourceTemplate)(nil),          // 45: agenthost.ext.v1.ResourceTemplate
+	(*Instruction)(nil),               // 46: agenthost.ext.v1.Instruction
+	(*NotifyRequest)(nil),             // 47: agenthost.ext.v1.NotifyRequest
+	(*NotifyResponse)(nil),            // 48: agenthost.ext.v1.NotifyResponse
+	(*RequestUserRequest)(nil),        // 49: agenthost.ext.v1.RequestUserRequest
+	(*RequestUserResponse)(nil),       // 50: agenthost.ext.v1.RequestUserResponse
+	(*ActingUserRequest)(nil),         // 51: agenthost.ext.v1.ActingUserRequest
+	(*ActingUserResponse)(nil),        // 52: agenthost.ext.v1.ActingUserResponse
+	(*GetSecretRequest)(nil),          // 53: agenthost.ext.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),         // 54: agenthost.ext.v1.GetSecretResponse
+	(*SetSecretRequest)(nil),          // 55: agenthost.ext.v1.SetSecretRequest
+	(*SetSecretResponse)(nil),         // 56: agenthost.ext.v1.SetSecretResponse
+	(*DeleteSecretRequest)(nil),       // 57: agenthost.ext.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),      // 58: agenthost.ext.v1.DeleteSecretResponse
+	(*ListSecretsRequest)(nil),        // 59: agenthost.ext.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),       // 60: agenthost.ext.v1.ListSecretsResponse
+	(*GetSettingsRequest)(nil),        // 61: agenthost.ext.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),       // 62: agenthost.ext.v1.GetSettingsResponse
+	(*SetSettingsRequest)(nil),        // 63: agenthost.ext.v1.SetSettingsRequest
+	(*SetSettingsResponse)(nil),       // 64: agenthost.ext.v1.SetSettingsResponse
+	(*GetPathsRequest)(nil),           // 65: agenthost.ext.v1.GetPathsRequest
+	(*GetPathsResponse)(nil),          // 66: agenthost.ext.v1.GetPathsResponse
+	(*ServiceFrame)(nil),              // 67: agenthost.ext.v1.ServiceFrame
+	(*ServiceOpen)(nil),               // 68: agenthost.ext.v1.ServiceOpen
+	(*ServiceOpened)(nil),             // 69: agenthost.ext.v1.ServiceOpened
 }
 var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
-	3,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
-	4,  // 1: agenthost.ext.v1.CallFrame.end:type_name -> agenthost.ext.v1.CallEnd
-	5,  // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
-	5,  // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
-	6,  // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
-	7,  // 5: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	14, // 6: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
-	15, // 7: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
-	28, // 8: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	31, // 9: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
+	7,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
+	8,  // 1: agenthost.ext.v1.CallFrame.end:type_name -> agenthost.ext.v1.CallEnd
+	9,  // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
+	9,  // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
+	10, // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
+	11, // 5: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	18, // 6: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
+	19, // 7: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
+	32, // 8: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	35, // 9: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
 	0,  // 10: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
 	1,  // 11: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
-	32, // 12: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	32, // 13: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	32, // 14: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
-	39, // 15: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
-	40, // 16: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
-	41, // 17: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
-	42, // 18: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
-	7,  // 19: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	64, // 20: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
-	65, // 21: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	28, // 22: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	12, // 23: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
-	16, // 24: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
-	18, // 25: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
-	2,  // 26: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
-	20, // 27: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
-	22, // 28: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
-	24, // 29: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
-	26, // 30: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
-	29, // 31: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
-	8,  // 32: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
-	10, // 33: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
-	33, // 34: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	35, // 35: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	37, // 36: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
-	43, // 37: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
-	45, // 38: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
-	47, // 39: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	49, // 40: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	51, // 41: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	53, // 42: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	55, // 43: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	57, // 44: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	59, // 45: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	61, // 46: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	63, // 47: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	13, // 48: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	17, // 49: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	19, // 50: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	2,  // 51: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
-	21, // 52: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	23, // 53: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	25, // 54: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	27, // 55: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	30, // 56: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	9,  // 57: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
-	11, // 58: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
-	34, // 59: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	36, // 60: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	38, // 61: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
-	44, // 62: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
-	46, // 63: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
-	48, // 64: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	50, // 65: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	52, // 66: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	54, // 67: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	56, // 68: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	58, // 69: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	60, // 70: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	62, // 71: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	63, // 72: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	48, // [48:73] is the sub-list for method output_type
-	23, // [23:48] is the sub-list for method input_type
+	36, // 12: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	36, // 13: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	36, // 14: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
+	43, // 15: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
+	44, // 16: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
+	45, // 17: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
+	46, // 18: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
+	11, // 19: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	68, // 20: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
+	69, // 21: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
+	32, // 22: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	16, // 23: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
+	20, // 24: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
+	22, // 25: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
+	6,  // 26: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
+	24, // 27: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
+	26, // 28: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
+	28, // 29: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
+	30, // 30: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
+	33, // 31: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
+	12, // 32: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
+	14, // 33: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
+	2,  // 34: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
+	4,  // 35: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
+	37, // 36: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	39, // 37: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	41, // 38: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	47, // 39: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	49, // 40: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	51, // 41: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	53, // 42: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	55, // 43: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	57, // 44: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	59, // 45: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	61, // 46: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	63, // 47: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	65, // 48: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	67, // 49: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	17, // 50: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	21, // 51: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	23, // 52: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	6,  // 53: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	25, // 54: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	27, // 55: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	29, // 56: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	31, // 57: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	34, // 58: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	13, // 59: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	15, // 60: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	3,  // 61: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
+	5,  // 62: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
+	38, // 63: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	40, // 64: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	42, // 65: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	48, // 66: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	50, // 67: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	52, // 68: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	54, // 69: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	56, // 70: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	58, // 71: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	60, // 72: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	62, // 73: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	64, // 74: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	66, // 75: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	67, // 76: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	50, // [50:77] is the sub-list for method output_type
+	23, // [23:50] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name
@@ -4240,7 +4515,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 	if File_agenthost_ext_v1_ext_proto != nil {
 		return
 	}
-	file_agenthost_ext_v1_ext_proto_msgTypes[0].OneofWrappers = []any{
+	file_agenthost_ext_v1_ext_proto_msgTypes[4].OneofWrappers = []any{
 		(*CallFrame_Open)(nil),
 		(*CallFrame_End)(nil),
 		(*CallFrame_Cancel)(nil),
@@ -4248,7 +4523,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 		(*CallFrame_Request)(nil),
 		(*CallFrame_Reply)(nil),
 	}
-	file_agenthost_ext_v1_ext_proto_msgTypes[61].OneofWrappers = []any{
+	file_agenthost_ext_v1_ext_proto_msgTypes[65].OneofWrappers = []any{
 		(*ServiceFrame_Open)(nil),
 		(*ServiceFrame_Opened)(nil),
 		(*ServiceFrame_Data)(nil),
@@ -4261,7 +4536,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthost_ext_v1_ext_proto_rawDesc), len(file_agenthost_ext_v1_ext_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   64,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -42,6 +42,8 @@ const (
 	Extension_Status_FullMethodName            = "/agenthost.ext.v1.Extension/Status"
 	Extension_SubscribeResource_FullMethodName = "/agenthost.ext.v1.Extension/SubscribeResource"
 	Extension_SessionNotify_FullMethodName     = "/agenthost.ext.v1.Extension/SessionNotify"
+	Extension_BeginAuth_FullMethodName         = "/agenthost.ext.v1.Extension/BeginAuth"
+	Extension_CompleteAuth_FullMethodName      = "/agenthost.ext.v1.Extension/CompleteAuth"
 )
 
 // ExtensionClient is the client API for Extension service.
@@ -72,6 +74,10 @@ type ExtensionClient interface {
 	SubscribeResource(ctx context.Context, in *SubscribeResourceRequest, opts ...grpc.CallOption) (*SubscribeResourceResponse, error)
 	// Capability "sessions": a notification a user's client sent.
 	SessionNotify(ctx context.Context, in *SessionNotifyRequest, opts ...grpc.CallOption) (*SessionNotifyResponse, error)
+	// Capability "auth": start an OAuth sign-in of a user to a resource, and
+	// finish it with the authorization server's redirect.
+	BeginAuth(ctx context.Context, in *BeginAuthRequest, opts ...grpc.CallOption) (*BeginAuthResponse, error)
+	CompleteAuth(ctx context.Context, in *CompleteAuthRequest, opts ...grpc.CallOption) (*CompleteAuthResponse, error)
 }
 
 type extensionClient struct {
@@ -195,6 +201,26 @@ func (c *extensionClient) SessionNotify(ctx context.Context, in *SessionNotifyRe
 	return out, nil
 }
 
+func (c *extensionClient) BeginAuth(ctx context.Context, in *BeginAuthRequest, opts ...grpc.CallOption) (*BeginAuthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BeginAuthResponse)
+	err := c.cc.Invoke(ctx, Extension_BeginAuth_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *extensionClient) CompleteAuth(ctx context.Context, in *CompleteAuthRequest, opts ...grpc.CallOption) (*CompleteAuthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteAuthResponse)
+	err := c.cc.Invoke(ctx, Extension_CompleteAuth_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ExtensionServer is the server API for Extension service.
 // All implementations must embed UnimplementedExtensionServer
 // for forward compatibility.
@@ -223,6 +249,10 @@ type ExtensionServer interface {
 	SubscribeResource(context.Context, *SubscribeResourceRequest) (*SubscribeResourceResponse, error)
 	// Capability "sessions": a notification a user's client sent.
 	SessionNotify(context.Context, *SessionNotifyRequest) (*SessionNotifyResponse, error)
+	// Capability "auth": start an OAuth sign-in of a user to a resource, and
+	// finish it with the authorization server's redirect.
+	BeginAuth(context.Context, *BeginAuthRequest) (*BeginAuthResponse, error)
+	CompleteAuth(context.Context, *CompleteAuthRequest) (*CompleteAuthResponse, error)
 	mustEmbedUnimplementedExtensionServer()
 }
 
@@ -265,6 +295,12 @@ func (UnimplementedExtensionServer) SubscribeResource(context.Context, *Subscrib
 }
 func (UnimplementedExtensionServer) SessionNotify(context.Context, *SessionNotifyRequest) (*SessionNotifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SessionNotify not implemented")
+}
+func (UnimplementedExtensionServer) BeginAuth(context.Context, *BeginAuthRequest) (*BeginAuthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BeginAuth not implemented")
+}
+func (UnimplementedExtensionServer) CompleteAuth(context.Context, *CompleteAuthRequest) (*CompleteAuthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteAuth not implemented")
 }
 func (UnimplementedExtensionServer) mustEmbedUnimplementedExtensionServer() {}
 func (UnimplementedExtensionServer) testEmbeddedByValue()                   {}
@@ -474,6 +510,42 @@ func _Extension_SessionNotify_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Extension_BeginAuth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BeginAuthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).BeginAuth(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_BeginAuth_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).BeginAuth(ctx, req.(*BeginAuthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Extension_CompleteAuth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteAuthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).CompleteAuth(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_CompleteAuth_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).CompleteAuth(ctx, req.(*CompleteAuthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Extension_ServiceDesc is the grpc.ServiceDesc for Extension service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -520,6 +592,14 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SessionNotify",
 			Handler:    _Extension_SessionNotify_Handler,
+		},
+		{
+			MethodName: "BeginAuth",
+			Handler:    _Extension_BeginAuth_Handler,
+		},
+		{
+			MethodName: "CompleteAuth",
+			Handler:    _Extension_CompleteAuth_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

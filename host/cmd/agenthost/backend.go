@@ -37,7 +37,7 @@ func (a *app) openBackend(ctx context.Context) (c *control.Client, close func(),
 		_ = h.Close()
 		return nil, nil, err
 	}
-	c, srv := control.Pipe(h, &web.TokenAdmin{Store: store, BaseURL: cfg.BaseURL}, logger)
+	c, srv := control.Pipe(h, &web.TokenAdmin{Store: store, BaseURL: cfg.BaseURL}, nil, logger)
 	return c, func() {
 		c.Close()
 		_ = srv.Close()

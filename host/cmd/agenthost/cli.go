@@ -64,7 +64,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(a.serveCmd(), a.toolsCmd(), a.callCmd(), a.settingsCmd(), a.secretCmd(), a.statusCmd(),
-		a.tokenCmd(), a.loginLinkCmd(), a.extCmd(), a.versionCmd())
+		a.tokenCmd(), a.loginLinkCmd(), a.authCmd(), a.extCmd(), a.oauthCmd(), a.versionCmd())
 	// Unknown subcommands are usage errors too.
 	root.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
@@ -211,13 +211,36 @@ func (a *app) toolsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printTools(a.stdout, tools, asJSON)
+				if err := printTools(a.stdout, tools, asJSON); err != nil {
+					return err
+				}
+				return needsSignIn(ctx, b, user)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&user, "user", "", "the user")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// needsSignIn fails, naming each one and how to sign in, when some of the
+// user's servers wait for a sign-in: their tools are missing from the
+// list.
+func needsSignIn(ctx context.Context, b *control.Client, user string) error {
+	st, err := b.Status(ctx, user)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, e := range st {
+		if e.State == ext.StateNeedsSignIn {
+			missing = append(missing, fmt.Sprintf("%s/%s needs sign-in: %s", e.Extension, e.Name, e.Reason))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the tools of %d server(s) are missing until %s signs in:\n  %s", len(missing), user, strings.Join(missing, "\n  "))
 }
 
 // printTools prints tools as a table, or with --json in their one JSON

@@ -17,7 +17,7 @@ import (
 )
 
 // OperatorUser is the reserved user ID of the operator's own secrets.
-const OperatorUser = "@operator"
+const OperatorUser = ext.OperatorUser
 
 // Tool is a registered tool and the extension that owns it. Its JSON form
 // is the one every surface shows (the JSON API, the control socket, the
@@ -97,4 +97,28 @@ type Overview struct {
 	ActiveUsers      int             `json:"activeUsers"`
 	ServiceProcesses int             `json:"serviceProcesses"`
 	SecretsBackend   string          `json:"secretsBackend"`
+}
+
+// Grant is an authorization a user gave an OAuth client (a "connected
+// app"): which client, which scopes, since when. It never holds a token.
+type Grant struct {
+	// ID names the grant for revocation.
+	ID string `json:"id"`
+	// User is who consented.
+	User string `json:"user"`
+	// ClientID is the client's ID: an ID the server gave it at
+	// registration, or the URL of its client ID metadata document.
+	ClientID string `json:"clientId"`
+	// Client is the client's name as it registered it (not verified), or
+	// its ID when it gave none.
+	Client string `json:"client"`
+	// ClientURI is the client's home page as it registered it, if any.
+	ClientURI string `json:"clientUri,omitempty"`
+	// Scopes are the granted scopes.
+	Scopes []string `json:"scopes"`
+	// Created is when the user consented.
+	Created time.Time `json:"created"`
+	// LastUsed is when the grant's tokens were last used or refreshed
+	// (recorded at most once a minute); zero if never.
+	LastUsed time.Time `json:"lastUsed,omitzero"`
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/oauthflow"
 )
 
 // Client talks to a host through its control API: a running host's
@@ -160,4 +161,23 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 func (c *Client) CreateLoginLink(ctx context.Context, user string) (string, error) {
 	var out loginLink
 	return out.URL, c.do(ctx, "POST", "/v1/login-links", nil, tokenRequest{User: user}, &out)
+}
+
+// BeginAuth starts an OAuth sign-in of user to resource name of extension
+// extName in the host and returns the URL to open.
+func (c *Client) BeginAuth(ctx context.Context, user, extName, name string) (*oauthflow.Started, error) {
+	var out oauthflow.Started
+	if err := c.do(ctx, "POST", "/v1/auth", nil, authRequest{User: user, Extension: extName, Name: name}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WaitAuth waits until the sign-in of state ends, or ctx ends.
+func (c *Client) WaitAuth(ctx context.Context, state string) (*oauthflow.Result, error) {
+	var out oauthflow.Result
+	if err := c.do(ctx, "GET", "/v1/auth", url.Values{"state": {state}}, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/oauthflow"
 	"github.com/agenthost/agenthost/settings"
 )
 
@@ -48,6 +49,13 @@ type Tokens interface {
 	CreateLoginLink(ctx context.Context, user string) (url string, err error)
 }
 
+// Auth starts OAuth sign-ins of extensions and waits for them (the
+// host's [oauthflow.Flows]). It may be nil (the verbs then fail clearly).
+type Auth interface {
+	Begin(ctx context.Context, user, extName, name string) (*oauthflow.Started, error)
+	Wait(ctx context.Context, state string) (*oauthflow.Result, error)
+}
+
 // TokenInfo describes a token; never its value.
 type TokenInfo struct {
 	ID       string    `json:"id"`
@@ -74,11 +82,12 @@ type Server struct {
 	err  error
 }
 
-// Serve listens on the socket in dataDir and serves h (and tokens, which
-// may be nil) until Close. Peers must run as the host's user and, when h
-// is a [ProcessOwner], be none of its processes. A stale socket from a dead host is replaced; a
-// live one is an error (another host runs on this data folder).
-func Serve(dataDir string, h Host, tokens Tokens, logger *slog.Logger) (*Server, error) {
+// Serve listens on the socket in dataDir and serves h (and tokens and
+// auth, which may be nil) until Close. Peers must run as the host's user
+// and, when h is a [ProcessOwner], be none of its processes. A stale
+// socket from a dead host is replaced; a live one is an error (another
+// host runs on this data folder).
+func Serve(dataDir string, h Host, tokens Tokens, auth Auth, logger *slog.Logger) (*Server, error) {
 	path := filepath.Join(dataDir, SocketName)
 	if c, err := net.DialTimeout("unix", path, 500*time.Millisecond); err == nil {
 		_ = c.Close()
@@ -96,26 +105,26 @@ func Serve(dataDir string, h Host, tokens Tokens, logger *slog.Logger) (*Server,
 		return nil, err
 	}
 	owner, _ := h.(ProcessOwner)
-	return start(peerCheck{Listener: ln, owner: owner, logger: logger}, path, h, tokens, logger), nil
+	return start(peerCheck{Listener: ln, owner: owner, logger: logger}, path, h, tokens, auth, logger), nil
 }
 
-// Pipe serves h (and tokens, which may be nil) on an in-memory listener,
+// Pipe serves h (and tokens and auth, which may be nil) on an in-memory listener,
 // with no socket in the filesystem, and returns a client of it: how the
 // CLI reaches a host it runs in its own process, through the very API a
 // running host serves on its socket. Close the client, then the server.
-func Pipe(h Host, tokens Tokens, logger *slog.Logger) (*Client, *Server) {
+func Pipe(h Host, tokens Tokens, auth Auth, logger *slog.Logger) (*Client, *Server) {
 	ln := bufconn.Listen(256 << 10)
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return ln.DialContext(ctx)
 	}}
-	return &Client{hc: &http.Client{Transport: tr}}, start(ln, "", h, tokens, logger)
+	return &Client{hc: &http.Client{Transport: tr}}, start(ln, "", h, tokens, auth, logger)
 }
 
 // start serves the control API on ln until Close.
-func start(ln net.Listener, path string, h Host, tokens Tokens, logger *slog.Logger) *Server {
+func start(ln net.Listener, path string, h Host, tokens Tokens, auth Auth, logger *slog.Logger) *Server {
 	s := &Server{
 		ln: ln, path: path, done: make(chan struct{}),
-		srv: &http.Server{Handler: Handler(h, tokens), ReadHeaderTimeout: 10 * time.Second,
+		srv: &http.Server{Handler: Handler(h, tokens, auth), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)},
 	}
 	go func() {

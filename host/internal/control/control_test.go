@@ -51,7 +51,7 @@ var (
 func TestRoundTripOverTheSocket(t *testing.T) {
 	dir := t.TempDir()
 	h := newHost("alice")
-	s, err := Serve(dir, h, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := Serve(dir, h, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestRoundTripOverTheSocket(t *testing.T) {
 		t.Fatalf("socket mode = %v, %v; want 0600", fi.Mode(), err)
 	}
 	// A second host on the same folder is refused.
-	if _, err := Serve(dir, h, nil, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
+	if _, err := Serve(dir, h, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
 		t.Error("a second control socket on a live one was accepted")
 	}
 	ctx := context.Background()
@@ -119,7 +119,7 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, SocketName), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Serve(dir, newHost(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := Serve(dir, newHost(), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatalf("a stale socket file blocked the start: %v", err)
 	}
@@ -130,7 +130,7 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 // in-memory connection, and leaves nothing running after Close.
 func TestPipe(t *testing.T) {
 	h := newHost("bob")
-	c, s := Pipe(h, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, s := Pipe(h, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx := context.Background()
 	res, err := c.Call(ctx, "bob", "", "x/bob", json.RawMessage(`{"n":2}`))
 	if err != nil || string(res.StructuredContent) != `{"n":2}` {
@@ -171,7 +171,7 @@ func (o *owned) ServiceProcess(pid int) bool {
 func TestRefusesServiceProcesses(t *testing.T) {
 	dir := t.TempDir()
 	h := &owned{Host: newHost("alice"), pids: map[int]bool{os.Getpid(): true}}
-	s, err := Serve(dir, h, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := Serve(dir, h, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 // maxBody bounds a request body.
 const maxBody = 8 << 20
 
-// Handler is the control API over h.
-func Handler(h Host, tokens Tokens) http.Handler {
+// Handler is the control API over h (tokens and auth may be nil).
+func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 	mux := http.NewServeMux()
 	q := func(r *http.Request, k string) string { return r.URL.Query().Get(k) }
 	ok := struct{}{}
@@ -27,6 +27,13 @@ func Handler(h Host, tokens Tokens) http.Handler {
 	needTokens := func() error {
 		if tokens == nil {
 			return fmt.Errorf("this host issues no tokens: %w", ext.ErrUnimplemented)
+		}
+		return nil
+	}
+
+	needAuth := func() error {
+		if auth == nil {
+			return fmt.Errorf("this host carries no sign-ins: %w", ext.ErrUnimplemented)
 		}
 		return nil
 	}
@@ -83,6 +90,18 @@ func Handler(h Host, tokens Tokens) http.Handler {
 		}
 		url, err := tokens.CreateLoginLink(r.Context(), req.User)
 		return loginLink{URL: url}, err
+	})
+	do(mux, "POST /v1/auth", func(r *http.Request, req *authRequest) (any, error) {
+		if err := needAuth(); err != nil {
+			return nil, err
+		}
+		return auth.Begin(r.Context(), req.User, req.Extension, req.Name)
+	})
+	get("GET /v1/auth", func(r *http.Request) (any, error) {
+		if err := needAuth(); err != nil {
+			return nil, err
+		}
+		return auth.Wait(r.Context(), q(r, "state"))
 	})
 	return mux
 }
@@ -149,4 +168,10 @@ type tokenCreated struct {
 
 type loginLink struct {
 	URL string `json:"url"`
+}
+
+type authRequest struct {
+	User      string `json:"user"`
+	Extension string `json:"ext"`
+	Name      string `json:"name"`
 }

@@ -57,7 +57,11 @@ func (c *verifyCache) put(key [sha256.Size]byte, p Principal, gen uint64) {
 	if len(c.m) >= maxCachedTokens {
 		clear(c.m)
 	}
-	c.m[key] = cachedPrincipal{p: p, expires: c.now().Add(c.ttl)}
+	exp := c.now().Add(c.ttl)
+	if !p.Expires.IsZero() && p.Expires.Before(exp) {
+		exp = p.Expires // never past the token's own end
+	}
+	c.m[key] = cachedPrincipal{p: p, expires: exp}
 }
 
 // revoke forgets every token with this ID.

@@ -41,8 +41,13 @@ type Principal struct {
 	// User is the user ID every call of the session acts as.
 	User string
 	// TokenID identifies the token (never the token itself), so that
-	// [Endpoint.CloseToken] can find the sessions it opened.
+	// [Endpoint.CloseToken] can find the sessions it opened. For an OAuth
+	// access token it is the grant's ID, which its refreshed tokens share:
+	// a session outlives a refresh.
 	TokenID string
+	// Expires, when set, is when the token expires: the verification cache
+	// never keeps it past then.
+	Expires time.Time
 }
 
 // Verifier checks bearer tokens. The endpoint calls Verify on every HTTP
@@ -51,7 +56,8 @@ type Verifier interface {
 	// Verify returns the principal of a valid token. An invalid, unknown,
 	// expired or revoked token is any error; an error that wraps
 	// [ErrUnavailable] means the verifier could not decide (its store is
-	// down), which is not counted as a failed attempt.
+	// down), and one that wraps [ErrExpired] a genuine token past its
+	// expiry: neither is counted as a failed attempt.
 	Verify(ctx context.Context, token string) (Principal, error)
 }
 
@@ -70,6 +76,13 @@ type Limiter interface {
 // ErrUnavailable is wrapped by a [Verifier] error that means "cannot
 // decide now" rather than "invalid token": the request fails with 503.
 var ErrUnavailable = errors.New("mcpendpoint: verifier unavailable")
+
+// ErrExpired is wrapped by a [Verifier] error for a genuine token that
+// has expired (an OAuth access token its client has yet to refresh): the
+// request gets 401 like any invalid token, but it is no guess, so it is
+// not counted as a failed attempt (many users of one app share its
+// address).
+var ErrExpired = errors.New("mcpendpoint: token expired")
 
 // DefaultMaxBodyBytes is the default cap of a request body.
 const DefaultMaxBodyBytes = 4 << 20
@@ -125,6 +138,9 @@ type Options struct {
 	// ResourceMetadataURL, when set, is advertised in the WWW-Authenticate
 	// header of a 401 (RFC 9728).
 	ResourceMetadataURL string
+	// ResourceMetadata, when set, returns the URL to advertise instead, on
+	// each 401 (for a server that knows its URL only once it listens).
+	ResourceMetadata func() string
 	// Version is the server version reported to clients.
 	Version string
 	// Logger receives the endpoint's logs; nil discards them. Tokens are
@@ -148,6 +164,7 @@ type Endpoint struct {
 	anyOrig  bool
 	maxBody  int64
 	rmURL    string
+	rmFunc   func() string
 	log      *slog.Logger
 	impl     *mcp.Implementation
 
@@ -219,6 +236,7 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		origins:  map[string]bool{},
 		maxBody:  o.MaxBodyBytes,
 		rmURL:    o.ResourceMetadataURL,
+		rmFunc:   o.ResourceMetadata,
 		log:      o.Logger,
 		impl:     &mcp.Implementation{Name: "agenthost", Title: "agenthost", Version: o.Version},
 		users:    map[string]*userState{},
@@ -329,6 +347,12 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrUnavailable):
 		e.log.Error("mcp: cannot verify tokens", "err", err)
 		http.Error(w, "cannot verify the token now: try again later", http.StatusServiceUnavailable)
+		return
+	case errors.Is(err, ErrExpired):
+		// Not a guess: not counted (a 429 would stop the client from
+		// refreshing, and one app's users share its address).
+		e.refusals.Refused(e.log, "mcp: refused an expired token", "addr", e.addrKey(r))
+		e.unauthorized(w, "invalid_token")
 		return
 	case err != nil:
 		addr := e.addrKey(r)
@@ -513,8 +537,12 @@ func (e *Endpoint) isClosed() bool { return e.closing.Load() }
 // unauthorized answers 401 with a Bearer challenge (RFC 6750).
 func (e *Endpoint) unauthorized(w http.ResponseWriter, code string) {
 	params := []string{`realm="agenthost"`}
-	if e.rmURL != "" {
-		params = append(params, fmt.Sprintf("resource_metadata=%q", e.rmURL))
+	rm := e.rmURL
+	if e.rmFunc != nil {
+		rm = e.rmFunc()
+	}
+	if rm != "" {
+		params = append(params, fmt.Sprintf("resource_metadata=%q", rm))
 	}
 	if code != "" {
 		params = append(params, fmt.Sprintf("error=%q", code))

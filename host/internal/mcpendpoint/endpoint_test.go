@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -487,6 +488,35 @@ func TestVerifyCache(t *testing.T) {
 	}
 }
 
+// TestVerifyCacheExpiry: a token that says when it expires is never
+// served from the cache past then; ResourceMetadata is asked on each 401.
+func TestVerifyCacheExpiry(t *testing.T) {
+	var asked atomic.Int32
+	e := newEnv(t, &mcpendpoint.Options{VerifyCacheTTL: time.Minute,
+		ResourceMetadata: func() string { asked.Add(1); return "http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp" }})
+	e.ver.mu.Lock()
+	e.ver.tokens["tok-short"] = mcpendpoint.Principal{User: "alice", TokenID: "grant1", Expires: time.Now().Add(300 * time.Millisecond)}
+	e.ver.mu.Unlock()
+	before := e.ver.count()
+	for range 2 {
+		if resp := e.rawPost(t, "tok-short", "", initBody, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("a short-lived token: %d", resp.StatusCode)
+		}
+	}
+	if n := e.ver.count() - before; n != 1 {
+		t.Errorf("the verifier ran %d times for two requests, want 1 (cached)", n)
+	}
+	time.Sleep(350 * time.Millisecond)
+	e.rawPost(t, "tok-short", "", initBody, nil)
+	if n := e.ver.count() - before; n != 2 {
+		t.Errorf("after the token's expiry the verifier ran %d times in all, want 2 (not served from the cache)", n)
+	}
+	resp := e.rawPost(t, "", "", initBody, nil)
+	if asked.Load() != 1 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp"`) {
+		t.Errorf("ResourceMetadata asked %d times; WWW-Authenticate %q", asked.Load(), resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
 // TestSessionTimeout: an idle session closes after Options.SessionTimeout
 // and is no longer counted.
 func TestSessionTimeout(t *testing.T) {
@@ -504,6 +534,37 @@ type unavailableVerifier struct{}
 
 func (unavailableVerifier) Verify(context.Context, string) (mcpendpoint.Principal, error) {
 	return mcpendpoint.Principal{}, fmt.Errorf("querying tokens: %w", mcpendpoint.ErrUnavailable)
+}
+
+// expiredVerifier knows the token, which has expired.
+type expiredVerifier struct{}
+
+func (expiredVerifier) Verify(context.Context, string) (mcpendpoint.Principal, error) {
+	return mcpendpoint.Principal{}, fmt.Errorf("access token expired: %w", mcpendpoint.ErrExpired)
+}
+
+// TestExpiredTokenNotCounted: an expired genuine token gets 401
+// invalid_token, and is not counted as a guess.
+func TestExpiredTokenNotCounted(t *testing.T) {
+	lim := &fakeLimiter{max: 1, fails: map[string]int{}}
+	ep, err := mcpendpoint.New(hosttest.New(nil), expiredVerifier{}, &mcpendpoint.Options{Limiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodPost, "/mcp", strings.NewReader(initBody))
+		req.Header.Set("Authorization", "Bearer tok")
+		req.RemoteAddr = "192.0.2.1:1234"
+		w := httptest.NewRecorder()
+		ep.ServeHTTP(w, req)
+		if w.Code != http.StatusUnauthorized || !strings.Contains(w.Header().Get("WWW-Authenticate"), `error="invalid_token"`) {
+			t.Errorf("status %d %q, want 401 invalid_token", w.Code, w.Header().Get("WWW-Authenticate"))
+		}
+	}
+	if n := lim.fails["192.0.2.1"]; n != 0 {
+		t.Errorf("%d failures counted", n)
+	}
 }
 
 // TestVerifierUnavailable: a verifier that cannot decide gives 503, and

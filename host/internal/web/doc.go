@@ -39,6 +39,13 @@
 // always comes from the session or the token, never from the request, so
 // nobody reaches another user's settings, secrets, status or tools.
 //
+// [Sessions] lends this sign-in to the OAuth authorization page of the
+// same server: the signed-in user and the session's CSRF check, and a
+// sign-in page that comes back to it (?next=, a path of this server
+// only). With [Options.Apps] the settings page lists the user's OAuth
+// grants under "Connected apps" (also GET /api/v1/grants) and revokes them
+// (a CSRF-checked form, DELETE /api/v1/grants/{id}).
+//
 // # Concurrency
 //
 // The handler returned by [New] is safe for concurrent use and starts no

@@ -124,14 +124,15 @@ type loginView struct {
 	Error  string
 	Notice string
 	Title  string
+	Next   string // where to go once signed in (a path here)
 }
 
 func (s *server) loginPage(w http.ResponseWriter, r *http.Request) {
-	v := &loginView{Base: s.base, CSRF: s.loginToken(w, r), Title: "Sign in"}
+	v := &loginView{Base: s.base, CSRF: s.loginToken(w, r), Title: "Sign in", Next: s.safeNext(r.URL.Query().Get("next"))}
 	code := r.URL.Query().Get("code")
 	if code == "" {
 		if ws := s.currentSession(w, r); ws != nil {
-			s.redirectHome(w, r, ws.Operator)
+			s.redirectAfter(w, r, ws.Operator, v.Next)
 			return
 		}
 		if r.URL.Query().Get("signed-out") != "" {
@@ -208,6 +209,16 @@ func (s *server) sameOrigin(r *http.Request, rawURL string) bool {
 	return false
 }
 
+// redirectAfter sends a signed-in browser on: to next (a page that sent
+// it to sign in, such as an OAuth authorization) for a user, else home.
+func (s *server) redirectAfter(w http.ResponseWriter, r *http.Request, operator bool, next string) {
+	if next != "" && !operator {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	s.redirectHome(w, r, operator)
+}
+
 func (s *server) redirectHome(w http.ResponseWriter, r *http.Request, operator bool) {
 	if operator {
 		s.redirect(w, r, "/status")
@@ -226,6 +237,7 @@ func (s *server) loginSubmit(w http.ResponseWriter, r *http.Request) {
 		s.formError(w, r, err)
 		return
 	}
+	v.Next = s.safeNext(r.PostForm.Get("next"))
 	c, err := r.Cookie(loginCookie)
 	if err != nil || !equalSecret(r.PostForm.Get(csrfField), c.Value) {
 		s.refusals.Refused(s.logger, "sign-in form without its anti-forgery value", "addr", s.addrKey(r))
@@ -277,7 +289,7 @@ func (s *server) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		Secure: s.opts.Secure || r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	s.logger.Info("signed in to the web UI", "user", p.User, "operator", p.Operator, "token", p.TokenID)
-	s.redirectHome(w, r, p.Operator)
+	s.redirectAfter(w, r, p.Operator, v.Next)
 }
 
 // linkFailed answers a bad login code: it counts towards the lockout of

@@ -101,6 +101,8 @@ type settingsView struct {
 	Secrets                  []*secretsView
 	Status                   []api.StatusEntry
 	StatusError              string
+	CanConnect               bool   // Connect buttons start sign-ins (Options.SignIn)
+	NeedsSignIn              string // the state that gets one
 	Tools                    []api.Tool
 	ToolsError               string
 	Tokens                   []auth.Token
@@ -108,6 +110,7 @@ type settingsView struct {
 	SessionToken             string // the token this session came from
 	NewToken, NewTokenName   string // a token just made, shown once
 	TokenName, TokenNameErr  string // a refused name
+	Apps                     appsView
 }
 
 // submitted is a refused submission to re-render: the section, the
@@ -144,6 +147,8 @@ func flashText(s *server, r *http.Request) string {
 		return "The secret was deleted."
 	case q.Get("token") == "revoked":
 		return "The token was revoked."
+	case q.Get("app") == "revoked":
+		return "The app was disconnected: its access ended at once."
 	}
 	return ""
 }
@@ -152,7 +157,8 @@ func flashText(s *server, r *http.Request) string {
 // nil, is a refused submission shown with its values and errors.
 func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int, sub *submitted, flash string) {
 	ws := sessionFrom(r.Context())
-	v := &settingsView{Base: s.base, CSRF: ws.CSRF, User: ws.User, MCPURL: s.mcpURL(r), Operator: ws.Operator, Flash: flash}
+	v := &settingsView{Base: s.base, CSRF: ws.CSRF, User: ws.User, MCPURL: s.mcpURL(r), Operator: ws.Operator, Flash: flash,
+		CanConnect: s.opts.SignIn != nil, NeedsSignIn: ext.StateNeedsSignIn}
 	if ws.Operator {
 		s.render(w, r, code, "settings.html", v)
 		return
@@ -228,6 +234,14 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 			v.Error = sub.general
 		}
 	}
+	v.Apps = s.connectedApps(ctx, ws.User)
+	// The tools first: listing them activates the user, so that the
+	// status has their servers even on the first visit.
+	if tools, err := s.h.Tools(ctx, ws.User); err != nil {
+		_, v.ToolsError = s.hostErrStatus(r, err)
+	} else {
+		v.Tools = tools
+	}
 	if st, err := s.h.Status(ctx, ws.User); err != nil {
 		_, v.StatusError = s.hostErrStatus(r, err)
 	} else {
@@ -236,11 +250,6 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 				v.Status = append(v.Status, e)
 			}
 		}
-	}
-	if tools, err := s.h.Tools(ctx, ws.User); err != nil {
-		_, v.ToolsError = s.hostErrStatus(r, err)
-	} else {
-		v.Tools = tools
 	}
 	s.render(w, r, code, "settings.html", v)
 }

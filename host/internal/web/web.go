@@ -65,7 +65,14 @@ type Options struct {
 	// browsers may post forms (e.g. "https://agenthost.example.com" behind
 	// a proxy that rewrites Host).
 	TrustedOrigins []string
-	_              struct{}
+	// Apps, when set, lists the user's OAuth grants ("Connected apps") on
+	// the settings page and at /api/v1/grants, and revokes them.
+	Apps ConnectedApps
+	// SignIn starts an extension's OAuth sign-in of user to resource name
+	// from this browser and returns the authorization URL to send it to
+	// (the settings page's Connect buttons); nil offers none.
+	SignIn func(w http.ResponseWriter, r *http.Request, user, extName, name string) (authURL string, err error)
+	_      struct{}
 }
 
 // Limits and names.
@@ -116,6 +123,35 @@ type server struct {
 // under opts.BasePath. Every user sees and changes only their own data: the
 // user comes from the session or the bearer token, never from the request.
 func New(h Host, a *auth.Store, opts *Options) http.Handler {
+	s := newServer(h, a, opts)
+	o := s.opts
+	r := chi.NewRouter()
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
+	s.routes(r)
+	var root http.Handler = r
+	if s.base != "" {
+		m := chi.NewRouter()
+		m.NotFound(s.notFound)
+		m.Mount(s.base, r)
+		root = m
+	}
+	cop := http.NewCrossOriginProtection()
+	for _, origin := range o.TrustedOrigins {
+		if err := cop.AddTrustedOrigin(origin); err != nil {
+			o.Logger.Error("ignoring a trusted origin", "origin", origin, "err", err)
+		}
+	}
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.refusals.Refused(s.logger, "web: refused a cross-origin request", "addr", s.addrKey(r), "path", r.URL.Path)
+		s.forbidden(w, r, "cross-origin request refused")
+	}))
+	return s.recoverer(s.headers(s.checkHost(s.limitBody(cop.Handler(root)))))
+}
+
+// newServer builds the handler's state from the options, defaults filled
+// in.
+func newServer(h Host, a *auth.Store, opts *Options) *server {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -141,28 +177,7 @@ func New(h Host, a *auth.Store, opts *Options) http.Handler {
 	if o.Secure {
 		s.cookie = "__Host-agenthost_session"
 	}
-	r := chi.NewRouter()
-	r.NotFound(s.notFound)
-	r.MethodNotAllowed(s.methodNotAllowed)
-	s.routes(r)
-	var root http.Handler = r
-	if s.base != "" {
-		m := chi.NewRouter()
-		m.NotFound(s.notFound)
-		m.Mount(s.base, r)
-		root = m
-	}
-	cop := http.NewCrossOriginProtection()
-	for _, origin := range o.TrustedOrigins {
-		if err := cop.AddTrustedOrigin(origin); err != nil {
-			o.Logger.Error("ignoring a trusted origin", "origin", origin, "err", err)
-		}
-	}
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.refusals.Refused(s.logger, "web: refused a cross-origin request", "addr", s.addrKey(r), "path", r.URL.Path)
-		s.forbidden(w, r, "cross-origin request refused")
-	}))
-	return s.recoverer(s.headers(s.checkHost(s.limitBody(cop.Handler(root)))))
+	return s
 }
 
 func (s *server) routes(r chi.Router) {
@@ -177,8 +192,11 @@ func (s *server) routes(r chi.Router) {
 		r.Get("/settings", s.settingsPage)
 		r.Post("/settings/_tokens", s.createToken)
 		r.Post("/settings/_tokens/revoke", s.revokeToken)
+		r.Post("/settings/_apps/revoke", s.revokeApp)
 		r.Post("/settings/_secrets/{ext}", s.setNamedSecret)
 		r.Post("/settings/_secrets/{ext}/delete", s.deleteNamedSecret)
+		r.Get("/settings/connect/{ext}/{name}", s.connectPage)
+		r.Post("/settings/connect/{ext}/{name}", s.connect)
 		r.Post("/settings/{ext}/{section}", s.saveSection)
 		r.Post("/settings/{ext}/{section}/clear", s.clearSecretField)
 	})
@@ -200,6 +218,8 @@ func (s *server) routes(r chi.Router) {
 		r.Get("/tokens", s.apiTokens)
 		r.Post("/tokens", s.apiCreateToken)
 		r.Delete("/tokens/{id}", s.apiRevokeToken)
+		r.Get("/grants", s.apiGrants)
+		r.Delete("/grants/{id}", s.apiRevokeGrant)
 		r.Get("/tools", s.apiTools)
 		r.Get("/status", s.apiStatus)
 	})

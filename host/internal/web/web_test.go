@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -250,6 +251,40 @@ func TestSignInWithToken(t *testing.T) {
 	}
 	if r := b.get("/settings/login?signed-out=1"); !strings.Contains(r.body, "You are signed out.") {
 		t.Errorf("no sign-out notice:\n%s", r.body)
+	}
+}
+
+// TestSignInComesBack: a sign-in started from another page of this server
+// (the OAuth authorization) goes back to it, also when already signed in;
+// anything that is not a path of this server is ignored (no open
+// redirect).
+func TestSignInComesBack(t *testing.T) {
+	e := newEnv(t, nil)
+	const next = "/oauth/authorize?client_id=c&state=s"
+	for target, want := range map[string]string{
+		next:                     next,
+		"//evil.example/x":       "/settings",
+		"https://evil.example/x": "/settings",
+		"/\\evil.example":        "/settings",
+		"/ok\r\nSet-Cookie: a=b": "/settings",
+	} {
+		b := e.browser()
+		r := b.get("/settings/login?next=" + url.QueryEscape(target))
+		hasNext := strings.Contains(r.body, `name="next"`)
+		if hasNext != (want == next) {
+			t.Errorf("next=%q: the form carries it: %v", target, hasNext)
+		}
+		// Posted even when the form dropped it: refused all the same.
+		form := url.Values{"token": {e.token("alice")}, "next": {target}}
+		r = b.postCSRF("/settings/login", form)
+		if r.code != http.StatusSeeOther || r.hdr.Get("Location") != want {
+			t.Errorf("signing in with next=%q: %d to %q, want %q", target, r.code, r.hdr.Get("Location"), want)
+		}
+		if want == next {
+			if r := b.get("/settings/login?next=" + url.QueryEscape(next)); r.code != http.StatusSeeOther || r.hdr.Get("Location") != next {
+				t.Errorf("already signed in: %d to %q, want %q", r.code, r.hdr.Get("Location"), next)
+			}
+		}
 	}
 }
 
@@ -1285,5 +1320,61 @@ func TestMCPURL(t *testing.T) {
 				t.Errorf("mcpURL = %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestConnect checks the settings page's Connect: a server that needs a
+// sign-in gets a button; the link of its status line asks before it
+// starts; the button (with the session's CSRF token) starts the sign-in
+// for the session's user alone and sends the browser to the provider.
+func TestConnect(t *testing.T) {
+	type call struct{ user, ext, name string }
+	var calls []call
+	e := newEnv(t, &Options{SignIn: func(w http.ResponseWriter, r *http.Request, user, extName, name string) (string, error) {
+		calls = append(calls, call{user, extName, name})
+		if name == "broken" {
+			return "", fmt.Errorf(`extension "mcp": starting a sign-in of %s to "broken": MCP server "broken" does not ask for a sign-in: %w`, user, ext.ErrInvalidArgument)
+		}
+		return "https://as.example/authorize?state=s1", nil
+	}})
+	b := e.signIn("alice")
+	e.h.SetStatus("alice",
+		api.StatusEntry{Extension: "mcp", User: "alice", Name: "o", State: ext.StateNeedsSignIn, Reason: "MCP server \"o\" asks you to sign in"},
+		api.StatusEntry{Extension: "mcp", User: "alice", Name: "notes", State: "connected", Tools: 2})
+	page := b.get("/settings")
+	if !strings.Contains(page.body, `action="/settings/connect/mcp/o"`) || strings.Contains(page.body, `action="/settings/connect/mcp/notes"`) {
+		t.Errorf("the status panel's Connect buttons:\n%s", page.body)
+	}
+	if r := b.get("/settings/connect/mcp/o"); r.code != http.StatusOK || !strings.Contains(r.body, "Connect o") || len(calls) != 0 {
+		t.Errorf("the connect link: %d, %d sign-ins started\n%s", r.code, len(calls), r.body)
+	}
+	if r := b.post("/settings/connect/mcp/o", url.Values{}); r.code != http.StatusForbidden || len(calls) != 0 {
+		t.Errorf("Connect without the CSRF token: %d, %d sign-ins", r.code, len(calls))
+	}
+	r := b.postCSRF("/settings/connect/mcp/o", nil)
+	if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "https://as.example/authorize?state=s1" {
+		t.Errorf("Connect: %d %q", r.code, r.hdr.Get("Location"))
+	}
+	if len(calls) != 1 || calls[0] != (call{"alice", "mcp", "o"}) {
+		t.Errorf("sign-ins started: %+v", calls)
+	}
+	b.get("/settings")
+	if r := b.postCSRF("/settings/connect/mcp/broken", nil); r.code != http.StatusBadRequest ||
+		!strings.Contains(r.body, `MCP server &#34;broken&#34; does not ask for a sign-in`) || strings.Contains(r.body, "invalid argument") {
+		t.Errorf("a sign-in that cannot start: %d\n%s", r.code, r.body)
+	}
+	b.get("/settings")
+	if r := b.postCSRF("/settings/connect/nosuch/o", nil); r.code != http.StatusNotFound {
+		t.Errorf("an unknown extension: %d", r.code)
+	}
+	// Without sign-ins, no buttons and no page.
+	e2 := newEnv(t, nil)
+	b2 := e2.signIn("alice")
+	e2.h.SetStatus("alice", api.StatusEntry{Extension: "mcp", User: "alice", Name: "o", State: ext.StateNeedsSignIn})
+	if p := b2.get("/settings"); strings.Contains(p.body, "/settings/connect/") {
+		t.Error("a Connect button without sign-ins")
+	}
+	if r := b2.get("/settings/connect/mcp/o"); r.code != http.StatusNotFound {
+		t.Errorf("the connect page without sign-ins: %d", r.code)
 	}
 }

@@ -1,0 +1,93 @@
+// Command oauth is an example remote MCP server protected by OAuth 2.1, with
+// its own small authorization server: RFC 9728 protected resource
+// metadata, RFC 8414 authorization server metadata, dynamic client
+// registration, authorization with PKCE S256 (an account-name form stands
+// for the provider's login), the RFC 9207 iss parameter, RFC 8707
+// resource indicators, refresh-token rotation with reuse detection and
+// revocation. Its whoami tool says which account a request's token belongs
+// to. It is the authorization server of agenthost's OAuth tests; state is in
+// memory.
+//
+//	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-admin]
+//
+// The MCP endpoint is /mcp. With -admin (tests only), GET /admin/stats
+// counts registrations, authorizations, code exchanges, refreshes,
+// refresh-token reuses, revocations and refused MCP requests; GET
+// /admin/seen lists the account of every accepted MCP request; POST
+// /admin/revoke?login=A revokes every grant of account A; POST
+// /admin/fail-tokens?n=N makes the next N token requests answer 503; GET
+// /admin/tokens lists every token issued, by account. It prints its
+// URL on stderr once listening.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8091", "address to listen on")
+	ttl := flag.Duration("access-ttl", time.Hour, "lifetime of access tokens")
+	scopes := flag.String("scopes", "mcp", "comma-separated scopes the MCP endpoint requires")
+	cimd := flag.Bool("cimd", false, "accept client ID metadata documents (https client IDs)")
+	admin := flag.Bool("admin", false, "serve /admin/ (tests only)")
+	flag.Parse()
+	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin}
+	for _, s := range strings.Split(*scopes, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.scopes = append(o.scopes, s)
+		}
+	}
+	if err := run(*addr, o); err != nil {
+		fmt.Fprintln(os.Stderr, "oauth:", err)
+		os.Exit(1)
+	}
+}
+
+// newMux returns the authorization server and the protected MCP endpoint
+// at base.
+func newMux(base string, o options) http.Handler {
+	a := newAuthServer(base, o)
+	mux := http.NewServeMux()
+	a.routes(mux)
+	routes(mux, a)
+	return mux
+}
+
+// run serves until SIGINT or SIGTERM, then shuts down gracefully.
+func run(addr string, o options) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	srv := &http.Server{Handler: newMux(base, o), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(os.Stderr, "oauth: serving %s/mcp\n", base)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

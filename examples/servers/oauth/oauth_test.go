@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"go.uber.org/goleak"
+	"golang.org/x/oauth2"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// serve runs the server on a loopback port and returns its base URL.
+func serve(t *testing.T, o options) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	base := "http://" + srv.Listener.Addr().String()
+	srv.Config.Handler = newMux(base, o)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return base
+}
+
+// signIn follows an authorization URL as a browser would: the form, the
+// account, Allow; it returns the redirect's query.
+func signIn(t *testing.T, authURL, login string) url.Values {
+	t.Helper()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Get(authURL)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the authorize page: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	u, _ := url.Parse(authURL)
+	form := u.Query()
+	form.Set("login", login)
+	form.Set("decision", "allow")
+	resp, err = hc.PostForm(u.Scheme+"://"+u.Host+"/authorize", form)
+	if err != nil || resp.StatusCode != http.StatusFound {
+		t.Fatalf("allowing: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	back, _ := url.Parse(resp.Header.Get("Location"))
+	return back.Query()
+}
+
+// TestWithGoSDKClient signs in with go-sdk's own client (discovery from
+// the 401, registration, PKCE, iss) and calls whoami.
+func TestWithGoSDKClient(t *testing.T) {
+	base := serve(t, options{accessTTL: time.Hour, scopes: []string{"mcp"}, admin: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			ClientName: "test", RedirectURIs: []string{"http://127.0.0.1:1/callback"}, TokenEndpointAuthMethod: "none",
+			GrantTypes: []string{"authorization_code", "refresh_token"}}},
+		RequestRefreshToken: true,
+		AuthorizationCodeFetcher: func(_ context.Context, a *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			q := signIn(t, a.URL, "ann")
+			return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: base + "/mcp", OAuthHandler: h, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("whoami: %v %+v", err, res)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(b), `"login":"ann"`) {
+		t.Errorf("whoami = %s", b)
+	}
+	var st stats
+	getJSON(t, base+"/admin/stats", &st)
+	if st.Registrations != 1 || st.CodeExchanges != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func getJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPKCERotationRevocation checks what the clients under test rely on:
+// a wrong verifier is refused, a refresh rotates the refresh token and a
+// reused one revokes the grant, and a revoked grant's tokens stop working.
+func TestPKCERotationRevocation(t *testing.T) {
+	base := serve(t, options{accessTTL: time.Hour, scopes: []string{"mcp"}, admin: true})
+	ctx := context.Background()
+	reg, err := oauthex.RegisterClient(ctx, base+"/register", &oauthex.ClientRegistrationMetadata{
+		RedirectURIs: []string{"http://127.0.0.1:1/cb"}, TokenEndpointAuthMethod: "none"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &oauth2.Config{ClientID: reg.ClientID, RedirectURL: "http://127.0.0.1:1/cb", Scopes: []string{"mcp"},
+		Endpoint: oauth2.Endpoint{AuthURL: base + "/authorize", TokenURL: base + "/token", AuthStyle: oauth2.AuthStyleInParams}}
+	resource := oauth2.SetAuthURLParam("resource", base+"/mcp")
+	verifier := oauth2.GenerateVerifier()
+	code := func() string {
+		return signIn(t, cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier), resource), "bea").Get("code")
+	}
+	var re *oauth2.RetrieveError
+	if _, err := cfg.Exchange(ctx, code(), oauth2.VerifierOption(oauth2.GenerateVerifier()), resource); !errors.As(err, &re) || re.ErrorCode != "invalid_grant" {
+		t.Errorf("a wrong verifier: %v; want invalid_grant", err)
+	}
+	tok, err := cfg.Exchange(ctx, code(), oauth2.VerifierOption(verifier), resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refresh := func(rt string) (*oauth2.Token, error) {
+		return cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: rt}).Token()
+	}
+	tok2, err := refresh(tok.RefreshToken)
+	if err != nil || tok2.RefreshToken == tok.RefreshToken {
+		t.Fatalf("refresh: %v (rotated: %v)", err, tok2 != nil && tok2.RefreshToken != tok.RefreshToken)
+	}
+	if _, err := refresh(tok.RefreshToken); !errors.As(err, &re) || re.ErrorCode != "invalid_grant" {
+		t.Errorf("reusing a rotated refresh token: %v; want invalid_grant", err)
+	}
+	if _, err := refresh(tok2.RefreshToken); err == nil {
+		t.Error("the grant survived a refresh-token reuse")
+	}
+	var st stats
+	getJSON(t, base+"/admin/stats", &st)
+	if st.Refreshes != 1 || st.RefreshReuses != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+	// Revocation (RFC 7009) ends a fresh grant at once.
+	tok3, err := cfg.Exchange(ctx, code(), oauth2.VerifierOption(verifier), resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.PostForm(base+"/revoke", url.Values{"token": {tok3.RefreshToken}})
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if _, err := refresh(tok3.RefreshToken); err == nil {
+		t.Error("a revoked grant refreshed")
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+tok3.AccessToken)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata=") {
+		t.Errorf("a revoked token on /mcp: %d %q; want 401 with resource_metadata", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}

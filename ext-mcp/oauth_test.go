@@ -1,0 +1,685 @@
+package extmcp_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agenthost/agenthost/ext"
+	extmcp "github.com/agenthost/agenthost/ext-mcp"
+	"github.com/agenthost/agenthost/ext/exttest"
+)
+
+// oauthServer is a running example OAuth server (examples/servers/oauth):
+// its own authorization server and a protected MCP endpoint.
+type oauthServer struct {
+	t    testing.TB
+	base string
+}
+
+// startOAuth runs the example OAuth server with args (-admin always).
+func startOAuth(t testing.TB, args ...string) *oauthServer {
+	t.Helper()
+	needBins(t)
+	cmd := exec.Command(bins.oauth, append([]string{"-addr", "127.0.0.1:0", "-admin"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil || !strings.Contains(line, "serving ") {
+		t.Fatalf("the oauth server did not start: %q %v", line, err)
+	}
+	u := strings.TrimSpace(line[strings.Index(line, "serving ")+len("serving "):])
+	return &oauthServer{t: t, base: strings.TrimSuffix(u, "/mcp")}
+}
+
+func (s *oauthServer) mcpURL() string { return s.base + "/mcp" }
+
+type asStats struct {
+	Registrations, Authorizations, CodeExchanges, Refreshes, RefreshReuses, Revocations, Rejected, Unavailable int
+}
+
+func (s *oauthServer) stats() asStats {
+	s.t.Helper()
+	var st asStats
+	s.get("/admin/stats", &st)
+	return st
+}
+
+// seen returns the account of every MCP request the server accepted.
+func (s *oauthServer) seen() []string {
+	s.t.Helper()
+	var reqs []struct{ Login string }
+	s.get("/admin/seen", &reqs)
+	out := make([]string, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.Login
+	}
+	return out
+}
+
+func (s *oauthServer) get(path string, v any) {
+	s.t.Helper()
+	resp, err := http.Get(s.base + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// revoke withdraws every grant of account login at the provider.
+func (s *oauthServer) revoke(login string) {
+	s.t.Helper()
+	resp, err := http.Post(s.base+"/admin/revoke?login="+url.QueryEscape(login), "", nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+// follow plays the person's browser: it opens the authorization URL,
+// answers the provider's sign-in form as account login (or denies), and
+// returns the raw query the provider redirects back with.
+func follow(t testing.TB, authURL, login string, allow bool) string {
+	t.Helper()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the authorize page answered %s", resp.Status)
+	}
+	u, _ := url.Parse(authURL)
+	form := u.Query()
+	form.Set("login", login)
+	form.Set("decision", map[bool]string{true: "allow", false: "deny"}[allow])
+	resp, err = hc.PostForm(u.Scheme+"://"+u.Host+u.Path, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	back, err := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusFound || err != nil {
+		t.Fatalf("the provider answered %s, redirect %q", resp.Status, resp.Header.Get("Location"))
+	}
+	if !strings.HasPrefix(back.String(), redirectURL) {
+		t.Fatalf("redirected to %s, want the host's callback", back)
+	}
+	return back.RawQuery
+}
+
+const (
+	publicURL   = "http://127.0.0.1:7777"
+	redirectURL = publicURL + "/oauth/callback"
+)
+
+func oauthConfig(s *oauthServer, extra string) string {
+	return fmt.Sprintf(`{"mcpServers": {"o": {"url": %q%s}}}`, s.mcpURL(), extra)
+}
+
+// signIn runs a whole sign-in of user to server o as account login.
+func (f *fixture) signIn(user, server, login string) *ext.CompleteAuthResult {
+	f.t.Helper()
+	a := f.e.(ext.Authorizer)
+	begin, err := a.BeginAuth(ctx(f.t), &ext.BeginAuthRequest{User: user, Name: server, RedirectURL: redirectURL})
+	if err != nil {
+		f.t.Fatalf("BeginAuth(%s, %s): %v", user, server, err)
+	}
+	q := follow(f.t, begin.URL, login, true)
+	done, err := a.CompleteAuth(ctx(f.t), &ext.CompleteAuthRequest{User: user, Name: server, State: begin.State, Query: q})
+	if err != nil {
+		f.t.Fatalf("CompleteAuth(%s, %s): %v", user, server, err)
+	}
+	return done
+}
+
+// whoami returns the provider account behind user's call of o/whoami.
+func (f *fixture) whoami(user string) string {
+	f.t.Helper()
+	res := f.mustCall(user, "o/whoami", `{}`)
+	var out struct{ Login string }
+	if err := json.Unmarshal(res.StructuredContent, &out); err != nil {
+		f.t.Fatalf("whoami: %s", res.StructuredContent)
+	}
+	return out.Login
+}
+
+// TestOAuthSignIn is the whole life of a sign-in, on every carrier: a
+// server that asks for OAuth shows "needs sign-in" with the link; the
+// user signs in (discovery from the 401, registration, PKCE, the
+// provider's form, the code exchange); the tools appear and calls carry
+// the user's own token; the grant is in the user's secrets only and
+// never in logs or status; a second sign-in reuses the registration; a
+// revoked grant makes the next call fail with the link and the server
+// show "needs sign-in" again.
+func TestOAuthSignIn(t *testing.T) {
+	for _, carrier := range []string{"inprocess", "grpc"} {
+		t.Run(carrier, func(t *testing.T) {
+			as := startOAuth(t)
+			f := newFixtureAt(t, carrier, oauthConfig(as, ""), publicURL, nil)
+			f.activate("alice")
+			st := f.statusOf("alice", "o")
+			link := publicURL + "/settings/connect/mcp/o"
+			if st.State != ext.StateNeedsSignIn || !strings.Contains(st.Reason, link) || !strings.Contains(st.Reason, "agenthost auth login --user alice o") {
+				t.Fatalf("before signing in: %+v; want needs sign-in with the link and the command", st)
+			}
+			res, err := f.call("alice", "o/whoami", `{}`)
+			if err != nil || !res.IsError || !strings.Contains(res.Text(), "needs sign-in") || !strings.Contains(res.Text(), link) {
+				t.Errorf("a call before signing in: %v %q; want an error result with the link", err, res.Text())
+			}
+
+			login := canary("alice")
+			done := f.signIn("alice", "o", login)
+			if done.Message != "Connected to o." {
+				t.Errorf("CompleteAuth message %q", done.Message)
+			}
+			f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") })
+			if got := f.whoami("alice"); got != login {
+				t.Errorf("alice's calls carry the token of %q, want %q", got, login)
+			}
+			if st := f.statusOf("alice", "o"); st.State != "connected" {
+				t.Errorf("after signing in: %+v", st)
+			}
+			names, _ := f.h.UserStore("alice").Secrets().List(ctx(t))
+			if fmt.Sprint(names) != "["+extmcp.GrantSecret("o")+"]" {
+				t.Errorf("alice's secrets = %v, want only the grant", names)
+			}
+			raw, _ := f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+			var g struct{ Access, Refresh, Issuer, ClientID, Resource string }
+			_ = json.Unmarshal([]byte(raw), &g)
+			if g.Access == "" || g.Refresh == "" || g.Issuer != as.base || g.Resource != as.mcpURL() || g.ClientID == "" {
+				t.Errorf("the stored grant lacks its binding: issuer %q resource %q client %q", g.Issuer, g.Resource, g.ClientID)
+			}
+			for _, leak := range []string{g.Access, g.Refresh} {
+				if strings.Contains(f.logs.String(), leak) || strings.Contains(fmt.Sprint(f.status("")), leak) {
+					t.Errorf("a token of the grant is in the logs or the status")
+				}
+			}
+
+			// Signing in again (a new account at the provider) reuses
+			// the registration made for this issuer.
+			login2 := canary("alice2")
+			f.signIn("alice", "o", login2)
+			eventually(t, "alice uses her new sign-in", func() bool { return f.whoami("alice") == login2 })
+			if st := as.stats(); st.Registrations != 1 || st.CodeExchanges != 2 {
+				t.Errorf("after two sign-ins: %+v; want one registration, two exchanges", st)
+			}
+
+			// The account holder revokes access at the provider: the next
+			// call's 401 tries one refresh, which is refused for good.
+			as.revoke(login2)
+			res, err = f.call("alice", "o/whoami", `{}`)
+			if err != nil || !res.IsError || !strings.Contains(res.Text(), "revoked or has expired") || !strings.Contains(res.Text(), link) {
+				t.Errorf("a call after the revocation: %v %q; want an error result saying so, with the link", err, res.Text())
+			}
+			eventually(t, "the server needs sign-in again", func() bool {
+				return f.statusOf("alice", "o").State == ext.StateNeedsSignIn
+			})
+			if st := f.statusOf("alice", "o"); !strings.Contains(st.Reason, "revoked") {
+				t.Errorf("status after the revocation: %+v", st)
+			}
+			raw, _ = f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+			if strings.Contains(raw, `"access"`) || !strings.Contains(raw, `"dead"`) {
+				t.Errorf("the dead grant still holds tokens: %d bytes", len(raw))
+			}
+		})
+	}
+}
+
+// eventually retries cond for up to 20 s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestOAuthRefreshSingleFlight lets the access token expire and makes
+// twenty calls at once: exactly one refresh reaches the authorization
+// server (whose refresh tokens rotate and whose reuse detection would
+// revoke the grant on a second use), and every call succeeds. A retiring
+// and a new connection of the same user share the same token source.
+func TestOAuthRefreshSingleFlight(t *testing.T) {
+	as := startOAuth(t, "-access-ttl", "2s")
+	f := newFixtureAt(t, "grpc", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") })
+	time.Sleep(2100 * time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make(chan string, 20)
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := f.call("alice", "o/whoami", `{}`)
+			if err != nil || res.IsError || !strings.Contains(string(res.StructuredContent), login) {
+				errs <- fmt.Sprintf("%v %q", err, res.Text())
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("a call at expiry: %s", e)
+	}
+	if st := as.stats(); st.Refreshes != 1 || st.RefreshReuses != 0 {
+		t.Errorf("twenty calls at expiry: %+v; want exactly one refresh and no reuse", st)
+	}
+	// A new connection (the config's timeout changes nothing; a server
+	// toggle off and on retires one and makes another) keeps using the
+	// same grant without a refresh of its own.
+	f.setToggles("alice", `{"o": false}`)
+	f.activate("alice")
+	f.setToggles("alice", `{"o": true}`)
+	f.activate("alice")
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") })
+	if got := f.whoami("alice"); got != login {
+		t.Errorf("after reconnecting: %q", got)
+	}
+	if st := as.stats(); st.Refreshes != 1 {
+		t.Errorf("a reconnect within the token's life refreshed: %+v", st)
+	}
+}
+
+// TestOAuthTwoUsers checks that two users get two grants and never each
+// other's: every request the provider saw for a user's call carried that
+// user's token, and each user's store holds only their own grant.
+func TestOAuthTwoUsers(t *testing.T) {
+	as := startOAuth(t)
+	f := newFixtureAt(t, "grpc", oauthConfig(as, ""), publicURL, nil)
+	logins := map[string]string{"alice": canary("alice"), "bob": canary("bob")}
+	for u, l := range logins {
+		f.activate(u)
+		f.signIn(u, "o", l)
+	}
+	for range 5 {
+		for u, l := range logins {
+			f.waitTools(u, func(n []string) bool { return hasPrefix(n, "o/whoami") })
+			if got := f.whoami(u); got != l {
+				t.Fatalf("%s's call carried the token of %q", u, got)
+			}
+		}
+	}
+	seen := as.seen()
+	for _, l := range seen {
+		if l != logins["alice"] && l != logins["bob"] {
+			t.Errorf("the provider saw a token of %q", l)
+		}
+	}
+	for u, l := range logins {
+		raw, _ := f.h.UserStore(u).Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+		for other, ol := range logins {
+			if other != u && (strings.Contains(raw, ol) || strings.Contains(raw, l)) {
+				t.Errorf("%s's grant mentions an account name", u)
+			}
+		}
+	}
+	var a, b struct{ Access string }
+	ra, _ := f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+	rb, _ := f.h.UserStore("bob").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+	_ = json.Unmarshal([]byte(ra), &a)
+	_ = json.Unmarshal([]byte(rb), &b)
+	if a.Access == "" || a.Access == b.Access {
+		t.Error("alice and bob share a token")
+	}
+	if strings.Contains(f.logs.String(), a.Access) || strings.Contains(f.logs.String(), b.Access) {
+		t.Error("a token is in the logs")
+	}
+}
+
+// TestOAuthBadInput checks that a broken sign-in says why, names the
+// culprit, and loses nothing: the user's other servers and the other
+// users go on.
+func TestOAuthBadInput(t *testing.T) {
+	as := startOAuth(t)
+	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/.well-known/") {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"resource": 42, "authorization_servers": "not a list`))
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+"http://"+r.Host+`/.well-known/oauth-protected-resource/mcp"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer garbage.Close()
+	cfg := fmt.Sprintf(`{"mcpServers": {"o": {"url": %q}, "g": {"url": %q},
+		"notes": %s, "open": {"url": %q, "headers": {"X": "1"}}}}`, as.mcpURL(), garbage.URL+"/mcp", notesServer(""), as.base+"/nowhere")
+	f := newFixtureAt(t, "inprocess", cfg, publicURL, nil)
+	f.activate("alice")
+	a := f.e.(ext.Authorizer)
+	begin := func(server string) error {
+		_, err := a.BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: server, RedirectURL: redirectURL})
+		return err
+	}
+	for name, c := range map[string]struct {
+		server string
+		is     error
+		says   string
+	}{
+		"an authorization server that answers garbage": {"g", ext.ErrUnavailable, `MCP server "g"`},
+		"a local program":      {"notes", ext.ErrInvalidArgument, "takes a token"},
+		"an unknown server":    {"nope", ext.ErrNotFound, `no MCP server "nope"`},
+		"a server without one": {"open", ext.ErrUnavailable, "instead of asking for a sign-in"},
+	} {
+		err := begin(c.server)
+		if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v; want %v saying %q", name, err, c.is, c.says)
+		}
+	}
+	if _, err := a.BeginAuth(ctx(t), &ext.BeginAuthRequest{Name: "o", RedirectURL: redirectURL}); !errors.Is(err, ext.ErrPermission) {
+		t.Errorf("an unidentified sign-in: %v", err)
+	}
+
+	// A redirect with a wrong state, one reused, one for another user, and
+	// the provider's refusal.
+	b, err := a.BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "o", RedirectURL: redirectURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := follow(t, b.URL, canary("alice"), true)
+	code, _ := url.ParseQuery(q)
+	for name, req := range map[string]*ext.CompleteAuthRequest{
+		"a wrong state":    {User: "alice", Name: "o", State: "forged", Query: q},
+		"another user's":   {User: "bob", Name: "o", State: b.State, Query: q},
+		"another server's": {User: "alice", Name: "g", State: b.State, Query: q},
+	} {
+		_, err := a.CompleteAuth(ctx(t), req)
+		if err == nil || strings.Contains(err.Error(), code.Get("code")) {
+			t.Errorf("%s: %v; want a refusal without the code", name, err)
+		}
+	}
+	if _, err := a.CompleteAuth(ctx(t), &ext.CompleteAuthRequest{User: "alice", Name: "o", State: b.State, Query: q}); err != nil {
+		t.Fatalf("the right answer after refused ones: %v", err)
+	}
+	if _, err := a.CompleteAuth(ctx(t), &ext.CompleteAuthRequest{User: "alice", Name: "o", State: b.State, Query: q}); !errors.Is(err, ext.ErrInvalidArgument) {
+		t.Errorf("a reused state: %v; want ErrInvalidArgument", err)
+	}
+	b2, err := a.BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "bob", Name: "o", RedirectURL: redirectURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny := follow(t, b2.URL, "bob", false)
+	_, err = a.CompleteAuth(ctx(t), &ext.CompleteAuthRequest{User: "bob", Name: "o", State: b2.State, Query: deny})
+	if err == nil || !strings.Contains(err.Error(), "access_denied") {
+		t.Errorf("the provider's refusal: %v; want it named", err)
+	}
+	// Alice's sign-in went through; her stdio server never noticed.
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") && hasPrefix(n, "notes/") })
+	if st := f.statusOf("bob", "o"); st.State == "connected" {
+		t.Errorf("bob is connected after denying: %+v", st)
+	}
+}
+
+// TestOAuthSSRFGuard checks that a user's own server's OAuth requests go
+// through the same address guard as its connection: refused on loopback,
+// naming why, without reaching the authorization server; once the
+// operator opens the prefix (userServerAllowCIDRs), the user signs in to
+// their own server like to any other.
+func TestOAuthSSRFGuard(t *testing.T) {
+	as := startOAuth(t)
+	own := fmt.Sprintf(`{"mcpServers": {"o": {"url": %q}}}`, as.mcpURL())
+	f := newFixtureAt(t, "inprocess", `{"userServers": "url"}`, publicURL, nil)
+	f.setOwn("alice", own)
+	f.activate("alice")
+	_, err := f.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "u_o", RedirectURL: redirectURL})
+	if err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("BeginAuth to a user's own server on loopback: %v; want refused as loopback", err)
+	}
+	if st := as.stats(); st.Registrations != 0 {
+		t.Errorf("the refused server was reached: %+v", st)
+	}
+	f2 := newFixtureAt(t, "inprocess", `{"userServers": "url", "userServerAllowCIDRs": ["127.0.0.1/32"]}`, publicURL, nil)
+	f2.setOwn("alice", own)
+	f2.activate("alice")
+	login := canary("alice")
+	f2.signIn("alice", "u_o", login)
+	f2.waitTools("alice", func(n []string) bool { return hasPrefix(n, "u_o/whoami") })
+	res := f2.mustCall("alice", "u_o/whoami", `{}`)
+	if !strings.Contains(string(res.StructuredContent), login) {
+		t.Errorf("alice on her own server: %s", res.StructuredContent)
+	}
+}
+
+// TestOAuthSharedServer checks the operator's grant of a shared server:
+// only the operator signs in to it, and the users on its allowlist use
+// that one grant; the operator's grant never lands in a user's store.
+func TestOAuthSharedServer(t *testing.T) {
+	as := startOAuth(t)
+	f := newFixtureAt(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"team": {"url": %q,
+		"credentials": "shared", "users": ["alice", "bob"]}}}`, as.mcpURL()), publicURL, nil)
+	for _, u := range []string{"alice", "bob"} {
+		f.setToggles(u, `{"team": true}`) // a shared server is opt-in
+	}
+	f.activate("alice")
+	if st := f.statusOf("alice", "team"); st.State != ext.StateNeedsSignIn || !strings.Contains(st.Reason, "--operator team") {
+		t.Errorf("a shared server before the operator signed in: %+v", st)
+	}
+	if _, err := f.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "team", RedirectURL: redirectURL}); !errors.Is(err, ext.ErrInvalidArgument) {
+		t.Errorf("a user signing in to a shared server: %v", err)
+	}
+	login := canary("operator")
+	f.signIn(ext.OperatorUser, "team", login)
+	for _, u := range []string{"alice", "bob"} {
+		f.activate(u)
+		f.waitTools(u, func(n []string) bool { return hasPrefix(n, "team/whoami") })
+		res := f.mustCall(u, "team/whoami", `{}`)
+		if !strings.Contains(string(res.StructuredContent), login) {
+			t.Errorf("%s on the shared server: %s", u, res.StructuredContent)
+		}
+		if names, _ := f.h.UserStore(u).Secrets().List(ctx(t)); len(names) != 0 {
+			t.Errorf("%s's store holds %v", u, names)
+		}
+	}
+}
+
+// TestOAuthTransientRefresh checks that an authorization server in
+// trouble (503) is not a dead grant: the refresh is retried with backoff,
+// the call fails saying so, the server stays connected with its grant,
+// and the next call refreshes once the server is back.
+func TestOAuthTransientRefresh(t *testing.T) {
+	as := startOAuth(t, "-access-ttl", "2s")
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") })
+	time.Sleep(2100 * time.Millisecond)
+	resp, err := http.Post(as.base+"/admin/fail-tokens?n=100", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	res, err := f.call("alice", "o/whoami", `{}`)
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "failed for now") {
+		t.Errorf("a call while the authorization server fails: %v %q", err, res.Text())
+	}
+	if st := as.stats(); st.Unavailable != 3 {
+		t.Errorf("%d token requests while failing; want 3 (the retries)", st.Unavailable)
+	}
+	if st := f.statusOf("alice", "o"); st.State != "connected" {
+		t.Errorf("status while the authorization server fails: %+v; want still connected", st)
+	}
+	raw, _ := f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+	if strings.Contains(raw, `"dead"`) {
+		t.Error("a transient failure killed the grant")
+	}
+	resp, err = http.Post(as.base+"/admin/fail-tokens?n=0", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := f.whoami("alice"); got != login {
+		t.Errorf("after the authorization server recovered: %q", got)
+	}
+	if st := as.stats(); st.Refreshes != 1 {
+		t.Errorf("refreshes = %d, want 1", st.Refreshes)
+	}
+}
+
+// TestOAuthStepUp checks step-up authorization: a tool the grant's scopes
+// do not cover answers 403 insufficient_scope; the call fails naming the
+// scopes and the link, the server's other tools go on, and the next
+// sign-in asks for the union of the scopes granted and challenged.
+func TestOAuthStepUp(t *testing.T) {
+	as := startOAuth(t)
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/admin_echo") })
+	res, err := f.call("alice", "o/admin_echo", `{"text":"hi"}`)
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "more permissions (mcp admin)") || !strings.Contains(res.Text(), publicURL+"/settings/connect/mcp/o") {
+		t.Fatalf("a call that needs more scope: %v %q", err, res.Text())
+	}
+	if got := f.whoami("alice"); got != login {
+		t.Errorf("the server's other tools after the 403: %q", got)
+	}
+	begin, err := f.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "o", RedirectURL: redirectURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(begin.URL)
+	if sc := strings.Fields(u.Query().Get("scope")); !slices.Contains(sc, "admin") || !slices.Contains(sc, "mcp") {
+		t.Errorf("the step-up sign-in asks for %q; want mcp and admin", u.Query().Get("scope"))
+	}
+	q := follow(t, begin.URL, login, true)
+	if _, err := f.e.(ext.Authorizer).CompleteAuth(ctx(t), &ext.CompleteAuthRequest{User: "alice", Name: "o", State: begin.State, Query: q}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the wider grant is used", func() bool {
+		res, err := f.call("alice", "o/admin_echo", `{"text":"hi"}`)
+		return err == nil && !res.IsError && res.Text() == "admin: hi"
+	})
+}
+
+// TestOAuthIssuerChange checks that a registration is bound to its
+// issuer: when the server's authorization server is another than the one
+// the stored registration was made with, the sign-in registers anew
+// there instead of offering the old client.
+func TestOAuthIssuerChange(t *testing.T) {
+	as := startOAuth(t)
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	f.signIn("alice", "o", canary("alice"))
+	raw, _ := f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+	var g map[string]any
+	_ = json.Unmarshal([]byte(raw), &g)
+	oldClient := g["clientId"]
+	// The registration as if made with the server's former authorization
+	// server.
+	g["issuer"] = "https://former-as.example"
+	b, _ := json.Marshal(g)
+	f.setSecret("alice", extmcp.GrantSecret("o"), string(b))
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	raw, _ = f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+	_ = json.Unmarshal([]byte(raw), &g)
+	if st := as.stats(); st.Registrations != 2 || g["clientId"] == oldClient || g["issuer"] != as.base {
+		t.Errorf("after the issuer changed: %d registrations, client reused %v, issuer %v; want a new registration at the new issuer",
+			st.Registrations, g["clientId"] == oldClient, g["issuer"])
+	}
+	eventually(t, "the new grant is used", func() bool { return f.whoami("alice") == login })
+}
+
+// TestOAuthConfiguredClient checks the operator's pre-registered client
+// (oauth.clientId): the sign-in uses it instead of registering one, and a
+// clientSecret that names a missing operator secret is refused naming it.
+func TestOAuthConfiguredClient(t *testing.T) {
+	as := startOAuth(t)
+	body := fmt.Sprintf(`{"redirect_uris": [%q], "token_endpoint_auth_method": "none"}`, redirectURL)
+	resp, err := http.Post(as.base+"/register", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg struct {
+		ClientID string `json:"client_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&reg)
+	resp.Body.Close()
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, fmt.Sprintf(`, "oauth": {"clientId": %q, "scopes": ["mcp"]}`, reg.ClientID)), publicURL, nil)
+	f.activate("alice")
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	raw, _ := f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+	var g struct {
+		ClientID   string
+		Registered bool
+	}
+	_ = json.Unmarshal([]byte(raw), &g)
+	if st := as.stats(); st.Registrations != 1 || g.ClientID != reg.ClientID || g.Registered {
+		t.Errorf("with a configured client: %d registrations, grant client %q (registered %v); want the operator's", st.Registrations, g.ClientID, g.Registered)
+	}
+	eventually(t, "the grant is used", func() bool { return f.whoami("alice") == login })
+
+	f2 := newFixtureAt(t, "inprocess", oauthConfig(as, `, "oauth": {"clientId": "c1", "clientSecret": {"secret": "o-client-secret"}}`), publicURL, nil)
+	f2.activate("alice")
+	_, err = f2.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "o", RedirectURL: redirectURL})
+	if !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), `operator secret "o-client-secret"`) {
+		t.Errorf("a missing operator secret: %v", err)
+	}
+}
+
+// TestOAuthOfferSignIn checks that a call to a server waiting for a
+// sign-in asks a client that can open URLs (URL-mode elicitation) to open
+// the link, once a minute at most, and leaves other clients alone.
+func TestOAuthOfferSignIn(t *testing.T) {
+	as := startOAuth(t)
+	f := newFixtureAt(t, "grpc-socket", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	var mu sync.Mutex
+	var asked []string
+	sess := &exttest.Session{Caps: json.RawMessage(`{"elicitation":{"url":{}}}`),
+		Answer: func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+			mu.Lock()
+			asked = append(asked, method+" "+string(params))
+			mu.Unlock()
+			return json.RawMessage(`{"action":"accept"}`), nil
+		}}
+	plain := &exttest.Session{}
+	tc := f.e.(ext.ToolCaller)
+	for _, s := range []*exttest.Session{sess, sess, plain} {
+		res, err := tc.CallTool(ctx(t), &ext.CallToolRequest{User: "alice", Name: "o/whoami", Arguments: json.RawMessage(`{}`), Session: s})
+		if err != nil || !res.IsError {
+			t.Fatalf("a call before signing in: %v %+v", err, res)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || !strings.HasPrefix(asked[0], ext.MethodElicit) || !strings.Contains(asked[0], `"mode":"url"`) ||
+		!strings.Contains(asked[0], publicURL+"/settings/connect/mcp/o") {
+		t.Errorf("the client was asked %q; want one URL elicitation with the link", asked)
+	}
+	if n := len(plain.Asked()); n != 0 {
+		t.Errorf("a client without URL elicitation was asked %d time(s)", n)
+	}
+}

@@ -1,0 +1,522 @@
+package extmcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+
+	"github.com/agenthost/agenthost/catalog"
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/netguard"
+)
+
+// Sign-ins: the "auth" capability. BeginAuth probes the server for its
+// 401, then runs go-sdk's AuthorizationCodeHandler, which does the OAuth
+// work — protected resource metadata from the challenge, authorization
+// server metadata, the client (the host's client ID metadata document,
+// else a configured or earlier registered client, else dynamic
+// registration), PKCE S256, the resource indicator, step-up scopes — up to
+// the point where a person must open the authorization URL. The handler
+// then waits, on a goroutine the extension owns, for CompleteAuth to bring
+// the redirect; it checks the state and the issuer (RFC 9207), exchanges
+// the code, and the grant is stored in the secrets of the user (or of the
+// operator, for a shared server).
+
+// Limits of the sign-ins under way.
+const (
+	// flowLifetime is how long a sign-in waits for its redirect.
+	flowLifetime = 10 * time.Minute
+	// maxFlowsPerOwner bounds the sign-ins one user has waiting.
+	maxFlowsPerOwner = 8
+	// maxBody bounds what a metadata or probe response is read for.
+	maxOAuthBody = 1 << 20
+)
+
+// flow is one sign-in under way.
+type flow struct {
+	owner, server string
+	state         string // set once the URL is out; guarded by oauthState.mu
+	expires       time.Time
+	answers       chan redirectAnswer // the redirect, from CompleteAuth (buffered)
+	done          chan struct{}
+	err           error       // why it failed; read after done
+	rec           *asRecorder // the authorization server's issuer, once known
+	cancel        context.CancelFunc
+}
+
+// redirectAnswer is the redirect CompleteAuth hands the waiting handler.
+type redirectAnswer struct {
+	res *auth.AuthorizationResult
+	err error
+}
+
+// BeginAuth implements [ext.Authorizer]: it starts signing req.User (or
+// the operator, for a shared server) in to server req.Name.
+func (x *Extension) BeginAuth(ctx context.Context, req *ext.BeginAuthRequest) (*ext.BeginAuthResult, error) {
+	if req == nil || req.User == "" {
+		return nil, fmt.Errorf("signing in: caller not identified: %w", ext.ErrPermission)
+	}
+	if _, err := url.Parse(req.RedirectURL); err != nil || req.RedirectURL == "" {
+		return nil, fmt.Errorf("signing in: the host gave no redirect URL: %w", ext.ErrInvalidArgument)
+	}
+	h, us, err := x.signInTarget(ctx, req.User, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	x.oauth.mu.Lock()
+	n := 0
+	for _, f := range x.oauth.flows {
+		if f.owner == req.User {
+			n++
+		}
+	}
+	x.oauth.mu.Unlock()
+	if n >= maxFlowsPerOwner {
+		return nil, fmt.Errorf("%d sign-ins are already waiting for a browser; finish one or wait %v: %w", n, flowLifetime, ext.ErrUnavailable)
+	}
+	probeReq, probeResp, err := x.probe(ctx, us)
+	if err != nil {
+		return nil, err
+	}
+	f, urls, err := x.startFlow(ctx, h, req, us, probeReq, probeResp)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case u := <-urls:
+		authURL, err := netguard.CheckURL(u, false)
+		var state string
+		if err == nil {
+			state = authURL.Query().Get("state")
+		}
+		if err != nil || state == "" {
+			f.cancel()
+			<-f.done
+			if err == nil {
+				err = errors.New("it has no state")
+			}
+			return nil, fmt.Errorf("signing in to MCP server %q: the authorization server's URL is refused (%v): %w", req.Name, err, ext.ErrInvalidArgument)
+		}
+		x.oauth.mu.Lock()
+		f.state = state // read by dropFlow, under the same lock
+		if x.oauth.flows == nil {
+			x.oauth.flows = map[string]*flow{}
+		}
+		x.oauth.flows[state] = f
+		x.oauth.mu.Unlock()
+		return &ext.BeginAuthResult{URL: authURL.String(), State: state, Expires: f.expires}, nil
+	case <-f.done:
+		return nil, fmt.Errorf("signing in to MCP server %q: %s: %w", req.Name, signInFailure(f.err), ext.ErrUnavailable)
+	case <-ctx.Done():
+		f.cancel()
+		<-f.done
+		return nil, ctx.Err()
+	}
+}
+
+// signInTarget finds the server user may sign in to: a remote server in
+// the user's plan that uses the user's own credentials (or, for the
+// operator, a shared remote server), without a token stored for it.
+func (x *Extension) signInTarget(ctx context.Context, user, name string) (ext.Host, *userSpec, error) {
+	h, planner, _, err := x.state()
+	if err != nil {
+		return nil, nil, err
+	}
+	var d *catalog.ServerDecl
+	if user == OperatorUser {
+		x.mu.Lock()
+		cfg := x.cfg
+		x.mu.Unlock()
+		cfg.each(func(n string, s Server) {
+			if n == name && s.Credentials == catalog.CredentialsShared {
+				dd := decl(n, s, false)
+				d = &dd
+			}
+		})
+		if d == nil {
+			return nil, nil, fmt.Errorf("the operator has no shared MCP server %q to sign in to (the operator signs in only to servers with credentials shared): %w", name, ext.ErrNotFound)
+		}
+	} else {
+		plan, err := planner.Plan(ctx, user)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range plan.Servers {
+			if plan.Servers[i].Name == name {
+				d = &plan.Servers[i]
+			}
+		}
+		if d == nil {
+			return nil, nil, fmt.Errorf("you have no MCP server %q switched on: %w", name, ext.ErrNotFound)
+		}
+		if d.Credentials == catalog.CredentialsShared {
+			return nil, nil, fmt.Errorf("MCP server %q is shared: the operator signs in to it (agenthost auth login --operator %s): %w", name, name, ext.ErrInvalidArgument)
+		}
+	}
+	owner := user
+	us, err := x.ownerSpec(ctx, h, owner, *d)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case us.server.URL == "":
+		return nil, nil, fmt.Errorf("MCP server %q is a local program: it takes a token (%s), not a sign-in: %w", name, TokenSecret(name), ext.ErrInvalidArgument)
+	case us.server.Type == "sse":
+		return nil, nil, fmt.Errorf("MCP server %q uses the legacy SSE transport, which cannot sign in: %w", name, ext.ErrInvalidArgument)
+	case us.token != "":
+		return nil, nil, fmt.Errorf("a token is stored for MCP server %q (%s) and is used instead of a sign-in: delete it first: %w", name, TokenSecret(name), ext.ErrInvalidArgument)
+	}
+	return h, us, nil
+}
+
+// probe sends the server an unauthenticated initialize and returns its
+// 401 (or 403), whose challenge starts the sign-in.
+func (x *Extension) probe(ctx context.Context, us *userSpec) (*http.Request, *http.Response, error) {
+	name := us.name
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"agenthost-ext-mcp","version":%q}}}`,
+		DefaultProtocolVersion, Version)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, us.server.URL, strings.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("MCP server %q: the url does not parse: %w", name, ext.ErrInvalidArgument)
+	}
+	for k, v := range us.server.Headers {
+		if !isAuthorization(k) {
+			req.Header.Set(k, v)
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := x.oauthClient(us.own).Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reaching MCP server %q: %v: %w", name, err, ext.ErrUnavailable)
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return req, resp, nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxOAuthBody))
+	_ = resp.Body.Close()
+	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+		// It opened a session for the probe: end it.
+		if del, err := http.NewRequestWithContext(ctx, http.MethodDelete, us.server.URL, nil); err == nil {
+			del.Header.Set("Mcp-Session-Id", sid)
+			if r, err := x.oauthClient(us.own).Do(del); err == nil {
+				_ = r.Body.Close()
+			}
+		}
+	}
+	if resp.StatusCode/100 == 2 {
+		return nil, nil, fmt.Errorf("MCP server %q does not ask for a sign-in (it answered without one): %w", name, ext.ErrInvalidArgument)
+	}
+	return nil, nil, fmt.Errorf("MCP server %q answered %s instead of asking for a sign-in: %w", name, resp.Status, ext.ErrUnavailable)
+}
+
+// startFlow runs go-sdk's handler on a goroutine of the extension. It
+// returns the flow and the channel on which the authorization URL
+// arrives; the flow's done closes when the handler returns.
+func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAuthRequest, us *userSpec,
+	probeReq *http.Request, probeResp *http.Response) (*flow, <-chan string, error) {
+	owner, name, s := req.User, req.Name, us.server
+	hc := x.oauthClient(us.own)
+	rec := &asRecorder{base: hc.Transport}
+	client := &http.Client{Transport: rec, Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect}
+	old := us.grant
+	pre := (*oauthex.ClientCredentials)(nil)
+	fromConfig := s.OAuth != nil && s.OAuth.ClientID != ""
+	switch {
+	case fromConfig:
+		pre = &oauthex.ClientCredentials{ClientID: s.OAuth.ClientID}
+		if ref := s.OAuth.ClientSecret; ref != nil {
+			v, err := h.UserStore(OperatorUser).Secrets().Get(ctx, ref.Secret)
+			if err != nil {
+				_ = probeResp.Body.Close()
+				return nil, nil, fmt.Errorf("MCP server %q: the operator secret %q (oauth.clientSecret) is not set: %w", name, ref.Secret, ext.ErrInvalidArgument)
+			}
+			pre.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: v}
+		}
+	case old != nil && old.Registered && old.RedirectURI == req.RedirectURL && old.Issuer != "":
+		// The client registered last time, offered to that issuer only.
+		pre = &oauthex.ClientCredentials{ClientID: old.ClientID, Issuer: old.Issuer}
+		if old.ClientSecret != "" {
+			pre.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: old.ClientSecret}
+		}
+	}
+	var configured []string
+	if s.OAuth != nil {
+		configured = s.OAuth.Scopes
+	}
+	var previous []string
+	if old != nil {
+		previous = old.Scopes
+	}
+	stepUp := x.stepUpScopes(owner, name)
+	urls := make(chan string, 1)
+	fctx, cancel := context.WithTimeout(x.life, flowLifetime)
+	f := &flow{owner: owner, server: name, expires: time.Now().Add(flowLifetime), answers: make(chan redirectAnswer, 1),
+		done: make(chan struct{}), rec: rec, cancel: cancel}
+	var got struct {
+		cfg *oauth2.Config
+		tok *oauth2.Token
+	}
+	newHandler := func(pre *oauthex.ClientCredentials) (*auth.AuthorizationCodeHandler, error) {
+		c := &auth.AuthorizationCodeHandlerConfig{
+			PreregisteredClient: pre,
+			DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+				ClientName: "agenthost", RedirectURIs: []string{req.RedirectURL}, TokenEndpointAuthMethod: "none",
+				GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
+			}},
+			RedirectURL:         req.RedirectURL,
+			RequestRefreshToken: true,
+			Client:              client,
+			ScopeFilter: func(discovered []string) []string {
+				out := discovered
+				if len(configured) > 0 {
+					out = slices.Clone(configured)
+				}
+				for _, sc := range append(previous, stepUp...) {
+					if !slices.Contains(out, sc) {
+						out = append(out, sc)
+					}
+				}
+				return out
+			},
+			AuthorizationCodeFetcher: func(ctx context.Context, a *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+				select {
+				case urls <- a.URL:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				select {
+				case ans := <-f.answers:
+					return ans.res, ans.err
+				case <-ctx.Done():
+					return nil, errFlowExpired
+				}
+			},
+			NewTokenSource: func(_ context.Context, cfg *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
+				got.cfg, got.tok = cfg, tok
+				return oauth2.StaticTokenSource(tok), nil
+			},
+		}
+		if req.ClientMetadataURL != "" {
+			c.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: req.ClientMetadataURL}
+		}
+		return auth.NewAuthorizationCodeHandler(c)
+	}
+	handler, err := newHandler(pre)
+	if err != nil {
+		cancel()
+		_ = probeResp.Body.Close()
+		return nil, nil, fmt.Errorf("MCP server %q: setting up the sign-in: %v: %w", name, err, ext.ErrInvalidArgument)
+	}
+	x.spawn(func(context.Context) {
+		defer close(f.done)
+		defer cancel()
+		defer x.dropFlow(f)
+		err := handler.Authorize(fctx, probeReq, probeResp)
+		if err != nil && pre != nil && !fromConfig && strings.Contains(err.Error(), "does not match pre-registered credentials issuer") {
+			// The server moved to another authorization server: register
+			// anew there, never reusing the old registration. The probe's
+			// redirectAnswer was consumed: ask again.
+			x.log.Info("extmcp: the server's authorization server changed; registering again", "user", owner, "server", name)
+			var preq *http.Request
+			var presp *http.Response
+			if preq, presp, err = x.probe(fctx, us); err == nil {
+				var h2 *auth.AuthorizationCodeHandler
+				if h2, err = newHandler(nil); err == nil {
+					pre = nil
+					err = h2.Authorize(fctx, preq, presp)
+				}
+			}
+		}
+		if err == nil && got.tok == nil {
+			err = errors.New("the authorization server issued no token")
+		}
+		if err == nil {
+			g := &grant{V: 1, ID: newGrantID(), Issuer: rec.issuerSeen(), ClientID: got.cfg.ClientID,
+				Resource: s.URL, TokenURL: got.cfg.Endpoint.TokenURL, AuthStyle: got.cfg.Endpoint.AuthStyle,
+				Scopes: got.cfg.Scopes, RedirectURI: req.RedirectURL}
+			switch {
+			case fromConfig:
+				if s.OAuth.ClientSecret != nil {
+					g.SecretRef = s.OAuth.ClientSecret.Secret
+				}
+			case got.cfg.ClientID != req.ClientMetadataURL || req.ClientMetadataURL == "":
+				// Registered on the fly (now, or last time): keep it for
+				// the next sign-in to the same issuer.
+				g.Registered, g.ClientSecret = true, got.cfg.ClientSecret
+			}
+			if g.ClientSecret == "" && g.SecretRef == "" {
+				// A public client sends its ID in the body (OAuth 2.1
+				// §2.4.1); never guess the style again on each refresh.
+				g.AuthStyle = oauth2.AuthStyleInParams
+			}
+			g = g.withToken(got.tok, time.Now())
+			sctx, scancel := context.WithTimeout(x.life, 10*time.Second)
+			err = storeGrant(sctx, h, owner, name, g)
+			scancel()
+			x.oauth.mu.Lock()
+			delete(x.oauth.stepUp, [2]string{owner, name}) // asked for, and granted or not
+			x.oauth.mu.Unlock()
+		}
+		f.err = err
+	})
+	return f, urls, nil
+}
+
+// errFlowExpired ends a sign-in nobody finished.
+var errFlowExpired = errors.New("the sign-in expired before the browser came back")
+
+// dropFlow forgets f.
+func (x *Extension) dropFlow(f *flow) {
+	x.oauth.mu.Lock()
+	defer x.oauth.mu.Unlock()
+	if f.state != "" && x.oauth.flows[f.state] == f {
+		delete(x.oauth.flows, f.state)
+	}
+}
+
+// CompleteAuth implements [ext.Authorizer]: it hands the redirect to the
+// sign-in that waits for it, once, and reports how it ended.
+func (x *Extension) CompleteAuth(ctx context.Context, req *ext.CompleteAuthRequest) (*ext.CompleteAuthResult, error) {
+	if req == nil {
+		return nil, fmt.Errorf("extmcp: nil request: %w", ext.ErrInvalidArgument)
+	}
+	x.oauth.mu.Lock()
+	f := x.oauth.flows[req.State]
+	if f != nil && f.owner == req.User && f.server == req.Name {
+		delete(x.oauth.flows, req.State) // used once
+	}
+	x.oauth.mu.Unlock()
+	switch {
+	case f == nil || req.State == "":
+		return nil, fmt.Errorf("no sign-in is waiting for this redirectAnswer: it was already used, it expired, or it was started elsewhere; start it again: %w", ext.ErrInvalidArgument)
+	case f.owner != req.User || f.server != req.Name:
+		return nil, fmt.Errorf("this redirectAnswer belongs to another sign-in: %w", ext.ErrPermission)
+	}
+	q, err := url.ParseQuery(req.Query)
+	if err != nil {
+		q = url.Values{}
+	}
+	iss := q.Get("iss")
+	var ans redirectAnswer
+	switch {
+	case q.Get("error") != "":
+		if want := f.rec.issuerSeen(); iss != "" && want != "" && iss != want {
+			// RFC 9207: not from the server asked; its words are not shown.
+			ans.err = errors.New("the redirectAnswer came from another authorization server than the one asked, and was ignored")
+		} else {
+			msg := "the authorization server refused: " + clip(q.Get("error"), 60)
+			if d := strings.TrimSpace(q.Get("error_description")); d != "" {
+				msg += " (" + clip(d, 200) + ")"
+			}
+			ans.err = errors.New(msg)
+		}
+	case q.Get("code") == "":
+		ans.err = errors.New("the authorization server's redirectAnswer has no code")
+	default:
+		ans.res = &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: iss}
+	}
+	f.answers <- ans
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		// The flow goes on (it is the extension's); the grant is stored
+		// if it succeeds.
+		return nil, ctx.Err()
+	}
+	if f.err != nil {
+		return nil, fmt.Errorf("signing in to MCP server %q failed: %s", f.server, signInFailure(redactCode(f.err, q.Get("code"))))
+	}
+	// The server is connected again with the new grant.
+	_, _, e, err := x.state()
+	if err == nil {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if f.owner == OperatorUser {
+			err = e.ReconcileAll(rctx)
+		} else {
+			err = e.Refresh(rctx, f.owner)
+		}
+		cancel()
+		if err != nil {
+			x.log.Warn("extmcp: refreshing after a sign-in failed", "user", f.owner, "server", f.server, "error", err)
+		}
+	}
+	x.log.Info("extmcp: signed in", "user", f.owner, "server", f.server)
+	return &ext.CompleteAuthResult{Message: fmt.Sprintf("Connected to %s.", f.server)}, nil
+}
+
+// redactCode removes the authorization code from an error's text.
+func redactCode(err error, code string) error {
+	if code == "" || !strings.Contains(err.Error(), code) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), code, "[code]"))
+}
+
+// signInFailure says in words why a sign-in failed.
+func signInFailure(err error) string {
+	var re *oauth2.RetrieveError
+	switch {
+	case err == nil:
+		return "it stopped"
+	case errors.As(err, &re):
+		return "the code was refused: " + refreshErrorText(err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return errFlowExpired.Error()
+	}
+	return clip(err.Error(), 300)
+}
+
+// asRecorder watches the handler's requests for the authorization
+// server's metadata and keeps its issuer: go-sdk does not hand it out,
+// and the grant is bound to it.
+type asRecorder struct {
+	base http.RoundTripper
+
+	mu     sync.Mutex
+	issuer string
+}
+
+func (r *asRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.base.RoundTrip(req)
+	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK || !strings.Contains(req.URL.Path, "/.well-known/") {
+		return resp, err
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxOAuthBody+1))
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	var meta struct {
+		Issuer                string `json:"issuer"`
+		AuthorizationEndpoint string `json:"authorization_endpoint"`
+		TokenEndpoint         string `json:"token_endpoint"`
+	}
+	if json.Unmarshal(b, &meta) == nil && meta.Issuer != "" && meta.AuthorizationEndpoint != "" && meta.TokenEndpoint != "" {
+		r.mu.Lock()
+		r.issuer = meta.Issuer
+		r.mu.Unlock()
+	}
+	return resp, nil
+}
+
+func (r *asRecorder) issuerSeen() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.issuer
+}

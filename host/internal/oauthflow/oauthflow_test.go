@@ -1,0 +1,334 @@
+package oauthflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host"
+	"github.com/agenthost/agenthost/host/internal/oauthflow"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// signer is an extension with the auth capability: its authorization URL
+// carries the request's fields, and it records every completion.
+type signer struct {
+	mu       sync.Mutex
+	n        int
+	done     []ext.CompleteAuthRequest
+	badURL   string // when set, BeginAuth answers it
+	lifetime time.Duration
+}
+
+func (s *signer) Describe(context.Context) (*ext.Descriptor, error) {
+	return &ext.Descriptor{Name: "sig", Capabilities: []ext.Capability{ext.CapabilityAuth}}, nil
+}
+func (s *signer) Configure(context.Context, *ext.ConfigureRequest) error { return nil }
+func (s *signer) Shutdown(context.Context) error                         { return nil }
+
+func (s *signer) BeginAuth(_ context.Context, req *ext.BeginAuthRequest) (*ext.BeginAuthResult, error) {
+	if req.Name != "res" {
+		return nil, ext.Errorf(ext.ErrNotFound, "no resource %q", req.Name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	state := fmt.Sprintf("state-%d", s.n)
+	u := "https://as.example/authorize?" + url.Values{"state": {state}, "redirect_uri": {req.RedirectURL},
+		"client_id": {req.ClientMetadataURL}}.Encode()
+	if s.badURL != "" {
+		u = s.badURL
+	}
+	res := &ext.BeginAuthResult{URL: u, State: state}
+	if s.lifetime > 0 {
+		res.Expires = time.Now().Add(s.lifetime)
+	}
+	return res, nil
+}
+
+func (s *signer) CompleteAuth(_ context.Context, req *ext.CompleteAuthRequest) (*ext.CompleteAuthResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = append(s.done, *req)
+	q, _ := url.ParseQuery(req.Query)
+	if e := q.Get("error"); e != "" {
+		return nil, fmt.Errorf("signing in to %s failed: the authorization server refused: %s: %w", req.Name, e, ext.ErrInvalidArgument)
+	}
+	return &ext.CompleteAuthResult{Message: "Connected to " + req.Name + "."}, nil
+}
+
+func (s *signer) completions() []ext.CompleteAuthRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ext.CompleteAuthRequest(nil), s.done...)
+}
+
+// rig is a real host with the signer in process, and the flows on a
+// loopback server.
+type rig struct {
+	sig   *signer
+	flows *oauthflow.Flows
+	url   string
+}
+
+func newRig(t *testing.T, base string, maxAge time.Duration) *rig {
+	t.Helper()
+	sig := &signer{}
+	h, err := host.New(context.Background(), &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"}},
+		&host.Options{Extensions: map[string]host.InProcess{"sig": {Extension: sig}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	r := &rig{sig: sig}
+	srv := httptest.NewUnstartedServer(nil)
+	r.url = "http://" + srv.Listener.Addr().String()
+	if base == "" {
+		base = r.url
+	}
+	r.flows = oauthflow.New(h, &oauthflow.Options{BaseURL: func() string { return base }, MaxAge: maxAge,
+		// The settings session, for this test, is a header.
+		SessionUser: func(_ http.ResponseWriter, req *http.Request) (string, bool) {
+			u := req.Header.Get("X-Session-User")
+			return u, u != ""
+		}})
+	mux := http.NewServeMux()
+	mux.HandleFunc(oauthflow.CallbackPath, r.flows.ServeCallback)
+	mux.HandleFunc(oauthflow.ClientMetadataPath, r.flows.ServeClientMetadata)
+	mux.HandleFunc("/connect", func(w http.ResponseWriter, req *http.Request) {
+		st, err := r.flows.BeginBrowser(w, req, "alice", "sig", "res")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		_, _ = io.WriteString(w, st.State)
+	})
+	srv.Config.Handler = mux
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return r
+}
+
+// callback sends the browser's redirect and returns the status and page.
+func (r *rig) callback(t *testing.T, query string, hdr http.Header, cookies ...*http.Cookie) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, r.url+oauthflow.CallbackPath+"?"+query, nil)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.Header.Get("Referrer-Policy") != "no-referrer" || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("the callback page may leak its URL: Referrer-Policy %q, Cache-Control %q",
+			resp.Header.Get("Referrer-Policy"), resp.Header.Get("Cache-Control"))
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestCallback follows sign-ins through the callback: the right answer
+// completes once and says so; a wrong, reused or expired state, and a
+// browser signed in as another user, are refused plainly, the code never
+// shown; a waiter hears how each ended.
+func TestCallback(t *testing.T) {
+	r := newRig(t, "", 0)
+	ctx := context.Background()
+	st, err := r.flows.Begin(ctx, "alice", "sig", "res")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(st.URL)
+	if got := u.Query().Get("redirect_uri"); got != r.url+"/oauth/callback" {
+		t.Errorf("redirect URI %q", got)
+	}
+	if got := u.Query().Get("client_id"); got != "" {
+		t.Errorf("a metadata document offered on plain http: %q", got)
+	}
+	waited := make(chan *oauthflow.Result, 1)
+	go func() {
+		res, err := r.flows.Wait(ctx, st.State)
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- res
+	}()
+	const code = "the-code-8e1f"
+	q := url.Values{"code": {code}, "state": {st.State}, "iss": {"https://as.example"}}.Encode()
+	if c, page := r.callback(t, url.Values{"code": {code}, "state": {"forged"}}.Encode(), nil); c != http.StatusBadRequest ||
+		!strings.Contains(page, "not valid here") || strings.Contains(page, code) {
+		t.Errorf("a forged state: %d %s", c, page)
+	}
+	if c, page := r.callback(t, q, nil); c != http.StatusOK || !strings.Contains(page, "Connected to res.") || strings.Contains(page, code) {
+		t.Errorf("the right answer: %d %s", c, page)
+	}
+	if res := <-waited; !res.OK || res.Message != "Connected to res." {
+		t.Errorf("the waiter heard %+v", res)
+	}
+	if c, page := r.callback(t, q, nil); c != http.StatusBadRequest || !strings.Contains(page, "already used") {
+		t.Errorf("a reused state: %d %s", c, page)
+	}
+	done := r.sig.completions()
+	if len(done) != 1 || done[0].User != "alice" || done[0].Name != "res" || done[0].Query != q {
+		t.Errorf("the extension completed %+v; want one, with the query untouched", done)
+	}
+
+	// Another user's settings session in the browser: refused, and the
+	// extension's side of the sign-in ends too.
+	st2, err := r.flows.Begin(ctx, "alice", "sig", "res")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q2 := url.Values{"code": {code}, "state": {st2.State}}.Encode()
+	if c, page := r.callback(t, q2, http.Header{"X-Session-User": {"mallory"}}); c != http.StatusForbidden || !strings.Contains(page, "another user") {
+		t.Errorf("another user's session: %d %s", c, page)
+	}
+	if done := r.sig.completions(); len(done) != 2 || !strings.Contains(done[1].Query, "error=access_denied") {
+		t.Errorf("the refused sign-in was not ended at the extension: %+v", done)
+	}
+	// The refusal killed the state.
+	if c, _ := r.callback(t, q2, http.Header{"X-Session-User": {"alice"}}); c != http.StatusBadRequest {
+		t.Errorf("a state after a refusal: %d", c)
+	}
+	// The provider's refusal reaches the page in the extension's words.
+	st3, _ := r.flows.Begin(ctx, "alice", "sig", "res")
+	if c, page := r.callback(t, url.Values{"error": {"access_denied"}, "state": {st3.State}}.Encode(), http.Header{"X-Session-User": {"alice"}}); c != http.StatusBadRequest ||
+		!strings.Contains(page, "refused: access_denied") || strings.Contains(page, "invalid argument") || strings.Contains(page, `extension "sig"`) {
+		t.Errorf("the provider's refusal: %d %s", c, page)
+	}
+	if _, err := r.flows.Begin(ctx, "bob", "sig", "nope"); !errors.Is(err, ext.ErrNotFound) {
+		t.Errorf("an unknown resource: %v", err)
+	}
+	if _, err := r.flows.Begin(ctx, "../bob", "sig", "res"); !errors.Is(err, ext.ErrInvalidArgument) {
+		t.Errorf("a malformed user: %v", err)
+	}
+	if _, err := r.flows.Begin(ctx, "bob", "nosuch", "res"); !errors.Is(err, ext.ErrNotFound) {
+		t.Errorf("an unknown extension: %v", err)
+	}
+}
+
+// TestExpiry checks that a sign-in nobody finished expires: the waiter
+// hears so, and the late redirect is refused.
+func TestExpiry(t *testing.T) {
+	r := newRig(t, "", 300*time.Millisecond)
+	st, err := r.flows.Begin(context.Background(), "alice", "sig", "res")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.flows.Wait(context.Background(), st.State)
+	if err != nil || res.OK || !strings.Contains(res.Message, "expired") {
+		t.Errorf("waiting for an abandoned sign-in: %+v %v", res, err)
+	}
+	if c, page := r.callback(t, url.Values{"code": {"c"}, "state": {st.State}}.Encode(), nil); c != http.StatusBadRequest || !strings.Contains(page, "expired") {
+		t.Errorf("a late redirect: %d %s", c, page)
+	}
+	if n := len(r.sig.completions()); n != 0 {
+		t.Errorf("an expired sign-in reached the extension %d time(s)", n)
+	}
+}
+
+// TestBrowserBinding checks that a sign-in started on the settings page
+// completes only in that browser.
+func TestBrowserBinding(t *testing.T) {
+	r := newRig(t, "", 0)
+	resp, err := http.Get(r.url + "/connect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	state := string(b)
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "agenthost_signin" {
+			cookie = c
+		}
+	}
+	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteLaxMode {
+		t.Fatalf("the binding cookie: %+v", cookie)
+	}
+	q := url.Values{"code": {"c"}, "state": {state}}.Encode()
+	if c, page := r.callback(t, q, nil, &http.Cookie{Name: "agenthost_signin", Value: "someone-else"}); c != http.StatusForbidden || !strings.Contains(page, "another browser") {
+		t.Errorf("another browser: %d %s", c, page)
+	}
+	// A fresh one, in the right browser.
+	resp, err = http.Get(r.url + "/connect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == "agenthost_signin" {
+			cookie = c
+		}
+	}
+	if c, page := r.callback(t, url.Values{"code": {"c"}, "state": {string(b)}}.Encode(), nil, cookie); c != http.StatusOK {
+		t.Errorf("the right browser: %d %s", c, page)
+	}
+}
+
+// TestRefusedAuthorizationURL checks that an extension's authorization
+// URL that a browser must not open (javascript:, data:, plain http beyond
+// loopback) is refused before anyone sees it.
+func TestRefusedAuthorizationURL(t *testing.T) {
+	r := newRig(t, "", 0)
+	for _, bad := range []string{"javascript:alert(1)", "data:text/html,hi", "http://as.example/authorize?state=x", "file:///etc/passwd"} {
+		r.sig.mu.Lock()
+		r.sig.badURL = bad
+		r.sig.mu.Unlock()
+		if st, err := r.flows.Begin(context.Background(), "alice", "sig", "res"); !errors.Is(err, ext.ErrInvalidArgument) {
+			t.Errorf("authorization URL %q: %+v %v; want refused", bad, st, err)
+		}
+	}
+}
+
+// TestClientMetadata checks the host's client ID metadata document, and
+// that an https host offers it to the extension.
+func TestClientMetadata(t *testing.T) {
+	r := newRig(t, "https://agents.example.com", 0)
+	resp, err := http.Get(r.url + oauthflow.ClientMetadataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("the document: %v %q", err, resp.Header.Get("Content-Type"))
+	}
+	want := map[string]any{
+		"client_id": "https://agents.example.com/oauth/client-metadata.json", "client_name": "agenthost",
+		"client_uri": "https://agents.example.com", "redirect_uris": []any{"https://agents.example.com/oauth/callback"},
+		"grant_types": []any{"authorization_code", "refresh_token"}, "response_types": []any{"code"},
+		"token_endpoint_auth_method": "none", "application_type": "web",
+	}
+	if fmt.Sprint(doc) != fmt.Sprint(want) {
+		t.Errorf("document\n%v\nwant\n%v", doc, want)
+	}
+	st, err := r.flows.Begin(context.Background(), "alice", "sig", "res")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(st.URL)
+	if got := u.Query().Get("client_id"); got != "https://agents.example.com/oauth/client-metadata.json" {
+		t.Errorf("the extension was offered client metadata %q", got)
+	}
+}

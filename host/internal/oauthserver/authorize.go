@@ -1,0 +1,387 @@
+package oauthserver
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ory/fosite"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/auth"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// Form fields of the authorization pages that are not OAuth parameters.
+const (
+	fieldCSRF       = "_csrf"
+	fieldAction     = "action"
+	fieldPassphrase = "passphrase"
+)
+
+// pageView is what authorize.html shows.
+type pageView struct {
+	Static     string
+	Mode       string // "signin", "consent" or "error"
+	Title      string
+	Error      string
+	Notice     string
+	User       string
+	Client     string
+	ClientID   string
+	ClientURI  string
+	Unverified bool // the name is the client's own claim
+	ReturnHost string
+	Scopes     []scopeView
+	Params     []paramView // the authorization request, re-posted
+	CSRF       string
+	LoginURL   string
+	Passphrase bool
+	Locked     bool
+	// formTarget is the redirect URI a form post of this page ends at.
+	formTarget string
+}
+
+type scopeView struct{ Name, Text string }
+
+type paramView struct{ Name, Value string }
+
+// authorize is the authorization endpoint. GET shows the consent page
+// (or the sign-in first); POST carries the user's decision or the
+// passphrase, with the request's parameters re-posted.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		s.page(w, r, http.StatusMethodNotAllowed, &pageView{Mode: "error", Title: "Method not allowed", Error: "Use GET or POST."})
+		return
+	}
+	ctx := r.Context()
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		s.page(w, r, http.StatusBadRequest, &pageView{Mode: "error", Title: "Bad request", Error: "The request could not be read."})
+		return
+	}
+	user, sessCSRF, signedIn := s.opts.Sessions.User(w, r)
+	post := r.Method == http.MethodPost
+	csrfOK := post && signedIn && s.opts.Sessions.ValidCSRF(r, sessCSRF)
+	formTokenOK := post && s.opts.Sessions.ValidFormToken(r)
+	// Our own fields are taken out before fosite sees the form.
+	action, passphrase := r.Form.Get(fieldAction), r.Form.Get(fieldPassphrase)
+	for _, f := range []string{fieldAction, fieldCSRF, fieldPassphrase} {
+		r.Form.Del(f)
+		r.PostForm.Del(f)
+	}
+	params := maps.Clone(r.Form) // as the client sent them, to re-post
+	resource, resourceOK := s.checkResource(r.Form)
+	r.Form.Set("audience", resource)
+	r.Form.Set("scope", strings.Join(s.requestedScopes(r.Form.Get("scope")), " "))
+
+	ar, err := s.provider.NewAuthorizeRequest(ctx, r)
+	if err != nil {
+		s.authorizeError(w, r, ar, err)
+		return
+	}
+	switch {
+	case !resourceOK:
+		s.authorizeError(w, r, ar, errInvalidTarget)
+		return
+	case ar.GetRequestForm().Get("code_challenge") == "":
+		s.authorizeError(w, r, ar, fosite.ErrInvalidRequest.WithHint("A PKCE code_challenge (method S256) is required."))
+		return
+	case ar.GetRequestForm().Get("code_challenge_method") != "S256":
+		s.authorizeError(w, r, ar, fosite.ErrInvalidRequest.WithHint("The code_challenge_method must be S256; plain is not allowed."))
+		return
+	}
+	fc, _ := ar.GetClient().(*fositeClient)
+	if fc == nil {
+		s.authorizeError(w, r, ar, fosite.ErrServerError)
+		return
+	}
+	v := s.consentView(fc.c, ar, params)
+	if post {
+		switch {
+		case action == "passphrase" && s.opts.Passphrase != nil:
+			if !formTokenOK {
+				v.Error = "This form has expired or did not come from this site. Please try again."
+				s.signIn(w, r, http.StatusForbidden, v)
+				return
+			}
+			if !s.checkPassphrase(w, r, v, fc.c, passphrase) {
+				return
+			}
+			// The passphrase form names the app and its scopes: posting
+			// it is the consent.
+			s.grant(w, r, ar, fc.c, s.opts.Passphrase.User)
+			return
+		case action == "allow" || action == "deny":
+			if !signedIn {
+				v.Notice = "Your session ended before you decided. Sign in again; nothing was granted."
+				s.signIn(w, r, http.StatusUnauthorized, v)
+				return
+			}
+			if !csrfOK {
+				s.opts.Refusals.Refused(s.log, "oauth: consent without a valid CSRF token", "addr", s.opts.AddrKey(r))
+				s.page(w, r, http.StatusForbidden, &pageView{Mode: "error", Title: "Forbidden",
+					Error: "This form has expired or did not come from this site. Start again from the app."})
+				return
+			}
+			if action == "deny" {
+				s.log.Info("oauth: the user denied a client", "user", user, "client", clip(fc.c.ID))
+				s.authorizeError(w, r, ar, fosite.ErrAccessDenied.WithHint("The user denied the request."))
+				return
+			}
+			s.grant(w, r, ar, fc.c, user)
+			return
+		}
+	}
+	if !signedIn {
+		s.signIn(w, r, http.StatusOK, v)
+		return
+	}
+	v.Mode, v.Title, v.User, v.CSRF = "consent", "Connect "+v.Client+"?", user, sessCSRF
+	s.page(w, r, http.StatusOK, v)
+}
+
+// checkResource returns the request's resource (RFC 8707), defaulted to
+// this server's, and whether it is this server's.
+func (s *Server) checkResource(form url.Values) (string, bool) {
+	switch res := form["resource"]; {
+	case len(res) == 0 || (len(res) == 1 && res[0] == ""):
+		return s.Resource(), true
+	case len(res) == 1 && res[0] == s.Resource():
+		return res[0], true
+	}
+	return s.Resource(), false
+}
+
+// requestedScopes keeps the scopes this server knows (mcp always).
+func (s *Server) requestedScopes(scope string) []string {
+	out := []string{ScopeMCP}
+	if slices.Contains(strings.Fields(scope), ScopeOfflineAccess) {
+		out = append(out, ScopeOfflineAccess)
+	}
+	return out
+}
+
+// consentView describes the client and what it asks for.
+func (s *Server) consentView(c *Client, ar fosite.AuthorizeRequester, params url.Values) *pageView {
+	v := &pageView{Client: c.displayName(), ClientID: c.ID, ClientURI: c.URI, Unverified: !c.Document,
+		ReturnHost: ar.GetRedirectURI().Host, formTarget: ar.GetRedirectURI().String()}
+	for _, sc := range ar.GetRequestedScopes() {
+		if sc == ScopeOfflineAccess && !slices.Contains(c.GrantTypes, "refresh_token") {
+			continue
+		}
+		v.Scopes = append(v.Scopes, scopeView{Name: sc, Text: scopeText[sc]})
+	}
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range params {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		for _, val := range params[k] {
+			v.Params = append(v.Params, paramView{Name: k, Value: val})
+		}
+	}
+	return v
+}
+
+// signIn shows the sign-in choices: the settings sign-in, which comes
+// back here, and the passphrase when the operator set one.
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request, code int, v *pageView) {
+	q := url.Values{}
+	for _, p := range v.Params {
+		q.Add(p.Name, p.Value)
+	}
+	v.Mode, v.Title = "signin", "Sign in to connect "+v.Client
+	v.LoginURL = s.opts.Sessions.LoginURL(PathAuthorize + "?" + q.Encode())
+	if s.opts.Passphrase != nil {
+		v.Passphrase, v.CSRF = true, s.opts.Sessions.FormToken(w, r)
+	}
+	s.page(w, r, code, v)
+}
+
+// passphraseCredential is what a wrong passphrase counts against in the
+// limiter, besides the client's address: the gate itself, so that guesses
+// spread over many addresses lock it too. (The guess is not passed: the
+// limiter logs a credential's fingerprint, which must never be a
+// password's.)
+const passphraseCredential = "oauth passphrase gate"
+
+// checkPassphrase checks a posted passphrase; on a wrong one, or while
+// the gate is locked, it answers itself and returns false. Unlike a
+// token, a passphrase can be guessed: while the limiter refuses failures
+// from the client's address, or of the gate, no guess is even checked.
+func (s *Server) checkPassphrase(w http.ResponseWriter, r *http.Request, v *pageView, c *Client, passphrase string) bool {
+	addr := s.opts.AddrKey(r)
+	if wait, ok := s.gate.locked(addr, s.now()); ok {
+		s.locked(w, r, v, wait)
+		return false
+	}
+	if bcrypt.CompareHashAndPassword([]byte(s.opts.Passphrase.Hash), []byte(passphrase)) == nil {
+		return true
+	}
+	var lerr error
+	if s.opts.Limiter != nil {
+		lerr = s.opts.Limiter.Fail(addr, passphraseCredential)
+	}
+	s.opts.Refusals.Refused(s.log, "oauth: wrong passphrase", "addr", addr, "client", clip(c.ID), "locked_out", lerr != nil)
+	var le *auth.LockoutError
+	if errors.As(lerr, &le) {
+		s.gate.lock(addr, le.Credential, le.Until)
+		s.locked(w, r, v, le.RetryAfter)
+		return false
+	}
+	v.Error = "That passphrase is not right."
+	s.signIn(w, r, http.StatusUnauthorized, v)
+	return false
+}
+
+// locked answers a locked-out passphrase gate (429).
+func (s *Server) locked(w http.ResponseWriter, r *http.Request, v *pageView, wait time.Duration) {
+	secs := int((wait + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	v.Mode, v.Title, v.Locked = "error", "Locked out", true
+	v.Error = fmt.Sprintf("Too many wrong passphrases: try again in %d seconds, or sign in to agenthost instead.", secs)
+	s.page(w, r, http.StatusTooManyRequests, v)
+}
+
+// gateLock remembers the limiter's lockouts of the passphrase gate, per
+// client key and for the gate as a whole, so that no guess is checked
+// while they last. It is safe for concurrent use.
+type gateLock struct {
+	mu    sync.Mutex
+	addrs map[string]time.Time
+	all   time.Time
+}
+
+func (g *gateLock) locked(addr string, now time.Time) (time.Duration, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	until := g.all
+	if u := g.addrs[addr]; u.After(until) {
+		until = u
+	}
+	if now.Before(until) {
+		return until.Sub(now), true
+	}
+	return 0, false
+}
+
+func (g *gateLock) lock(addr string, all bool, until time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if all {
+		g.all = until
+		return
+	}
+	if g.addrs == nil || len(g.addrs) >= 4096 {
+		g.addrs = map[string]time.Time{}
+	}
+	g.addrs[addr] = until
+}
+
+// grant issues the authorization code for user after consent.
+func (s *Server) grant(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, c *Client, user string) {
+	ctx := r.Context()
+	for _, sc := range ar.GetRequestedScopes() {
+		if sc == ScopeOfflineAccess && !slices.Contains(c.GrantTypes, "refresh_token") {
+			continue
+		}
+		ar.GrantScope(sc)
+	}
+	ar.GrantAudience(s.Resource())
+	g := api.Grant{ID: ar.GetID(), User: user, ClientID: c.ID, Client: c.displayName(), ClientURI: c.URI,
+		Scopes: ar.GetGrantedScopes(), Created: s.now().Truncate(time.Second)}
+	if err := s.store.CreateGrant(ctx, g); err != nil {
+		s.log.Error("oauth: storing a grant", "err", err)
+		s.authorizeError(w, r, ar, fosite.ErrServerError.WithHint("The grant could not be stored."))
+		return
+	}
+	sess := &fosite.DefaultSession{Subject: user, Username: user}
+	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, sess)
+	if err != nil {
+		s.authorizeError(w, r, ar, err)
+		return
+	}
+	// RFC 9207: the client checks who answered.
+	resp.AddParameter("iss", s.issuer())
+	s.log.Info("oauth: grant given", "user", user, "client", clip(c.ID), "grant", g.ID, "scopes", g.Scopes)
+	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
+}
+
+// authorizeError answers a refused authorization request: back to the
+// client's redirect URI with error, state and iss when that URI is valid,
+// else on a page here (a redirect to an unchecked URI would be an open
+// redirector).
+func (s *Server) authorizeError(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, err error) {
+	s.logRefused(r, "authorize", err)
+	var rfc *fosite.RFC6749Error
+	if errors.Is(err, errInvalidTarget) {
+		rfc = s.invalidTarget()
+	} else {
+		rfc = fosite.ErrorToRFC6749Error(err)
+	}
+	if ar == nil || !ar.IsRedirectURIValid() || ar.GetRedirectURI() == nil {
+		msg := rfc.GetDescription()
+		if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField {
+			// fosite hides why; the reason is the client's, safe to show.
+			if _, cerr := s.client(r.Context(), r.Form.Get("client_id")); cerr != nil {
+				msg = "The app's client_id is not usable here: " + clientHint(cerr)
+			}
+		}
+		s.page(w, r, rfc.CodeField, &pageView{Mode: "error", Title: "This app's request was refused", Error: msg})
+		return
+	}
+	u := *ar.GetRedirectURI()
+	q := u.Query()
+	for k, vs := range rfc.ToValues() {
+		q[k] = vs
+	}
+	if st := ar.GetState(); st != "" {
+		q.Set("state", st)
+	}
+	q.Set("iss", s.issuer())
+	u.RawQuery, u.Fragment = q.Encode(), ""
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+}
+
+// page renders authorize.html with the headers of every page here: not
+// frameable, no referrer, no caching. CSP form-action also covers the
+// redirect that ends a post, so it names the client's redirect URI.
+func (s *Server) page(w http.ResponseWriter, r *http.Request, code int, v *pageView) {
+	v.Static = s.opts.StaticBase
+	formAction := "'self'"
+	if u, err := url.Parse(v.formTarget); err == nil && u.Scheme != "" && u.Host != "" {
+		formAction += " " + u.Scheme + "://" + u.Host
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action "+formAction+
+		"; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	var buf bytes.Buffer
+	if err := s.tmpl.ExecuteTemplate(&buf, "authorize.html", v); err != nil {
+		s.log.Error("oauth: rendering a page", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}

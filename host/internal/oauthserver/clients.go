@@ -1,0 +1,347 @@
+package oauthserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/agenthost/agenthost/ext/netguard"
+)
+
+// clientMetadata is what a registration request (RFC 7591) and a client
+// ID metadata document carry that the server uses; other fields are
+// ignored.
+type clientMetadata struct {
+	ClientID                string   `json:"client_id"`
+	RedirectURIs            []string `json:"redirect_uris"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
+	GrantTypes              []string `json:"grant_types"`
+	ResponseTypes           []string `json:"response_types"`
+	ClientName              string   `json:"client_name"`
+	ClientURI               string   `json:"client_uri"`
+}
+
+// metadataError is a refused client metadata field: RFC 7591's
+// invalid_redirect_uri or invalid_client_metadata, with a description that
+// names the field.
+type metadataError struct {
+	code, field, msg string
+}
+
+func (e *metadataError) Error() string { return e.field + ": " + e.msg }
+
+func badMetadata(field, format string, args ...any) error {
+	return &metadataError{code: "invalid_client_metadata", field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+func badRedirect(format string, args ...any) error {
+	return &metadataError{code: "invalid_redirect_uri", field: "redirect_uris", msg: fmt.Sprintf(format, args...)}
+}
+
+// Limits on client metadata.
+const (
+	maxRedirectURIs = 10
+	maxURILen       = 2000
+	maxNameLen      = 100
+)
+
+// redirectPolicy decides which redirect URIs a client may register.
+type redirectPolicy struct {
+	// hosts, when not empty, are the only hosts an https redirect URI may
+	// name (lowercase). Loopback http URIs are always allowed.
+	hosts []string
+}
+
+// isLoopback reports whether host (no port) is a loopback name or IP.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkRedirect checks one redirect URI: https (to an allowed host, when
+// the operator lists them) or http to a loopback address (native apps,
+// RFC 8252), absolute, without userinfo or fragment.
+func (p redirectPolicy) checkRedirect(raw string) error {
+	if len(raw) > maxURILen {
+		return badRedirect("a redirect URI is longer than %d bytes", maxURILen)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return badRedirect("%q is not an absolute URL", clip(raw))
+	}
+	if u.User != nil || u.Fragment != "" || strings.Contains(raw, "#") {
+		return badRedirect("%q must not carry userinfo or a fragment", clip(raw))
+	}
+	host := strings.ToLower(u.Hostname())
+	switch u.Scheme {
+	case "https":
+		if len(p.hosts) > 0 && !slices.Contains(p.hosts, host) && !isLoopback(host) {
+			return badRedirect("%q: host %q is not one the operator allows (oauth.allowedRedirectHosts)", clip(raw), host)
+		}
+	case "http":
+		if !isLoopback(host) {
+			return badRedirect("%q: plain http is allowed only to a loopback address (127.0.0.1, [::1], localhost); use https", clip(raw))
+		}
+	default:
+		return badRedirect("%q: the scheme must be https, or http to a loopback address", clip(raw))
+	}
+	return nil
+}
+
+// checkWebURL checks an optional informational URL (client_uri).
+func checkWebURL(field, raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || len(raw) > maxURILen || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return badMetadata(field, "%q is not an http(s) URL", clip(raw))
+	}
+	return nil
+}
+
+// checkName checks client_name: printable, at most maxNameLen characters.
+func checkName(name string) error {
+	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > maxNameLen {
+		return badMetadata("client_name", "must be valid UTF-8 of at most %d characters", maxNameLen)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return badMetadata("client_name", "must not contain control or invisible characters")
+		}
+	}
+	return nil
+}
+
+// toClient validates metadata and makes a client of it. Every client is
+// public: any token_endpoint_auth_method but "none" is answered with
+// "none" for a registration (RFC 7591 lets the server choose), and
+// refused for a metadata document (which cannot change its mind).
+func (p redirectPolicy) toClient(m *clientMetadata, document bool) (*Client, error) {
+	if len(m.RedirectURIs) == 0 {
+		return nil, badRedirect("at least one redirect URI is required")
+	}
+	if len(m.RedirectURIs) > maxRedirectURIs {
+		return nil, badRedirect("at most %d redirect URIs", maxRedirectURIs)
+	}
+	for _, r := range m.RedirectURIs {
+		if err := p.checkRedirect(r); err != nil {
+			return nil, err
+		}
+	}
+	if document && m.TokenEndpointAuthMethod != "" && m.TokenEndpointAuthMethod != "none" {
+		return nil, badMetadata("token_endpoint_auth_method", "%q is not supported: this server has public clients only (\"none\")", clip(m.TokenEndpointAuthMethod))
+	}
+	grants := m.GrantTypes
+	if len(grants) == 0 {
+		grants = []string{"authorization_code"}
+	}
+	for _, g := range grants {
+		if g != "authorization_code" && g != "refresh_token" {
+			return nil, badMetadata("grant_types", "%q is not supported (authorization_code, refresh_token)", clip(g))
+		}
+	}
+	if !slices.Contains(grants, "authorization_code") {
+		return nil, badMetadata("grant_types", "must include authorization_code")
+	}
+	for _, rt := range m.ResponseTypes {
+		if rt != "code" {
+			return nil, badMetadata("response_types", "%q is not supported (code)", clip(rt))
+		}
+	}
+	if err := checkName(m.ClientName); err != nil {
+		return nil, err
+	}
+	if err := checkWebURL("client_uri", m.ClientURI); err != nil {
+		return nil, err
+	}
+	return &Client{
+		Name: m.ClientName, URI: m.ClientURI, RedirectURIs: slices.Clone(m.RedirectURIs),
+		GrantTypes: slices.Compact(slices.Sorted(slices.Values(grants))), Document: document,
+	}, nil
+}
+
+// newClientID returns a fresh client ID for a registration.
+func newClientID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "cl_" + hex.EncodeToString(b)
+}
+
+// isDocumentID reports whether a client ID is (meant as) a client ID
+// metadata document URL.
+func isDocumentID(id string) bool { return strings.HasPrefix(id, "https://") }
+
+// checkDocumentURL checks a client ID metadata document URL: https, with a
+// host and a path other than "/", without userinfo, fragment or dot
+// segments (draft-ietf-oauth-client-id-metadata-document §3).
+func checkDocumentURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || len(raw) > maxURILen || u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("client_id %q is not an https URL", clip(raw))
+	}
+	if u.User != nil || u.Fragment != "" || strings.Contains(raw, "#") {
+		return fmt.Errorf("client_id %q must not carry userinfo or a fragment", clip(raw))
+	}
+	if u.Path == "" || u.Path == "/" {
+		return fmt.Errorf("client_id %q needs a path: a metadata document URL names a document", clip(raw))
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("client_id %q must not contain . or .. segments", clip(raw))
+		}
+	}
+	return nil
+}
+
+// Limits of metadata document fetches.
+const (
+	// maxDocumentBytes follows the draft's advice (5 KB).
+	maxDocumentBytes = 5 << 10
+	documentTimeout  = 5 * time.Second
+	maxCachedDocs    = 256
+)
+
+// documents fetches and caches client ID metadata documents. It is safe
+// for concurrent use; concurrent fetches of one URL share one request.
+type documents struct {
+	client *http.Client
+	ttl    time.Duration
+	policy redirectPolicy
+	now    func() time.Time
+
+	group singleflight.Group
+	mu    sync.Mutex
+	cache map[string]cachedDoc
+}
+
+type cachedDoc struct {
+	c       *Client
+	fetched time.Time
+}
+
+// get returns the client the document at id describes, from the cache
+// when it is fresh.
+func (d *documents) get(ctx context.Context, id string) (*Client, error) {
+	d.mu.Lock()
+	e, ok := d.cache[id]
+	d.mu.Unlock()
+	if ok && d.now().Sub(e.fetched) < d.ttl {
+		return e.c, nil
+	}
+	v, err, _ := d.group.Do(id, func() (any, error) {
+		// A fetch outlives a cancelled caller that others may share.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), documentTimeout)
+		defer cancel()
+		return d.fetch(fctx, id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := v.(*Client)
+	d.mu.Lock()
+	if len(d.cache) >= maxCachedDocs {
+		clear(d.cache)
+	}
+	d.cache[id] = cachedDoc{c: c, fetched: d.now()}
+	d.mu.Unlock()
+	return c, nil
+}
+
+// fetch reads and checks the document at id.
+func (d *documents) fetch(ctx context.Context, id string) (*Client, error) {
+	if err := checkDocumentURL(id); err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
+	if err != nil {
+		return nil, fmt.Errorf("client_id %q: %w", clip(id), err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetching the client's metadata document %s: %w", clip(id), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDocumentBytes))
+		return nil, fmt.Errorf("fetching the client's metadata document %s: HTTP %d", clip(id), resp.StatusCode)
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+		return nil, fmt.Errorf("the client's metadata document %s is %q, not JSON", clip(id), clip(mt))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocumentBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the client's metadata document %s: %w", clip(id), err)
+	}
+	if len(body) > maxDocumentBytes {
+		return nil, fmt.Errorf("the client's metadata document %s is larger than %d bytes", clip(id), maxDocumentBytes)
+	}
+	var m clientMetadata
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("the client's metadata document %s is not valid: %w", clip(id), err)
+	}
+	if m.ClientID != id {
+		return nil, fmt.Errorf("the client's metadata document %s names client_id %q, not its own URL", clip(id), clip(m.ClientID))
+	}
+	c, err := d.policy.toClient(&m, true)
+	if err != nil {
+		return nil, fmt.Errorf("the client's metadata document %s: %w", clip(id), err)
+	}
+	c.ID, c.Created = id, d.now()
+	return c, nil
+}
+
+// documentClient is the fetcher of metadata documents: every connection
+// dialed through guard (so that a client_id naming an internal address,
+// or a name resolving to one, reaches nothing), bounded in time, no
+// redirect followed (a document is at its client_id).
+func documentClient(guard *netguard.Policy, tlsConf *tls.Config) *http.Client {
+	tr := guard.Transport()
+	tr.Proxy = nil // a proxy would dial for us, unchecked
+	if tlsConf != nil {
+		tr.TLSClientConfig = tlsConf.Clone()
+	}
+	return &http.Client{
+		Transport:     tr,
+		Timeout:       documentTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// errorCode returns the RFC 7591 error code of a refused registration.
+func errorCode(err error) (code, desc string) {
+	var me *metadataError
+	if errors.As(err, &me) {
+		return me.code, me.Error()
+	}
+	return "invalid_client_metadata", err.Error()
+}
+
+// clip shortens untrusted text for a message.
+func clip(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	return s[:200] + "…"
+}
