@@ -141,6 +141,10 @@ func openCgroupTree(name string) (*cgroupTree, error) {
 	return t, nil
 }
 
+// tidy removes the tree while it holds no cgroup (it is made again when
+// needed), so that a host killed while it ran no process leaves nothing.
+func (t *cgroupTree) tidy() { _ = os.Remove(t.dir) }
+
 // cgroup2Mount finds where the cgroup v2 hierarchy is mounted.
 func cgroup2Mount() (string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
@@ -183,7 +187,18 @@ func cgroupOf(pid string) (string, error) {
 // [syscall.SysProcAttr.CgroupFD].
 func (t *cgroupTree) create(name string) (string, *os.File, error) {
 	dir := filepath.Join(t.dir, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	var err error
+	// The tree may have just been tidied away (by this host or another on
+	// the same folder): make it again.
+	for range 3 {
+		if err = os.Mkdir(t.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			break
+		}
+		if err = os.Mkdir(dir, 0o755); !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
 		return "", nil, fmt.Errorf("creating cgroup %s: %w", dir, err)
 	}
 	f, err := os.Open(dir)

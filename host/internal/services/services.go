@@ -117,6 +117,9 @@ func New(opts Options) *Manager {
 	if n := m.reap(); n > 0 {
 		l.Warn("reaped service processes left by a previous host that was killed", "groups", n)
 	}
+	if m.cg != nil {
+		m.cg.tidy()
+	}
 	return m
 }
 
@@ -630,6 +633,8 @@ func (p *proc) reap() error {
 	_ = p.stderr.SetReadDeadline(time.Now().Add(drainAfterExit))
 	if err := removeCgroup(p.cgroup, p.m.opts.Grace); err != nil {
 		p.m.logger.Warn("removing a service process's cgroup", "cgroup", p.cgroup, "error", err)
+	} else if p.cgroup != "" {
+		p.m.cg.tidy() // fails while other processes have cgroups there
 	}
 	if p.record != "" {
 		_ = os.Remove(p.record)
@@ -782,7 +787,7 @@ func (m *Manager) Close() error {
 	wg.Wait()
 	m.wg.Wait()
 	if m.cg != nil {
-		_ = os.Remove(m.cg.dir) // fails while another host on this data folder uses it
+		m.cg.tidy() // fails while another host on this data folder uses it
 	}
 	return nil
 }
