@@ -8,31 +8,20 @@ import (
 	"sync"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
 )
 
 // Prompt is a registered prompt and the extension that owns it.
-type Prompt struct {
-	ext.Prompt
-	Extension string
-}
+type Prompt = api.Prompt
 
 // Resource is a registered resource and the extension that owns it.
-type Resource struct {
-	ext.Resource
-	Extension string
-}
+type Resource = api.Resource
 
 // ResourceTemplate is a registered resource template and its extension.
-type ResourceTemplate struct {
-	ext.ResourceTemplate
-	Extension string
-}
+type ResourceTemplate = api.ResourceTemplate
 
 // Instruction is a usage note for models and the extension it came from.
-type Instruction struct {
-	ext.Instruction
-	Extension string
-}
+type Instruction = api.Instruction
 
 // extras holds what extensions publish per user beside tools: prompts,
 // resources, resource templates and instructions. A prompt name or a

@@ -31,6 +31,8 @@ type Config struct {
 	Extensions map[string]ExtensionConfig `json:"extensions"`
 	// Services bounds per-user service processes.
 	Services ServicesConfig `json:"services,omitzero"`
+	// MCP bounds the sessions of the MCP endpoint (/mcp).
+	MCP MCPConfig `json:"mcp,omitzero"`
 	// Secrets chooses where secrets are kept.
 	Secrets SecretsConfig `json:"secrets,omitzero"`
 	// TLS serves the HTTP surfaces over TLS.
@@ -104,6 +106,20 @@ type UIDRange struct {
 	Count int `json:"count"`
 }
 
+// MCPConfig bounds the sessions of the MCP endpoint. Zero fields take the
+// defaults.
+type MCPConfig struct {
+	// SessionIdleMinutes closes a session that had no request for that
+	// long (default 30); its client starts a new one.
+	SessionIdleMinutes float64 `json:"sessionIdleMinutes,omitempty"`
+	// MaxSessionsPerUser caps one user's open sessions (default 64); a new
+	// one beyond it closes the user's least recently used idle session.
+	MaxSessionsPerUser int `json:"maxSessionsPerUser,omitempty"`
+	// MaxSessions caps all open sessions (default 10000); beyond it a new
+	// session is refused with 503.
+	MaxSessions int `json:"maxSessions,omitempty"`
+}
+
 // TLSConfig names the certificate and key files (PEM).
 type TLSConfig struct {
 	CertFile string `json:"certFile,omitempty"`
@@ -152,6 +168,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		DataDir        string                     `json:"dataDir"`
 		Extensions     map[string]json.RawMessage `json:"extensions"`
 		Services       ServicesConfig             `json:"services"`
+		MCP            MCPConfig                  `json:"mcp"`
 		Secrets        SecretsConfig              `json:"secrets"`
 		TLS            TLSConfig                  `json:"tls"`
 		PublicURL      string                     `json:"publicURL"`
@@ -163,7 +180,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		return nil, err
 	}
 	cfg := &Config{
-		Listen: top.Listen, DataDir: top.DataDir, Services: top.Services, Secrets: top.Secrets,
+		Listen: top.Listen, DataDir: top.DataDir, Services: top.Services, MCP: top.MCP, Secrets: top.Secrets,
 		TLS: top.TLS, PublicURL: top.PublicURL, AllowedOrigins: top.AllowedOrigins, TrustedProxies: top.TrustedProxies,
 		Extensions: map[string]ExtensionConfig{}, dir: dir,
 	}
@@ -197,6 +214,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	if r := cfg.Services.SandboxUIDs; r != (UIDRange{}) && (r.First < 1 || r.Count < 1 || r.First > 1<<31-1-r.Count) {
 		errs = append(errs, fmt.Errorf("services.sandboxUIDs: want first ≥ 1 and count ≥ 1 with first+count below 2147483647"))
 	}
+	errs = append(errs, cfg.MCP.validate()...)
 	errs = append(errs, cfg.validateListen()...)
 	if len(top.OAuth) > 0 {
 		if err := strictDecode(top.OAuth, &cfg.OAuth); err != nil {
@@ -214,6 +232,23 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+func (m MCPConfig) validate() []error {
+	var errs []error
+	if m.SessionIdleMinutes < 0 {
+		errs = append(errs, fmt.Errorf("mcp.sessionIdleMinutes: must not be negative"))
+	}
+	if m.MaxSessionsPerUser < 0 {
+		errs = append(errs, fmt.Errorf("mcp.maxSessionsPerUser: must not be negative"))
+	}
+	if m.MaxSessions < 0 {
+		errs = append(errs, fmt.Errorf("mcp.maxSessions: must not be negative"))
+	}
+	if m.MaxSessions > 0 && m.MaxSessionsPerUser > m.MaxSessions {
+		errs = append(errs, fmt.Errorf("mcp.maxSessionsPerUser: %d is more than mcp.maxSessions (%d)", m.MaxSessionsPerUser, m.MaxSessions))
+	}
+	return errs
 }
 
 func (ec *ExtensionConfig) validate(name string) error {

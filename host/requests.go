@@ -9,44 +9,20 @@ import (
 	"sync"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
 )
 
 // CallRequest is a tool call through the host with everything a client
 // session brings: its progress token, _meta, task parameters and the
 // session itself, through which the extension reports progress and asks
 // the client (see [ext.Session]).
-type CallRequest struct {
-	User         string
-	Conversation string
-	Name         string
-	Arguments    json.RawMessage
-	// ProgressToken, Meta and Task are the client's, raw (nil: none).
-	ProgressToken json.RawMessage
-	Meta          json.RawMessage
-	Task          json.RawMessage
-	// Session is the calling client's session (nil: none).
-	Session ext.Session
-	_       struct{}
-}
+type CallRequest = api.CallRequest
 
 // PromptRequest asks for one of a user's prompts.
-type PromptRequest struct {
-	User         string
-	Conversation string
-	Name         string
-	Arguments    json.RawMessage
-	Session      ext.Session
-	_            struct{}
-}
+type PromptRequest = api.PromptRequest
 
 // ResourceRequest asks for one of a user's resources.
-type ResourceRequest struct {
-	User         string
-	Conversation string
-	URI          string
-	Session      ext.Session
-	_            struct{}
-}
+type ResourceRequest = api.ResourceRequest
 
 // sessions holds the client sessions the surfaces attached, per user, the
 // resource subscriptions they hold, and which extension owns each task a

@@ -44,6 +44,10 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // The targets (issue 11): agenthost's p50 ≤ 0.9× and its throughput ≥ 1.2×
 // the fastest one-hop proxy of the same run. agenthost reports
 // "×p50-fastest-proxy" and "×calls/s-best-proxy".
+//
+// Every client is pinned to 2025-11-25: an unpinned go-sdk client would
+// speak the stateless 2026-07-28 revision to agenthost (and 2025-11-25 to
+// the proxies, which refuse it).
 func BenchmarkEndpointCall(b *testing.B) {
 	notes := testbin.Build(b, pkg+"examples/servers/notes")
 	agenthost := testbin.Build(b, pkg+"host/cmd/agenthost")
@@ -51,7 +55,7 @@ func BenchmarkEndpointCall(b *testing.B) {
 	args := map[string]any{"text": "hello"}
 	connectHTTP := func(b *testing.B, url string, hc *http.Client) *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
-			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -115,41 +119,15 @@ func BenchmarkEndpointCall(b *testing.B) {
 	b.Run("one-hop-mcpgo", func(b *testing.B) {
 		proxy(b, testbin.Build(b, pkg+"examples/bench/mcpgoproxy"))
 	})
+	b.Run("agenthost/2026-07-28", func(b *testing.B) {
+		// For the record: what an unpinned go-sdk client gets (go-sdk's
+		// stateless handler; no fast path).
+		cs := serveHost(b, agenthost, extMCP, notes).connectVersion(b, "")
+		p50, _ := measure(b, call(cs, "notes__echo"))
+		ratio(b, "endpoint-direct", p50)
+	})
 	b.Run("agenthost", func(b *testing.B) {
-		dir := b.TempDir()
-		cfg := fmt.Sprintf(`{"listen":"127.0.0.1:0","dataDir":%q,"secrets":{"backend":"memory"},
-			"extensions":{"mcp":{"path":%q,"config":{"mcpServers":{"notes":{"command":%q}}}}}}`,
-			filepath.Join(dir, "data"), extMCP, notes)
-		cfgPath := filepath.Join(dir, "agenthost.json")
-		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		serveArgs := []string{"--config", cfgPath, "--log-level", "error", "serve"}
-		if p := os.Getenv("BENCH_HOST_CPUPROFILE"); p != "" {
-			serveArgs = append(serveArgs, "--cpuprofile", p)
-		}
-		serve := exec.Command(agenthost, serveArgs...)
-		out, _ := serve.StdoutPipe()
-		if err := serve.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer func() {
-			_ = serve.Process.Signal(syscall.SIGTERM)
-			_ = serve.Wait()
-		}()
-		line, err := bufio.NewReader(out).ReadString('\n')
-		i := strings.Index(line, " at ")
-		if err != nil || i < 0 {
-			b.Fatalf("serve said %q: %v", line, err)
-		}
-		url := strings.Fields(line[i+4:])[0]
-		tok, err := exec.Command(agenthost, "--config", cfgPath, "token", "create", "--user", "alice", "--name", "bench").Output()
-		if err != nil {
-			b.Fatal(err)
-		}
-		hc := &http.Client{Transport: bearerRT{strings.TrimSpace(string(tok))}}
-		cs := connectHTTP(b, url+"/mcp", hc)
-		defer cs.Close()
+		cs := serveHost(b, agenthost, extMCP, notes).connect(b)
 		p50, calls := measure(b, call(cs, "notes__echo"))
 		ratio(b, "endpoint-direct", p50)
 		proxiesMu.Lock()
@@ -163,4 +141,66 @@ func BenchmarkEndpointCall(b *testing.B) {
 			b.ReportMetric(calls/bestCalls, "×calls/s-best-proxy")
 		}
 	})
+}
+
+// served is a running `agenthost serve`.
+type served struct {
+	url, token string // its base URL, and a token of user alice
+	pid        int
+}
+
+// serveHost runs `agenthost serve` (the binary agenthost with the ext-mcp
+// binary extMCP) with notes as an operator's stdio server, until the
+// benchmark ends.
+func serveHost(b *testing.B, agenthost, extMCP, notes string) served {
+	b.Helper()
+	dir := b.TempDir()
+	cfg := fmt.Sprintf(`{"listen":"127.0.0.1:0","dataDir":%q,"secrets":{"backend":"memory"},
+		"extensions":{"mcp":{"path":%q,"config":{"mcpServers":{"notes":{"command":%q}}}}}}`,
+		filepath.Join(dir, "data"), extMCP, notes)
+	cfgPath := filepath.Join(dir, "agenthost.json")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	serveArgs := []string{"--config", cfgPath, "--log-level", "error", "serve"}
+	if p := os.Getenv("BENCH_HOST_CPUPROFILE"); p != "" {
+		serveArgs = append(serveArgs, "--cpuprofile", p)
+	}
+	serve := exec.Command(agenthost, serveArgs...)
+	out, _ := serve.StdoutPipe()
+	if err := serve.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		_ = serve.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	i := strings.Index(line, " at ")
+	if err != nil || i < 0 {
+		b.Fatalf("serve said %q: %v", line, err)
+	}
+	tok, err := exec.Command(agenthost, "--config", cfgPath, "token", "create", "--user", "alice", "--name", "bench").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return served{url: strings.Fields(line[i+4:])[0], token: strings.TrimSpace(string(tok)), pid: serve.Process.Pid}
+}
+
+// connect opens a go-sdk client session of the host's user on its /mcp,
+// pinned to 2025-11-25; it ends with the benchmark.
+func (s served) connect(b *testing.B) *mcp.ClientSession { return s.connectVersion(b, "2025-11-25") }
+
+// connectVersion is connect pinned to version ("": go-sdk's choice, the
+// stateless 2026-07-28).
+func (s served) connectVersion(b *testing.B, version string) *mcp.ClientSession {
+	b.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: s.url + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{s.token}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	return cs
 }

@@ -348,8 +348,11 @@ func connect(t *testing.T, ctx context.Context, st *oauthStack, cfg *auth.Author
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Pinned to 2025-11-25: a session, which a revocation must close (an
+	// unpinned go-sdk client speaks the stateless 2026-07-28).
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: st.url + "/mcp", OAuthHandler: h, MaxRetries: -1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: st.url + "/mcp", OAuthHandler: h, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("connecting with OAuth: %v", err)
 	}

@@ -85,6 +85,13 @@ type Server struct {
 
 	refusals *guard.RefusalLog // shared by the surfaces
 
+	// fresh holds the connections that have sent no request yet
+	// (StateNew). Shutdown waits up to 5 s for each, and HTTP clients dial
+	// spares that they may never use (a go-sdk client's last messages at a
+	// session's end do): Close closes them instead of waiting.
+	connMu sync.Mutex
+	fresh  map[net.Conn]struct{}
+
 	mu  sync.Mutex
 	url string
 
@@ -152,7 +159,9 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
 		Logger: logger.With("surface", "mcp"), Version: host.Version,
 		// Revocations reach CloseToken at once, so a short cache is safe.
-		VerifyCacheTTL: 5 * time.Second,
+		VerifyCacheTTL:     5 * time.Second,
+		SessionTimeout:     time.Duration(cfg.MCP.SessionIdleMinutes * float64(time.Minute)),
+		MaxSessionsPerUser: cfg.MCP.MaxSessionsPerUser, MaxSessions: cfg.MCP.MaxSessions,
 	}
 	if s.oauth != nil {
 		epOpts.ResourceMetadata = s.oauth.ResourceMetadataURL
@@ -217,6 +226,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ConnState:         s.connState,
 	}
 	if o.ControlSocket {
 		if s.ctl, err = control.Serve(cfg.DataPath(), h, s.tokens, s.flows, logger); err != nil {
@@ -324,7 +334,20 @@ func (s *Server) Close() error {
 		// Open MCP sessions hold streams: end them first so Shutdown can
 		// finish.
 		s.ep.Close()
-		err := s.srv.Shutdown(ctx)
+		done := make(chan error, 1)
+		go func() { done <- s.srv.Shutdown(ctx) }()
+		tick := time.NewTicker(20 * time.Millisecond)
+		var err error
+	wait:
+		for {
+			select {
+			case err = <-done:
+				break wait
+			case <-tick.C:
+				s.closeFresh()
+			}
+		}
+		tick.Stop()
 		if err != nil {
 			_ = s.srv.Close()
 		}
@@ -341,6 +364,30 @@ func (s *Server) Close() error {
 		s.refusals.Flush()
 	})
 	return s.closeErr
+}
+
+// connState tracks the connections that have sent no request yet.
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if st == http.StateNew {
+		if s.fresh == nil {
+			s.fresh = map[net.Conn]struct{}{}
+		}
+		s.fresh[c] = struct{}{}
+		return
+	}
+	delete(s.fresh, c)
+}
+
+// closeFresh closes the connections that have sent no request yet.
+func (s *Server) closeFresh() {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	for c := range s.fresh {
+		_ = c.Close()
+		delete(s.fresh, c)
+	}
 }
 
 // CreateToken issues a bearer token for user, to use on /mcp and the JSON

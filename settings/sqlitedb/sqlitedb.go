@@ -153,3 +153,18 @@ func migrate(db *sql.DB, migrations []string) error {
 	}
 	return nil
 }
+
+// InTx runs fn in a write transaction of db (BEGIN IMMEDIATE): it commits
+// when fn returns nil and rolls back when fn fails, returning fn's error
+// untouched.
+func InTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}

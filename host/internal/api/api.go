@@ -99,6 +99,67 @@ type Overview struct {
 	SecretsBackend   string          `json:"secretsBackend"`
 }
 
+// CallRequest is a tool call through the host with everything a client
+// session brings: its progress token, _meta, task parameters and the
+// session itself, through which the extension reports progress and asks
+// the client (see [ext.Session]).
+type CallRequest struct {
+	User         string
+	Conversation string
+	Name         string
+	Arguments    json.RawMessage
+	// ProgressToken, Meta and Task are the client's, raw (nil: none).
+	ProgressToken json.RawMessage
+	Meta          json.RawMessage
+	Task          json.RawMessage
+	// Session is the calling client's session (nil: none).
+	Session ext.Session
+	_       struct{}
+}
+
+// PromptRequest asks for one of a user's prompts.
+type PromptRequest struct {
+	User         string
+	Conversation string
+	Name         string
+	Arguments    json.RawMessage
+	Session      ext.Session
+	_            struct{}
+}
+
+// ResourceRequest asks for one of a user's resources.
+type ResourceRequest struct {
+	User         string
+	Conversation string
+	URI          string
+	Session      ext.Session
+	_            struct{}
+}
+
+// Prompt is a registered prompt and the extension that owns it.
+type Prompt struct {
+	ext.Prompt
+	Extension string
+}
+
+// Resource is a registered resource and the extension that owns it.
+type Resource struct {
+	ext.Resource
+	Extension string
+}
+
+// ResourceTemplate is a registered resource template and its extension.
+type ResourceTemplate struct {
+	ext.ResourceTemplate
+	Extension string
+}
+
+// Instruction is a usage note for models and the extension it came from.
+type Instruction struct {
+	ext.Instruction
+	Extension string
+}
+
 // Grant is an authorization a user gave an OAuth client (a "connected
 // app"): which client, which scopes, since when. It never holds a token.
 type Grant struct {

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/guard"
 	"github.com/agenthost/agenthost/settings/sqlitedb"
 )
@@ -86,9 +87,7 @@ type Store struct {
 	// time, and queueing here is cheaper than its sleeping busy handler.
 	wmu sync.Mutex
 
-	subMu  sync.Mutex
-	subs   map[int]func(tokenID string)
-	nextID int
+	revoked api.Callbacks[string] // revocation listeners, by token or grant ID
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -166,7 +165,6 @@ func Open(path string, opts *Options) (*Store, error) {
 		idle:       orDefault(o.SessionIdle, 12*time.Hour),
 		maxAge:     orDefault(o.SessionMaxAge, 7*24*time.Hour),
 		touchEvery: orDefault(o.TouchEvery, time.Minute),
-		subs:       map[int]func(string){},
 	}
 	return s, nil
 }
@@ -204,15 +202,7 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
-	if err != nil {
-		return s.mapErr(err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return s.mapErr(tx.Commit())
+	return s.mapErr(sqlitedb.InTx(ctx, s.db, fn))
 }
 
 // mapErr turns the error of a closed database into ErrClosed.

@@ -127,7 +127,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 		return fmt.Errorf("revoking token: %w", err)
 	}
 	s.logger.Info("token revoked", "token", id)
-	s.notifyRevoke(id)
+	s.revoked.Run(id)
 	return nil
 }
 
@@ -136,28 +136,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 // goroutine and must return quickly. The returned function unregisters
 // fn; it may be called more than once.
 func (s *Store) OnRevoke(fn func(tokenID string)) (cancel func()) {
-	s.subMu.Lock()
-	id := s.nextID
-	s.nextID++
-	s.subs[id] = fn
-	s.subMu.Unlock()
-	return func() {
-		s.subMu.Lock()
-		delete(s.subs, id)
-		s.subMu.Unlock()
-	}
-}
-
-func (s *Store) notifyRevoke(tokenID string) {
-	s.subMu.Lock()
-	fns := make([]func(string), 0, len(s.subs))
-	for _, fn := range s.subs {
-		fns = append(fns, fn)
-	}
-	s.subMu.Unlock()
-	for _, fn := range fns {
-		fn(tokenID)
-	}
+	return s.revoked.Add(fn)
 }
 
 // Verify checks a bearer token and returns its principal, recording its

@@ -4,13 +4,18 @@
 // (mcpendpoint.Host, web.Host, control.Host) with real behaviour, not
 // stubs: settings are validated by package settings against the sections'
 // forms and kept per user with their secrets, tools are kept per user and
-// announce their changes, calls are recorded and answered, and users are
-// activated on first use and refreshed after their settings change, the
-// way package host does it.
+// announce their changes, calls are recorded and answered (with the
+// client's session), users are activated on first use and refreshed after
+// their settings change, and prompts, resources, templates, instructions
+// (announced too), resource subscriptions, completions, tasks and attached
+// client sessions work per user, the way package host does it.
 //
 // What the extensions would compute (a user's tools and status from their
-// settings) a test supplies: with [Host.SetTools] and [Host.SetStatus], or
-// with an [Options.Activate] hook that derives them as an extension would.
+// settings) a test supplies: with [Host.SetTools], [Host.SetStatus] and
+// [Host.SetCatalog], or with an [Options.Activate] hook that derives them
+// as an extension would; [Host.SetCallTool] and [Host.SetTask] answer as
+// an extension would, and [Host.Notify] and [Host.RequestUser] reach the
+// attached sessions as an extension's would.
 //
 // A Host is safe for concurrent use.
 package hosttest
@@ -52,6 +57,8 @@ type Call struct {
 	User, Conversation, Name string
 	// Args is the arguments' JSON text.
 	Args string
+	// ProgressToken and Task are the client's, as JSON text ("" for none).
+	ProgressToken, Task string
 }
 
 // CallFunc answers a tool call in place of the default echo.
@@ -72,6 +79,7 @@ type Host struct {
 	calls    []Call
 	log      []string
 	callFn   CallFunc
+	x        extras // prompts, resources, sessions: sessions.go
 }
 
 type activation struct {
@@ -86,6 +94,7 @@ func New(opts *Options) *Host {
 		toolsErr: map[string]error{}, values: map[string]json.RawMessage{}, secrets: map[string]string{},
 		subs: map[string]map[chan struct{}]struct{}{},
 	}
+	h.x.init()
 	if opts != nil {
 		h.opts = *opts
 	}
@@ -239,25 +248,34 @@ func (h *Host) Tools(ctx context.Context, user string) ([]api.Tool, error) {
 }
 
 // Call records the call and answers it: a tool the user does not have is
-// [ext.ErrNotFound]; otherwise the [CallFunc] of SetCall answers, or the
-// echo: a text block "<user> <name> <args>" and structured content
-// {"user", "tool", "args"}.
+// [ext.ErrNotFound]; otherwise the [CallToolFunc] of SetCallTool answers,
+// else the [CallFunc] of SetCall, else the echo: a text block "<user>
+// <name> <args>" and structured content {"user", "tool", "args"}.
 func (h *Host) Call(ctx context.Context, user, conversation, name string, args json.RawMessage) (*ext.CallToolResult, error) {
-	if err := h.ensureActive(ctx, user); err != nil {
+	return h.CallTool(ctx, &api.CallRequest{User: user, Conversation: conversation, Name: name, Arguments: args})
+}
+
+// CallTool is [Host.Call] with the client's whole request: its progress
+// token, _meta, task parameters and session reach the [CallToolFunc].
+func (h *Host) CallTool(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+	if err := h.ensureActive(ctx, req.User); err != nil {
 		return nil, err
 	}
 	h.mu.Lock()
-	h.calls = append(h.calls, Call{User: user, Conversation: conversation, Name: name, Args: string(args)})
-	known := slices.ContainsFunc(h.tools[user], func(t api.Tool) bool { return t.Name == name })
-	fn := h.callFn
+	h.calls = append(h.calls, Call{User: req.User, Conversation: req.Conversation, Name: req.Name, Args: string(req.Arguments),
+		ProgressToken: string(req.ProgressToken), Task: string(req.Task)})
+	known := slices.ContainsFunc(h.tools[req.User], func(t api.Tool) bool { return t.Name == req.Name })
+	fn, toolFn := h.callFn, h.x.callTool
 	h.mu.Unlock()
-	if !known {
-		return nil, fmt.Errorf("tool %q for user %q: %w", name, user, ext.ErrNotFound)
+	switch {
+	case !known:
+		return nil, fmt.Errorf("tool %q for user %q: %w", req.Name, req.User, ext.ErrNotFound)
+	case toolFn != nil:
+		return toolFn(ctx, req)
+	case fn != nil:
+		return fn(ctx, req.User, req.Name, req.Arguments)
 	}
-	if fn != nil {
-		return fn(ctx, user, name, args)
-	}
-	return Echo(user, name, args), nil
+	return Echo(req.User, req.Name, req.Arguments), nil
 }
 
 // Echo is the default answer to a call.

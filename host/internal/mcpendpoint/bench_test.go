@@ -29,10 +29,41 @@ type stats struct {
 	perSec   float64
 }
 
+// noExtras is the part of mcpendpoint.Host beside tools of a host that
+// has only tools.
+type noExtras struct{}
+
+func (noExtras) Task(context.Context, string, string, json.RawMessage, ext.Session) (json.RawMessage, error) {
+	return nil, ext.ErrNotFound
+}
+func (noExtras) Prompts(context.Context, string) ([]api.Prompt, error) { return nil, nil }
+func (noExtras) GetPrompt(context.Context, *api.PromptRequest) (json.RawMessage, error) {
+	return nil, ext.ErrNotFound
+}
+func (noExtras) Resources(context.Context, string) ([]api.Resource, []api.ResourceTemplate, error) {
+	return nil, nil, nil
+}
+func (noExtras) ReadResource(context.Context, *api.ResourceRequest) (json.RawMessage, error) {
+	return nil, ext.ErrNotFound
+}
+func (noExtras) SubscribeResource(context.Context, string, string, bool) error {
+	return ext.ErrNotFound
+}
+func (noExtras) Complete(context.Context, string, json.RawMessage, ext.Session) (json.RawMessage, error) {
+	return json.RawMessage(`{"completion":{"values":[]}}`), nil
+}
+func (noExtras) Instructions(context.Context, string) ([]api.Instruction, error) { return nil, nil }
+func (noExtras) SubscribeCatalog(string) (<-chan struct{}, func())               { return nil, func() {} }
+func (noExtras) AttachSession(string, ext.Session) (func(), func())              { return func() {}, func() {} }
+func (noExtras) SessionNotify(context.Context, string, string, json.RawMessage) error {
+	return nil
+}
+
 // stdioHost is a host whose only tool, notes/echo, forwards to a stdio MCP
 // server through a go-sdk client, converting the result the way ext-mcp
 // does (content marshalled once, as go-sdk decoded it).
 type stdioHost struct {
+	noExtras
 	cs *mcp.ClientSession
 }
 
@@ -45,8 +76,8 @@ func (h *stdioHost) Subscribe(context.Context, string) (<-chan struct{}, func())
 	return nil, func() {}
 }
 
-func (h *stdioHost) Call(ctx context.Context, _, _, _ string, args json.RawMessage) (*ext.CallToolResult, error) {
-	res, err := h.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: args})
+func (h *stdioHost) CallTool(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+	res, err := h.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: req.Arguments})
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +90,7 @@ func (h *stdioHost) Call(ctx context.Context, _, _, _ string, args json.RawMessa
 
 // echoHost answers every call in process: the endpoint's own cost.
 type echoHost struct {
+	noExtras
 	tools []api.Tool
 }
 
@@ -70,7 +102,7 @@ func (h *echoHost) Subscribe(context.Context, string) (<-chan struct{}, func()) 
 
 var echoContent = json.RawMessage(`[{"type":"text","text":"hi"}]`)
 
-func (h *echoHost) Call(context.Context, string, string, string, json.RawMessage) (*ext.CallToolResult, error) {
+func (h *echoHost) CallTool(context.Context, *api.CallRequest) (*ext.CallToolResult, error) {
 	return &ext.CallToolResult{Content: echoContent}, nil
 }
 

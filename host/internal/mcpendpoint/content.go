@@ -1,6 +1,7 @@
 package mcpendpoint
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -8,29 +9,13 @@ import (
 	"github.com/agenthost/agenthost/ext"
 )
 
-// rawBlock is one MCP content block carried as the bytes the host gave
-// us. go-sdk seals [mcp.Content] with an unexported method; embedding
-// *mcp.TextContent supplies it (it is only used when decoding, which never
-// happens to a result we send), and MarshalJSON, declared here, wins over
-// the embedded one. encoding/json validates and compacts the bytes as it
-// writes them, so a bad block fails the response instead of corrupting it.
-type rawBlock struct {
-	*mcp.TextContent
-	raw []byte
-}
-
-// MarshalJSON returns the block as it came.
-func (b *rawBlock) MarshalJSON() ([]byte, error) { return b.raw, nil }
-
-var _ mcp.Content = (*rawBlock)(nil)
-
 // isSpace reports JSON whitespace.
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // splitArray cuts a JSON array of objects into its elements without
 // decoding them: one pass that tracks strings and nesting. It reports false
 // for anything but an array of objects; the bytes inside each object are
-// validated later, by the encoder.
+// validated separately.
 func splitArray(raw []byte) ([][]byte, bool) {
 	i := 0
 	for i < len(raw) && isSpace(raw[i]) {
@@ -110,32 +95,86 @@ func splitArray(raw []byte) ([][]byte, bool) {
 	return nil, false
 }
 
-// emptyContent is sent when a result has no blocks: MCP requires the
-// field.
-var emptyContent = []mcp.Content{}
+// isObject reports whether b is one valid JSON object.
+func isObject(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+}
+
+// encodeResult is a host result as the MCP result object, without
+// decoding the content: a whole raw result (ext-mcp's, or a task's
+// CreateTaskResult) goes as it came, checked to be one JSON object; a
+// result built from fields gets its content checked to be an array of
+// valid blocks. Details stay in the host (never shown to a model).
+func encodeResult(res *ext.CallToolResult) (json.RawMessage, bool) {
+	if len(res.Raw) > 0 {
+		return res.Raw, isObject(res.Raw)
+	}
+	content := res.Content
+	if len(content) == 0 || string(content) == "null" {
+		content = json.RawMessage("[]")
+	} else if _, ok := splitArray(content); !ok || !json.Valid(content) {
+		return nil, false
+	}
+	sc := res.StructuredContent
+	if string(sc) == "null" {
+		sc = nil
+	}
+	if len(sc) > 0 && !json.Valid(sc) {
+		return nil, false
+	}
+	b := make([]byte, 0, len(content)+len(sc)+50)
+	b = append(b, `{"content":`...)
+	b = append(b, content...)
+	if len(sc) > 0 {
+		b = append(b, `,"structuredContent":`...)
+		b = append(b, sc...)
+	}
+	if res.IsError {
+		b = append(b, `,"isError":true`...)
+	}
+	return append(b, '}'), true
+}
+
+// errorResult is a failed call (isError) with one text block.
+func errorResult(msg string) json.RawMessage {
+	return json.RawMessage(`{"content":[{"type":"text","text":` + quote(msg) + `}],"isError":true}`)
+}
+
+// rawBlock is one MCP content block carried as the bytes the host gave
+// us, for go-sdk's server (the stateless revision). go-sdk seals
+// [mcp.Content] with an unexported method; embedding *mcp.TextContent
+// supplies it (it is only used when decoding, which never happens to a
+// result we send), and MarshalJSON, declared here, wins over the embedded
+// one. encoding/json validates and compacts the bytes as it writes them.
+type rawBlock struct {
+	*mcp.TextContent
+	raw []byte
+}
+
+// MarshalJSON returns the block as it came.
+func (b *rawBlock) MarshalJSON() ([]byte, error) { return b.raw, nil }
+
+var _ mcp.Content = (*rawBlock)(nil)
 
 // toMCP converts a host result to go-sdk's form without decoding the
-// content: each block travels as the host's bytes, and structured content
-// as raw JSON. Details stay in the host (they are never shown to a model).
+// content blocks.
 func toMCP(res *ext.CallToolResult) (*mcp.CallToolResult, bool) {
 	res, err := res.Fields()
 	if err != nil {
 		return nil, false
 	}
-	out := &mcp.CallToolResult{IsError: res.IsError, Content: emptyContent}
+	out := &mcp.CallToolResult{IsError: res.IsError, Content: []mcp.Content{}}
 	if len(res.Content) > 0 && string(res.Content) != "null" {
 		blocks, ok := splitArray(res.Content)
 		if !ok {
 			return nil, false
 		}
-		if len(blocks) > 0 {
-			// One allocation for the blocks, one for the interface slice.
-			bs := make([]rawBlock, len(blocks))
-			out.Content = make([]mcp.Content, len(blocks))
-			for i, b := range blocks {
-				bs[i].raw = b
-				out.Content[i] = &bs[i]
-			}
+		bs := make([]rawBlock, len(blocks))
+		out.Content = make([]mcp.Content, len(blocks))
+		for i, b := range blocks {
+			bs[i].raw = b
+			out.Content[i] = &bs[i]
 		}
 	}
 	if len(res.StructuredContent) > 0 && string(res.StructuredContent) != "null" {
@@ -144,7 +183,7 @@ func toMCP(res *ext.CallToolResult) (*mcp.CallToolResult, bool) {
 	return out, true
 }
 
-// errorResult is a failed call (isError) with one text block.
-func errorResult(msg string) *mcp.CallToolResult {
+// sdkError is a failed call in go-sdk's form.
+func sdkError(msg string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
 }

@@ -1,6 +1,9 @@
 // Package mcpendpoint is the host's agent-facing MCP endpoint: MCP
-// Streamable HTTP, served with go-sdk, where each authenticated user sees
-// and calls their own tools.
+// Streamable HTTP, where each authenticated user sees and uses their own
+// tools, prompts, resources and resource templates, and everything MCP
+// carries beside results (progress, cancellation, log messages, sampling,
+// elicitation, roots, subscriptions, completions, tasks) travels between
+// the user's client and the host.
 //
 // # Use
 //
@@ -11,64 +14,104 @@
 //	ep.Sessions()     // for the status page
 //	ep.Close()        // before the host closes
 //
-// The endpoint talks to the host only through [Host]: Tools lists a
-// user's tools, Call runs one, Subscribe reports changes.
+// The endpoint talks to the host only through [Host].
 //
-// # Protocol revision
+// # Protocol revisions
 //
-// The endpoint speaks the stateful revision 2025-11-25 (and 2025-06-18
-// for older clients), not the stateless draft 2026-07-28:
+// Stateful sessions (initialize, Mcp-Session-Id) speak 2025-11-25,
+// 2025-06-18 and 2025-03-26; an initialize asking for another revision is
+// answered with 2025-11-25, as the spec says. 2025-03-26 obliges servers to
+// accept JSON-RPC batches, so its sessions take them (answered with an
+// array, or as events once the answer is a stream); later revisions
+// removed batches and get 400 for one. Tasks are offered from 2025-11-25.
 //
-//   - Sessions carry state the draft has no place for: the deferred tools a
-//     session found with search_tools join that session's list only.
-//   - tools/list_changed must reach every open session of a user when the
-//     user's tools change, and only those. A stateful session has the
-//     standalone SSE stream (GET) for that; go-sdk sends a server's
-//     list_changed to that server's sessions, so each session gets its own
-//     [mcp.Server].
-//   - go-sdk binds a stateful session to the verified principal
-//     (TokenInfo.UserID) and refuses the session to anyone else: SECURITY.md
-//     F5. The endpoint binds it to the user and the token that opened it.
-//   - It is cheaper per call: go-sdk measured 556 µs stateful against
-//     617 µs stateless (LIBRARIES.md, "Performance facts"), and most
-//     third-party clients speak 2025-11-25 only.
+// The stateless revision 2026-07-28 (server/discover, no sessions, every
+// request carrying its revision) is served on the same URL by go-sdk's
+// stateless handler, with one go-sdk server per user that mirrors the
+// user's tables (see stateless.go). A request is routed by its shape: one
+// with Mcp-Session-Id, or an initialize, goes to the stateful sessions;
+// server/discover, an Mcp-Protocol-Version of 2026-07-28 or later, or a
+// request carrying the revision in its _meta go to the stateless handler.
+// Either way the request was authenticated first and is served from its
+// verified user's tables only. A go-sdk v1.8 client that is not pinned
+// tries server/discover first and so speaks 2026-07-28; pinned to
+// 2025-11-25 it opens a session.
 //
-// A go-sdk v1.8 client first tries server/discover (2026-07-28); the
-// stateful handler refuses it and the client falls back to initialize, one
-// extra round trip at connect time and nothing per call. 2025-03-26 is not
-// offered because it obliges servers to accept JSON-RPC batches, which the
-// endpoint refuses (400) for every revision.
+// Why the stateful sessions are the endpoint's own code and not go-sdk's
+// server: go-sdk builds an [mcp.Server] for a session's own tool list
+// (deferred tools join one session's list only), which with its
+// connection goroutine held ≈14.5 KiB per idle session and took ≈3 ms
+// per initialize for a user with 20 tools (every tool registered again;
+// BenchmarkIdleSessions); it has no tasks, no
+// raw relay of results and server requests, and its idle clock counted
+// only the requests it saw. A session here is a struct (≈0.7 KiB with
+// the host's registration of it, no goroutine, no timer); a request runs
+// on its POST's goroutine.
 //
 // # Requests
 //
 // ServeHTTP checks, in this order: the Host header (a loopback connection
-// must name a loopback host: DNS rebinding, 403; go-sdk checks it again),
-// the Origin header (absent, a loopback origin or one of
-// [Options.AllowedOrigins], else 403), the body size
-// ([Options.MaxBodyBytes], 413), the bearer token (401 with
+// must name a loopback host: DNS rebinding, 403), the Origin header
+// (absent, a loopback origin or one of [Options.AllowedOrigins], else 403),
+// the body size ([Options.MaxBodyBytes], 413), the bearer token (401 with
 // WWW-Authenticate: Bearer; 403 for a valid token that stands for no user,
-// such as an operator's; 503 when the verifier cannot decide), batches
-// (400). The token is checked before the lockout: a valid token is served
-// whatever others failed from its address; an invalid one is reported to
+// such as an operator's; 503 when the verifier cannot decide). The token
+// is checked before the lockout: a valid token is served whatever others
+// failed from its address; an invalid one is reported to
 // [Options.Limiter], and gets 429 with Retry-After instead of 401 once the
 // limiter has locked its address or the token out. Refused requests are
 // logged through a rate-limited [guard.RefusalLog]; tokens never are.
+// Then a session's requests must carry the token that opened it (another
+// user's, or another token of the same user: 403) and a revision of the
+// session's kind (400).
 //
-// The endpoint expects its [http.Server] (the lead's) to set
-// ReadHeaderTimeout (for example 10 s) and IdleTimeout, and no
-// WriteTimeout: the standalone SSE stream of a session lives as long as
-// the session. TLS, the listener and a loopback default bind are the
-// server's too.
+// A POST is answered with one application/json body, the plain and fast
+// case (a tools/call is decoded once, runs on the request's goroutine and
+// its result bytes are written as they came). When something tied to the
+// request must reach the client first — progress, a log message, a
+// sampling, elicitation or roots request of a server — the answer becomes
+// an SSE stream that carries those and then the result. Messages outside
+// any request (list_changed, resource updates, log messages, requests of
+// the host's [ext.Host.RequestUser]) travel on the session's standalone
+// stream (GET), queued so that a slow client never stalls a sender: when
+// its queue is full the stream ends and the client reconnects.
 //
-// # Tool names
+// The endpoint expects its [http.Server] to set ReadHeaderTimeout and
+// IdleTimeout, and no WriteTimeout: the standalone stream of a session
+// lives as long as the session (each event's write is bounded on its own).
+//
+// # Sessions and their bounds
+//
+// A session is bound to the user and the token that opened it, attached to
+// the host (Host.AttachSession) so that the extensions' notifications and
+// requests for the user reach it, and closed by DELETE, by
+// [Endpoint.CloseToken], by [Endpoint.Close], when idle for
+// [Options.SessionTimeout] (default 30 min; a request in flight holds it
+// open, every request restarts the clock), or to make room:
+// [Options.MaxSessionsPerUser] (default 64) closes the user's least
+// recently used session without a request in flight when the user opens
+// one more (429 when all are busy), and [Options.MaxSessions] (default
+// 10,000) refuses new sessions with 503 and Retry-After. A closed
+// session's client gets 404 and must initialize again. Per session the
+// endpoint holds at most 256 requests in flight and 256 resource
+// subscriptions; a session's requests to the client end with the request
+// that made them.
+//
+// # Names
 //
 // MCP tool names allow only A-Z, a-z, 0-9, '_', '-' and '.'. A host name
 // "server/tool" becomes "server__tool" ([Options.Separator]); any other
 // character becomes '_'. A name longer than 64 characters, and every name
 // of a group that maps to the same result, is cut and given "_" plus 8 hex
 // digits of the SHA-256 of the original name. Each tool's definition
-// carries its host name in _meta "agenthost/name". Calls map back through
-// the user's table, never by parsing.
+// carries its host name in _meta "agenthost/name". Prompt names are mapped
+// the same way (and mapped back for completions); resource URIs travel as
+// they are, and the host routes them. Calls map back through the user's
+// table, never by parsing.
+//
+// Every list (tools, prompts, resources, templates) is the user's own:
+// it is sorted (by name, URI or URI template), paged (1,000 a page, an
+// opaque cursor) and carries cacheScope "private".
 //
 // # Exposure
 //
@@ -80,40 +123,39 @@
 //
 // # Calls
 //
-// Arguments reach the host as the raw JSON go-sdk read. The result's
-// content blocks are sent as the host's bytes (each validated and compacted
-// by encoding/json as it writes them, never decoded into Go values), and
-// structured content as raw JSON. A host error becomes an error result
-// that names the tool and the kind of failure, never the host's message.
-// The conversation of a call is "mcp:" plus the session ID.
+// Arguments reach the host as the raw JSON the client sent, with the
+// client's progress token, the rest of its _meta, its task parameters and
+// an [ext.Session] for that very request: progress goes out under the
+// client's token (dropped when it asked for none), log messages pass the
+// session's level (none before logging/setLevel), and sampling,
+// elicitation and roots requests reach the client when it declared the
+// capability (else [ext.ErrUnimplemented]). A client's
+// notifications/cancelled, or its dropped connection, cancels the host's
+// call. The result is sent as the host's bytes: a whole raw result (a
+// server's, or a task's CreateTaskResult) checked to be a JSON object,
+// content built from fields checked to be an array of valid blocks. A host
+// error becomes an error result that names the tool and the kind of
+// failure, never the host's message. The conversation of a call is "mcp:"
+// plus the session ID.
 //
-// A tools/call on an open session takes a fast path: the endpoint decodes
-// it once, runs it on the request's goroutine and writes the response
-// itself, instead of going through go-sdk's asynchronous JSON-RPC
-// connection (which allocates 32 KiB per decoded message and hands each
-// request across several goroutines). Measured on the real path
-// (examples/bench BenchmarkEndpointCall), it cut the p50 from ≈1,570 µs to
-// ≈1,210 µs and raised throughput from ≈1,300 to ≈1,740 calls/s. It answers
-// exactly as go-sdk would (tested); anything else — other methods,
-// notifications, progress tokens, unknown tools, a session of another
-// principal, an unsupported protocol version, and every request when
-// [Options.SessionTimeout] is set (go-sdk's idle clock counts only the
-// requests it sees) — goes to go-sdk unchanged.
+// # Instructions
 //
-// A POST is answered with a single application/json body rather than an
-// SSE stream (both are allowed by the spec, and clients must accept both):
-// it measured 10-15% faster per call, and the endpoint sends no messages
-// tied to a request. Server-initiated messages (list_changed) use the
-// session's standalone SSE stream.
+// initialize's instructions hold a note about search_tools (when the user
+// has deferred tools), then one paragraph per source of the extensions'
+// instructions, in the host's order (by extension, then source), each
+// prefixed with its source's name in brackets ("[everything] ..."). Each
+// source's text is cut at 4 KiB and the whole at 16 KiB: sources past it
+// are left out and counted in a last line.
 //
 // # Concurrency
 //
 // All methods of [Endpoint] are safe for concurrent use. Each user with
-// sessions has one goroutine that reloads the user's tools when the host
-// reports a change and updates that user's sessions; each open session has
-// one goroutine that waits for its end. [Endpoint.CloseToken] returns at
-// once (it may run in a revocation callback): the token's sessions refuse
-// every request from then on, their calls in flight are cancelled, and
-// they close in the background. [Endpoint.Close] cancels calls in flight,
-// closes every session and joins every goroutine the endpoint started.
+// sessions (or a recent stateless request) has one goroutine that reloads
+// the user's tables when the host reports a change and tells that user's
+// sessions; one sweeper goroutine closes idle sessions. [Endpoint.CloseToken]
+// returns at once (it may run in a revocation callback): the token's
+// sessions are closed, their calls in flight cancelled, and what is left
+// (dropping their resource subscriptions at the host) runs in the
+// background. [Endpoint.Close] closes every session and joins every
+// goroutine the endpoint started.
 package mcpendpoint

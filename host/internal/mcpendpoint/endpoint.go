@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/ext"
@@ -28,12 +27,42 @@ import (
 type Host interface {
 	// Tools returns the user's tools, activating the user on first use.
 	Tools(ctx context.Context, user string) ([]api.Tool, error)
-	// Call runs a tool for user; args and the result travel as raw JSON.
-	Call(ctx context.Context, user, conversation, name string, args json.RawMessage) (*ext.CallToolResult, error)
 	// Subscribe returns a channel that receives a value (coalesced)
 	// whenever the user's tools change, until cancel is called or ctx
 	// ends.
 	Subscribe(ctx context.Context, user string) (events <-chan struct{}, cancel func())
+	// CallTool runs a tool for req.User with the calling client's session;
+	// arguments and the result travel as raw JSON.
+	CallTool(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error)
+	// Task answers a tasks/* request (params and result raw).
+	Task(ctx context.Context, user, method string, params json.RawMessage, sess ext.Session) (json.RawMessage, error)
+	// Prompts returns the user's prompts, sorted by name.
+	Prompts(ctx context.Context, user string) ([]api.Prompt, error)
+	// GetPrompt renders a prompt (an MCP GetPromptResult, raw).
+	GetPrompt(ctx context.Context, req *api.PromptRequest) (json.RawMessage, error)
+	// Resources returns the user's resources and templates, sorted.
+	Resources(ctx context.Context, user string) ([]api.Resource, []api.ResourceTemplate, error)
+	// ReadResource reads a resource (an MCP ReadResourceResult, raw).
+	ReadResource(ctx context.Context, req *api.ResourceRequest) (json.RawMessage, error)
+	// SubscribeResource adds (or, with unsubscribe, removes) one
+	// subscriber of a resource of user.
+	SubscribeResource(ctx context.Context, user, uri string, unsubscribe bool) error
+	// Complete answers completion/complete (params and result raw).
+	Complete(ctx context.Context, user string, params json.RawMessage, sess ext.Session) (json.RawMessage, error)
+	// Instructions returns the usage notes the extensions published for
+	// user, sorted by extension and source.
+	Instructions(ctx context.Context, user string) ([]api.Instruction, error)
+	// SubscribeCatalog returns a channel that receives a value (coalesced)
+	// whenever the user's prompts, resources, templates or instructions
+	// change, until cancel is called.
+	SubscribeCatalog(user string) (events <-chan struct{}, cancel func())
+	// AttachSession registers an open session of user, so that the
+	// extensions' notifications and requests for the user reach it; touch
+	// marks it used, detach ends the registration.
+	AttachSession(user string, s ext.Session) (touch, detach func())
+	// SessionNotify passes a client's notification (roots/list_changed)
+	// to the extensions.
+	SessionNotify(ctx context.Context, user, method string, params json.RawMessage) error
 }
 
 // Principal is who a bearer token stands for.
@@ -87,12 +116,27 @@ var ErrExpired = errors.New("mcpendpoint: token expired")
 // DefaultMaxBodyBytes is the default cap of a request body.
 const DefaultMaxBodyBytes = 4 << 20
 
-// DefaultSeparator replaces "/" in tool names.
+// DefaultSeparator replaces "/" in tool and prompt names.
 const DefaultSeparator = "__"
 
-// protocolVersions lists the MCP revisions the endpoint speaks, newest
-// first (see the package doc for why not 2026-07-28).
-var protocolVersions = []string{"2025-11-25", "2025-06-18"}
+// The defaults of the session limits (see [Options]).
+const (
+	DefaultSessionTimeout     = 30 * time.Minute
+	DefaultMaxSessionsPerUser = 64
+	DefaultMaxSessions        = 10_000
+)
+
+// The MCP revisions the endpoint speaks.
+const (
+	v20250326 = "2025-03-26"
+	v20250618 = "2025-06-18"
+	v20251125 = "2025-11-25"
+	v20260728 = "2026-07-28"
+)
+
+// sessionVersions are the revisions of stateful sessions (initialize),
+// newest first; 2026-07-28 is served statelessly (see stateless.go).
+var sessionVersions = []string{v20251125, v20250618, v20250326}
 
 // Options configures an [Endpoint]. The zero value is ready to use.
 type Options struct {
@@ -112,8 +156,8 @@ type Options struct {
 	// Refusals rate-limits the log lines of refused requests; share the
 	// server's. Nil means one of the endpoint's own.
 	Refusals *guard.RefusalLog
-	// Separator replaces "/" in tool names (default "__"). It may hold only
-	// A-Z, a-z, 0-9, '_', '-' and '.', at most 8 of them.
+	// Separator replaces "/" in tool and prompt names (default "__"). It
+	// may hold only A-Z, a-z, 0-9, '_', '-' and '.', at most 8 of them.
 	Separator string
 	// AllowedOrigins lists the browser origins ("https://app.example.com",
 	// scheme://host[:port], no path) whose requests are served, besides
@@ -123,11 +167,22 @@ type Options struct {
 	// MaxBodyBytes caps a request body (default [DefaultMaxBodyBytes]); a
 	// larger one gets 413.
 	MaxBodyBytes int64
-	// SessionTimeout closes a session that has received no POST for that
-	// long; its client then gets 404 and must start a new session. Zero
-	// keeps idle sessions until the client deletes them, the token is
-	// revoked or the endpoint closes.
+	// SessionTimeout closes a session that has had no request for that
+	// long (a request in flight holds it open; an open GET stream does
+	// not); its client then gets 404 and must start a new session. Zero
+	// means [DefaultSessionTimeout]; a negative value keeps idle sessions
+	// until the client deletes them, the token is revoked or the endpoint
+	// closes.
 	SessionTimeout time.Duration
+	// MaxSessionsPerUser caps the open sessions of one user (default
+	// [DefaultMaxSessionsPerUser]; negative: no cap). A new session beyond
+	// it closes the user's least recently used session that has no
+	// request in flight; when every one is busy, initialize gets 429.
+	MaxSessionsPerUser int
+	// MaxSessions caps the open sessions of all users (default
+	// [DefaultMaxSessions]; negative: no cap). Beyond it initialize gets
+	// 503 with Retry-After, and no session of another user is closed.
+	MaxSessions int
 	// VerifyCacheTTL, when positive, lets a token verified once pass
 	// without the verifier for that long. Only wire it when every
 	// revocation calls [Endpoint.CloseToken] (which empties the cache of
@@ -148,9 +203,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Endpoint serves each authenticated user their own tools over MCP
-// Streamable HTTP. It is an [http.Handler]; all its methods are safe for
-// concurrent use.
+// Endpoint serves each authenticated user their own tools, prompts and
+// resources over MCP Streamable HTTP. It is an [http.Handler]; all its
+// methods are safe for concurrent use.
 type Endpoint struct {
 	host     Host
 	verifier Verifier
@@ -167,26 +222,29 @@ type Endpoint struct {
 	rmFunc   func() string
 	log      *slog.Logger
 	impl     *mcp.Implementation
+	info     []byte // serverInfo, JSON
 
-	sdk           http.Handler // go-sdk's handler behind its bearer middleware
-	probe         *mcp.Server  // answers go-sdk's per-request version check
-	scratch       sync.Mutex   // guards scratchServer
+	timeout    time.Duration // idle sessions; 0: never
+	maxPerUser int           // 0: no cap
+	maxAll     int           // 0: no cap
+
+	scratch       sync.Mutex // guards scratchServer
 	scratchServer *mcp.Server
+	stateless     http.Handler // go-sdk's, for 2026-07-28
 
-	ctx    context.Context // cancelled by Close: refresh loops, calls
+	ctx    context.Context // cancelled by Close: refresh loops, the sweeper
 	cancel context.CancelFunc
 
 	closing atomic.Bool // set first by Close, read without a lock
 
-	mu       sync.Mutex
-	closed   bool
-	users    map[string]*userState
-	sessions map[*session]struct{} // pending and bound
-	byID     map[string]*session   // bound sessions by Mcp-Session-Id
-	wg       sync.WaitGroup        // refresh loops and session waiters
-	open     atomic.Int64          // bound sessions
-	fast     atomic.Int64          // tools/call served by the fast path
-	noFast   bool                  // go-sdk must see every request (SessionTimeout)
+	mu    sync.Mutex
+	users map[string]*userState
+	byID  map[string]*session // open sessions by Mcp-Session-Id
+	// statelessReqs cancels the stateless requests in flight, by token ID.
+	statelessReqs map[string]map[*context.CancelFunc]struct{}
+	wg            sync.WaitGroup // refresh loops, the sweeper, session cleanups
+	open          atomic.Int64   // len(byID)
+	calls         atomic.Int64   // tools/call answered
 
 	closeOnce sync.Once
 }
@@ -226,25 +284,28 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		o.Refusals = guard.NewRefusalLog(nil)
 	}
 	e := &Endpoint{
-		host:     h,
-		verifier: v,
-		limiter:  o.Limiter,
-		addrKey:  o.AddrKey,
-		hosts:    o.AllowedHosts,
-		refusals: o.Refusals,
-		sep:      o.Separator,
-		origins:  map[string]bool{},
-		maxBody:  o.MaxBodyBytes,
-		rmURL:    o.ResourceMetadataURL,
-		rmFunc:   o.ResourceMetadata,
-		log:      o.Logger,
-		impl:     &mcp.Implementation{Name: "agenthost", Title: "agenthost", Version: o.Version},
-		users:    map[string]*userState{},
-		sessions: map[*session]struct{}{},
-		byID:     map[string]*session{},
-		// go-sdk's idle timeout counts only the requests it sees.
-		noFast: o.SessionTimeout > 0,
+		host:       h,
+		verifier:   v,
+		limiter:    o.Limiter,
+		addrKey:    o.AddrKey,
+		hosts:      o.AllowedHosts,
+		refusals:   o.Refusals,
+		sep:        o.Separator,
+		origins:    map[string]bool{},
+		maxBody:    o.MaxBodyBytes,
+		rmURL:      o.ResourceMetadataURL,
+		rmFunc:     o.ResourceMetadata,
+		log:        o.Logger,
+		impl:       &mcp.Implementation{Name: "agenthost", Title: "agenthost", Version: o.Version},
+		timeout:    limit(o.SessionTimeout, DefaultSessionTimeout),
+		maxPerUser: int(limit(o.MaxSessionsPerUser, DefaultMaxSessionsPerUser)),
+		maxAll:     int(limit(o.MaxSessions, DefaultMaxSessions)),
+		users:      map[string]*userState{},
+		byID:       map[string]*session{},
+
+		statelessReqs: map[string]map[*context.CancelFunc]struct{}{},
 	}
+	e.info, _ = json.Marshal(e.impl)
 	if o.VerifyCacheTTL > 0 {
 		e.cache = newVerifyCache(o.VerifyCacheTTL)
 	}
@@ -260,34 +321,23 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		e.origins[n] = true
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	e.probe = mcp.NewServer(e.impl, &mcp.ServerOptions{SupportedProtocolVersions: protocolVersions, Logger: e.log})
 	e.scratchServer = mcp.NewServer(e.impl, &mcp.ServerOptions{Logger: e.log})
-	handler := mcp.NewStreamableHTTPHandler(e.getServer, &mcp.StreamableHTTPOptions{
-		Logger:         e.log,
-		SessionTimeout: o.SessionTimeout,
-		// A POST is answered with one application/json body instead of an
-		// SSE stream: ~10-15% less per call (measured), and nothing is lost,
-		// since the endpoint sends no request-scoped messages; list_changed
-		// travels on the session's standalone SSE stream (GET).
-		JSONResponse:        true,
-		MaxRequestBodyBytes: o.MaxBodyBytes,
-		// go-sdk refuses a non-loopback Host on a loopback connection, as
-		// ServeHTTP does first; ServeHTTP also allows AllowedHosts, which
-		// go-sdk does not know of, so then only ServeHTTP checks.
-		DisableLocalhostProtection: len(o.AllowedHosts) > 0,
-	})
-	// go-sdk binds a session to TokenInfo.UserID and refuses (403) a
-	// request for it that carries another. Only its own middleware can put
-	// TokenInfo in the context, so it runs after our check, reading the
-	// principal we verified instead of verifying again.
-	e.sdk = auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
-		p, ok := ctx.Value(principalKey{}).(Principal)
-		if !ok {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: bindingKey(p)}, nil
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
+	e.stateless = e.newStatelessHandler()
+	e.wg.Add(1)
+	go e.sweep()
 	return e, nil
+}
+
+// limit maps an option to its value: zero is the default, negative is
+// none (0).
+func limit[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // bindingKey is what a session is bound to: the user and the very token
@@ -295,23 +345,13 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 // user, are refused on it.
 func bindingKey(p Principal) string { return p.User + "\x00" + p.TokenID }
 
-type principalKey struct{}
-
-// slotKey marks a request that may open a session; getServer fills the
-// slot at most once per request, however often go-sdk asks.
-type slotKey struct{}
-
-type slot struct {
-	u    *userState
-	p    Principal
-	once sync.Once
-	s    *session
-}
-
 // ServeHTTP serves MCP Streamable HTTP (POST, GET for the server's stream,
 // DELETE to end a session). In order: Host and Origin checks (403), the
 // body cap (413), the bearer token (401, or 429 once the limiter locks
-// the address or the token out), batch rejection (400), then go-sdk.
+// the address or the token out), then the request by its shape: a
+// session's (Mcp-Session-Id) or an initialize go to the stateful
+// sessions, server/discover and 2026-07-28 requests to the stateless
+// revision.
 func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e.isClosed() {
 		http.Error(w, "the MCP endpoint is shutting down", http.StatusServiceUnavailable)
@@ -379,39 +419,51 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "forbidden: this token does not belong to a user", http.StatusForbidden)
 		return
 	}
+	e.route(w, r, p)
+}
 
-	if r.Method == http.MethodPost {
-		if batch, err := peekBatch(r); err != nil {
-			e.bodyError(w, err)
-			return
-		} else if batch {
-			writeRPCError(w, http.StatusBadRequest, -32600, "JSON-RPC batches are not supported")
-			return
-		}
-	}
-
-	if sid := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodPost && sid != "" && !e.noFast && e.fastCall(w, r, p, sid) {
+// route serves an authenticated request by its shape.
+func (e *Endpoint) route(w http.ResponseWriter, r *http.Request, p Principal) {
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+		e.serveSession(w, r, p, sid)
 		return
 	}
-	ctx := context.WithValue(r.Context(), principalKey{}, p)
-	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-		// This request may open a session: make sure the user's tools are
-		// loaded, and let getServer build the session's server from them.
-		u, err := e.acquire(r.Context(), p.User)
-		if err != nil {
-			if errors.Is(err, errClosed) {
-				http.Error(w, "the MCP endpoint is shutting down", http.StatusServiceUnavailable)
-				return
-			}
-			e.log.Error("mcp: loading a user's tools", "user", p.User, "err", err)
-			writeRPCError(w, http.StatusServiceUnavailable, -32603, "could not load your tools: try again later")
-			return
-		}
-		sl := &slot{u: u, p: p}
-		defer e.settle(sl)
-		ctx = context.WithValue(ctx, slotKey{}, sl)
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet, http.MethodDelete:
+		http.Error(w, fmt.Sprintf("Bad Request: %s requires an Mcp-Session-Id header", r.Method), http.StatusBadRequest)
+		return
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+		return
 	}
-	e.sdk.ServeHTTP(w, r.WithContext(ctx))
+	if v := r.Header.Get("Mcp-Protocol-Version"); v >= v20260728 {
+		e.serveStateless(w, r, p)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		e.bodyError(w, err)
+		return
+	}
+	var head struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &head) // a batch or garbage has no method
+	r.Body = readCloser{bytes.NewReader(body), r.Body}
+	switch {
+	case head.Method == "initialize":
+		e.initialize(w, r, p, body)
+	case head.Method == "server/discover" || head.Params.Meta[mcp.MetaKeyProtocolVersion] != nil:
+		e.serveStateless(w, r, p)
+	default:
+		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
+			"Bad Request: no session: the first request must be initialize (or use protocol revision 2026-07-28)")
+	}
 }
 
 // verify asks the verifier, or the cache when it has the token.
@@ -431,46 +483,17 @@ func (e *Endpoint) verify(r *http.Request, token string) (Principal, error) {
 	return p, err
 }
 
-// getServer gives go-sdk the server of a new session, built once per
-// request; every other request gets the probe, which go-sdk consults only
-// for the protocol versions.
-func (e *Endpoint) getServer(r *http.Request) *mcp.Server {
-	sl, _ := r.Context().Value(slotKey{}).(*slot)
-	if sl == nil {
-		return e.probe
-	}
-	sl.once.Do(func() { sl.s = e.newSession(sl.u, sl.p) })
-	if sl.s == nil {
-		return nil // the endpoint closed: go-sdk answers 400
-	}
-	return sl.s.server
-}
-
-// settle runs after a request that could open a session: a session that
-// was not bound (the request was not a successful initialize) is dropped,
-// and the request's hold on the user is released.
-func (e *Endpoint) settle(sl *slot) {
-	if sl.s != nil {
-		e.mu.Lock()
-		bound := sl.s.ss != nil
-		e.mu.Unlock()
-		if !bound {
-			e.drop(sl.s)
-		}
-	}
-	e.release(sl.u)
-}
-
 // Sessions returns the number of open sessions.
 func (e *Endpoint) Sessions() int { return int(e.open.Load()) }
 
-// CloseToken ends every session opened with token tokenID. It returns at
-// once: by then the sessions' calls in flight are cancelled and their
-// further requests refused; they close in the background, and
-// [Endpoint.Close] waits for that. The caller revokes the token in the
-// verifier first (or at the same time), so that it cannot open new
-// sessions. CloseToken suits a revocation callback that must return
-// quickly.
+// CloseToken ends every session opened with token tokenID, and the
+// token's stateless requests in flight. It returns at once: by then the
+// sessions' calls in flight are cancelled and their
+// further requests refused (404); what is left of closing them (resource
+// unsubscriptions) runs in the background, and [Endpoint.Close] waits for
+// that. The caller revokes the token in the verifier first (or at the
+// same time), so that it cannot open new sessions. CloseToken suits a
+// revocation callback that must return quickly.
 func (e *Endpoint) CloseToken(tokenID string) {
 	if tokenID == "" {
 		return
@@ -478,55 +501,49 @@ func (e *Endpoint) CloseToken(tokenID string) {
 	if e.cache != nil {
 		e.cache.revoke(tokenID)
 	}
-	for _, s := range e.revoke(func(s *session) bool { return s.p.TokenID == tokenID }) {
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			return // Close closes them
-		}
-		e.wg.Add(1)
-		e.mu.Unlock()
-		go func() {
-			defer e.wg.Done()
-			s.close()
-		}()
-	}
-}
-
-// revoke marks the sessions that match as revoked (every request on them
-// is refused from now on) and cancels their calls.
-func (e *Endpoint) revoke(match func(*session) bool) []*session {
-	var out []*session
 	e.mu.Lock()
-	for s := range e.sessions {
-		if match(s) {
-			s.revoked.Store(true)
+	var out []*session
+	for _, s := range e.byID {
+		if s.p.TokenID == tokenID {
 			out = append(out, s)
 		}
 	}
+	for cancel := range e.statelessReqs[tokenID] {
+		(*cancel)()
+	}
 	e.mu.Unlock()
 	for _, s := range out {
-		s.cancel()
+		s.close("its token was revoked")
 	}
-	return out
 }
 
-// Close closes every session, cancels calls in flight, stops listening to
-// the host and waits for every goroutine the endpoint started. Requests
+// Close closes every session, cancels calls in flight (stateless ones
+// too), stops listening to the host and waits for every goroutine the
+// endpoint started. Requests
 // that arrive later get 503. Close may be called more than once.
 func (e *Endpoint) Close() error {
 	e.closeOnce.Do(func() {
 		e.closing.Store(true)
 		e.mu.Lock()
-		e.closed = true
+		all := make([]*session, 0, len(e.byID))
+		for _, s := range e.byID {
+			all = append(all, s)
+		}
+		e.mu.Unlock()
+		for _, s := range all {
+			s.close("the endpoint is shutting down")
+		}
+		e.mu.Lock()
 		for _, u := range e.users {
 			u.stopLocked()
 		}
+		for _, reqs := range e.statelessReqs {
+			for cancel := range reqs {
+				(*cancel)()
+			}
+		}
 		e.mu.Unlock()
 		e.cancel()
-		for _, s := range e.revoke(func(*session) bool { return true }) {
-			s.close()
-		}
 		e.wg.Wait()
 	})
 	return nil
@@ -574,45 +591,9 @@ func bearerToken(r *http.Request) (string, bool) {
 	return tok, true
 }
 
-// peekBatch reports whether a POST body is a JSON array (a JSON-RPC
-// batch), reading only up to its first significant byte and leaving the
-// body whole for go-sdk.
-func peekBatch(r *http.Request) (bool, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return false, nil
-	}
-	var head []byte
-	buf := make([]byte, 64)
-	for {
-		n, err := r.Body.Read(buf)
-		chunk := buf[:n]
-		head = append(head, chunk...)
-		for _, c := range chunk {
-			if !isSpace(c) {
-				r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
-				return c == '[', nil
-			}
-		}
-		if err == io.EOF {
-			r.Body = readCloser{bytes.NewReader(head), r.Body}
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-	}
-}
-
 type readCloser struct {
 	io.Reader
 	io.Closer
-}
-
-// writeRPCError answers with a JSON-RPC error that has no request ID.
-func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":%q}}`, code, msg)
 }
 
 // clip shortens s for a log line.

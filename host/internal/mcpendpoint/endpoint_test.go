@@ -1,6 +1,7 @@
 package mcpendpoint_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -517,18 +518,6 @@ func TestVerifyCacheExpiry(t *testing.T) {
 	}
 }
 
-// TestSessionTimeout: an idle session closes after Options.SessionTimeout
-// and is no longer counted.
-func TestSessionTimeout(t *testing.T) {
-	e := newEnv(t, &mcpendpoint.Options{SessionTimeout: 100 * time.Millisecond})
-	c := e.mustConnect(t, aliceTok)
-	c.names(t)
-	waitFor(t, "the idle session to close", func() bool { return e.ep.Sessions() == 0 })
-	if _, err := c.ListTools(context.Background(), nil); err == nil {
-		t.Error("a timed-out session still lists tools")
-	}
-}
-
 // unavailableVerifier cannot reach its store.
 type unavailableVerifier struct{}
 
@@ -729,30 +718,37 @@ func TestBodyLimitAndBatch(t *testing.T) {
 	c.names(t)
 }
 
-// TestProtocolFallback: a go-sdk client that tries the 2026-07-28 draft
-// first falls back to 2025-11-25 and works (DESIGN.md §6: both paths).
-func TestProtocolFallback(t *testing.T) {
+// TestProtocolVersions: a go-sdk client pinned to each revision the
+// endpoint speaks lists and calls a tool; the stateful ones open a session,
+// 2026-07-28 (what an unpinned go-sdk v1.8 client picks after
+// server/discover) opens none.
+func TestProtocolVersions(t *testing.T) {
 	e := newEnv(t, nil)
-	c, err := e.connect(t, aliceTok, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := c.InitializeResult().ProtocolVersion; v != "2025-11-25" {
-		t.Errorf("negotiated %q, want 2025-11-25", v)
-	}
-	if res := c.call(t, "notes__add", `{}`); res.IsError {
-		t.Error(text(res))
-	}
-	// The refused discover left nothing behind.
-	if n := e.ep.Sessions(); n != 1 {
-		t.Errorf("Sessions() = %d, want 1", n)
-	}
-	old, err := e.connect(t, aliceTok, "2025-06-18")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := old.InitializeResult().ProtocolVersion; v != "2025-06-18" {
-		t.Errorf("negotiated %q, want 2025-06-18", v)
+	for _, v := range []string{"2025-03-26", "2025-06-18", "2025-11-25", ""} {
+		t.Run(cmp.Or(v, "unpinned"), func(t *testing.T) {
+			before := e.ep.Sessions()
+			c, err := e.connect(t, aliceTok, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := cmp.Or(v, "2026-07-28")
+			if got := c.InitializeResult().ProtocolVersion; got != want {
+				t.Errorf("negotiated %q, want %q", got, want)
+			}
+			if got := c.names(t); !slices.Equal(got, []string{"notes__add", "notes__list"}) {
+				t.Errorf("lists %v", got)
+			}
+			if res := c.call(t, "notes__add", `{"v":1}`); res.IsError || !strings.Contains(text(res), "alice notes/add") {
+				t.Errorf("call: %q", text(res))
+			}
+			wantSessions := before + 1
+			if v == "" {
+				wantSessions = before
+			}
+			if n := e.ep.Sessions(); n != wantSessions {
+				t.Errorf("Sessions() = %d, want %d", n, wantSessions)
+			}
+		})
 	}
 }
 

@@ -49,9 +49,11 @@ func ExampleNew() {
 	for _, t := range res.Tools {
 		fmt.Println(t.Name)
 	}
-	fmt.Println("open sessions:", ep.Sessions())
+	// A go-sdk v1.8 client speaks the stateless revision when the server
+	// does: no session is opened.
+	fmt.Println("protocol:", cs.InitializeResult().ProtocolVersion, "open sessions:", ep.Sessions())
 	// Output:
 	// github__create_issue
 	// search_tools
-	// open sessions: 1
+	// protocol: 2026-07-28 open sessions: 0
 }

@@ -1,4 +1,5 @@
 package mcpendpoint
 
-// FastCalls returns how many calls the fast path served (for tests).
-func FastCalls(e *Endpoint) int64 { return e.fast.Load() }
+// ToolCalls returns how many tools/call requests the endpoint answered
+// (for tests).
+func ToolCalls(e *Endpoint) int64 { return e.calls.Load() }

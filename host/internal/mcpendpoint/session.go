@@ -1,381 +1,717 @@
 package mcpendpoint
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
-	"strings"
+	"strconv"
+	"sync"
 	"sync/atomic"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"time"
 
 	"github.com/agenthost/agenthost/ext"
 )
 
-// session is one MCP session: its own go-sdk server, whose tool list is
-// this session's view of the user's table (direct tools, the deferred
-// tools it found, and search_tools). A server per session is what lets
-// go-sdk send tools/list_changed to exactly the sessions whose list
-// changed.
+// session is one stateful MCP session (2025-03-26 to 2025-11-25). It
+// holds no goroutine: requests run on their POST's goroutine, the
+// standalone stream on its GET's, and the sweeper closes it when idle. It
+// is also the [ext.Session] the host reaches the session's client through
+// outside any request (Host.AttachSession).
 type session struct {
-	e      *Endpoint
-	u      *userState
-	p      Principal
-	id     string // the Mcp-Session-Id, from crypto/rand
-	conv   string // the conversation the host records for calls
-	server *mcp.Server
+	e       *Endpoint
+	u       *userState // the session holds one reference to it
+	p       Principal
+	id      string // the Mcp-Session-Id, from crypto/rand
+	conv    string // the conversation the host records for calls
+	version string
+	caps    json.RawMessage // the client's capabilities, raw
 
-	ctx    context.Context // cancelled when the session closes
-	cancel context.CancelFunc
+	touch, detach func() // the host's registration
 
-	revoked atomic.Bool // its token was revoked, or the endpoint closed
+	busy     atomic.Int32 // requests in flight
+	lastUsed atomic.Int64 // unix nanoseconds of the last request's start or end
 
-	// Guarded by Endpoint.mu.
-	ss      *mcp.ServerSession // set by a successful initialize
-	dropped bool
+	mu       sync.Mutex
+	closed   bool
+	level    int                           // minimum log level (index in logLevels); -1: none set
+	subs     map[string]struct{}           // resources subscribed
+	inflight map[string]context.CancelFunc // by request ID
+	pending  map[string]chan *rpcMsg       // our requests to the client, by ID
+	nextID   uint64
+	stream   *stream // the standalone SSE stream (GET), if open
 
 	// Guarded by u.mu.
-	found        map[string]bool   // originals of deferred tools it found
-	registered   map[string]*entry // what its server lists, by MCP name
-	searchListed bool
+	found map[string]bool // originals of the deferred tools it found
+	view  []*entry        // its tool list when it found any (else the user's)
 }
 
-// errRevoked answers requests on a session that is closing.
-var errRevoked = errors.New("the session is closed: its token was revoked or the endpoint is shutting down")
-
-// newSession builds the server of a session that go-sdk is about to open
-// for principal p, or returns nil once the endpoint closed. The session
-// holds a reference to u until it is dropped.
-func (e *Endpoint) newSession(u *userState, p Principal) *session {
-	s := &session{e: e, u: u, p: p, id: rand.Text(), found: map[string]bool{}, registered: map[string]*entry{}}
-	s.conv = "mcp:" + s.id
-	s.ctx, s.cancel = context.WithCancel(e.ctx)
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		s.cancel()
-		return nil
-	}
-	e.sessions[s] = struct{}{}
-	u.refs++
-	e.mu.Unlock()
-
-	opts := &mcp.ServerOptions{
-		Logger:                    e.log,
-		SupportedProtocolVersions: protocolVersions,
-		// Tools only, with list_changed; no logging capability.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-		GetSessionID: func() string { return s.id },
-	}
-	if t := u.table.Load(); len(t.deferred) > 0 {
-		opts.Instructions = "More tools are available than are listed: call search_tools with keywords to find them. " +
-			"Tools it finds join your tool list and can be called by name."
-	}
-	s.server = mcp.NewServer(e.impl, opts)
-	s.server.AddReceivingMiddleware(s.middleware)
-	// No session is connected yet, so filling the list sends nothing.
-	u.mu.Lock()
-	u.sessions[s] = struct{}{}
-	s.syncLocked(u.table.Load())
-	u.mu.Unlock()
-	return s
-}
-
-// middleware binds the session on initialize and routes tools/call
-// through the user's table, so that a call never depends on parsing a
-// name and codemode or not-yet-found deferred tools get a clear answer.
-func (s *session) middleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if s.revoked.Load() {
-			return nil, errRevoked
-		}
-		switch method {
-		case "tools/call":
-			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
-				if ent := s.u.table.Load().byName[r.Params.Name]; ent != nil {
-					return s.call(ctx, ent, r.Params.Arguments), nil
-				}
-			}
-			// search_tools, or an unknown name: go-sdk answers -32602.
-		case "initialize":
-			ss, _ := req.GetSession().(*mcp.ServerSession)
-			if err := s.bind(ss); err != nil {
-				return nil, err
-			}
-		}
-		return next(ctx, method, req)
-	}
-}
-
-// bind records the go-sdk session and watches for its end.
-func (s *session) bind(ss *mcp.ServerSession) error {
-	e := s.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case ss == nil:
-		return errors.New("mcpendpoint: initialize without a session")
-	case s.revoked.Load() || s.dropped || e.closed:
-		return errRevoked
-	case s.ss != nil:
-		return nil // a repeated initialize; go-sdk answers it
-	}
-	s.ss = ss
-	e.byID[s.id] = s
-	e.open.Add(1)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		_ = ss.Wait()
-		e.drop(s)
-	}()
-	return nil
-}
-
-// close cancels the session's calls and closes it.
-func (s *session) close() {
-	s.cancel()
-	s.e.mu.Lock()
-	ss := s.ss
-	s.e.mu.Unlock()
-	if ss != nil {
-		_ = ss.Close() // waits for its requests, which were just cancelled
-	}
-	s.e.drop(s)
-}
-
-// drop forgets a session (once) and releases its hold on the user.
-func (e *Endpoint) drop(s *session) {
-	e.mu.Lock()
-	if s.dropped {
-		e.mu.Unlock()
-		return
-	}
-	s.dropped = true
-	delete(e.sessions, s)
-	if e.byID[s.id] == s {
-		delete(e.byID, s.id)
-	}
-	if s.ss != nil {
-		e.open.Add(-1)
-	}
-	e.mu.Unlock()
-	s.cancel()
-	s.u.mu.Lock()
-	delete(s.u.sessions, s)
-	s.u.mu.Unlock()
-	e.release(s.u)
-}
-
-// syncLocked makes the session's server list what t offers it. go-sdk
-// debounces the changes into one tools/list_changed for this session.
-func (s *session) syncLocked(t *toolTable) {
-	want := make(map[string]*entry, len(t.entries))
-	for _, ent := range t.entries {
-		if ent.tool != nil && (ent.exposure == ext.ExposureDirect || ent.exposure == ext.ExposureDeferred && s.found[ent.original]) {
-			want[ent.name] = ent
-		}
-	}
-	var remove []string
-	for name, ent := range s.registered {
-		if want[name] != ent {
-			remove = append(remove, name)
-			delete(s.registered, name)
-		}
-	}
-	wantSearch := len(t.deferred) > 0
-	if s.searchListed && !wantSearch {
-		remove = append(remove, searchToolName)
-		s.searchListed = false
-	}
-	if len(remove) > 0 {
-		s.server.RemoveTools(remove...)
-	}
-	for name, ent := range want {
-		if s.registered[name] == ent {
-			continue
-		}
-		if err := addTool(s.server, ent.tool, s.handler(ent)); err != nil {
-			s.e.log.Warn("mcp: leaving out a tool go-sdk refuses", "user", s.p.User, "tool", ent.original, "err", err)
-			continue
-		}
-		s.registered[name] = ent
-	}
-	if wantSearch && !s.searchListed {
-		if err := addTool(s.server, searchTool, s.searchTools); err != nil {
-			s.e.log.Error("mcp: adding search_tools", "err", err)
-			return
-		}
-		s.searchListed = true
-	}
-}
-
-// handler serves a listed tool that left the user's table an instant
-// before the session's list caught up (the middleware serves the rest).
-func (s *session) handler(ent *entry) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return s.call(ctx, ent, req.Params.Arguments), nil
-	}
-}
-
-// call runs one tool through the host. Arguments go out and content comes
-// back as raw JSON. Host errors become error results that name only the
-// tool the client asked for.
-func (s *session) call(ctx context.Context, ent *entry, args json.RawMessage) *mcp.CallToolResult {
-	if ent.exposure == ext.ExposureCodemode {
-		return errorResult(fmt.Sprintf("tool %q is only callable from code", ent.name))
-	}
-	// The call ends with the session, too: a revoked token stops its calls.
-	callCtx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(s.ctx, cancel)
-	res, err := s.e.host.Call(callCtx, s.p.User, s.conv, ent.original, args)
-	stop()
-	cancel()
-	if err == nil && res == nil {
-		err = fmt.Errorf("the host returned no result: %w", ext.ErrUnavailable)
-	}
-	if err != nil {
-		return s.callError(ctx, ent, err)
-	}
-	out, ok := toMCP(res)
-	if !ok {
-		s.e.log.Warn("mcp: a tool returned content that is not a JSON array of blocks", "user", s.p.User, "tool", ent.original)
-		return errorResult(fmt.Sprintf("tool %q returned malformed content", ent.name))
-	}
-	return out
-}
-
-// callError words a failed call for the model. The host's own message may
-// name internals, so it goes to the log only.
-func (s *session) callError(ctx context.Context, ent *entry, err error) *mcp.CallToolResult {
-	var msg string
-	switch {
-	case s.ctx.Err() != nil:
-		msg = "the session was closed during the call of tool %q"
-	case errors.Is(err, context.DeadlineExceeded):
-		msg = "tool %q timed out"
-	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
-		msg = "the call of tool %q was cancelled"
-	case errors.Is(err, ext.ErrNotFound):
-		msg = "tool %q is no longer available: list the tools again"
-	case errors.Is(err, ext.ErrPermission):
-		msg = "you are not allowed to use tool %q"
-	case errors.Is(err, ext.ErrInvalidArgument):
-		msg = "invalid arguments for tool %q: they must be a JSON object that matches its input schema"
-	case errors.Is(err, ext.ErrUnavailable), errors.Is(err, ext.ErrUnimplemented):
-		msg = "tool %q is unavailable right now: try again later"
-	default:
-		msg = "tool %q failed with an internal error"
-	}
-	s.e.log.Warn("mcp: a tool call failed", "user", s.p.User, "tool", ent.original, "err", err)
-	return errorResult(fmt.Sprintf(msg, ent.name))
-}
-
-// searchTool is the endpoint's own tool, listed to the sessions of users
-// who have deferred tools.
-var searchTool = &mcp.Tool{
-	Name:  searchToolName,
-	Title: "Search tools",
-	Description: "Find more tools by keywords, matched against tool names and descriptions. " +
-		"The tools found join your tool list and can then be called by name.",
-	InputSchema: json.RawMessage(`{"type":"object","properties":{` +
-		`"query":{"type":"string","description":"Keywords, separated by spaces."},` +
-		`"limit":{"type":"integer","minimum":1,"maximum":50,"description":"The most tools to return (default 10)."}},` +
-		`"required":["query"]}`),
-	OutputSchema: json.RawMessage(`{"type":"object","properties":{"tools":{"type":"array","items":{"type":"object",` +
-		`"properties":{"name":{"type":"string"},"description":{"type":"string"}},"required":["name"]}}},"required":["tools"]}`),
-	Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-}
-
+// Per-session bounds: what a client can make the endpoint hold.
 const (
-	defaultSearchLimit = 10
-	maxSearchLimit     = 50
+	maxSubscriptions = 256 // resources subscribed
+	maxInflight      = 256 // requests in flight
 )
 
-// searchIn is search_tools' input.
-type searchIn struct {
-	Query string `json:"query"`
-	Limit int    `json:"limit"`
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+func levelIndex(l string) int { return slices.Index(logLevels, l) }
+
+// errSessionGone is what requests of the host meet on a closed session.
+var errSessionGone = fmt.Errorf("the client's session is closed: %w", ext.ErrUnavailable)
+
+// serveSession serves a request on an open session.
+func (e *Endpoint) serveSession(w http.ResponseWriter, r *http.Request, p Principal, sid string) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(sessionVersions, v) {
+		http.Error(w, "Bad Request: Unsupported protocol version (supported versions: "+
+			fmt.Sprint(sessionVersions)+"; "+v20260728+" has no sessions)", http.StatusBadRequest)
+		return
+	}
+	e.mu.Lock()
+	s := e.byID[sid]
+	e.mu.Unlock()
+	if s == nil {
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	if bindingKey(s.p) != bindingKey(p) {
+		e.log.Warn("mcp: refused a session to another token", "user", p.User, "tokenID", p.TokenID)
+		http.Error(w, "forbidden: the session belongs to another token", http.StatusForbidden)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		s.servePOST(w, r)
+	case http.MethodGet:
+		s.serveGET(w, r)
+	case http.MethodDelete:
+		s.close("the client ended it")
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}
 }
 
-// searchOut is search_tools' structured output.
-type searchOut struct {
-	Tools []searchHit `json:"tools"`
+// checkPOST checks a POST's headers as Streamable HTTP asks.
+func checkPOST(w http.ResponseWriter, r *http.Request) bool {
+	if ct := r.Header.Get("Content-Type"); baseType(ct) != "application/json" {
+		http.Error(w, "Content-Type must be 'application/json'", http.StatusUnsupportedMediaType)
+		return false
+	}
+	if jsonOK, sseOK := acceptsStreamable(r.Header.Values("Accept")); !jsonOK || !sseOK {
+		http.Error(w, "Accept must contain both 'application/json' and 'text/event-stream'", http.StatusBadRequest)
+		return false
+	}
+	return true
 }
 
-type searchHit struct {
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-}
-
-// searchTools ranks the user's deferred tools by how many keywords they
-// contain, adds the best ones to this session's list and lists them.
-func (s *session) searchTools(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var in searchIn
-	if len(req.Params.Arguments) > 0 {
-		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
-			return errorResult(`search_tools takes {"query": string, "limit"?: integer}: ` + err.Error()), nil
+func baseType(ct string) string {
+	for i := 0; i < len(ct); i++ {
+		if ct[i] == ';' {
+			ct = ct[:i]
+			break
 		}
 	}
-	terms := strings.Fields(strings.ToLower(in.Query))
-	if len(terms) == 0 {
-		return errorResult("search_tools needs a query: give one or more keywords"), nil
+	for len(ct) > 0 && ct[len(ct)-1] == ' ' {
+		ct = ct[:len(ct)-1]
 	}
-	limit := in.Limit
-	if limit <= 0 {
-		limit = defaultSearchLimit
-	}
-	limit = min(limit, maxSearchLimit)
+	return ct
+}
 
-	type scored struct {
-		ent   *entry
-		score int
+// begin and end bracket a request: the session is busy in between, and
+// its idle clock restarts at both ends.
+func (s *session) begin() {
+	s.busy.Add(1)
+	s.lastUsed.Store(time.Now().UnixNano())
+}
+
+func (s *session) end() {
+	s.lastUsed.Store(time.Now().UnixNano())
+	s.busy.Add(-1)
+}
+
+// servePOST reads the messages of a POST and answers them.
+func (s *session) servePOST(w http.ResponseWriter, r *http.Request) {
+	if !checkPOST(w, r) {
+		return
 	}
-	var hits []scored
-	s.u.mu.Lock()
-	t := s.u.table.Load()
-	for _, ent := range t.deferred {
-		n := 0
-		for _, term := range terms {
-			if strings.Contains(ent.search, term) {
-				n++
+	s.begin()
+	defer s.end()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.e.bodyError(w, err)
+		return
+	}
+	msgs, batch, err := parseBody(body)
+	if err != nil {
+		writeRPCError(w, http.StatusBadRequest, nil, codeParseError, err.Error())
+		return
+	}
+	if batch && s.version != v20250326 {
+		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
+			"JSON-RPC batches are not supported: only protocol revision 2025-03-26 has them")
+		return
+	}
+	var calls []*rpcMsg
+	for i := range msgs {
+		m := &msgs[i]
+		if err := m.check(); err != nil {
+			writeRPCError(w, http.StatusBadRequest, m.ID, codeInvalidRequest, err.Error())
+			return
+		}
+		if m.Method != "" && hasID(m.ID) {
+			if m.Method == "initialize" {
+				writeRPCError(w, http.StatusBadRequest, m.ID, codeInvalidRequest, "the session is already initialized")
+				return
 			}
-		}
-		if n > 0 {
-			hits = append(hits, scored{ent, n})
+			calls = append(calls, m)
 		}
 	}
-	slices.SortStableFunc(hits, func(a, b scored) int { return cmp.Compare(b.score, a.score) })
-	hits = hits[:min(len(hits), limit)]
-	for _, h := range hits {
-		s.found[h.ent.original] = true
+	for i := range msgs {
+		m := &msgs[i]
+		switch {
+		case m.Method == "":
+			s.deliver(m)
+		case !hasID(m.ID):
+			s.notification(r.Context(), m)
+		}
 	}
-	s.syncLocked(t)
-	s.u.mu.Unlock()
+	if len(calls) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if s.touch != nil {
+		s.touch()
+	}
+	rsp := newResponder(w, batch, len(calls))
+	defer rsp.finish()
+	if len(calls) == 1 {
+		rsp.reply(s.handle(r.Context(), rsp, calls[0]))
+		return
+	}
+	var wg sync.WaitGroup
+	for _, m := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rsp.reply(s.handle(r.Context(), rsp, m))
+		}()
+	}
+	wg.Wait()
+}
 
-	out := searchOut{Tools: make([]searchHit, 0, len(hits))}
-	var text strings.Builder
-	if len(hits) == 0 {
-		text.WriteString("No tools match " + strconvQuote(in.Query) + ". Try other keywords.")
-	} else {
-		fmt.Fprintf(&text, "Found %d tool(s); they are now in your tool list:", len(hits))
-		for _, h := range hits {
-			out.Tools = append(out.Tools, searchHit{Name: h.ent.name, Description: h.ent.src.Description})
-			text.WriteString("\n- " + h.ent.name)
-			if d := h.ent.src.Description; d != "" {
-				text.WriteString(": " + d)
-			}
-		}
+// handle answers one request: the result or error message.
+func (s *session) handle(ctx context.Context, rsp *responder, m *rpcMsg) []byte {
+	ctx, done, terr := s.track(ctx, m.ID)
+	if terr != nil {
+		return errorMsg(m.ID, terr)
 	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: text.String()}},
-		StructuredContent: out,
+	defer done()
+	rs := &reqSession{s: s, rsp: rsp}
+	defer rs.end()
+	res, err := s.dispatch(ctx, rs, m)
+	if err != nil {
+		var re *rpcError
+		if !errors.As(err, &re) {
+			s.e.log.Warn("mcp: a request failed", "user", s.p.User, "method", m.Method, "err", err)
+			re = &rpcError{code: codeInternal, msg: "internal error"}
+		}
+		return errorMsg(m.ID, re)
+	}
+	return resultMsg(m.ID, res)
+}
+
+// track registers a request in flight, cancellable by the client
+// (notifications/cancelled) and by the session's end.
+func (s *session) track(ctx context.Context, id json.RawMessage) (context.Context, func(), *rpcError) {
+	key := idKey(id)
+	ctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		cancel()
+		return nil, nil, &rpcError{code: codeInvalidRequest, msg: "the session is closed"}
+	case s.inflight[key] != nil:
+		s.mu.Unlock()
+		cancel()
+		return nil, nil, &rpcError{code: codeInvalidRequest, msg: "a request with this id is already in flight"}
+	case len(s.inflight) >= maxInflight:
+		s.mu.Unlock()
+		cancel()
+		return nil, nil, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("too many requests in flight on this session (%d)", maxInflight)}
+	}
+	if s.inflight == nil {
+		s.inflight = map[string]context.CancelFunc{}
+	}
+	s.inflight[key] = cancel
+	s.mu.Unlock()
+	return ctx, func() {
+		s.mu.Lock()
+		delete(s.inflight, key)
+		s.mu.Unlock()
+		cancel()
 	}, nil
 }
 
-// strconvQuote quotes a user's query for a message, clipped.
-func strconvQuote(s string) string { return fmt.Sprintf("%q", clip(s, 200)) }
+// notification handles a client's notification.
+func (s *session) notification(ctx context.Context, m *rpcMsg) {
+	switch m.Method {
+	case "notifications/cancelled":
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(m.Params, &p) != nil {
+			return
+		}
+		s.mu.Lock()
+		cancel := s.inflight[idKey(p.RequestID)]
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	case ext.MethodRootsChanged:
+		if err := s.e.host.SessionNotify(ctx, s.p.User, m.Method, m.Params); err != nil {
+			s.e.log.Warn("mcp: passing on a client's notification", "user", s.p.User, "method", m.Method, "err", err)
+		}
+	}
+	// notifications/initialized, progress and others need nothing.
+}
+
+// deliver hands a client's response to the request of ours it answers.
+func (s *session) deliver(m *rpcMsg) {
+	key := idKey(m.ID)
+	s.mu.Lock()
+	ch := s.pending[key]
+	delete(s.pending, key)
+	s.mu.Unlock()
+	if ch != nil {
+		ch <- m // buffered: never blocks
+	}
+}
+
+// ask sends a request of ours to the client with send and waits for its
+// answer.
+func (s *session) ask(ctx context.Context, method string, params json.RawMessage, send func([]byte) error) (json.RawMessage, error) {
+	need := ext.SessionCapability(method)
+	// s.caps, not s.Capabilities(): the request may travel on a POST.
+	if need == "" {
+		return nil, fmt.Errorf("clients are not asked %q: %w", method, ext.ErrInvalidArgument)
+	}
+	if !ext.HasCapability(s.caps, need) {
+		return nil, fmt.Errorf("the client did not declare %q: %w", need, ext.ErrUnimplemented)
+	}
+	ch := make(chan *rpcMsg, 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errSessionGone
+	}
+	s.nextID++
+	id := "ah-" + strconv.FormatUint(s.nextID, 10)
+	if s.pending == nil {
+		s.pending = map[string]chan *rpcMsg{}
+	}
+	key := `"` + id + `"`
+	s.pending[key] = ch
+	s.mu.Unlock()
+	forget := func() {
+		s.mu.Lock()
+		delete(s.pending, key)
+		s.mu.Unlock()
+	}
+	if err := send(requestMsg(id, method, params)); err != nil {
+		forget()
+		return nil, fmt.Errorf("asking the client %s: %v: %w", method, err, ext.ErrUnavailable)
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return nil, errSessionGone
+		}
+		if m.Error != nil {
+			var re struct {
+				Code    int64           `json:"code"`
+				Message string          `json:"message"`
+				Data    json.RawMessage `json:"data"`
+			}
+			if err := json.Unmarshal(m.Error, &re); err != nil {
+				return nil, fmt.Errorf("the client's error answer does not parse: %w", ext.ErrUnavailable)
+			}
+			return nil, &ext.RPCError{Code: re.Code, Message: re.Message, Data: re.Data}
+		}
+		return m.Result, nil
+	case <-ctx.Done():
+		forget()
+		// Tell the client to stop; on the same path if it is still open.
+		cancel := notificationMsg("notifications/cancelled", json.RawMessage(`{"requestId":"`+id+`","reason":"the request was cancelled"}`))
+		if send(cancel) != nil {
+			_ = s.push(cancel)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// Capabilities implements [ext.Session] for the host's requests outside
+// any request: the client's declared capabilities while its standalone
+// stream is open, none otherwise (such a request could not reach it, so
+// the host asks another of the user's sessions).
+func (s *session) Capabilities() json.RawMessage {
+	s.mu.Lock()
+	open := s.stream != nil
+	s.mu.Unlock()
+	if !open {
+		return json.RawMessage("{}")
+	}
+	return s.caps
+}
+
+// Notify implements [ext.Session] for messages outside any request: log
+// messages at or above the session's level and updates of resources it
+// subscribed to go to its standalone stream; anything else is dropped.
+func (s *session) Notify(_ context.Context, method string, params json.RawMessage) error {
+	switch method {
+	case ext.MethodLogMessage:
+		if !s.wantsLog(params) {
+			return nil
+		}
+	case ext.MethodResourceUpdated:
+		var p struct {
+			URI string `json:"uri"`
+		}
+		if json.Unmarshal(params, &p) != nil {
+			return nil
+		}
+		s.mu.Lock()
+		_, ok := s.subs[p.URI]
+		s.mu.Unlock()
+		if !ok {
+			return nil
+		}
+	default:
+		return fmt.Errorf("notification %q is not sent outside a request: %w", method, ext.ErrInvalidArgument)
+	}
+	return s.push(notificationMsg(method, params))
+}
+
+// Request implements [ext.Session] outside any request: it asks the
+// client on its standalone stream.
+func (s *session) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return s.ask(ctx, method, params, s.push)
+}
+
+// wantsLog reports whether a log message passes the session's level; none
+// passes before the client set one (logging/setLevel).
+func (s *session) wantsLog(params json.RawMessage) bool {
+	var p struct {
+		Level string `json:"level"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	s.mu.Lock()
+	min := s.level
+	s.mu.Unlock()
+	l := levelIndex(p.Level)
+	return min >= 0 && l >= min
+}
+
+// reqSession is the [ext.Session] of one request: what the host sends
+// through it travels on the request's own response (which becomes an SSE
+// stream), progress under the client's progress token. It is valid until
+// the request returns.
+type reqSession struct {
+	s     *session
+	rsp   *responder
+	token json.RawMessage // the client's progress token; nil: none
+	ended atomic.Bool
+}
+
+func (rs *reqSession) end() { rs.ended.Store(true) }
+
+// Capabilities implements [ext.Session].
+func (rs *reqSession) Capabilities() json.RawMessage { return rs.s.caps }
+
+// Notify implements [ext.Session].
+func (rs *reqSession) Notify(_ context.Context, method string, params json.RawMessage) error {
+	if rs.ended.Load() {
+		return fmt.Errorf("%w: %w", errEnded, ext.ErrUnavailable)
+	}
+	switch method {
+	case ext.MethodProgress:
+		if rs.token == nil {
+			return nil // the client asked for no progress
+		}
+		p := map[string]json.RawMessage{}
+		if len(params) > 0 {
+			if err := json.Unmarshal(params, &p); err != nil {
+				return fmt.Errorf("progress params: %w", ext.Mark(err, ext.ErrInvalidArgument))
+			}
+		}
+		p["progressToken"] = rs.token
+		b, err := json.Marshal(p)
+		if err != nil {
+			return fmt.Errorf("encoding progress: %w", err)
+		}
+		params = b
+	case ext.MethodLogMessage:
+		if !rs.s.wantsLog(params) {
+			return nil
+		}
+	default:
+		return fmt.Errorf("notification %q is not sent in a request: %w", method, ext.ErrInvalidArgument)
+	}
+	if err := rs.rsp.event(notificationMsg(method, params)); err != nil {
+		return fmt.Errorf("sending %s: %v: %w", method, err, ext.ErrUnavailable)
+	}
+	return nil
+}
+
+// Request implements [ext.Session]: the request to the client travels on
+// the request's response; the client POSTs its answer.
+func (rs *reqSession) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if rs.ended.Load() {
+		return nil, fmt.Errorf("%w: %w", errEnded, ext.ErrUnavailable)
+	}
+	return rs.s.ask(ctx, method, params, rs.rsp.event)
+}
+
+var (
+	_ ext.Session = (*session)(nil)
+	_ ext.Session = (*reqSession)(nil)
+)
+
+// stream is a session's standalone SSE stream (a hanging GET). Messages
+// are queued to the GET's goroutine, so a sender never waits on a slow
+// client: when the queue is full the stream ends (the client reconnects).
+type stream struct {
+	ch   chan []byte
+	done chan struct{}
+	once sync.Once
+}
+
+const streamQueue = 64
+
+func (st *stream) stop() { st.once.Do(func() { close(st.done) }) }
+
+var errNoStream = errors.New("the client has no stream open")
+
+// push sends a message on the session's standalone stream.
+func (s *session) push(msg []byte) error {
+	s.mu.Lock()
+	st := s.stream
+	s.mu.Unlock()
+	if st == nil {
+		return errNoStream
+	}
+	select {
+	case st.ch <- msg:
+		return nil
+	case <-st.done:
+		return errNoStream
+	default:
+		st.stop()
+		return errors.New("the client's stream is not read: closed it")
+	}
+}
+
+// serveGET serves the standalone stream until the client leaves or the
+// session ends. A new GET replaces an open one.
+func (s *session) serveGET(w http.ResponseWriter, r *http.Request) {
+	if _, sseOK := acceptsStreamable(r.Header.Values("Accept")); !sseOK {
+		http.Error(w, "Accept must contain 'text/event-stream' for GET requests", http.StatusBadRequest)
+		return
+	}
+	st := &stream{ch: make(chan []byte, streamQueue), done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	old := s.stream
+	s.stream = st
+	s.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	defer func() {
+		s.mu.Lock()
+		if s.stream == st {
+			s.stream = nil
+		}
+		s.mu.Unlock()
+		st.stop()
+	}()
+	startSSE(w)
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-st.done:
+			return
+		case msg := <-st.ch:
+			if err := writeEvent(w, msg); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// close ends the session (once): it leaves the tables at once (further
+// requests get 404), cancels its requests in flight and its requests to
+// the client, ends its stream and detaches it from the host; its resource
+// subscriptions are dropped in the background.
+func (s *session) close(why string) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	inflight, pending, st, subs := s.inflight, s.pending, s.stream, s.subs
+	s.inflight, s.pending, s.stream, s.subs = nil, nil, nil, nil
+	s.mu.Unlock()
+	for _, cancel := range inflight {
+		cancel()
+	}
+	for _, ch := range pending {
+		close(ch)
+	}
+	if st != nil {
+		st.stop()
+	}
+	e := s.e
+	e.mu.Lock()
+	if e.byID[s.id] == s {
+		delete(e.byID, s.id)
+		e.open.Add(-1)
+	}
+	delete(s.u.sessions, s)
+	e.mu.Unlock()
+	if s.detach != nil {
+		s.detach()
+	}
+	e.log.Debug("mcp: session closed", "user", s.p.User, "why", why)
+	if len(subs) > 0 {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for uri := range subs {
+				if err := e.host.SubscribeResource(ctx, s.p.User, uri, true); err != nil {
+					e.log.Warn("mcp: unsubscribing a closed session", "user", s.p.User, "err", err)
+				}
+			}
+			e.release(s.u)
+		}()
+		return
+	}
+	e.release(s.u)
+}
+
+// initialize opens a session: it negotiates the revision, admits the
+// session under the caps and answers with the server's capabilities and
+// instructions.
+func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principal, body []byte) {
+	if !checkPOST(w, r) {
+		return
+	}
+	var m rpcMsg
+	if err := json.Unmarshal(body, &m); err != nil || m.check() != nil || !hasID(m.ID) {
+		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest, "initialize must be a single JSON-RPC request")
+		return
+	}
+	var params struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+	}
+	if err := json.Unmarshal(m.Params, &params); err != nil {
+		writeRPCError(w, http.StatusBadRequest, m.ID, codeInvalidParams, "initialize params: "+err.Error())
+		return
+	}
+	version := params.ProtocolVersion
+	if !slices.Contains(sessionVersions, version) {
+		// The spec's answer to an unknown version: the newest we speak; the
+		// client disconnects if it cannot.
+		version = sessionVersions[0]
+	}
+	caps := params.Capabilities
+	if len(caps) == 0 || string(caps) == "null" || !json.Valid(caps) {
+		caps = json.RawMessage("{}")
+	}
+	u, err := e.acquire(r.Context(), p.User)
+	if err != nil {
+		if errors.Is(err, errClosed) {
+			http.Error(w, "the MCP endpoint is shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		e.log.Error("mcp: loading a user's tools", "user", p.User, "err", err)
+		writeRPCError(w, http.StatusServiceUnavailable, m.ID, codeInternal, "could not load your tools: try again later")
+		return
+	}
+	s := &session{e: e, u: u, p: p, id: rand.Text(), version: version, caps: caps, level: -1}
+	s.conv = "mcp:" + s.id
+	s.lastUsed.Store(time.Now().UnixNano())
+	victim, status, msg := e.admit(s)
+	if status != 0 {
+		e.release(u)
+		e.log.Warn("mcp: refused a session", "user", p.User, "reason", msg)
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "30")
+		}
+		writeRPCError(w, status, m.ID, codeInternal, msg)
+		return
+	}
+	if victim != nil {
+		victim.close("the user opened more sessions than the cap allows; it was the least recently used")
+	}
+	s.touch, s.detach = e.host.AttachSession(p.User, s)
+	w.Header().Set("Mcp-Session-Id", s.id)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(resultMsg(m.ID, e.initializeResult(u, version)))
+}
+
+// admit registers a new session under the caps. When the user is at the
+// per-user cap, the user's least recently used session without a request
+// in flight makes room (victim, to close); when none can, or the endpoint
+// is full, status and msg say why.
+func (e *Endpoint) admit(s *session) (victim *session, status int, msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing.Load() {
+		return nil, http.StatusServiceUnavailable, "the MCP endpoint is shutting down"
+	}
+	u := s.u
+	if e.maxPerUser > 0 && len(u.sessions) >= e.maxPerUser {
+		for o := range u.sessions {
+			if o.busy.Load() == 0 && (victim == nil || o.lastUsed.Load() < victim.lastUsed.Load()) {
+				victim = o
+			}
+		}
+		if victim == nil {
+			return nil, http.StatusTooManyRequests, fmt.Sprintf(
+				"user %q has %d open sessions, each with a request in flight: close one first", u.user, len(u.sessions))
+		}
+	}
+	if e.maxAll > 0 && victim == nil && len(e.byID) >= e.maxAll {
+		return nil, http.StatusServiceUnavailable, fmt.Sprintf("the MCP endpoint holds its most sessions (%d): try again later", e.maxAll)
+	}
+	if victim != nil {
+		// Out of the tables now, so that the count stays within the cap;
+		// closed by the caller.
+		delete(e.byID, victim.id)
+		delete(u.sessions, victim)
+		e.open.Add(-1)
+	}
+	e.byID[s.id] = s
+	u.sessions[s] = struct{}{}
+	e.open.Add(1)
+	return victim, 0, ""
+}

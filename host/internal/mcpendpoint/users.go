@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -18,7 +19,8 @@ import (
 	"github.com/agenthost/agenthost/host/internal/api"
 )
 
-// refreshTimeout bounds one reload of a user's tools after a change.
+// refreshTimeout bounds one reload of a user's tools or catalog after a
+// change.
 const refreshTimeout = 60 * time.Second
 
 var errClosed = errors.New("mcpendpoint: closed")
@@ -32,33 +34,91 @@ type entry struct {
 	name     string // the MCP name, e.g. "github__create_issue"
 	exposure ext.Exposure
 	src      api.Tool
-	tool     *mcp.Tool // nil for codemode tools, which are never listed
+	tool     *mcp.Tool // go-sdk's form (stateless revision); nil for codemode tools
+	json     []byte    // the MCP definition as listed; nil for codemode tools
 	search   string    // lowercase text that search_tools matches
 }
 
 // toolTable is a user's tools at one moment: the reverse map from MCP
-// names to the host's, built when listing.
+// names to the host's, and the lists sessions show.
 type toolTable struct {
 	byName     map[string]*entry // by MCP name, every exposure
 	byOriginal map[string]*entry
-	entries    []*entry // sorted by MCP name
-	deferred   []*entry
+	entries    []*entry   // sorted by MCP name
+	deferred   []*entry   // sorted by MCP name
+	base       []*entry   // the direct tools, listed to every session, sorted
+	list       []listItem // base and search_tools (when there are deferred tools), sorted
 }
 
-// userState holds a user's table while the user has sessions (or a
-// request that may open one), and the goroutine that refreshes it.
+// viewWith is what a session that found the deferred tools found lists
+// (search_tools aside), sorted by name.
+func (t *toolTable) viewWith(found map[string]bool) []*entry {
+	out := slices.Clone(t.base)
+	for _, ent := range t.deferred {
+		if found[ent.original] {
+			out = append(out, ent)
+		}
+	}
+	slices.SortFunc(out, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// listWith is the list of a session that found some deferred tools.
+func (t *toolTable) listWith(found map[string]bool) []listItem {
+	view := t.viewWith(found)
+	out := make([]listItem, 0, len(view)+1)
+	for _, ent := range view {
+		out = append(out, listItem{ent.name, ent.json})
+	}
+	if len(t.deferred) > 0 {
+		out = append(out, listItem{searchToolName, searchToolJSON})
+	}
+	slices.SortFunc(out, func(a, b listItem) int { return strings.Compare(a.key, b.key) })
+	return out
+}
+
+// promptEntry is one of a user's prompts: its MCP name and definition.
+type promptEntry struct {
+	original, name string
+	json           []byte
+}
+
+// catalogView is a user's prompts, resources, templates and instructions
+// at one moment, as sessions list them.
+type catalogView struct {
+	prompts      []listItem // sorted by MCP name
+	promptByName map[string]*promptEntry
+	resources    []listItem // sorted by URI
+	templates    []listItem // sorted by URI template
+	instructions string     // the extensions', merged
+	src          catalogSource
+}
+
+// catalogSource is what the host gave, for the stateless server.
+type catalogSource struct {
+	prompts   []*promptEntry
+	resources []api.Resource
+	templates []api.ResourceTemplate
+}
+
+// userState holds a user's tables while the user has sessions (or a
+// request that may open one, or a stateless lease), and the goroutine that
+// refreshes them.
 type userState struct {
-	user  string
-	refs  int           // guarded by Endpoint.mu
-	ready chan struct{} // closed when the first load ended
-	err   error         // of the first load; set before ready closes
-	stop  chan struct{} // closed (under Endpoint.mu) to end the refresh loop
-	done  bool          // stop is closed; guarded by Endpoint.mu
+	user     string
+	refs     int                   // guarded by Endpoint.mu
+	sessions map[*session]struct{} // open sessions; guarded by Endpoint.mu
+	lease    time.Time             // a stateless request's hold ends then; guarded by Endpoint.mu
+	ready    chan struct{}         // closed when the first load ended
+	err      error                 // of the first load; set before ready closes
+	stop     chan struct{}         // closed (under Endpoint.mu) to end the refresh loop
+	done     bool                  // stop is closed; guarded by Endpoint.mu
 
-	table atomic.Pointer[toolTable] // read lock-free on the call path
+	table atomic.Pointer[toolTable]   // read lock-free on the call path
+	cat   atomic.Pointer[catalogView] // read lock-free
 
-	mu       sync.Mutex // guards sessions and their tool lists; serializes table writes
-	sessions map[*session]struct{}
+	mu  sync.Mutex // serializes table writes; guards the sessions' views and sdk
+	sdk *sdkServer // the stateless revision's server, built on first use
 }
 
 func (u *userState) stopLocked() {
@@ -68,12 +128,12 @@ func (u *userState) stopLocked() {
 	}
 }
 
-// acquire returns the user's state with its table loaded, holding a
+// acquire returns the user's state with its tables loaded, holding a
 // reference that the caller releases. The first caller loads; concurrent
 // ones wait for it.
 func (e *Endpoint) acquire(ctx context.Context, user string) (*userState, error) {
 	e.mu.Lock()
-	if e.closed {
+	if e.closing.Load() {
 		e.mu.Unlock()
 		return nil, errClosed
 	}
@@ -126,33 +186,41 @@ func (e *Endpoint) release(u *userState) {
 	}
 }
 
-// load subscribes to the user's changes, then lists the tools (in that
-// order, so no change is missed), and starts the refresh loop.
+// load subscribes to the user's changes, then lists the tools and the
+// catalog (in that order, so no change is missed), and starts the refresh
+// loop. Only the tools must load: a catalog that fails is empty until the
+// next change.
 func (e *Endpoint) load(ctx context.Context, u *userState) error {
 	events, cancel := e.host.Subscribe(e.ctx, u.user)
+	catEvents, catCancel := e.host.SubscribeCatalog(u.user)
+	stop := func() {
+		cancel()
+		catCancel()
+	}
 	tools, err := e.host.Tools(ctx, u.user)
 	if err != nil {
-		cancel()
+		stop()
 		return fmt.Errorf("listing the tools of user %q: %w", u.user, err)
 	}
 	u.table.Store(e.buildTable(u.user, tools, nil))
+	u.cat.Store(e.loadCatalog(ctx, u.user))
 	e.mu.Lock()
-	if e.closed {
+	if e.closing.Load() {
 		e.mu.Unlock()
-		cancel()
+		stop()
 		return errClosed
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	go e.refreshLoop(u, events, cancel)
+	go e.refreshLoop(u, events, catEvents, stop)
 	return nil
 }
 
-// refreshLoop reloads the user's tools on every change the host reports
-// (the host coalesces bursts) and hands them to the user's sessions.
-func (e *Endpoint) refreshLoop(u *userState, events <-chan struct{}, cancel func()) {
+// refreshLoop reloads the user's tools or catalog on every change the
+// host reports (the host coalesces bursts) and tells the user's sessions.
+func (e *Endpoint) refreshLoop(u *userState, events, catEvents <-chan struct{}, stop func()) {
 	defer e.wg.Done()
-	defer cancel()
+	defer stop()
 	for {
 		select {
 		case <-u.stop:
@@ -160,12 +228,31 @@ func (e *Endpoint) refreshLoop(u *userState, events <-chan struct{}, cancel func
 		case <-e.ctx.Done():
 			return
 		case <-events:
-			e.refresh(u)
+			e.refreshTools(u)
+		case <-catEvents:
+			e.refreshCatalog(u)
 		}
 	}
 }
 
-func (e *Endpoint) refresh(u *userState) {
+// sessionsOf returns the user's open sessions.
+func (e *Endpoint) sessionsOf(u *userState) []*session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*session, 0, len(u.sessions))
+	for s := range u.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+var (
+	toolsChanged     = notificationMsg("notifications/tools/list_changed", nil)
+	promptsChanged   = notificationMsg("notifications/prompts/list_changed", nil)
+	resourcesChanged = notificationMsg("notifications/resources/list_changed", nil)
+)
+
+func (e *Endpoint) refreshTools(u *userState) {
 	ctx, cancel := context.WithTimeout(e.ctx, refreshTimeout)
 	defer cancel()
 	tools, err := e.host.Tools(ctx, u.user)
@@ -176,11 +263,211 @@ func (e *Endpoint) refresh(u *userState) {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	t := e.buildTable(u.user, tools, u.table.Load())
+	old := u.table.Load()
+	t := e.buildTable(u.user, tools, old)
 	u.table.Store(t)
-	for s := range u.sessions {
-		s.syncLocked(t)
+	baseChanged := !slices.Equal(old.base, t.base) || (len(old.deferred) > 0) != (len(t.deferred) > 0)
+	for _, s := range e.sessionsOf(u) {
+		changed := baseChanged
+		if len(s.found) > 0 {
+			v := t.viewWith(s.found)
+			changed = changed || !slices.Equal(v, s.view)
+			s.view = v
+		}
+		if changed {
+			_ = s.push(toolsChanged) // a client without a stream lists again anyway
+		}
 	}
+	if u.sdk != nil {
+		u.sdk.syncTools(t)
+	}
+}
+
+func (e *Endpoint) refreshCatalog(u *userState) {
+	ctx, cancel := context.WithTimeout(e.ctx, refreshTimeout)
+	defer cancel()
+	c := e.loadCatalog(ctx, u.user)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	old := u.cat.Load()
+	u.cat.Store(c)
+	prompts := !sameItems(old.prompts, c.prompts)
+	resources := !sameItems(old.resources, c.resources) || !sameItems(old.templates, c.templates)
+	if prompts || resources {
+		for _, s := range e.sessionsOf(u) {
+			if prompts {
+				_ = s.push(promptsChanged)
+			}
+			if resources {
+				_ = s.push(resourcesChanged)
+			}
+		}
+	}
+	if u.sdk != nil {
+		u.sdk.syncCatalog(c)
+	}
+}
+
+func sameItems(a, b []listItem) bool {
+	return slices.EqualFunc(a, b, func(x, y listItem) bool { return x.key == y.key && bytes.Equal(x.json, y.json) })
+}
+
+// loadCatalog lists the user's prompts, resources, templates and
+// instructions; a part that fails is left empty and logged.
+func (e *Endpoint) loadCatalog(ctx context.Context, user string) *catalogView {
+	c := &catalogView{promptByName: map[string]*promptEntry{}}
+	prompts, err := e.host.Prompts(ctx, user)
+	if err != nil {
+		e.log.Warn("mcp: listing a user's prompts", "user", user, "err", err)
+	}
+	originals := make([]string, 0, len(prompts))
+	for _, p := range prompts {
+		originals = append(originals, p.Name)
+	}
+	names := mapNames(originals, e.sep)
+	for _, p := range prompts {
+		def, err := withName(p.Definition, names[p.Name])
+		if err != nil {
+			e.log.Warn("mcp: leaving out a prompt with a bad definition", "user", user, "prompt", p.Name, "err", err)
+			continue
+		}
+		pe := &promptEntry{original: p.Name, name: names[p.Name], json: def}
+		if c.promptByName[pe.name] != nil {
+			continue
+		}
+		c.promptByName[pe.name] = pe
+		c.prompts = append(c.prompts, listItem{pe.name, pe.json})
+		c.src.prompts = append(c.src.prompts, pe)
+	}
+	slices.SortFunc(c.prompts, func(a, b listItem) int { return strings.Compare(a.key, b.key) })
+	resources, templates, err := e.host.Resources(ctx, user)
+	if err != nil {
+		e.log.Warn("mcp: listing a user's resources", "user", user, "err", err)
+	}
+	for _, r := range resources {
+		def := r.Definition
+		if len(bytes.TrimSpace(def)) == 0 {
+			def, _ = json.Marshal(map[string]string{"uri": r.URI, "name": r.URI})
+		} else if !json.Valid(def) {
+			continue
+		}
+		c.resources = append(c.resources, listItem{r.URI, compact(def)})
+		c.src.resources = append(c.src.resources, r)
+	}
+	for _, t := range templates {
+		def := t.Definition
+		if len(bytes.TrimSpace(def)) == 0 {
+			def, _ = json.Marshal(map[string]string{"uriTemplate": t.URITemplate, "name": t.URITemplate})
+		} else if !json.Valid(def) {
+			continue
+		}
+		c.templates = append(c.templates, listItem{t.URITemplate, compact(def)})
+		c.src.templates = append(c.src.templates, t)
+	}
+	slices.SortStableFunc(c.resources, func(a, b listItem) int { return strings.Compare(a.key, b.key) })
+	slices.SortStableFunc(c.templates, func(a, b listItem) int { return strings.Compare(a.key, b.key) })
+	ins, err := e.host.Instructions(ctx, user)
+	if err != nil {
+		e.log.Warn("mcp: reading a user's instructions", "user", user, "err", err)
+	}
+	c.instructions = mergeInstructions(ins)
+	return c
+}
+
+// compact returns b without insignificant whitespace (b is valid JSON).
+func compact(b []byte) []byte {
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil {
+		return b
+	}
+	return out.Bytes()
+}
+
+// withName returns an MCP object definition (a JSON object, or empty) with
+// its "name" set to name.
+func withName(def json.RawMessage, name string) ([]byte, error) {
+	m := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(def)) > 0 {
+		if err := json.Unmarshal(def, &m); err != nil {
+			return nil, fmt.Errorf("not a JSON object: %w", err)
+		}
+	}
+	m["name"], _ = json.Marshal(name)
+	return json.Marshal(m)
+}
+
+// The bounds of the instructions sent at initialize: each source's text
+// is cut at maxSourceInstructions bytes, and sources that would take the
+// whole past maxInstructions are left out (and counted).
+const (
+	maxSourceInstructions = 4 << 10
+	maxInstructions       = 16 << 10
+)
+
+// mergeInstructions merges the extensions' instructions: one paragraph
+// per source, in the host's order (by extension, then source), each
+// prefixed with its source's name in brackets, within the bounds above.
+func mergeInstructions(list []api.Instruction) string {
+	var b strings.Builder
+	left := 0
+	for _, in := range list {
+		text := strings.TrimSpace(in.Text)
+		if text == "" {
+			continue
+		}
+		src := in.Source
+		if src == "" {
+			src = in.Extension
+		}
+		src = clip(strings.Map(func(r rune) rune {
+			if r < ' ' || r == '[' || r == ']' {
+				return '_'
+			}
+			return r
+		}, src), 64)
+		text = clipUTF8(text, maxSourceInstructions)
+		para := "[" + src + "] " + text
+		if b.Len()+len(para)+2 > maxInstructions {
+			left++
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(para)
+	}
+	if left > 0 {
+		fmt.Fprintf(&b, "\n\n(The instructions of %d more sources were left out: they would pass %d bytes.)", left, maxInstructions)
+	}
+	return b.String()
+}
+
+// clipUTF8 cuts s to at most n bytes on a rune boundary, marking the cut.
+func clipUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// searchNote tells models of search_tools.
+const searchNote = "More tools are available than are listed: call search_tools with keywords to find them. " +
+	"Tools it finds join your tool list and can be called by name."
+
+// instructionsFor is what a new session of u is told at initialize.
+func instructionsFor(u *userState) string {
+	var parts []string
+	if len(u.table.Load().deferred) > 0 {
+		parts = append(parts, searchNote)
+	}
+	if in := u.cat.Load().instructions; in != "" {
+		parts = append(parts, in)
+	}
+	return strings.Join(parts, "\n\n")
 }
 
 // buildTable maps the user's tools to MCP names and builds their MCP
@@ -219,12 +506,25 @@ func (e *Endpoint) buildTable(user string, tools []api.Tool, prev *toolTable) *t
 		t.byName[ent.name] = ent
 		t.byOriginal[ent.original] = ent
 		t.entries = append(t.entries, ent)
-		if ent.exposure == ext.ExposureDeferred {
+		switch ent.exposure {
+		case ext.ExposureDeferred:
 			t.deferred = append(t.deferred, ent)
+		case ext.ExposureDirect:
+			t.base = append(t.base, ent)
 		}
 	}
-	slices.SortFunc(t.entries, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
-	slices.SortFunc(t.deferred, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
+	byName := func(a, b *entry) int { return strings.Compare(a.name, b.name) }
+	slices.SortFunc(t.entries, byName)
+	slices.SortFunc(t.deferred, byName)
+	slices.SortFunc(t.base, byName)
+	t.list = make([]listItem, 0, len(t.base)+1)
+	for _, ent := range t.base {
+		t.list = append(t.list, listItem{ent.name, ent.json})
+	}
+	if len(t.deferred) > 0 {
+		t.list = append(t.list, listItem{searchToolName, searchToolJSON})
+		slices.SortFunc(t.list, func(a, b listItem) int { return strings.Compare(a.key, b.key) })
+	}
 	return t
 }
 
@@ -233,14 +533,23 @@ func sameTool(a, b api.Tool) bool {
 	return a.Name == b.Name && a.Title == b.Title && a.Description == b.Description &&
 		a.Exposure == b.Exposure && a.Extension == b.Extension &&
 		bytes.Equal(a.InputSchema, b.InputSchema) && bytes.Equal(a.OutputSchema, b.OutputSchema) &&
-		bytes.Equal(a.Annotations, b.Annotations)
+		bytes.Equal(a.Annotations, b.Annotations) && bytes.Equal(a.Execution, b.Execution) &&
+		bytes.Equal(a.Icons, b.Icons) && bytes.Equal(a.Meta, b.Meta)
 }
 
 // defaultSchema stands in for a missing input schema.
 var defaultSchema = json.RawMessage(`{"type":"object"}`)
 
-// newEntry builds the MCP definition of one tool, with the schemas as raw
-// JSON (sent as they came), and checks it the way go-sdk's AddTool does.
+// present reports whether a raw field holds a value.
+func present(b json.RawMessage) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && string(b) != "null"
+}
+
+// newEntry builds the MCP definition of one tool (schemas, annotations,
+// execution and icons as raw JSON, sent as they came; _meta with the
+// host's name under "agenthost/name") and checks it the way go-sdk's
+// AddTool does.
 func (e *Endpoint) newEntry(name string, src api.Tool) (*entry, error) {
 	ent := &entry{original: src.Name, name: name, exposure: src.Exposure, src: src}
 	switch ent.exposure {
@@ -255,9 +564,17 @@ func (e *Endpoint) newEntry(name string, src api.Tool) (*entry, error) {
 		return ent, nil
 	}
 	in := src.InputSchema
-	if len(bytes.TrimSpace(in)) == 0 {
+	if !present(in) {
 		in = defaultSchema
 	}
+	meta := map[string]json.RawMessage{}
+	if present(src.Meta) {
+		if err := json.Unmarshal(src.Meta, &meta); err != nil {
+			return nil, fmt.Errorf("decoding _meta: %w", err)
+		}
+	}
+	meta["agenthost/name"], _ = json.Marshal(src.Name)
+	metaJSON, _ := json.Marshal(meta)
 	tool := &mcp.Tool{
 		Name:        name,
 		Title:       src.Title,
@@ -266,10 +583,10 @@ func (e *Endpoint) newEntry(name string, src api.Tool) (*entry, error) {
 		// Clients show the host's name; the endpoint never reads it back.
 		Meta: mcp.Meta{"agenthost/name": src.Name},
 	}
-	if len(bytes.TrimSpace(src.OutputSchema)) > 0 {
+	if present(src.OutputSchema) {
 		tool.OutputSchema = src.OutputSchema
 	}
-	if len(bytes.TrimSpace(src.Annotations)) > 0 {
+	if present(src.Annotations) {
 		var a mcp.ToolAnnotations
 		if err := json.Unmarshal(src.Annotations, &a); err != nil {
 			return nil, fmt.Errorf("decoding annotations: %w", err)
@@ -286,8 +603,41 @@ func (e *Endpoint) newEntry(name string, src api.Tool) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	fields := []struct {
+		key string
+		raw json.RawMessage
+	}{
+		{"inputSchema", in}, {"outputSchema", src.OutputSchema}, {"annotations", src.Annotations},
+		{"execution", src.Execution}, {"icons", src.Icons}, {"_meta", metaJSON},
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"name":`)
+	b.WriteString(quote(name))
+	if src.Title != "" {
+		b.WriteString(`,"title":` + quote(src.Title))
+	}
+	if src.Description != "" {
+		b.WriteString(`,"description":` + quote(src.Description))
+	}
+	for _, f := range fields {
+		if !present(f.raw) {
+			continue
+		}
+		if !json.Valid(f.raw) {
+			return nil, fmt.Errorf("%s is not valid JSON", f.key)
+		}
+		b.WriteString(`,"` + f.key + `":`)
+		b.Write(compact(f.raw))
+	}
+	b.WriteByte('}')
 	ent.tool = tool
+	ent.json = b.Bytes()
 	return ent, nil
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // addTool is s.AddTool with its panics (bad schemas from third-party

@@ -163,9 +163,7 @@ type Server struct {
 	tmpl      *template.Template
 	registers *rate.Limiter
 
-	subMu  sync.Mutex
-	subs   map[int]func(grantID string)
-	nextID int
+	revoked api.Callbacks[string] // revocation listeners, by token or grant ID
 
 	touchMu sync.Mutex
 	touched map[string]time.Time
@@ -224,7 +222,6 @@ func New(store Store, opts *Options) (*Server, error) {
 		store: store, opts: o, log: o.Logger, now: o.Now,
 		policy:  redirectPolicy{hosts: hosts},
 		tmpl:    template.Must(template.New("").ParseFS(templateFS, "templates/*.html")),
-		subs:    map[int]func(string){},
 		touched: map[string]time.Time{},
 		// Registration is open to anyone: bound its rate (it writes).
 		registers: rate.NewLimiter(rate.Every(time.Second), 30),
@@ -360,7 +357,7 @@ func (s *Server) RevokeGrant(ctx context.Context, user, id string) error {
 		return err
 	}
 	s.log.Info("oauth: grant revoked by its user", "user", user, "grant", id)
-	s.notifyRevoke(id)
+	s.revoked.Run(id)
 	return nil
 }
 
@@ -370,28 +367,7 @@ func (s *Server) RevokeGrant(ctx context.Context, user, id string) error {
 // revocation is committed. fn runs on the revoking goroutine and must
 // return quickly. The returned function unregisters fn.
 func (s *Server) OnRevoke(fn func(grantID string)) (cancel func()) {
-	s.subMu.Lock()
-	id := s.nextID
-	s.nextID++
-	s.subs[id] = fn
-	s.subMu.Unlock()
-	return func() {
-		s.subMu.Lock()
-		delete(s.subs, id)
-		s.subMu.Unlock()
-	}
-}
-
-func (s *Server) notifyRevoke(grantID string) {
-	s.subMu.Lock()
-	fns := make([]func(string), 0, len(s.subs))
-	for _, fn := range s.subs {
-		fns = append(fns, fn)
-	}
-	s.subMu.Unlock()
-	for _, fn := range fns {
-		fn(grantID)
-	}
+	return s.revoked.Add(fn)
 }
 
 // client returns the live client of an ID: a metadata document (fetched
@@ -512,5 +488,5 @@ func (f *fositeStorage) announce(ctx context.Context, grantID string) {
 
 func (f *fositeStorage) revoked(grantID string) {
 	f.s.log.Info("oauth: grant's tokens revoked", "grant", grantID)
-	f.s.notifyRevoke(grantID)
+	f.s.revoked.Run(grantID)
 }

@@ -187,15 +187,7 @@ func (s *SQLite) write(ctx context.Context, fn func(q querier) error) error {
 	if tx, ok := ctx.Value(txKey{}).(*sql.Tx); ok {
 		return fn(tx)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.mapErr(err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return s.mapErr(tx.Commit())
+	return s.mapErr(sqlitedb.InTx(ctx, s.db, func(tx *sql.Tx) error { return fn(tx) }))
 }
 
 func (s *SQLite) mapErr(err error) error {

@@ -1,0 +1,409 @@
+package mcpendpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
+)
+
+// dispatch answers one request of a session with its raw result.
+func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json.RawMessage, error) {
+	u := s.u
+	switch m.Method {
+	case "ping":
+		return json.RawMessage("{}"), nil
+	case "tools/call":
+		return s.callTool(ctx, rs, m.Params)
+	case "tools/list":
+		return s.listTools(m.Params)
+	case "prompts/list":
+		c := u.cat.Load()
+		return listPage("prompts", c.prompts, m.Params)
+	case "prompts/get":
+		return s.getPrompt(ctx, rs, m.Params)
+	case "resources/list":
+		return listPage("resources", u.cat.Load().resources, m.Params)
+	case "resources/templates/list":
+		return listPage("resourceTemplates", u.cat.Load().templates, m.Params)
+	case "resources/read":
+		return s.readResource(ctx, rs, m.Params)
+	case "resources/subscribe", "resources/unsubscribe":
+		return s.subscribe(ctx, m.Params, m.Method == "resources/unsubscribe")
+	case "completion/complete":
+		params, err := u.cat.Load().hostCompletion(m.Params)
+		if err != nil {
+			return nil, err
+		}
+		out, err := s.e.host.Complete(ctx, s.p.User, params, rs)
+		return checked(out, err, "completion")
+	case "logging/setLevel":
+		var p struct {
+			Level string `json:"level"`
+		}
+		if json.Unmarshal(m.Params, &p) != nil || levelIndex(p.Level) < 0 {
+			return nil, errParams("logging/setLevel needs a level, one of %s", strings.Join(logLevels, ", "))
+		}
+		s.mu.Lock()
+		s.level = levelIndex(p.Level)
+		s.mu.Unlock()
+		return json.RawMessage("{}"), nil
+	case ext.MethodTaskGet, ext.MethodTaskResult, ext.MethodTaskCancel, ext.MethodTaskList:
+		if s.version < v20251125 {
+			break
+		}
+		params := m.Params
+		if len(params) == 0 {
+			params = json.RawMessage("{}")
+		}
+		out, err := s.e.host.Task(ctx, s.p.User, m.Method, params, rs)
+		if errors.Is(err, ext.ErrNotFound) {
+			return nil, errParams("unknown task")
+		}
+		return checked(out, err, "the task request")
+	}
+	return nil, &rpcError{code: codeMethodNotFound, msg: fmt.Sprintf("method %q not found", m.Method)}
+}
+
+// hostCompletion returns completion/complete params with a prompt's MCP
+// name mapped back to the host's.
+func (c *catalogView) hostCompletion(params json.RawMessage) (json.RawMessage, error) {
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, errParams("completion/complete needs params")
+	}
+	var ref map[string]json.RawMessage
+	if json.Unmarshal(p["ref"], &ref) != nil || string(ref["type"]) != `"ref/prompt"` {
+		return params, nil
+	}
+	var name string
+	if json.Unmarshal(ref["name"], &name) != nil || c.promptByName[name] == nil {
+		return params, nil
+	}
+	ref["name"], _ = json.Marshal(c.promptByName[name].original)
+	p["ref"], _ = json.Marshal(ref)
+	return json.Marshal(p)
+}
+
+// checked turns a host answer into a result or a JSON-RPC error that
+// never carries the host's own message (an MCP server's error answer is
+// passed on: it is the server's, and ext-mcp redacts its secrets).
+func checked(out json.RawMessage, err error, what string) (json.RawMessage, error) {
+	var re *ext.RPCError
+	switch {
+	case errors.As(err, &re):
+		return nil, &rpcError{code: int(re.Code), msg: clip(re.Message, 1000), data: validOrNil(re.Data)}
+	case errors.Is(err, ext.ErrInvalidArgument):
+		return nil, errParams("invalid params for %s", what)
+	case errors.Is(err, ext.ErrNotFound):
+		return nil, errParams("%s: not found", what)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil, &rpcError{code: codeInternal, msg: what + " was cancelled or timed out"}
+	case err != nil:
+		return nil, &rpcError{code: codeInternal, msg: what + " failed: try again later"}
+	case !json.Valid(out) || len(bytes.TrimSpace(out)) == 0 || bytes.TrimSpace(out)[0] != '{':
+		return nil, &rpcError{code: codeInternal, msg: what + " returned a malformed answer"}
+	}
+	return out, nil
+}
+
+func validOrNil(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return nil
+	}
+	return b
+}
+
+// callParams are a tools/call's params.
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      json.RawMessage `json:"_meta"`
+	Task      json.RawMessage `json:"task"`
+}
+
+// splitMeta takes the progress token out of a request's _meta; rest is
+// the other fields (nil when none).
+func splitMeta(meta json.RawMessage) (token, rest json.RawMessage, err error) {
+	if len(meta) == 0 || string(meta) == "null" {
+		return nil, nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(meta, &m); err != nil {
+		return nil, nil, errParams("_meta must be an object")
+	}
+	token = m["progressToken"]
+	if string(token) == "null" {
+		token = nil
+	}
+	delete(m, "progressToken")
+	if len(m) == 0 {
+		return token, nil, nil
+	}
+	rest, err = json.Marshal(m)
+	return token, rest, err
+}
+
+// callTool runs a tool through the user's table: arguments go out and the
+// result comes back as raw JSON.
+func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMessage) (json.RawMessage, error) {
+	var p callParams
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, errParams("tools/call params: %v", err)
+	}
+	s.e.calls.Add(1)
+	t := s.u.table.Load()
+	ent := t.byName[p.Name]
+	if ent == nil {
+		if p.Name == searchToolName && len(t.deferred) > 0 {
+			return s.searchTools(p.Arguments), nil
+		}
+		return nil, errParams("unknown tool %q", p.Name)
+	}
+	if ent.exposure == ext.ExposureCodemode {
+		return errorResult(fmt.Sprintf("tool %q is only callable from code", ent.name)), nil
+	}
+	var meta json.RawMessage
+	if len(p.Meta) > 0 {
+		var err error
+		if rs.token, meta, err = splitMeta(p.Meta); err != nil {
+			return nil, err
+		}
+	}
+	if string(p.Task) == "null" {
+		p.Task = nil
+	}
+	res, err := s.e.host.CallTool(ctx, &api.CallRequest{
+		User: s.p.User, Conversation: s.conv, Name: ent.original, Arguments: p.Arguments,
+		ProgressToken: rs.token, Meta: meta, Task: p.Task, Session: rs,
+	})
+	if err == nil && res == nil {
+		err = fmt.Errorf("the host returned no result: %w", ext.ErrUnavailable)
+	}
+	if err != nil {
+		return s.callError(ctx, ent, err), nil
+	}
+	out, ok := encodeResult(res)
+	if !ok {
+		s.e.log.Warn("mcp: a tool returned content that is not a JSON array of blocks", "user", s.p.User, "tool", ent.original)
+		return errorResult(fmt.Sprintf("tool %q returned malformed content", ent.name)), nil
+	}
+	return out, nil
+}
+
+// callError words a failed call for the model. The host's own message may
+// name internals, so it goes to the log only.
+func (s *session) callError(ctx context.Context, ent *entry, err error) json.RawMessage {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	s.e.log.Warn("mcp: a tool call failed", "user", s.p.User, "tool", ent.original, "err", err)
+	return errorResult(fmt.Sprintf(callErrorText(ctx, err, closed), ent.name))
+}
+
+// callErrorText is the message (a format for the tool's name) of a failed
+// call: the kind of failure, never the host's words.
+func callErrorText(ctx context.Context, err error, closed bool) string {
+	switch {
+	case closed:
+		return "the session was closed during the call of tool %q"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "tool %q timed out"
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return "the call of tool %q was cancelled"
+	case errors.Is(err, ext.ErrNotFound):
+		return "tool %q is no longer available: list the tools again"
+	case errors.Is(err, ext.ErrPermission):
+		return "you are not allowed to use tool %q"
+	case errors.Is(err, ext.ErrInvalidArgument):
+		return "invalid arguments for tool %q: they must be a JSON object that matches its input schema"
+	case errors.Is(err, ext.ErrUnavailable), errors.Is(err, ext.ErrUnimplemented):
+		return "tool %q is unavailable right now: try again later"
+	}
+	return "tool %q failed with an internal error"
+}
+
+// listTools lists the session's tools: the user's direct tools, the
+// deferred ones it found, and search_tools when the user has deferred
+// tools; sorted by name.
+func (s *session) listTools(params json.RawMessage) (json.RawMessage, error) {
+	u := s.u
+	u.mu.Lock()
+	t := u.table.Load()
+	items := t.list
+	if len(s.found) > 0 {
+		items = t.listWith(s.found)
+	}
+	u.mu.Unlock()
+	return listPage("tools", items, params)
+}
+
+// pageSize is the most items a list answer holds.
+const pageSize = 1000
+
+// listItem is one element of a list answer: its sort key and its JSON.
+type listItem struct {
+	key  string
+	json []byte
+}
+
+// listPage answers a */list request: the page after the params' cursor
+// (an opaque encoding of the last key sent), with cacheScope "private"
+// (every list is the user's own).
+func listPage(field string, items []listItem, params json.RawMessage) (json.RawMessage, error) {
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, errParams("list params: %v", err)
+		}
+	}
+	start := 0
+	if p.Cursor != "" {
+		last, err := base64.RawURLEncoding.DecodeString(p.Cursor)
+		if err != nil {
+			return nil, errParams("invalid cursor")
+		}
+		for start < len(items) && items[start].key <= string(last) {
+			start++
+		}
+	}
+	end := min(len(items), start+pageSize)
+	n := 40 + len(field)
+	for _, it := range items[start:end] {
+		n += len(it.json) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"`...)
+	b = append(b, field...)
+	b = append(b, `":[`...)
+	for i, it := range items[start:end] {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it.json...)
+	}
+	b = append(b, ']')
+	if end < len(items) {
+		b = append(b, `,"nextCursor":"`...)
+		b = append(b, base64.RawURLEncoding.EncodeToString([]byte(items[end-1].key))...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"cacheScope":"private"}`...)
+	return b, nil
+}
+
+// getPrompt renders one of the user's prompts by its MCP name.
+func (s *session) getPrompt(ctx context.Context, rs *reqSession, raw json.RawMessage) (json.RawMessage, error) {
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, errParams("prompts/get params: %v", err)
+	}
+	pe := s.u.cat.Load().promptByName[p.Name]
+	if pe == nil {
+		return nil, errParams("unknown prompt %q", p.Name)
+	}
+	out, err := s.e.host.GetPrompt(ctx, &api.PromptRequest{User: s.p.User, Conversation: s.conv, Name: pe.original, Arguments: p.Arguments, Session: rs})
+	if errors.Is(err, ext.ErrNotFound) {
+		return nil, errParams("unknown prompt %q", p.Name)
+	}
+	return checked(out, err, fmt.Sprintf("prompt %q", p.Name))
+}
+
+// resourceNotFound is MCP's error for an unknown resource.
+func resourceNotFound(uri string) *rpcError {
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &rpcError{code: codeNoResource, msg: "Resource not found", data: data}
+}
+
+// readResource reads a resource; the host routes it by URI.
+func (s *session) readResource(ctx context.Context, rs *reqSession, raw json.RawMessage) (json.RawMessage, error) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil || p.URI == "" {
+		return nil, errParams("resources/read needs a uri")
+	}
+	out, err := s.e.host.ReadResource(ctx, &api.ResourceRequest{User: s.p.User, Conversation: s.conv, URI: p.URI, Session: rs})
+	if errors.Is(err, ext.ErrNotFound) {
+		return nil, resourceNotFound(p.URI)
+	}
+	return checked(out, err, "reading the resource")
+}
+
+// subscribe starts or stops this session's updates of a resource.
+func (s *session) subscribe(ctx context.Context, raw json.RawMessage, unsubscribe bool) (json.RawMessage, error) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil || p.URI == "" {
+		return nil, errParams("the request needs a uri")
+	}
+	s.mu.Lock()
+	_, had := s.subs[p.URI]
+	full := len(s.subs) >= maxSubscriptions
+	s.mu.Unlock()
+	switch {
+	case had != unsubscribe:
+		return json.RawMessage("{}"), nil // nothing changes
+	case !unsubscribe && full:
+		return nil, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("a session may subscribe to at most %d resources", maxSubscriptions)}
+	}
+	if err := s.e.host.SubscribeResource(ctx, s.p.User, p.URI, unsubscribe); err != nil {
+		if errors.Is(err, ext.ErrNotFound) {
+			return nil, resourceNotFound(p.URI)
+		}
+		return checked(nil, err, "the subscription")
+	}
+	s.mu.Lock()
+	if s.closed {
+		// Closed meanwhile: close did not see this one; undo it.
+		s.mu.Unlock()
+		if !unsubscribe {
+			_ = s.e.host.SubscribeResource(context.WithoutCancel(ctx), s.p.User, p.URI, true)
+		}
+		return nil, &rpcError{code: codeInvalidRequest, msg: "the session is closed"}
+	}
+	if unsubscribe {
+		delete(s.subs, p.URI)
+	} else {
+		if s.subs == nil {
+			s.subs = map[string]struct{}{}
+		}
+		s.subs[p.URI] = struct{}{}
+	}
+	s.mu.Unlock()
+	return json.RawMessage("{}"), nil
+}
+
+// initializeResult is the answer to initialize: the revision, what the
+// endpoint offers (tasks from 2025-11-25), who it is and the merged
+// instructions.
+func (e *Endpoint) initializeResult(u *userState, version string) []byte {
+	b := make([]byte, 0, 512)
+	b = append(b, `{"protocolVersion":"`...)
+	b = append(b, version...)
+	b = append(b, `","capabilities":{"tools":{"listChanged":true},"prompts":{"listChanged":true},`+
+		`"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}`...)
+	if version >= v20251125 {
+		b = append(b, `,"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`...)
+	}
+	b = append(b, `},"serverInfo":`...)
+	b = append(b, e.info...)
+	if in := instructionsFor(u); in != "" {
+		q, _ := json.Marshal(in)
+		b = append(b, `,"instructions":`...)
+		b = append(b, q...)
+	}
+	return append(b, '}')
+}

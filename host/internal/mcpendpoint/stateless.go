@@ -1,0 +1,456 @@
+//lint:file-ignore SA1019 logging is deprecated from MCP 2026-07-28 but still relayed to the clients of that revision that use it (issue 9).
+package mcpendpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
+)
+
+// The stateless revision (2026-07-28: server/discover, no sessions, every
+// request on its own) is served by go-sdk's stateless handler, with one
+// go-sdk server per user that mirrors the user's tables: the same tools
+// (direct ones listed, deferred ones callable by name and found with
+// search_tools), prompts, resources, templates, completions and
+// instructions, with list_changed through subscriptions/listen. Each
+// request is authenticated like any other and served from its verified
+// user's server only. Progress reaches the client on the request's
+// stream; the revision has no requests to the client (sampling,
+// elicitation and roots fail with ext.ErrUnimplemented) and no sessions
+// to log to outside a request.
+
+// statelessLease keeps a user's tables and server after a stateless
+// request, for the next one.
+const statelessLease = 2 * time.Minute
+
+type userKey struct{}
+
+func (e *Endpoint) newStatelessHandler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		u, _ := r.Context().Value(userKey{}).(*userState)
+		if u == nil {
+			return nil
+		}
+		return e.sdkServerOf(u).srv
+	}, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		PropagateRequestCancellation: true,
+		Logger:                       e.log,
+		MaxRequestBodyBytes:          e.maxBody,
+		// go-sdk refuses a non-loopback Host on a loopback connection, as
+		// ServeHTTP does first; ServeHTTP also allows AllowedHosts, which
+		// go-sdk does not know of, so then only ServeHTTP checks.
+		DisableLocalhostProtection: len(e.hosts) > 0,
+	})
+}
+
+// serveStateless serves one request of the stateless revision for p.
+func (e *Endpoint) serveStateless(w http.ResponseWriter, r *http.Request, p Principal) {
+	u, err := e.acquire(r.Context(), p.User)
+	if err != nil {
+		if errors.Is(err, errClosed) {
+			http.Error(w, "the MCP endpoint is shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		e.log.Error("mcp: loading a user's tools", "user", p.User, "err", err)
+		writeRPCError(w, http.StatusServiceUnavailable, nil, codeInternal, "could not load your tools: try again later")
+		return
+	}
+	defer e.release(u)
+	e.lease(u)
+	// CloseToken ends the token's requests in flight too (a long call, a
+	// subscriptions/listen stream).
+	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), userKey{}, u))
+	defer cancel()
+	e.mu.Lock()
+	if e.statelessReqs[p.TokenID] == nil {
+		e.statelessReqs[p.TokenID] = map[*context.CancelFunc]struct{}{}
+	}
+	e.statelessReqs[p.TokenID][&cancel] = struct{}{}
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.statelessReqs[p.TokenID], &cancel)
+		if len(e.statelessReqs[p.TokenID]) == 0 {
+			delete(e.statelessReqs, p.TokenID)
+		}
+		e.mu.Unlock()
+	}()
+	e.stateless.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// lease holds u for statelessLease past now (the sweeper lets go).
+func (e *Endpoint) lease(u *userState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if u.lease.IsZero() {
+		u.refs++
+	}
+	u.lease = time.Now().Add(statelessLease)
+}
+
+// sdkServer is the go-sdk server of a user's stateless requests. Its
+// fields are guarded by the user's mu.
+type sdkServer struct {
+	e            *Endpoint
+	u            *userState
+	srv          *mcp.Server
+	instructions string
+	tools        map[string]*entry
+	search       bool
+	prompts      map[string]string // name → definition
+	resources    map[string]string // URI → definition
+	templates    map[string]string // URI template → definition
+}
+
+// sdkServerOf returns u's server, building it on first use (and again
+// when the instructions changed: go-sdk fixes them at creation).
+func (e *Endpoint) sdkServerOf(u *userState) *sdkServer {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	in := instructionsFor(u)
+	if u.sdk != nil && u.sdk.instructions == in {
+		return u.sdk
+	}
+	x := &sdkServer{e: e, u: u, instructions: in, tools: map[string]*entry{},
+		prompts: map[string]string{}, resources: map[string]string{}, templates: map[string]string{}}
+	x.srv = mcp.NewServer(e.impl, &mcp.ServerOptions{
+		Logger:       e.log,
+		Instructions: in,
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{ListChanged: true},
+			Completions: &mcp.CompletionCapabilities{},
+			Logging:     &mcp.LoggingCapabilities{},
+		},
+		CompletionHandler: x.complete,
+		// Every list is the user's own.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
+	})
+	x.srv.AddReceivingMiddleware(x.middleware)
+	x.syncTools(u.table.Load())
+	x.syncCatalog(u.cat.Load())
+	u.sdk = x
+	return x
+}
+
+// syncTools makes the server list what t offers; go-sdk tells listeners.
+func (x *sdkServer) syncTools(t *toolTable) {
+	want := map[string]*entry{}
+	for _, ent := range t.base {
+		want[ent.name] = ent
+	}
+	var remove []string
+	for name, ent := range x.tools {
+		if want[name] != ent {
+			remove = append(remove, name)
+			delete(x.tools, name)
+		}
+	}
+	if x.search && len(t.deferred) == 0 {
+		remove = append(remove, searchToolName)
+		x.search = false
+	}
+	if len(remove) > 0 {
+		x.srv.RemoveTools(remove...)
+	}
+	for name, ent := range want {
+		if x.tools[name] == ent {
+			continue
+		}
+		if err := addTool(x.srv, ent.tool, x.toolHandler); err == nil {
+			x.tools[name] = ent
+		}
+	}
+	if len(t.deferred) > 0 && !x.search {
+		if err := addTool(x.srv, searchTool, x.toolHandler); err == nil {
+			x.search = true
+		}
+	}
+}
+
+// syncCatalog makes the server offer what c holds.
+func (x *sdkServer) syncCatalog(c *catalogView) {
+	keep := map[string]bool{}
+	for _, pe := range c.src.prompts {
+		keep[pe.name] = true
+		if x.prompts[pe.name] == string(pe.json) {
+			continue
+		}
+		var p mcp.Prompt
+		if json.Unmarshal(pe.json, &p) != nil {
+			continue
+		}
+		x.srv.AddPrompt(&p, x.promptHandler(pe.original))
+		x.prompts[pe.name] = string(pe.json)
+	}
+	for name := range x.prompts {
+		if !keep[name] {
+			x.srv.RemovePrompts(name)
+			delete(x.prompts, name)
+		}
+	}
+	clear(keep)
+	for _, r := range c.src.resources {
+		keep[r.URI] = true
+		def := string(r.Definition)
+		if x.resources[r.URI] == def {
+			continue
+		}
+		res := mcp.Resource{URI: r.URI, Name: r.URI}
+		_ = json.Unmarshal(r.Definition, &res)
+		res.URI = r.URI
+		if safely(func() { x.srv.AddResource(&res, x.read) }) {
+			x.resources[r.URI] = def
+		}
+	}
+	for uri := range x.resources {
+		if !keep[uri] {
+			x.srv.RemoveResources(uri)
+			delete(x.resources, uri)
+		}
+	}
+	clear(keep)
+	for _, t := range c.src.templates {
+		keep[t.URITemplate] = true
+		def := string(t.Definition)
+		if x.templates[t.URITemplate] == def {
+			continue
+		}
+		rt := mcp.ResourceTemplate{URITemplate: t.URITemplate, Name: t.URITemplate}
+		_ = json.Unmarshal(t.Definition, &rt)
+		rt.URITemplate = t.URITemplate
+		if safely(func() { x.srv.AddResourceTemplate(&rt, x.read) }) {
+			x.templates[t.URITemplate] = def
+		}
+	}
+	for ut := range x.templates {
+		if !keep[ut] {
+			x.srv.RemoveResourceTemplates(ut)
+			delete(x.templates, ut)
+		}
+	}
+}
+
+// safely runs f, reporting false when it panicked (go-sdk panics on URIs
+// it refuses).
+func safely(f func()) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	f()
+	return true
+}
+
+// middleware routes tools/call through the user's table, so that deferred
+// tools are callable by name and codemode ones get a clear answer.
+func (x *sdkServer) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && r.Params != nil {
+			return x.toolHandler(ctx, r)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	t := x.u.table.Load()
+	ent := t.byName[req.Params.Name]
+	if ent == nil {
+		if req.Params.Name == searchToolName && len(t.deferred) > 0 {
+			found, query, bad := search(t, req.Params.Arguments)
+			if bad == nil {
+				bad = searchResult(found, query)
+			}
+			var res mcp.CallToolResult
+			if err := json.Unmarshal(bad, &res); err != nil {
+				return nil, err
+			}
+			return &res, nil
+		}
+		return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: fmt.Sprintf("unknown tool %q", req.Params.Name)}
+	}
+	if ent.exposure == ext.ExposureCodemode {
+		return sdkError(fmt.Sprintf("tool %q is only callable from code", ent.name)), nil
+	}
+	sess := newSDKSession(ctx, req)
+	defer sess.end()
+	var tok json.RawMessage
+	if t := req.Params.GetProgressToken(); t != nil {
+		tok, _ = json.Marshal(t)
+	}
+	x.e.calls.Add(1)
+	res, err := x.e.host.CallTool(ctx, &api.CallRequest{
+		User: x.u.user, Name: ent.original, Arguments: req.Params.Arguments, ProgressToken: tok, Session: sess,
+	})
+	if err == nil && res == nil {
+		err = fmt.Errorf("the host returned no result: %w", ext.ErrUnavailable)
+	}
+	if err != nil {
+		x.e.log.Warn("mcp: a tool call failed", "user", x.u.user, "tool", ent.original, "err", err)
+		return sdkError(fmt.Sprintf(callErrorText(ctx, err, false), ent.name)), nil
+	}
+	out, ok := toMCP(res)
+	if !ok {
+		return sdkError(fmt.Sprintf("tool %q returned malformed content", ent.name)), nil
+	}
+	return out, nil
+}
+
+// hostError is a host failure as go-sdk's JSON-RPC error.
+func hostError(out json.RawMessage, err error, what string) error {
+	if _, err := checked(out, err, what); err != nil {
+		var re *rpcError
+		if errors.As(err, &re) {
+			return &jsonrpc.Error{Code: int64(re.code), Message: re.msg, Data: re.data}
+		}
+		return err
+	}
+	return nil
+}
+
+func (x *sdkServer) promptHandler(original string) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		args, _ := json.Marshal(req.Params.Arguments)
+		sess := newSDKSession(ctx, req)
+		defer sess.end()
+		out, err := x.e.host.GetPrompt(ctx, &api.PromptRequest{User: x.u.user, Name: original, Arguments: args, Session: sess})
+		if err := hostError(out, err, fmt.Sprintf("prompt %q", req.Params.Name)); err != nil {
+			return nil, err
+		}
+		var res mcp.GetPromptResult
+		if err := json.Unmarshal(out, &res); err != nil {
+			return nil, fmt.Errorf("decoding prompt %q: %w", req.Params.Name, err)
+		}
+		return &res, nil
+	}
+}
+
+func (x *sdkServer) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	sess := newSDKSession(ctx, req)
+	defer sess.end()
+	out, err := x.e.host.ReadResource(ctx, &api.ResourceRequest{User: x.u.user, URI: req.Params.URI, Session: sess})
+	if errors.Is(err, ext.ErrNotFound) {
+		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	if err := hostError(out, err, "reading the resource"); err != nil {
+		return nil, err
+	}
+	var res mcp.ReadResourceResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return nil, fmt.Errorf("decoding resource %q: %w", req.Params.URI, err)
+	}
+	return &res, nil
+}
+
+func (x *sdkServer) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	params, err := json.Marshal(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	// Prompt names travel as listed: map them back.
+	if req.Params.Ref != nil && req.Params.Ref.Type == "ref/prompt" {
+		if pe := x.u.cat.Load().promptByName[req.Params.Ref.Name]; pe != nil {
+			p := *req.Params
+			ref := *p.Ref
+			ref.Name = pe.original
+			p.Ref = &ref
+			params, _ = json.Marshal(&p)
+		}
+	}
+	sess := newSDKSession(ctx, req)
+	defer sess.end()
+	out, err := x.e.host.Complete(ctx, x.u.user, params, sess)
+	if err := hostError(out, err, "completion"); err != nil {
+		return nil, err
+	}
+	var res mcp.CompleteResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return nil, fmt.Errorf("decoding a completion: %w", err)
+	}
+	return &res, nil
+}
+
+// sdkSession is the [ext.Session] of a stateless request: progress goes
+// on the request's stream (go-sdk routes by the handler's context);
+// requests to the client do not exist in this revision.
+type sdkSession struct {
+	ctx   context.Context // the handler's
+	ss    *mcp.ServerSession
+	token any
+	caps  json.RawMessage
+	ended atomic.Bool
+}
+
+// paramsRequest is what newSDKSession needs of a go-sdk request.
+type paramsRequest interface {
+	mcp.Request
+	ClientCapabilities() *mcp.ClientCapabilities
+}
+
+func newSDKSession(ctx context.Context, req paramsRequest) *sdkSession {
+	s := &sdkSession{ctx: ctx, caps: json.RawMessage("{}")}
+	s.ss, _ = req.GetSession().(*mcp.ServerSession)
+	if p, ok := req.GetParams().(interface{ GetProgressToken() any }); ok {
+		s.token = p.GetProgressToken()
+	}
+	if c := req.ClientCapabilities(); c != nil {
+		if b, err := json.Marshal(c); err == nil {
+			s.caps = b
+		}
+	}
+	return s
+}
+
+func (s *sdkSession) end() { s.ended.Store(true) }
+
+// Capabilities implements [ext.Session].
+func (s *sdkSession) Capabilities() json.RawMessage { return s.caps }
+
+// Notify implements [ext.Session]: progress and log messages of the
+// request.
+func (s *sdkSession) Notify(_ context.Context, method string, params json.RawMessage) error {
+	if s.ended.Load() || s.ss == nil {
+		return fmt.Errorf("%w: %w", errEnded, ext.ErrUnavailable)
+	}
+	switch method {
+	case ext.MethodProgress:
+		if s.token == nil {
+			return nil
+		}
+		var p mcp.ProgressNotificationParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return fmt.Errorf("progress params: %w", ext.Mark(err, ext.ErrInvalidArgument))
+		}
+		p.ProgressToken = s.token
+		return s.ss.NotifyProgress(s.ctx, &p)
+	case ext.MethodLogMessage:
+		var p mcp.LoggingMessageParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return fmt.Errorf("log params: %w", ext.Mark(err, ext.ErrInvalidArgument))
+		}
+		return s.ss.Log(s.ctx, &p)
+	}
+	return fmt.Errorf("notification %q is not sent in a request: %w", method, ext.ErrInvalidArgument)
+}
+
+// Request implements [ext.Session]: the stateless revision asks clients
+// nothing.
+func (s *sdkSession) Request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
+	return nil, fmt.Errorf("protocol revision %s has no %s requests to the client: %w", v20260728, method, ext.ErrUnimplemented)
+}
+
+var _ ext.Session = (*sdkSession)(nil)

@@ -1,0 +1,312 @@
+package mcpendpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// JSON-RPC and MCP error codes.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+	codeInternal       = -32603
+	codeNoResource     = -32002
+)
+
+// rpcMsg is one JSON-RPC message of a POST body: a request (method and
+// id), a notification (method, no id) or a response (id, result or
+// error). Params, results and IDs stay raw.
+type rpcMsg struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+func hasID(id json.RawMessage) bool { return len(id) > 0 && string(id) != "null" }
+
+// check reports what is wrong with the message, if anything.
+func (m *rpcMsg) check() error {
+	if m.JSONRPC != "2.0" {
+		return errors.New(`"jsonrpc" must be "2.0"`)
+	}
+	if hasID(m.ID) && m.ID[0] != '"' && m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9') {
+		return errors.New(`"id" must be a string or a number`)
+	}
+	if m.Method == "" && !hasID(m.ID) {
+		return errors.New("a message needs a method or an id")
+	}
+	if m.Method == "" && m.Result == nil && m.Error == nil {
+		return errors.New("a response needs a result or an error")
+	}
+	return nil
+}
+
+// idKey is the key of a request ID in the maps of requests in flight.
+func idKey(id json.RawMessage) string {
+	if !hasID(id) {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, id) != nil {
+		return string(id)
+	}
+	return b.String()
+}
+
+// parseBody reads a POST body: one message, or a batch (a JSON array).
+func parseBody(body []byte) (msgs []rpcMsg, batch bool, err error) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 {
+		return nil, false, errors.New("the body is empty")
+	}
+	if trimmed[0] == '[' {
+		if err := json.Unmarshal(trimmed, &msgs); err != nil {
+			return nil, true, fmt.Errorf("malformed batch: %w", err)
+		}
+		if len(msgs) == 0 {
+			return nil, true, errors.New("the batch is empty")
+		}
+		return msgs, true, nil
+	}
+	msgs = make([]rpcMsg, 1)
+	if err := json.Unmarshal(trimmed, &msgs[0]); err != nil {
+		return nil, false, fmt.Errorf("malformed message: %w", err)
+	}
+	return msgs, false, nil
+}
+
+// rpcError is a JSON-RPC error answer.
+type rpcError struct {
+	code int
+	msg  string
+	data json.RawMessage
+}
+
+func (e *rpcError) Error() string { return fmt.Sprintf("%s (code %d)", e.msg, e.code) }
+
+func errParams(format string, args ...any) *rpcError {
+	return &rpcError{code: codeInvalidParams, msg: fmt.Sprintf(format, args...)}
+}
+
+// resultMsg is a response carrying result (raw).
+func resultMsg(id, result []byte) []byte {
+	b := make([]byte, 0, len(result)+len(id)+40)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
+}
+
+// errorMsg is a response carrying an error; id nil is null.
+func errorMsg(id []byte, e *rpcError) []byte {
+	if len(id) == 0 {
+		id = []byte("null")
+	}
+	msg, _ := json.Marshal(e.msg)
+	b := make([]byte, 0, len(msg)+len(id)+len(e.data)+60)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = fmt.Appendf(b, `,"error":{"code":%d,"message":`, e.code)
+	b = append(b, msg...)
+	if len(e.data) > 0 {
+		b = append(b, `,"data":`...)
+		b = append(b, e.data...)
+	}
+	return append(b, "}}"...)
+}
+
+// requestMsg is a request of ours (id is a JSON string).
+func requestMsg(id, method string, params json.RawMessage) []byte {
+	b := make([]byte, 0, len(params)+len(method)+len(id)+50)
+	b = append(b, `{"jsonrpc":"2.0","id":"`...)
+	b = append(b, id...)
+	b = append(b, `","method":"`...)
+	b = append(b, method...)
+	b = append(b, '"')
+	if len(params) > 0 {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}')
+}
+
+// notificationMsg is a notification (params may be nil).
+func notificationMsg(method string, params json.RawMessage) []byte {
+	b := make([]byte, 0, len(params)+len(method)+40)
+	b = append(b, `{"jsonrpc":"2.0","method":"`...)
+	b = append(b, method...)
+	b = append(b, '"')
+	if len(params) > 0 {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}')
+}
+
+// writeRPCError answers with a JSON-RPC error and an HTTP status.
+func writeRPCError(w http.ResponseWriter, status int, id []byte, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(errorMsg(id, &rpcError{code: code, msg: msg}))
+}
+
+// sseWriteTimeout bounds one write of an event: a client that stops
+// reading loses its stream instead of stalling the writer.
+const sseWriteTimeout = 10 * time.Second
+
+// writeEvent writes one SSE event carrying msg, compacted to one line, and
+// flushes it.
+func writeEvent(w http.ResponseWriter, msg []byte) error {
+	if bytes.ContainsAny(msg, "\r\n") {
+		var b bytes.Buffer
+		if err := json.Compact(&b, msg); err != nil {
+			return fmt.Errorf("compacting an event: %w", err)
+		}
+		msg = b.Bytes()
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	buf := make([]byte, 0, len(msg)+24)
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, msg...)
+	buf = append(buf, "\n\n"...)
+	if _, err := w.Write(buf); err != nil {
+		return err
+	}
+	err := rc.Flush()
+	_ = rc.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// startSSE sends the headers of an event stream.
+func startSSE(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	_ = http.NewResponseController(w).Flush()
+}
+
+// errEnded is returned by a request's session after its request ended.
+var errEnded = errors.New("the request has ended")
+
+// responder answers one POST. A single request is answered with one
+// application/json body, unless something tied to the request (progress,
+// a log message, a request to the client) must go out first: then the
+// response becomes an SSE stream that carries those messages and, last,
+// the answer. A batch's answers are collected into one JSON array, or
+// sent as events once the response is a stream.
+type responder struct {
+	w     http.ResponseWriter
+	batch bool
+
+	mu      sync.Mutex
+	sse     bool
+	done    bool     // answered: nothing more may be written
+	pending [][]byte // a batch's answers (JSON mode)
+	left    int      // answers still due
+	err     error    // of the first failed write
+}
+
+func newResponder(w http.ResponseWriter, batch bool, requests int) *responder {
+	return &responder{w: w, batch: batch, left: requests}
+}
+
+// event sends a message tied to the request, switching to SSE.
+func (r *responder) event(msg []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return errEnded
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if !r.sse {
+		r.sse = true
+		startSSE(r.w)
+		for _, p := range r.pending {
+			if err := writeEvent(r.w, p); err != nil {
+				r.err = err
+				return err
+			}
+		}
+		r.pending = nil
+	}
+	if err := writeEvent(r.w, msg); err != nil {
+		r.err = err
+		return err
+	}
+	return nil
+}
+
+// reply sends one answer.
+func (r *responder) reply(msg []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return
+	}
+	r.left--
+	switch {
+	case r.sse:
+		if r.err == nil {
+			r.err = writeEvent(r.w, msg)
+		}
+	case r.batch:
+		r.pending = append(r.pending, msg)
+		if r.left > 0 {
+			return
+		}
+		r.w.Header().Set("Content-Type", "application/json")
+		r.w.WriteHeader(http.StatusOK)
+		_, _ = r.w.Write([]byte("[" + string(bytes.Join(r.pending, []byte(","))) + "]"))
+		r.pending = nil
+	default:
+		r.w.Header().Set("Content-Type", "application/json")
+		r.w.WriteHeader(http.StatusOK)
+		_, _ = r.w.Write(msg)
+	}
+	if r.left <= 0 {
+		r.done = true
+	}
+}
+
+// finish ends the response: later events fail.
+func (r *responder) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = true
+}
+
+// acceptsStreamable reports whether an Accept header allows both JSON and
+// SSE answers, as Streamable HTTP requires of a POST.
+func acceptsStreamable(values []string) (jsonOK, sseOK bool) {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				sseOK = true
+			case "*/*":
+				jsonOK, sseOK = true, true
+			}
+		}
+	}
+	return jsonOK, sseOK
+}
