@@ -27,6 +27,10 @@ const UserServerPrefix = "u_"
 // whole list of their own servers.
 const UserServersProblem = "Your MCP servers"
 
+// NotLentReason is the problem of a shared server a user switched on but
+// is not lent: it stays off.
+const NotLentReason = "this shared server is lent by the operator to some users only, and not to you: it stays off"
+
 // SettingsPlanner is the [Planner] of DESIGN.md §4: it computes a user's
 // active set from the operator's declarations, the user's switches and the
 // user's own servers. Its fields are set once, before first use; Plan is
@@ -74,7 +78,8 @@ var _ Planner = (*SettingsPlanner)(nil)
 // Plan implements [Planner]:
 //
 //   - an operator server takes part when it is enabled and, for a shared
-//     server, the user is on its allowlist;
+//     server, the user is on its allowlist (a user off the list who
+//     switched it on gets a problem saying why it stays off);
 //   - it is then on unless the user switched it off; a switch never set
 //     means on, except for an opt-in server; a switch that is not a
 //     boolean leaves that server out, with the reason;
@@ -97,7 +102,12 @@ func (p *SettingsPlanner) Plan(ctx context.Context, user string) (Plan, error) {
 			continue
 		}
 		if s.Credentials == CredentialsShared && !slices.Contains(s.Users, user) {
-			continue // not offered: say nothing about it
+			// Not offered. Say nothing about it, unless the user switched
+			// it on: then say why it stays off.
+			if bytes.Equal(bytes.TrimSpace(toggles[s.Name]), []byte("true")) {
+				plan.Problems = append(plan.Problems, Problem{Server: s.Name, Reason: NotLentReason})
+			}
+			continue
 		}
 		if problem != "" {
 			plan.Problems = append(plan.Problems, Problem{Server: s.Name, Reason: problem})

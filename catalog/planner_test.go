@@ -108,6 +108,11 @@ func TestSettingsPlanner(t *testing.T) {
 		},
 		"shared not on the allowlist, even when switched on": {
 			user: "bob", toggles: `{"team":true,"vault":true}`,
+			want: catalog.Plan{Servers: []catalog.ServerDecl{personal}, Problems: []catalog.Problem{
+				{Server: "team", Reason: catalog.NotLentReason}, {Server: "vault", Reason: catalog.NotLentReason}}},
+		},
+		"shared not on the allowlist, never switched": {
+			user: "bob", toggles: `{"vault":false}`,
 			want: catalog.Plan{Servers: []catalog.ServerDecl{personal}},
 		},
 		"own servers ignored under none": {

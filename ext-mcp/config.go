@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -44,6 +45,10 @@ type Config struct {
 	// or resource result; a list), unless the server's own maxResultBytes
 	// says otherwise. Zero means [DefaultMaxResultBytes].
 	MaxResultBytes int64 `json:"maxResultBytes,omitempty" jsonschema_description:"The largest message (a tool, prompt or resource result) a server may send, in bytes; default 4 MiB."`
+	// Sandbox runs the operator's stdio servers in the host's sandbox too
+	// (a server's own sandbox field overrides it). The users' own stdio
+	// servers always run in it.
+	Sandbox bool `json:"sandbox,omitempty" jsonschema_description:"Run the operator's stdio servers in the host's sandbox too (the users' own always are)."`
 	ServerList
 }
 
@@ -108,6 +113,15 @@ type Server struct {
 	// Tools sets the exposure per tool name or glob (* and ?): direct (the
 	// default), deferred, codemode or hidden.
 	Tools map[string]string `json:"tools,omitempty" jsonschema_description:"Exposure per tool name or glob (* and ?): direct, deferred, codemode or hidden."`
+	// Sandbox (the operator's stdio servers) runs the server in the host's
+	// sandbox: its own uid per user (a root host) or a user namespace, a
+	// private pid namespace, no view of the host's data folder; nil takes
+	// the config's top-level sandbox.
+	Sandbox *bool `json:"sandbox,omitempty" jsonschema_description:"Run this stdio server in the host's sandbox (the operator's servers only; the users' own always are)."`
+	// ReadablePaths (the operator's sandboxed servers) are folders or
+	// files the server may read besides the system folders and its
+	// user's folder; the command and cwd are added to them.
+	ReadablePaths []string `json:"readablePaths,omitempty" jsonschema_description:"Absolute paths a sandboxed server may read (the operator's servers only)."`
 	// ProtocolVersion pins the MCP protocol version; "latest" lets go-sdk
 	// negotiate the newest; empty means DefaultProtocolVersion.
 	ProtocolVersion string `json:"protocolVersion,omitempty" jsonschema_description:"MCP protocol version to speak, e.g. 2025-11-25; latest negotiates the newest."`
@@ -280,10 +294,12 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 			cfg.UserServerAllowHTTP, _ = boolean(v, k, &errs)
 		case "maxResultBytes":
 			cfg.MaxResultBytes, _ = byteCount(v, k, &errs)
+		case "sandbox":
+			cfg.Sandbox, _ = boolean(v, k, &errs)
 		case "mcpServers", "servers", "$schema":
 		default:
 			errs.add(k, "unknown field%s", suggest(k, "userServers", "userServerAllowCIDRs", "userServerAllowHTTP",
-				"maxResultBytes", "mcpServers", "servers"))
+				"maxResultBytes", "sandbox", "mcpServers", "servers"))
 		}
 	}
 	cfg.ServerList = parseList(top, false, &errs)
@@ -291,6 +307,35 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// sandboxes reports whether the config runs servers in the host's
+// sandbox: the users' own stdio servers (userServers "all"), or the
+// operator's with sandbox set.
+func (c *Config) sandboxes() bool {
+	if c == nil {
+		return false
+	}
+	if c.UserServers == catalog.UserServersAll {
+		return true
+	}
+	found := false
+	c.each(func(_ string, s Server) {
+		s = c.withDefaults(s)
+		found = found || (s.Sandbox != nil && *s.Sandbox && (s.Enabled == nil || *s.Enabled))
+	})
+	return found
+}
+
+// withDefaults returns an operator's server with the config's defaults
+// applied: a stdio server without its own sandbox field takes the top
+// level's.
+func (c *Config) withDefaults(s Server) Server {
+	if s.Command != "" && s.Sandbox == nil && c.Sandbox {
+		on := true
+		s.Sandbox = &on
+	}
+	return s
 }
 
 // ParseServerList parses and validates a user's own server list: the
@@ -309,7 +354,7 @@ func ParseServerList(raw json.RawMessage) (*ServerList, error) {
 	for _, k := range sortedKeys(top) {
 		switch k {
 		case "mcpServers", "servers", "$schema":
-		case "userServers":
+		case "userServers", "sandbox":
 			errs.add(k, "is the operator's policy; it does not belong in your list")
 		default:
 			errs.add(k, "unknown field%s", suggest(k, "mcpServers", "servers"))
@@ -374,7 +419,7 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 	n := len(*errs)
 	known := []string{"command", "args", "env", "cwd", "url", "headers", "type", "credentials", "availability",
 		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion",
-		"maxResultBytes", "allowInsecureHTTP", "oauth"}
+		"maxResultBytes", "allowInsecureHTTP", "oauth", "sandbox", "readablePaths"}
 	for _, k := range sortedKeys(fields) {
 		v, at := fields[k], where+"."+k
 		switch k {
@@ -422,6 +467,15 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 			s.ProtocolVersion, _ = str(v, at, errs)
 		case "oauth":
 			s.OAuth = parseOAuth(v, at, user, errs)
+		case "sandbox":
+			var b bool
+			if err := json.Unmarshal(v, &b); err != nil {
+				errs.add(at, "must be true or false")
+			} else {
+				s.Sandbox = &b
+			}
+		case "readablePaths":
+			s.ReadablePaths, _ = strList(v, at, errs)
 		default:
 			errs.add(at, "unknown field%s", suggest(k, known...))
 		}
@@ -465,6 +519,11 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 				errs.add(fmt.Sprintf("%s.args[%d]", where, i), "holds a NUL byte")
 			}
 		}
+		for i, p := range s.ReadablePaths {
+			if !filepath.IsAbs(p) {
+				errs.add(fmt.Sprintf("%s.readablePaths[%d]", where, i), "must be an absolute path")
+			}
+		}
 	default:
 		if s.Type != "" && s.Type != "http" && s.Type != "sse" {
 			errs.add(where+".type", "%q is not one of http, sse", clip(s.Type, 20))
@@ -498,6 +557,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 		if len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {
 			errs.add(where, "args, env and cwd apply to command servers only")
 		}
+		if s.Sandbox != nil || len(s.ReadablePaths) > 0 {
+			errs.add(where, "sandbox and readablePaths apply to command servers only")
+		}
 	}
 	if user {
 		for k, set := range map[string]bool{"credentials": s.Credentials != "" && s.Credentials != catalog.CredentialsUser,
@@ -511,6 +573,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 				errs.add(where+"."+k, "is for the operator's servers only; the operator sets it for the users' servers")
 			}
 		}
+		if s.Sandbox != nil || s.ReadablePaths != nil {
+			errs.add(where, "sandbox and readablePaths are for the operator's servers only; your stdio servers always run in the host's sandbox")
+		}
 	}
 	switch s.Credentials {
 	case "", catalog.CredentialsUser:
@@ -521,6 +586,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 			errs.add(where+".sharedAuthority", "applies to shared servers only (credentials: shared)")
 		}
 	case catalog.CredentialsShared:
+		if s.Availability == catalog.AvailabilityDefault {
+			errs.add(where+".availability", "a shared server is opt-in: each user it is lent to switches it on, after the warning; leave availability out")
+		}
 		if len(s.Users) == 0 {
 			errs.add(where+".users", "a shared server needs the list of users it is lent to")
 		}
@@ -676,6 +744,11 @@ func decl(name string, s Server, own bool) catalog.ServerDecl {
 	if d.Credentials == "" || own {
 		d.Credentials = catalog.CredentialsUser
 	}
+	if d.Credentials == catalog.CredentialsShared {
+		// Off until each user it is lent to switches it on: everyone sees
+		// its switch off (the form is the same for all), so it must be.
+		d.Availability = catalog.AvailabilityOptIn
+	}
 	if len(s.Tools) > 0 {
 		d.Tools = catalog.ToolPolicy{}
 		for pat, e := range s.Tools {
@@ -699,10 +772,11 @@ type spec struct {
 func fingerprint(credentials string, s Server) string {
 	b, _ := json.Marshal(struct {
 		C, Cmd, Cwd, URL, Type, PV string
-		Args                       []string
+		Args, Readable             []string
 		Env, Headers               map[string]string
 		OAuth                      *OAuthConfig
-	}{credentials, s.Command, s.Cwd, s.URL, s.Type, s.ProtocolVersion, s.Args, s.Env, s.Headers, s.OAuth})
+		Sandbox                    *bool
+	}{credentials, s.Command, s.Cwd, s.URL, s.Type, s.ProtocolVersion, s.Args, s.ReadablePaths, s.Env, s.Headers, s.OAuth, s.Sandbox})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }

@@ -128,6 +128,8 @@ func TestParseConfigErrors(t *testing.T) {
 		}},
 		"shared without users": {`{"mcpServers": {"a": {"url": "https://h", "credentials": "shared"}}}`,
 			[]string{"mcpServers.a.users: a shared server needs the list of users it is lent to"}},
+		"shared on by default": {`{"mcpServers": {"a": {"url": "https://h", "credentials": "shared", "users": ["x"], "availability": "default"}}}`,
+			[]string{"mcpServers.a.availability: a shared server is opt-in: each user it is lent to switches it on, after the warning; leave availability out"}},
 		"users on a personal server": {`{"mcpServers": {"a": {"url": "https://h", "users": ["x"], "sharedAuthority": "y"}}}`, []string{
 			"mcpServers.a.users: applies to shared servers only (credentials: shared)",
 			"mcpServers.a.sharedAuthority: applies to shared servers only (credentials: shared)",
@@ -137,6 +139,12 @@ func TestParseConfigErrors(t *testing.T) {
 		}},
 		"stdio fields on a url": {`{"mcpServers": {"a": {"url": "https://h", "env": {"A": "b"}}}}`,
 			[]string{"mcpServers.a: args, env and cwd apply to command servers only"}},
+		"sandbox fields": {`{"sandbox": "yes", "mcpServers": {"a": {"url": "https://h", "sandbox": true}, "b": {"command": "x", "sandbox": 1, "readablePaths": ["rel"]}, "c": {"command": "x", "readablePaths": ["rel/x", "/ok"]}}}`, []string{
+			"sandbox: must be true or false",
+			"mcpServers.a: sandbox and readablePaths apply to command servers only",
+			"mcpServers.b.sandbox: must be true or false",
+			"mcpServers.c.readablePaths[0]: must be an absolute path",
+		}},
 		"url fields on a command": {`{"mcpServers": {"a": {"command": "x", "headers": {"A": "b"}, "type": "http"}}}`, []string{
 			`mcpServers.a.type: "http" does not go with command; use stdio or leave it out`,
 			"mcpServers.a.headers: applies to url servers only",
@@ -201,7 +209,7 @@ func TestParseServerList(t *testing.T) {
 	if _, err := extmcp.ParseServerList(json.RawMessage(`{"mcpServers": {"mine": {"url": "https://m/mcp", "timeout": "5s"}}}`)); err != nil {
 		t.Errorf("a valid own list: %v", err)
 	}
-	_, err := extmcp.ParseServerList(json.RawMessage(`{"userServers": "all", "mcpServers": {"x": {"command": "c",
+	_, err := extmcp.ParseServerList(json.RawMessage(`{"userServers": "all", "sandbox": false, "mcpServers": {"x": {"command": "c", "sandbox": false, "readablePaths": ["/"],
 		"credentials": "shared", "users": ["bob"], "availability": "opt-in", "sharedAuthority": "s",
 		"env": {"LD_PRELOAD": "/evil.so", "NODE_OPTIONS": "--require x", "OK": "1"}},
 		"y": {"url": "http://plain.example/mcp", "maxResultBytes": 1073741824, "allowInsecureHTTP": true}}}`))
@@ -211,6 +219,8 @@ func TestParseServerList(t *testing.T) {
 	}
 	want := []string{
 		`userServers: is the operator's policy; it does not belong in your list`,
+		`sandbox: is the operator's policy; it does not belong in your list`,
+		"mcpServers.x: sandbox and readablePaths are for the operator's servers only; your stdio servers always run in the host's sandbox",
 		"mcpServers.x.env.LD_PRELOAD: your own servers may not set LD_PRELOAD",
 		"mcpServers.x.env.NODE_OPTIONS: your own servers may not set NODE_OPTIONS",
 		"mcpServers.x.availability: is for the operator's servers only; your servers always use your own credentials",

@@ -263,6 +263,11 @@ func TestSharedServer(t *testing.T) {
 	f.setSecret(extmcp.OperatorUser, extmcp.TokenSecret("teamcli"), operatorCLI)
 	f.setSecret("alice", extmcp.TokenSecret("team"), canary("alice")) // never used for a shared server
 	f.activate("alice")
+	if names := f.names("alice"); hasPrefix(names, "team") {
+		t.Errorf("a shared server is on before alice switched it on: %q", names)
+	}
+	f.setToggles("alice", `{"team": true, "teamcli": true}`) // opt-in: she read the warning
+	f.activate("alice")
 	f.activate("bob")
 	if got := f.mustCall("alice", "team/whoami", `{}`).Text(); got != "Bearer "+operatorTok {
 		t.Errorf("alice on the shared server sent %q, want the operator's token", got)

@@ -16,7 +16,12 @@
 // (none, url, all) says which servers of their own users may add in the
 // "Your MCP servers" section; userServerAllowCIDRs and
 // userServerAllowHTTP open what those may reach, and maxResultBytes
-// bounds every server's messages (default [DefaultMaxResultBytes]).
+// bounds every server's messages (default [DefaultMaxResultBytes]). Stdio
+// servers take sandbox and readablePaths (run it in the host's sandbox,
+// seeing those paths; a top-level "sandbox" sets it for every stdio
+// server); the users' own stdio servers always run in the host's sandbox
+// (the extension then lists [ext.CapabilitySandbox], so a host that cannot
+// sandbox refuses it).
 // [ParseConfig] reports every problem, each naming the server and the
 // field; the host refuses to start the extension on an invalid config.
 //
@@ -46,7 +51,9 @@
 // `Authorization: Bearer <token>`, every configured Authorization header
 // removed, and nothing without a token. A shared server lends the
 // operator's credential (the secret token:S of [OperatorUser]) to the
-// users on its allowlist only. Tokens never appear in errors, logs,
+// users on its allowlist only; it is opt-in (the "MCP servers" form is the
+// same for every user, so its switch reads off for all), and a user off
+// the list who switches it on is refused and sees why in their status. Tokens never appear in errors, logs,
 // status or results.
 //
 // # OAuth

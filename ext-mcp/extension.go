@@ -1,6 +1,7 @@
 package extmcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -142,8 +144,16 @@ func New(opts *Options) *Extension {
 // config once Configure has run; before, the "MCP servers" form is empty.
 func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 	x.mu.Lock()
-	sections := x.sections
+	sections, cfg := x.sections, x.cfg
 	x.mu.Unlock()
+	caps := []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
+		ext.CapabilityServices, ext.CapabilityStatus, ext.CapabilityPrompts, ext.CapabilityResources,
+		ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth}
+	if cfg.sandboxes() {
+		// The host then refuses to start the extension where it cannot
+		// sandbox (unless its operator accepted the risk).
+		caps = append(caps, ext.CapabilitySandbox)
+	}
 	if sections == nil {
 		var err error
 		if sections, err = buildSections(&Config{}); err != nil {
@@ -151,13 +161,11 @@ func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 		}
 	}
 	return &ext.Descriptor{
-		Name:        "mcp",
-		Version:     Version,
-		Description: "MCP servers as tools: a per-user catalog of the operator's servers and the users' own.",
-		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
-			ext.CapabilityServices, ext.CapabilityStatus, ext.CapabilityPrompts, ext.CapabilityResources,
-			ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth},
-		Settings: sections,
+		Name:         "mcp",
+		Version:      Version,
+		Description:  "MCP servers as tools: a per-user catalog of the operator's servers and the users' own.",
+		Capabilities: caps,
+		Settings:     sections,
 	}, nil
 }
 
@@ -179,7 +187,7 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		return err
 	}
 	var decls []catalog.ServerDecl
-	cfg.each(func(name string, s Server) { decls = append(decls, decl(name, s, false)) })
+	cfg.each(func(name string, s Server) { decls = append(decls, decl(name, cfg.withDefaults(s), false)) })
 	planner := &catalog.SettingsPlanner{
 		Servers:         decls,
 		UserServers:     cfg.UserServers,
@@ -328,16 +336,59 @@ func (x *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 }
 
 // Activate implements [ext.UserLifecycle]: it activates or refreshes the
-// user's catalog.
+// user's catalog. A shared server the user switched on but is not lent
+// stays off (its status says why), its switch is turned back off, and
+// Activate then fails with [ext.ErrInvalidArgument] naming it, so the
+// settings write that switched it on is refused.
 func (x *Extension) Activate(ctx context.Context, user string) error {
 	if err := checkUser(user); err != nil {
 		return err
 	}
-	_, _, e, err := x.state()
+	h, planner, e, err := x.state()
 	if err != nil {
 		return err
 	}
-	return e.Activate(ctx, user)
+	if err := e.Activate(ctx, user); err != nil {
+		return err
+	}
+	return x.refuseNotLent(ctx, h, planner, user)
+}
+
+// refuseNotLent turns off the switches of shared servers user is not lent.
+func (x *Extension) refuseNotLent(ctx context.Context, h ext.Host, planner *catalog.SettingsPlanner, user string) error {
+	if !slices.ContainsFunc(planner.Servers, func(d catalog.ServerDecl) bool {
+		return d.Credentials == catalog.CredentialsShared && !slices.Contains(d.Users, user)
+	}) {
+		return nil // nothing to refuse: no read
+	}
+	raw, err := h.UserStore(user).Settings().Get(ctx, SectionServers)
+	if err != nil || len(bytes.TrimSpace(raw)) == 0 {
+		return nil // the planner reported what it could not read
+	}
+	var toggles map[string]json.RawMessage
+	if json.Unmarshal(raw, &toggles) != nil {
+		return nil // idem
+	}
+	var refused []string
+	for _, d := range planner.Servers {
+		if d.Credentials == catalog.CredentialsShared && !slices.Contains(d.Users, user) &&
+			bytes.Equal(bytes.TrimSpace(toggles[d.Name]), []byte("true")) {
+			refused = append(refused, d.Name)
+			delete(toggles, d.Name)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(toggles)
+	if err == nil {
+		err = h.UserStore(user).Settings().Set(ctx, SectionServers, b)
+	}
+	if err != nil {
+		return fmt.Errorf("turning off the switches of shared servers %q, which user %q is not lent: %w", refused, user, err)
+	}
+	return ext.Mark(fmt.Errorf("shared server %q is lent by the operator to some users only, and not to you: it stays off",
+		strings.Join(refused, `", "`)), ext.ErrInvalidArgument)
 }
 
 // Retire implements [ext.UserLifecycle]: it withdraws one server of the
@@ -440,13 +491,26 @@ func (x *Extension) processSpec(name string, us *userSpec) *ext.ProcessSpec {
 		env = append(env, "MCP_ACCESS_TOKEN="+us.token)
 	}
 	command, dir := s.Command, s.Cwd
-	if !strings.HasPrefix(name, catalog.UserServerPrefix) {
+	own := strings.HasPrefix(name, catalog.UserServerPrefix)
+	var readable []string
+	if !own {
 		// The operator's relative paths resolve against the config file's
 		// folder; a bare command name is looked up on PATH.
 		command, dir = x.resolve(command, true), x.resolve(dir, false)
+		readable = append(readable, s.ReadablePaths...)
+		if dir != "" {
+			readable = append(readable, dir)
+		}
+	}
+	// A sandboxed program named by its path must be visible to be run;
+	// one looked up on PATH is in the system folders the sandbox shows. A
+	// user's cwd is not shown to their sandbox: only their own folder.
+	if filepath.IsAbs(command) {
+		readable = append(readable, command)
 	}
 	return &ext.ProcessSpec{Command: command, Args: append([]string(nil), s.Args...),
-		Env: env, Dir: dir, OneSession: true}
+		Env: env, Dir: dir, OneSession: true, ReadablePaths: readable,
+		Sandbox: own || (s.Sandbox != nil && *s.Sandbox)}
 }
 
 // resolve returns an operator's path resolved against the config file's

@@ -178,3 +178,50 @@ type exttestHost struct {
 func (h *exttestHost) RequestUser(ctx context.Context, _, method string, params json.RawMessage) (json.RawMessage, error) {
 	return h.user.Request(ctx, method, params)
 }
+
+// TestSandboxedSpecs: the users' own stdio servers always ask the host for
+// its sandbox, with their absolute command readable; the operator's do
+// when the config says so (top level or per server, the server winning),
+// with their readable paths, command and cwd; and the extension then
+// lists the sandbox capability, so a host that cannot sandbox refuses it.
+func TestSandboxedSpecs(t *testing.T) {
+	cfg, err := ParseConfig(json.RawMessage(`{"userServers": "all", "sandbox": true, "mcpServers": {
+		"boxed": {"command": "/opt/x/server", "cwd": "/opt/x", "readablePaths": ["/opt/share"]},
+		"trusted": {"command": "notes", "sandbox": false}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := New(nil)
+	specOf := func(name string, s Server) *ext.ProcessSpec {
+		return x.processSpec(name, &userSpec{spec: &spec{name: name, server: cfg.withDefaults(s)}})
+	}
+	boxed := specOf("boxed", cfg.MCPServers["boxed"])
+	if !boxed.Sandbox || strings.Join(boxed.ReadablePaths, " ") != "/opt/share /opt/x /opt/x/server" {
+		t.Errorf("the operator's sandboxed server: sandbox %v, readable %q", boxed.Sandbox, boxed.ReadablePaths)
+	}
+	if trusted := specOf("trusted", cfg.MCPServers["trusted"]); trusted.Sandbox {
+		t.Error("a server with sandbox false is sandboxed")
+	}
+	own := x.processSpec("u_mine", &userSpec{spec: &spec{name: "u_mine", own: true,
+		server: Server{Command: "/home/alice/bin/srv", Cwd: "/home/alice"}}})
+	if !own.Sandbox || strings.Join(own.ReadablePaths, " ") != "/home/alice/bin/srv" {
+		t.Errorf("a user's own server: sandbox %v, readable %q (their cwd must not be shown)", own.Sandbox, own.ReadablePaths)
+	}
+	for policy, want := range map[string]bool{`{"userServers": "all"}`: true, `{"userServers": "url"}`: false,
+		`{"mcpServers": {"a": {"command": "x", "sandbox": true}}}`: true, `{"sandbox": true, "mcpServers": {"a": {"url": "https://h"}}}`: false} {
+		c, err := ParseConfig(json.RawMessage(policy))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.mu.Lock()
+		x.cfg = c
+		x.mu.Unlock()
+		d, err := x.Describe(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Has(ext.CapabilitySandbox) != want {
+			t.Errorf("%s: sandbox capability %v, want %v", policy, d.Has(ext.CapabilitySandbox), want)
+		}
+	}
+}

@@ -477,6 +477,9 @@ func TestOAuthSharedServer(t *testing.T) {
 	as := startOAuth(t)
 	f := newFixtureAt(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"team": {"url": %q,
 		"credentials": "shared", "users": ["alice", "bob"]}}}`, as.mcpURL()), publicURL, nil)
+	for _, u := range []string{"alice", "bob"} {
+		f.setToggles(u, `{"team": true}`) // a shared server is opt-in
+	}
 	f.activate("alice")
 	if st := f.statusOf("alice", "team"); st.State != ext.StateNeedsSignIn || !strings.Contains(st.Reason, "--operator team") {
 		t.Errorf("a shared server before the operator signed in: %+v", st)

@@ -86,11 +86,14 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 			return
 		}
 		label := name
-		toggle := settings.Toggle(name, label).WithDefault(s.Availability != catalog.AvailabilityOptIn)
-		if s.Credentials == catalog.CredentialsShared {
-			help := "Shared server, lent by the operator to some users only."
+		shared := s.Credentials == catalog.CredentialsShared
+		toggle := settings.Toggle(name, label).WithDefault(s.Availability != catalog.AvailabilityOptIn && !shared)
+		if shared {
+			// One form serves every user: the switch is off for all, and
+			// switching it on is refused to those it is not lent to.
+			help := "Shared server, lent by the operator to some users only: off until you switch it on; switching it on is refused if it is not lent to you."
 			if s.SharedAuthority != "" {
-				help = "Shared server: " + s.SharedAuthority
+				help = "Shared server (" + s.SharedAuthority + "), lent by the operator to some users only: off until you switch it on; switching it on is refused if it is not lent to you."
 			}
 			nodes = append(nodes, toggle.WithHelp(help).WithWarning(sharedWarning))
 			return

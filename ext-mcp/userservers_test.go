@@ -130,7 +130,7 @@ func TestSettingsSections(t *testing.T) {
 	for _, n := range form.Root.Children {
 		byName[n.Name] = n
 	}
-	for name, want := range map[string]string{"a": "true", "b": "false", "team": "true"} {
+	for name, want := range map[string]string{"a": "true", "b": "false", "team": "false"} {
 		n := byName[name]
 		if n == nil || n.Type != settings.NodeToggle || string(n.Default) != want {
 			t.Errorf("switch %s: %+v; want a toggle defaulting to %s", name, n, want)

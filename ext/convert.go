@@ -182,7 +182,7 @@ func processSpecToProto(in *ProcessSpec) *extpb.ProcessSpec {
 	}
 	return &extpb.ProcessSpec{
 		Command: in.Command, Args: in.Args, Env: in.Env, Dir: in.Dir, ReadablePaths: in.ReadablePaths,
-		OneSession: in.OneSession,
+		OneSession: in.OneSession, Sandbox: in.Sandbox,
 	}
 }
 
@@ -192,7 +192,7 @@ func processSpecFromProto(in *extpb.ProcessSpec) *ProcessSpec {
 	}
 	return &ProcessSpec{
 		Command: in.GetCommand(), Args: in.GetArgs(), Env: in.GetEnv(), Dir: in.GetDir(),
-		ReadablePaths: in.GetReadablePaths(), OneSession: in.GetOneSession(),
+		ReadablePaths: in.GetReadablePaths(), OneSession: in.GetOneSession(), Sandbox: in.GetSandbox(),
 	}
 }
 

@@ -236,6 +236,11 @@ const (
 	CapabilityTasks       Capability = "tasks"
 	CapabilitySessions    Capability = "sessions"
 	CapabilityAuth        Capability = "auth"
+	// CapabilitySandbox is not an interface: it says the extension starts
+	// untrusted service processes ([ProcessSpec.Sandbox]). A host that
+	// cannot contain them refuses to start the extension, naming why,
+	// unless its operator accepted the risk.
+	CapabilitySandbox Capability = "sandbox"
 )
 
 // Descriptor says what an extension is and what it offers.
@@ -527,14 +532,23 @@ type ProcessSpec struct {
 	Env []string
 	// Dir is the working directory; empty means the user's data folder.
 	Dir string
-	// ReadablePaths lists paths the process needs to read (a hint for
-	// sandboxes).
+	// ReadablePaths lists paths the process needs to read. A sandboxed
+	// process sees them read-only, beside the system folders and its
+	// user's folder; others it does not see.
 	ReadablePaths []string
 	// OneSession marks a process that serves one handle in its whole life,
 	// such as an MCP stdio server (one session per process). The host never
 	// hands it to a second ConnectService and stops it as soon as that
 	// handle is released, instead of keeping it idle for reuse.
 	OneSession bool
+	// Sandbox marks an untrusted process (a program a user supplied, say):
+	// the host contains it — on Linux its own uid per user where the host
+	// runs as root, else a user namespace; a private pid namespace; no view
+	// of the host's data folder beyond the user's own folder and
+	// ReadablePaths — or refuses to start it when it cannot (unless its
+	// operator accepted the risk). Extensions that set it list
+	// [CapabilitySandbox].
+	Sandbox bool
 }
 
 // StatusEntry is one line of a status report.

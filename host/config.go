@@ -78,13 +78,32 @@ type ExtensionConfig struct {
 
 // ServicesConfig bounds per-user service processes.
 type ServicesConfig struct {
-	// IdleMinutes is how long an unused process lives (default 10).
+	// IdleMinutes is how long an unused process lives, and how long a user
+	// with no calls, no open session and no other activity stays active
+	// before being deactivated, freeing their connections and processes
+	// (default 10; fractions of a minute are allowed).
 	IdleMinutes float64 `json:"idleMinutes,omitempty"`
 	// MaxProcesses caps running processes (default 256).
 	MaxProcesses int `json:"maxProcesses,omitempty"`
 	// ConnectWaitSeconds bounds how long a connect waits for a free slot
 	// when every process is busy (default 10).
 	ConnectWaitSeconds float64 `json:"connectWaitSeconds,omitempty"`
+	// SandboxUIDs is the range of uids given to users' sandboxed
+	// processes, one uid per user, when the host runs as root (default
+	// first 600000000, count 1000000). It must hold no real account.
+	SandboxUIDs UIDRange `json:"sandboxUIDs,omitzero"`
+	// UnsafeSharedUID runs untrusted processes (users' own stdio servers)
+	// unsandboxed, as the host's own user, where no sandbox works: they
+	// can then read the data folder (the secrets key, the databases) and
+	// other users' tokens. Without it such a host refuses to start an
+	// extension that asks for sandboxed processes.
+	UnsafeSharedUID bool `json:"unsafeSharedUID,omitempty"`
+}
+
+// UIDRange is a range of uids.
+type UIDRange struct {
+	First int `json:"first"`
+	Count int `json:"count"`
 }
 
 // MCPConfig bounds the sessions of the MCP endpoint. Zero fields take the
@@ -191,6 +210,9 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	}
 	if cfg.Services.ConnectWaitSeconds < 0 {
 		errs = append(errs, fmt.Errorf("services.connectWaitSeconds: must not be negative"))
+	}
+	if r := cfg.Services.SandboxUIDs; r != (UIDRange{}) && (r.First < 1 || r.Count < 1 || r.First > 1<<31-1-r.Count) {
+		errs = append(errs, fmt.Errorf("services.sandboxUIDs: want first ≥ 1 and count ≥ 1 with first+count below 2147483647"))
 	}
 	errs = append(errs, cfg.MCP.validate()...)
 	errs = append(errs, cfg.validateListen()...)

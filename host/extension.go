@@ -137,7 +137,26 @@ func (e *extension) launch(ctx context.Context, inproc ext.Extension) (*supervis
 		}
 		g.Desc = d2
 	}
+	if err := e.h.checkSandbox(e.name, g.Desc); err != nil {
+		return fail(err)
+	}
 	return g, nil
+}
+
+// checkSandbox refuses an extension that asks for sandboxed processes on a
+// host that cannot sandbox them, unless the operator accepted the risk.
+func (h *Host) checkSandbox(name string, d *ext.Descriptor) error {
+	if !d.Has(ext.CapabilitySandbox) {
+		return nil
+	}
+	kind, reason := h.services.Sandboxing()
+	if kind != "" || h.cfg.Services.UnsafeSharedUID {
+		return nil
+	}
+	return fmt.Errorf("extension %q starts untrusted service processes (ext-mcp: the users' own stdio servers of userServers \"all\", "+
+		"and servers with \"sandbox\": true), which must run in a sandbox, but none works here: %v. "+
+		"To run them anyway as the host's own user, where they can read the data folder (the secrets key, the databases) "+
+		"and other users' tokens, set services.unsafeSharedUID: true in the operator's file", name, reason)
 }
 
 // get returns the current generation's carrier, waiting while a restart

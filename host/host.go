@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,6 +81,42 @@ func seconds(v, def float64) time.Duration {
 	return time.Duration(v * float64(time.Second))
 }
 
+// newServices is the manager of the host's per-user processes: records
+// and cgroups kept per data folder (what a killed host left is reaped
+// now), and a sandbox that hides the data folder (and the TLS key) from
+// untrusted ones, each user's in a folder of its own.
+func newServices(cfg *Config, dataDir string, grace time.Duration, logger *slog.Logger) *services.Manager {
+	sum := sha256.Sum256([]byte(dataDir))
+	hide := []string{dataDir}
+	if cfg.TLS.KeyFile != "" {
+		hide = append(hide, cfg.Resolve(cfg.TLS.KeyFile))
+	}
+	return services.New(services.Options{
+		Idle:        minutes(cfg.Services.IdleMinutes, 10),
+		Max:         cfg.Services.MaxProcesses,
+		ConnectWait: seconds(cfg.Services.ConnectWaitSeconds, 10),
+		Grace:       grace,
+		Logger:      logger,
+		RunDir:      filepath.Join(dataDir, "run", "services"),
+		CgroupName:  "agenthost-" + hex.EncodeToString(sum[:6]),
+		Sandbox: services.SandboxOptions{
+			Hide:     hide,
+			UIDFirst: cfg.Services.SandboxUIDs.First, UIDCount: cfg.Services.SandboxUIDs.Count,
+			UIDFile: filepath.Join(dataDir, "sandbox-uids.json"),
+			Home: func(k services.Key) string {
+				return filepath.Join(dataDir, "users", k.User, k.Extension, "sandbox")
+			},
+			AllowUnsandboxed: cfg.Services.UnsafeSharedUID,
+		},
+	})
+}
+
+// ServiceProcess reports whether pid is one of the host's service
+// processes or was started by one (even one that left its process group:
+// the cgroup finds it). The control socket refuses such peers: a server,
+// trusted or not, never administers the host.
+func (h *Host) ServiceProcess(pid int) bool { return h.services.Owns(pid) }
+
 // Host loads extensions and serves their tools to users. It is safe for
 // concurrent use; Close stops every extension and waits for everything the
 // host started.
@@ -101,6 +139,14 @@ type Host struct {
 	active map[string]*activation
 	convs  map[string]string
 	closed bool
+	// Idle tracking (see idle.go): each active user's last activity, their
+	// calls in flight, and the deactivations underway (a new activation
+	// waits for its user's).
+	seen     map[string]time.Time
+	busy     map[string]int
+	deact    map[string]chan struct{}
+	userIdle time.Duration
+	bg       sync.WaitGroup // the idle watcher
 
 	settings    settings.Store
 	secrets     secrets.Store
@@ -156,14 +202,10 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		cfg: cfg, logger: logger, reg: newRegistry(logger), extras: newExtras(), sess: newSessions(),
 		exts:  map[string]*extension{},
 		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
-		dataDir: dataDir,
-		services: services.New(services.Options{
-			Idle:        minutes(cfg.Services.IdleMinutes, 10),
-			Max:         cfg.Services.MaxProcesses,
-			ConnectWait: seconds(cfg.Services.ConnectWaitSeconds, 10),
-			Grace:       o.ServiceGrace,
-			Logger:      logger,
-		}),
+		seen: map[string]time.Time{}, busy: map[string]int{}, deact: map[string]chan struct{}{},
+		userIdle: minutes(cfg.Services.IdleMinutes, 10),
+		dataDir:  dataDir,
+		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
 	}
 	h.life, h.cancel = context.WithCancel(context.Background())
 	st, sec, kind, err := openStores(ctx, cfg, &o, dataDir)
@@ -225,6 +267,8 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		_ = h.Close()
 		return nil, err
 	}
+	h.bg.Add(1)
+	go h.watchIdle()
 	logger.Info("host started", "extensions", len(h.exts), "data", dataDir)
 	return h, nil
 }
@@ -240,6 +284,7 @@ func (h *Host) Close() error {
 		// Activations in flight give up, and are waited for before their
 		// extensions stop.
 		h.cancel()
+		h.bg.Wait()
 		h.acts.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -374,10 +419,26 @@ const activationTimeout = 60 * time.Second
 // does not block the others.
 func (h *Host) ensureActive(ctx context.Context, user string) error {
 	h.mu.Lock()
-	if h.closed {
+	for {
+		if h.closed {
+			h.mu.Unlock()
+			return fmt.Errorf("the host is closed: %w", ext.ErrUnavailable)
+		}
+		ch, ok := h.deact[user]
+		if !ok {
+			break
+		}
+		// The user is being deactivated: activate again once that is over,
+		// so that its retire cannot undo this activation.
 		h.mu.Unlock()
-		return fmt.Errorf("the host is closed: %w", ext.ErrUnavailable)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the deactivation of user %q: %w", user, ctx.Err())
+		}
+		h.mu.Lock()
 	}
+	h.seen[user] = time.Now()
 	a, ok := h.active[user]
 	if !ok {
 		a = &activation{done: make(chan struct{})}
@@ -447,19 +508,44 @@ func (h *Host) reactivate(ctx context.Context, e *extension) {
 
 // Deactivate retires everything of user in every extension that keeps
 // per-user state (Retire with an empty name) and forgets the activation:
-// the user's next Tools or Call activates them again. Use it for users who
-// went idle, to free their connections and processes.
+// the user's next Tools or Call activates them again (after this
+// returns). The host does it by itself for users idle for
+// services.idleMinutes; call it for users you know went away, to free
+// their connections and processes.
 func (h *Host) Deactivate(ctx context.Context, user string) error {
 	if err := checkUser(user); err != nil {
 		return err
 	}
 	h.mu.Lock()
 	a, ok := h.active[user]
-	delete(h.active, user)
-	h.mu.Unlock()
 	if !ok {
+		h.mu.Unlock()
 		return nil
 	}
+	done := h.beginDeactivationLocked(user)
+	h.mu.Unlock()
+	return h.deactivate(ctx, user, a, done)
+}
+
+// beginDeactivationLocked forgets user's activation and marks the user as
+// being deactivated until the returned channel is closed (by deactivate).
+func (h *Host) beginDeactivationLocked(user string) chan struct{} {
+	delete(h.active, user)
+	delete(h.seen, user)
+	done := make(chan struct{})
+	h.deact[user] = done
+	return done
+}
+
+// deactivate retires user, whose activation a was, in every extension,
+// then ends the deactivation (done).
+func (h *Host) deactivate(ctx context.Context, user string, a *activation, done chan struct{}) error {
+	defer func() {
+		h.mu.Lock()
+		delete(h.deact, user)
+		h.mu.Unlock()
+		close(done)
+	}()
 	select {
 	case <-a.done: // let a running activation finish first
 	case <-ctx.Done():

@@ -86,6 +86,19 @@ func (h *Host) AttachSession(user string, s ext.Session) (touch, detach func()) 
 	return touch, detach
 }
 
+// users returns the users with a session attached.
+func (ss *sessions) users() map[string]bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	out := make(map[string]bool, len(ss.byUser))
+	for u, set := range ss.byUser {
+		if len(set) > 0 {
+			out[u] = true
+		}
+	}
+	return out
+}
+
 func (ss *sessions) of(user string) []*attached {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -162,6 +175,7 @@ func (h *Host) CallTool(ctx context.Context, req *CallRequest) (*ext.CallToolRes
 	if err := h.ensureActive(ctx, req.User); err != nil {
 		return nil, err
 	}
+	defer h.busyUser(req.User)()
 	tool, ok := h.reg.lookup(req.User, req.Name)
 	if !ok {
 		return nil, fmt.Errorf("tool %q for user %q: %w", req.Name, req.User, ext.ErrNotFound)

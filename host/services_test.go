@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
 )
 
@@ -117,4 +119,62 @@ func newHostOpts(t *testing.T, opts *host.Options) *host.Host {
 	}
 	t.Cleanup(func() { _ = h.Close() })
 	return h
+}
+
+// TestIdleUsersAreDeactivated (issue 10, item 7): a user with no call in
+// flight, no session attached and no request for services.idleMinutes is
+// deactivated (their connections and processes freed); a user with a
+// long call, or with an open session, is not.
+func TestIdleUsersAreDeactivated(t *testing.T) {
+	idle := 0.01 // minutes: 600 ms
+	h, err := host.New(context.Background(), &host.Config{DataDir: t.TempDir(), Services: host.ServicesConfig{IdleMinutes: idle}},
+		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: &testExt{}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	ctx := context.Background()
+	for _, u := range []string{"idle", "busy", "attached"} {
+		if _, err := h.Tools(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, detach := h.AttachSession("attached", ext.NoSession)
+	defer detach()
+	slow := make(chan error, 1)
+	go func() {
+		_, err := h.Call(ctx, "busy", "", "t/slow", json.RawMessage(`{"millis":2500}`))
+		slow <- err
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for slices.Contains(h.ActiveUsers(), "idle") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle user is still active after %v: %v", time.Since(deadline.Add(-2*time.Second)), h.ActiveUsers())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := h.ActiveUsers(); !slices.Equal(got, []string{"attached", "busy"}) {
+		t.Errorf("active users %v: the one with a call in flight and the one with a session must stay", got)
+	}
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	// The idle user comes back on their next request.
+	if _, err := h.Tools(ctx, "idle"); err != nil || !slices.Contains(h.ActiveUsers(), "idle") {
+		t.Errorf("the deactivated user was not activated again: %v %v", err, h.ActiveUsers())
+	}
+}
+
+// TestSandboxConfig: services.sandboxUIDs and services.unsafeSharedUID
+// parse; a bad range is refused naming the field.
+func TestSandboxConfig(t *testing.T) {
+	cfg, err := host.ParseConfig([]byte(`{"services": {"sandboxUIDs": {"first": 700000, "count": 1000}, "unsafeSharedUID": true}}`), t.TempDir())
+	if err != nil || cfg.Services.SandboxUIDs != (host.UIDRange{First: 700000, Count: 1000}) || !cfg.Services.UnsafeSharedUID {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	for _, bad := range []string{`{"first": 0, "count": 10}`, `{"first": 10, "count": 0}`, `{"first": 2147483000, "count": 1000}`} {
+		if _, err := host.ParseConfig([]byte(`{"services": {"sandboxUIDs": `+bad+`}}`), t.TempDir()); err == nil || !strings.Contains(err.Error(), "services.sandboxUIDs") {
+			t.Errorf("sandboxUIDs %s: %v; want an error naming the field", bad, err)
+		}
+	}
 }

@@ -60,6 +60,8 @@ type env struct {
 	cfg      string
 	serve    *exec.Cmd
 	serveOut *syncWriter
+	// serveEnv is added to the environment of `agenthost serve`.
+	serveEnv []string
 	// url is the base URL the running host serves.
 	url string
 }
@@ -100,6 +102,9 @@ func (e *env) startServe(flags ...string) {
 	e.t.Helper()
 	args := append(append([]string{"--config", e.cfg, "--log-level", "warn"}, flags...), "serve")
 	cmd := exec.Command(e.bin.agenthost, args...)
+	if e.serveEnv != nil {
+		cmd.Env = append(os.Environ(), e.serveEnv...)
+	}
 	pr, pw, _ := os.Pipe()
 	cmd.Stdout = pw
 	var logs bytes.Buffer

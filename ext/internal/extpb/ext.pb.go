@@ -1931,7 +1931,9 @@ type ProcessSpec struct {
 	ReadablePaths []string               `protobuf:"bytes,5,rep,name=readable_paths,json=readablePaths,proto3" json:"readable_paths,omitempty"`
 	// The process serves one handle in its whole life (an MCP stdio server:
 	// one session per process): never shared, stopped on release.
-	OneSession    bool `protobuf:"varint,6,opt,name=one_session,json=oneSession,proto3" json:"one_session,omitempty"`
+	OneSession bool `protobuf:"varint,6,opt,name=one_session,json=oneSession,proto3" json:"one_session,omitempty"`
+	// An untrusted process: the host sandboxes it or refuses to start it.
+	Sandbox       bool `protobuf:"varint,7,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2004,6 +2006,13 @@ func (x *ProcessSpec) GetReadablePaths() []string {
 func (x *ProcessSpec) GetOneSession() bool {
 	if x != nil {
 		return x.OneSession
+	}
+	return false
+}
+
+func (x *ProcessSpec) GetSandbox() bool {
+	if x != nil {
+		return x.Sandbox
 	}
 	return false
 }
@@ -4155,7 +4164,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\"I\n" +
 	"\x14StartServiceResponse\x121\n" +
-	"\x04spec\x18\x01 \x01(\v2\x1d.agenthost.ext.v1.ProcessSpecR\x04spec\"\xa7\x01\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1d.agenthost.ext.v1.ProcessSpecR\x04spec\"\xc1\x01\n" +
 	"\vProcessSpec\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12\x10\n" +
@@ -4163,7 +4172,8 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x03dir\x18\x04 \x01(\tR\x03dir\x12%\n" +
 	"\x0ereadable_paths\x18\x05 \x03(\tR\rreadablePaths\x12\x1f\n" +
 	"\vone_session\x18\x06 \x01(\bR\n" +
-	"oneSession\"(\n" +
+	"oneSession\x12\x18\n" +
+	"\asandbox\x18\a \x01(\bR\asandbox\"(\n" +
 	"\rStatusRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\"I\n" +
 	"\x0eStatusResponse\x127\n" +

@@ -66,6 +66,13 @@ type TokenInfo struct {
 	LastUsed time.Time `json:"lastUsed,omitzero"`
 }
 
+// ProcessOwner is implemented by a [Host] that runs processes of its own
+// (*host.Host: its service processes): [Serve] refuses connections from
+// them and from what they started, whatever their uid.
+type ProcessOwner interface {
+	ServiceProcess(pid int) bool
+}
+
 // Server serves the control API on a unix socket.
 type Server struct {
 	srv  *http.Server
@@ -76,9 +83,10 @@ type Server struct {
 }
 
 // Serve listens on the socket in dataDir and serves h (and tokens and
-// auth, which may be nil) until Close. A stale socket from a dead host is
-// replaced; a live one is an error (another host runs on this data
-// folder).
+// auth, which may be nil) until Close. Peers must run as the host's user
+// and, when h is a [ProcessOwner], be none of its processes. A stale
+// socket from a dead host is replaced; a live one is an error (another
+// host runs on this data folder).
 func Serve(dataDir string, h Host, tokens Tokens, auth Auth, logger *slog.Logger) (*Server, error) {
 	path := filepath.Join(dataDir, SocketName)
 	if c, err := net.DialTimeout("unix", path, 500*time.Millisecond); err == nil {
@@ -96,7 +104,8 @@ func Serve(dataDir string, h Host, tokens Tokens, auth Auth, logger *slog.Logger
 		_ = ln.Close()
 		return nil, err
 	}
-	return start(peerCheck{ln}, path, h, tokens, auth, logger), nil
+	owner, _ := h.(ProcessOwner)
+	return start(peerCheck{Listener: ln, owner: owner, logger: logger}, path, h, tokens, auth, logger), nil
 }
 
 // Pipe serves h (and tokens and auth, which may be nil) on an in-memory listener,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -147,5 +148,51 @@ func TestPipe(t *testing.T) {
 	}
 	if _, err := c.Tools(ctx, "bob"); err == nil {
 		t.Error("the client still works after the pipe closed")
+	}
+}
+
+// owned is a host whose service processes are the pids in its set.
+type owned struct {
+	*hosttest.Host
+	mu   sync.Mutex
+	pids map[int]bool
+}
+
+func (o *owned) ServiceProcess(pid int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.pids[pid]
+}
+
+// TestRefusesServiceProcesses (issue 10, item 3): a peer of the host's
+// own uid that is one of its service processes (or started by one) is
+// refused, so a server cannot mint tokens or read settings through the
+// socket; any other process of that uid is served.
+func TestRefusesServiceProcesses(t *testing.T) {
+	dir := t.TempDir()
+	h := &owned{Host: newHost("alice"), pids: map[int]bool{os.Getpid(): true}}
+	s, err := Serve(dir, h, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	try := func() error {
+		c, err := Dial(ctx, dir)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Tools(ctx, "alice")
+		return err
+	}
+	if err := try(); err == nil {
+		t.Fatal("a service process was served by the control socket")
+	}
+	h.mu.Lock()
+	h.pids = nil
+	h.mu.Unlock()
+	if err := try(); err != nil {
+		t.Fatalf("a process of the host's user that is no service process was refused: %v", err)
 	}
 }

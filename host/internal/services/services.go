@@ -39,6 +39,14 @@ type Options struct {
 	Grace time.Duration
 	// Logger receives each process's stderr and lifecycle events.
 	Logger *slog.Logger
+	// RunDir, when set, holds a record (pidfile) of each running process
+	// group and cgroup: New kills what a killed host left there.
+	RunDir string
+	// CgroupName names the manager's cgroup tree (one per data folder);
+	// empty means no cgroups, process groups only.
+	CgroupName string
+	// Sandbox says how untrusted processes are contained.
+	Sandbox SandboxOptions
 }
 
 // Starter returns how to start a process; it is called only when none runs.
@@ -56,6 +64,14 @@ type Manager struct {
 	slot    chan struct{}      // closed and replaced whenever a slot may have freed
 	closed  bool
 	seq     uint64
+	cgSeq   uint64
+
+	self      self
+	cg        *cgroupTree // nil: process groups only
+	uids      *uidStore
+	sbOnce    sync.Once
+	sb        sandbox
+	warnShare sync.Once
 
 	wg sync.WaitGroup
 }
@@ -74,11 +90,97 @@ func New(opts Options) *Manager {
 	if opts.Grace <= 0 {
 		opts.Grace = 2 * time.Second
 	}
+	if opts.Sandbox.UIDCount <= 0 {
+		opts.Sandbox.UIDFirst, opts.Sandbox.UIDCount = defaultUIDFirst, defaultUIDCount
+	}
 	l := opts.Logger
 	if l == nil {
 		l = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Manager{opts: opts, logger: l, procs: map[Key]*proc{}, single: map[*proc]struct{}{}, slot: make(chan struct{})}
+	m := &Manager{opts: opts, logger: l, procs: map[Key]*proc{}, single: map[*proc]struct{}{}, slot: make(chan struct{}),
+		self: currentProcess(),
+		uids: &uidStore{path: opts.Sandbox.UIDFile, first: opts.Sandbox.UIDFirst, count: opts.Sandbox.UIDCount}}
+	if opts.CgroupName != "" {
+		cg, err := openCgroupTree(opts.CgroupName)
+		if err != nil {
+			l.Info("service processes run without a cgroup: a stop reaches their process group only (a grandchild that calls setsid escapes it)", "reason", err)
+		} else {
+			m.cg = cg
+		}
+	}
+	if opts.RunDir != "" {
+		if err := os.MkdirAll(opts.RunDir, 0o700); err != nil {
+			l.Warn("cannot keep records of service processes", "dir", opts.RunDir, "error", err)
+			m.opts.RunDir = ""
+		}
+	}
+	if n := m.reap(); n > 0 {
+		l.Warn("reaped service processes left by a previous host that was killed", "groups", n)
+	}
+	if m.cg != nil {
+		m.cg.tidy()
+	}
+	return m
+}
+
+// Sandboxing reports how untrusted processes are contained here: "uid"
+// (the host is root: bubblewrap, and a uid per user), "userns"
+// (bubblewrap in a user namespace), or "" with the reason none works. The
+// first call probes (once).
+func (m *Manager) Sandboxing() (string, error) {
+	s := m.sandbox()
+	return s.kind, s.reason
+}
+
+func (m *Manager) sandbox() sandbox {
+	m.sbOnce.Do(func() {
+		m.sb = detectSandbox(m.opts.Sandbox.UIDFirst)
+		if m.sb.kind != "" {
+			m.logger.Info("untrusted service processes are sandboxed", "sandbox", m.sb.kind, "bwrap", m.sb.bwrap)
+		} else {
+			m.logger.Warn("untrusted service processes cannot be sandboxed here", "reason", m.sb.reason)
+		}
+	})
+	return m.sb
+}
+
+// Owns reports whether pid is one of the service processes or descends
+// from one: it is in their cgroup tree, in one of their process groups, or
+// one of its ancestors is one of them. The control socket refuses such
+// peers.
+func (m *Manager) Owns(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if m.cg != nil && m.cg.contains(pid) {
+		return true
+	}
+	m.mu.Lock()
+	ours := make(map[int]bool, m.runningLocked())
+	for _, p := range m.procs {
+		ours[p.pgid] = true
+	}
+	for p := range m.single {
+		ours[p.pgid] = true
+	}
+	m.mu.Unlock()
+	if len(ours) == 0 {
+		return false
+	}
+	for range 64 {
+		ppid, pgid, _, err := procStat(pid)
+		if err != nil {
+			return false
+		}
+		if ours[pid] || ours[pgid] {
+			return true
+		}
+		if ppid <= 1 || ppid == m.self.pid {
+			return false
+		}
+		pid = ppid
+	}
+	return false
 }
 
 // proc is one running process.
@@ -86,8 +188,12 @@ type proc struct {
 	m      *Manager
 	key    Key
 	cmd    *exec.Cmd
+	pgid   int
 	stdin  *os.File // write end, host side
 	stdout *os.File // read end, host side
+	stderr *os.File // read end, drained
+	cgroup string   // its cgroup, "" without
+	record string   // its pidfile, "" without
 	exited chan struct{}
 	// oneSession processes serve one handle and stop on its release.
 	oneSession bool
@@ -362,32 +468,83 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 	if spec.Command == "" {
 		return nil, fmt.Errorf("%s: the extension gave no command: %w", key, ext.ErrInvalidArgument)
 	}
+	name, args, dir := spec.Command, spec.Args, spec.Dir
+	var sb sandbox
+	if spec.Sandbox {
+		sb = m.sandbox()
+		if sb.kind == "" {
+			if !m.opts.Sandbox.AllowUnsandboxed {
+				return nil, ext.Mark(fmt.Errorf("%s is untrusted and must run in a sandbox, but none works here: %v "+
+					"(services.unsafeSharedUID runs such processes as the host's own user)", key, sb.reason), ext.ErrUnavailable)
+			}
+			m.warnShare.Do(func() {
+				m.logger.Warn("untrusted service processes run unsandboxed, as the host's own user (services.unsafeSharedUID): "+
+					"they can read the host's data folder, its secrets and other users' tokens", "reason", sb.reason)
+			})
+		} else if h := m.opts.Sandbox.Home; h != nil {
+			home = h(key)
+		}
+	}
 	env, err := buildEnv(spec, home)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	if sb.kind != "" {
+		l, err := newLayout(spec, home, m.opts.Sandbox.Hide)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		if sb.kind == sandboxUID {
+			if l.uid, err = m.uids.uid(key.User); err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+		}
+		if err := prepareHome(sb.kind, home, l.uid); err != nil {
+			return nil, fmt.Errorf("%s: creating its folder: %w", key, err)
+		}
+		// The host's TMPDIR is not in the sandbox; its own /tmp is.
+		env = append(env, "TMPDIR=/tmp")
+		name, args, dir = sb.bwrap, sb.argv(l, spec.Command, spec.Args), ""
+	} else if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("%s: creating its folder: %w", key, err)
 	}
-	cmd := exec.Command(spec.Command, spec.Args...)
+	cmd := exec.Command(name, args...)
 	cmd.Env = env
-	cmd.Dir = spec.Dir
+	cmd.Dir = dir
 	if cmd.Dir == "" {
 		cmd.Dir = home
 	}
-	cmd.SysProcAttr = procAttrs()
+	var cgroup string
+	cgroupFD := -1
+	if m.cg != nil {
+		m.mu.Lock()
+		m.cgSeq++
+		n := m.cgSeq
+		m.mu.Unlock()
+		dirCG, f, err := m.cg.create(m.cgroupName(n))
+		if err != nil {
+			m.logger.Warn("starting a service process without its cgroup", "service", key.String(), "error", err)
+		} else {
+			defer f.Close()
+			cgroup, cgroupFD = dirCG, int(f.Fd())
+		}
+	}
+	cmd.SysProcAttr = procAttrs(cgroupFD)
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
+		_ = removeCgroup(cgroup, 0)
 		return nil, err
 	}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		_, _ = stdinR.Close(), stdinW.Close()
+		_ = removeCgroup(cgroup, 0)
 		return nil, err
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
 		_, _, _, _ = stdinR.Close(), stdinW.Close(), stdoutR.Close(), stdoutW.Close()
+		_ = removeCgroup(cgroup, 0)
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
@@ -395,21 +552,28 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 	_, _, _ = stdinR.Close(), stdoutW.Close(), stderrW.Close()
 	if err != nil {
 		_, _, _ = stdinW.Close(), stdoutR.Close(), stderrR.Close()
+		_ = removeCgroup(cgroup, 0)
 		return nil, fmt.Errorf("starting %s (%s): %w", key, spec.Command, err)
 	}
-	p := &proc{m: m, key: key, cmd: cmd, stdin: stdinW, stdout: stdoutR, exited: make(chan struct{}), oneSession: spec.OneSession}
+	p := &proc{m: m, key: key, cmd: cmd, pgid: cmd.Process.Pid, stdin: stdinW, stdout: stdoutR, stderr: stderrR,
+		cgroup: cgroup, exited: make(chan struct{}), oneSession: spec.OneSession}
+	m.writeRecord(p)
 	m.wg.Add(1)
 	go m.drainStderr(key, cmd.Process.Pid, stderrR)
-	m.logger.Info("service process started", "extension", key.Extension, "service", key.Service, "user", key.User, "pid", cmd.Process.Pid)
+	m.logger.Info("service process started", "extension", key.Extension, "service", key.Service, "user", key.User,
+		"pid", cmd.Process.Pid, "sandbox", sb.kind)
 	return p, nil
 }
 
 // Stderr is logged line by line, at most stderrLinesPerSec lines a second
 // and stderrLineMax bytes a line; the rest is drained and counted, never
-// blocking the process.
+// blocking the process. Once the process has exited, what it wrote is read
+// for at most drainAfterExit more: a grandchild that kept the pipe open
+// never holds up a stop or Close.
 const (
 	stderrLinesPerSec = 50
 	stderrLineMax     = 4 << 10
+	drainAfterExit    = 250 * time.Millisecond
 )
 
 func (m *Manager) drainStderr(key Key, pid int, r *os.File) {
@@ -451,10 +615,50 @@ func (m *Manager) drainStderr(key Key, pid int, r *os.File) {
 	}
 }
 
+// reap waits for the process to exit, kills whatever it left in its
+// process group and cgroup, then reaps it and removes its cgroup and
+// record. The leader is reaped only after its group was killed, so its
+// group ID cannot have been reused by then.
+func (p *proc) reap() error {
+	exited := waitExited(p.pgid) == nil
+	if exited {
+		p.killRest()
+	}
+	err := p.cmd.Wait()
+	if !exited {
+		p.killRest()
+	}
+	// What the process wrote before it exited is still read; a grandchild
+	// that kept stderr open is not waited for.
+	_ = p.stderr.SetReadDeadline(time.Now().Add(drainAfterExit))
+	if err := removeCgroup(p.cgroup, p.m.opts.Grace); err != nil {
+		p.m.logger.Warn("removing a service process's cgroup", "cgroup", p.cgroup, "error", err)
+	} else if p.cgroup != "" {
+		p.m.cg.tidy() // fails while other processes have cgroups there
+	}
+	if p.record != "" {
+		_ = os.Remove(p.record)
+	}
+	return err
+}
+
+// killRest kills what the exited leader left: its process group and its
+// cgroup (which also holds what left the group).
+func (p *proc) killRest() {
+	killGroup(p.pgid, syscall.SIGKILL)
+	signalCgroup(p.cgroup, syscall.SIGKILL)
+}
+
+// signal sends sig to the process's group and cgroup.
+func (p *proc) signal(sig syscall.Signal) {
+	killGroup(p.pgid, sig)
+	signalCgroup(p.cgroup, sig)
+}
+
 // wait reaps the process and forgets it.
 func (p *proc) wait() {
 	defer p.m.wg.Done()
-	err := p.cmd.Wait()
+	err := p.reap()
 	// Unregister before announcing the exit, so whoever waits on exited
 	// (a stop making room) sees the slot free.
 	p.m.mu.Lock()
@@ -481,8 +685,9 @@ func errString(err error) string {
 }
 
 // stop ends the process: close stdin, wait Grace, SIGTERM the group, wait
-// Grace, SIGKILL the group; it returns once the process is reaped or, for a
-// process that was never registered, killed.
+// Grace, SIGKILL the group; whatever the process left in its group and
+// cgroup is killed when it exits. It returns once the process is reaped
+// or, for a process that was never registered, killed.
 func (p *proc) stop() {
 	p.m.mu.Lock()
 	p.stopping = true
@@ -491,8 +696,8 @@ func (p *proc) stop() {
 	if !waiting {
 		// Started but lost a race: nobody waits for it yet.
 		_ = p.stdin.Close()
-		killGroup(p.cmd, syscall.SIGKILL)
-		_ = p.cmd.Wait()
+		p.signal(syscall.SIGKILL)
+		_ = p.reap()
 		_ = p.stdout.Close()
 		return
 	}
@@ -503,13 +708,13 @@ func (p *proc) stop() {
 		return
 	case <-time.After(grace):
 	}
-	killGroup(p.cmd, syscall.SIGTERM)
+	p.signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
 		return
 	case <-time.After(grace):
 	}
-	killGroup(p.cmd, syscall.SIGKILL)
+	p.signal(syscall.SIGKILL)
 	<-p.exited
 }
 
@@ -581,6 +786,9 @@ func (m *Manager) Close() error {
 	}
 	wg.Wait()
 	m.wg.Wait()
+	if m.cg != nil {
+		m.cg.tidy() // fails while another host on this data folder uses it
+	}
 	return nil
 }
 

@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("ready")
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 		os.Exit(3)
+	case "host":
+		hostMain()
+		os.Exit(0)
 	}
 	goleak.VerifyTestMain(m)
 }
