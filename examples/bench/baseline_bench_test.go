@@ -61,17 +61,24 @@ func buildRef(b *testing.B, ref string) (agenthost, extMCP string) {
 	return build("host/cmd/agenthost"), build("ext-mcp/cmd/agenthost-ext-mcp")
 }
 
+// defaultBaseline is the last commit before the endpoint served more than
+// tools and bounded its sessions (issues 9 and 10): the "before" of the
+// before/after benchmarks when $BENCH_BASELINE names no other ref.
+const defaultBaseline = "8b1137c"
+
+func baselineRef() string { return cmp.Or(os.Getenv("BENCH_BASELINE"), defaultBaseline) }
+
 // BenchmarkEndpointBeforeAfter compares the plain tools/call of /mcp on the
 // real path (agenthost serve → ext-mcp → the notes stdio server, tool
 // echo) of this tree's binaries ("after") and of a baseline's ("before":
-// the git ref in $BENCH_BASELINE, default main, built in this run), both
+// the git ref in $BENCH_BASELINE, default [defaultBaseline], built in this run), both
 // running at once. The two take turns in chunks of 50 sequential calls (b.N
 // each, for p50 and p99) and in rounds of 8 concurrent callers (for
 // calls/s), so that the machine's other load weighs on both alike. It
 // reports each side's figures and after/before ratios; the target is a
 // p50 ratio ≤ 1.03. Run with -benchtime=3000x.
 func BenchmarkEndpointBeforeAfter(b *testing.B) {
-	ref := cmp.Or(os.Getenv("BENCH_BASELINE"), "main")
+	ref := baselineRef()
 	notes := testbin.Build(b, pkg+"examples/servers/notes")
 	beforeHost, beforeExt := buildRef(b, ref)
 	sides := []struct {
@@ -178,7 +185,7 @@ func rssKiB(b *testing.B, pid int) float64 {
 }
 
 // BenchmarkSessionFlood repeats the session-flood attack on the real
-// `agenthost serve` of the baseline ($BENCH_BASELINE, default main) and of
+// `agenthost serve` of the baseline ($BENCH_BASELINE, default [defaultBaseline]) and of
 // this tree: one token sends 3,000 initialize requests and nothing else.
 // It reports each host's resident memory growth (KiB in all, and per
 // initialize), and for this tree's the growth over 9,000 more after 3,000
@@ -187,7 +194,7 @@ func rssKiB(b *testing.B, pid int) float64 {
 func BenchmarkSessionFlood(b *testing.B) {
 	const initializes = 3000
 	notes := testbin.Build(b, pkg+"examples/servers/notes")
-	beforeHost, beforeExt := buildRef(b, cmp.Or(os.Getenv("BENCH_BASELINE"), "main"))
+	beforeHost, beforeExt := buildRef(b, baselineRef())
 	hosts := []struct {
 		name string
 		s    served
