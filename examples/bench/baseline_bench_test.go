@@ -88,23 +88,54 @@ func BenchmarkEndpointBeforeAfter(b *testing.B) {
 		{"before", serveHost(b, beforeHost, beforeExt, notes).connect(b)},
 		{"after", serveHost(b, testbin.Build(b, pkg+"host/cmd/agenthost"), testbin.Build(b, pkg+"ext-mcp/cmd/agenthost-ext-mcp"), notes).connect(b)},
 	}
-	ctx := context.Background()
+	res := interleave(b, []side{
+		{"before", toolCall(sides[0].cs, "notes__echo")},
+		{"after", toolCall(sides[1].cs, "notes__echo")},
+	})
+	p50, perSec := []float64{res[0].p50, res[1].p50}, []float64{res[0].perSec, res[1].perSec}
+	b.ReportMetric(p50[1]/p50[0], "after/before-p50")
+	b.ReportMetric(perSec[1]/perSec[0], "after/before-calls/s")
+	b.Logf("baseline %s: p50 %.0f µs → %.0f µs (×%.3f), %.0f → %.0f calls/s (×%.3f)",
+		ref, p50[0], p50[1], p50[1]/p50[0], perSec[0], perSec[1], perSec[1]/perSec[0])
+}
+
+// side is one path a comparison measures: a name and one call.
+type side struct {
+	name string
+	call func() error
+}
+
+// figures are a side's measured p50 (µs) and throughput (calls/s with 8
+// callers).
+type figures struct{ p50, perSec float64 }
+
+// toolCall calls tool name with {"text":"hello"} on cs; an error result is
+// an error.
+func toolCall(cs *mcp.ClientSession, name string) func() error {
 	args := map[string]any{"text": "hello"}
-	call := func(cs *mcp.ClientSession) error {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__echo", Arguments: args})
+	return func() error {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
 		if err == nil && res.IsError {
 			err = io.ErrUnexpectedEOF
 		}
 		return err
 	}
+}
+
+// interleave measures every side in one run, taking turns so that the
+// machine's other load weighs on all alike: after 200 warm-up calls each,
+// chunks of 50 sequential calls per side (b.N calls each, for p50 and p99),
+// then 6 rounds in which each side in turn serves 8 concurrent callers
+// (for calls/s). It reports each side's figures under its name.
+func interleave(b *testing.B, sides []side) []figures {
+	b.Helper()
 	for _, s := range sides {
 		for range 200 {
-			if err := call(s.cs); err != nil {
+			if err := s.call(); err != nil {
 				b.Fatalf("%s: %v", s.name, err)
 			}
 		}
 	}
-
 	const chunk = 50
 	lat := make([][]time.Duration, len(sides))
 	b.ResetTimer()
@@ -112,7 +143,7 @@ func BenchmarkEndpointBeforeAfter(b *testing.B) {
 		for i, s := range sides {
 			for range min(chunk, b.N-done) {
 				start := time.Now()
-				if err := call(s.cs); err != nil {
+				if err := s.call(); err != nil {
 					b.Fatalf("%s: %v", s.name, err)
 				}
 				lat[i] = append(lat[i], time.Since(start))
@@ -134,7 +165,7 @@ func BenchmarkEndpointBeforeAfter(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for range per {
-						if err := call(s.cs); err != nil {
+						if err := s.call(); err != nil {
 							errs <- err
 							return
 						}
@@ -149,20 +180,18 @@ func BenchmarkEndpointBeforeAfter(b *testing.B) {
 			}
 		}
 	}
-	p50 := make([]float64, len(sides))
-	perSec := make([]float64, len(sides))
+	out := make([]figures, len(sides))
 	for i, s := range sides {
 		slices.Sort(lat[i])
-		p50[i] = float64(lat[i][len(lat[i])/2].Nanoseconds()) / 1e3
-		perSec[i] = float64(rounds*per*callers) / elapsed[i].Seconds()
-		b.ReportMetric(p50[i], s.name+"-p50-µs")
+		out[i] = figures{
+			p50:    float64(lat[i][len(lat[i])/2].Nanoseconds()) / 1e3,
+			perSec: float64(rounds*per*callers) / elapsed[i].Seconds(),
+		}
+		b.ReportMetric(out[i].p50, s.name+"-p50-µs")
 		b.ReportMetric(float64(lat[i][min(len(lat[i])-1, len(lat[i])*99/100)].Nanoseconds())/1e3, s.name+"-p99-µs")
-		b.ReportMetric(perSec[i], s.name+"-calls/s")
+		b.ReportMetric(out[i].perSec, s.name+"-calls/s")
 	}
-	b.ReportMetric(p50[1]/p50[0], "after/before-p50")
-	b.ReportMetric(perSec[1]/perSec[0], "after/before-calls/s")
-	b.Logf("baseline %s: p50 %.0f µs → %.0f µs (×%.3f), %.0f → %.0f calls/s (×%.3f)",
-		ref, p50[0], p50[1], p50[1]/p50[0], perSec[0], perSec[1], perSec[1]/perSec[0])
+	return out
 }
 
 // rssKiB is a process's resident set (Linux).
