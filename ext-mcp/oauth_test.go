@@ -417,6 +417,10 @@ func TestOAuthBadInput(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), code.Get("code")) {
 			t.Errorf("%s: %v; want a refusal without the code", name, err)
 		}
+		// Words for a person: no identifier of the code in them.
+		if err != nil && (!strings.Contains(err.Error(), "redirect") || strings.Contains(err.Error(), "redirectAnswer")) {
+			t.Errorf("%s: %q; want it to speak of the redirect in words", name, err)
+		}
 	}
 	if _, err := a.CompleteAuth(ctx(t), &ext.CompleteAuthRequest{User: "alice", Name: "o", State: b.State, Query: q}); err != nil {
 		t.Fatalf("the right answer after refused ones: %v", err)

@@ -330,7 +330,7 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 		if err != nil && pre != nil && !fromConfig && strings.Contains(err.Error(), "does not match pre-registered credentials issuer") {
 			// The server moved to another authorization server: register
 			// anew there, never reusing the old registration. The probe's
-			// redirectAnswer was consumed: ask again.
+			// response was consumed: ask again.
 			x.log.Info("extmcp: the server's authorization server changed; registering again", "user", owner, "server", name)
 			var preq *http.Request
 			var presp *http.Response
@@ -403,9 +403,9 @@ func (x *Extension) CompleteAuth(ctx context.Context, req *ext.CompleteAuthReque
 	x.oauth.mu.Unlock()
 	switch {
 	case f == nil || req.State == "":
-		return nil, fmt.Errorf("no sign-in is waiting for this redirectAnswer: it was already used, it expired, or it was started elsewhere; start it again: %w", ext.ErrInvalidArgument)
+		return nil, fmt.Errorf("no sign-in is waiting for this redirect: it was already used, it expired, or it was started elsewhere; start it again: %w", ext.ErrInvalidArgument)
 	case f.owner != req.User || f.server != req.Name:
-		return nil, fmt.Errorf("this redirectAnswer belongs to another sign-in: %w", ext.ErrPermission)
+		return nil, fmt.Errorf("this redirect belongs to another sign-in: %w", ext.ErrPermission)
 	}
 	q, err := url.ParseQuery(req.Query)
 	if err != nil {
@@ -417,7 +417,7 @@ func (x *Extension) CompleteAuth(ctx context.Context, req *ext.CompleteAuthReque
 	case q.Get("error") != "":
 		if want := f.rec.issuerSeen(); iss != "" && want != "" && iss != want {
 			// RFC 9207: not from the server asked; its words are not shown.
-			ans.err = errors.New("the redirectAnswer came from another authorization server than the one asked, and was ignored")
+			ans.err = errors.New("the redirect came from another authorization server than the one asked, and was ignored")
 		} else {
 			msg := "the authorization server refused: " + clip(q.Get("error"), 60)
 			if d := strings.TrimSpace(q.Get("error_description")); d != "" {
@@ -426,7 +426,7 @@ func (x *Extension) CompleteAuth(ctx context.Context, req *ext.CompleteAuthReque
 			ans.err = errors.New(msg)
 		}
 	case q.Get("code") == "":
-		ans.err = errors.New("the authorization server's redirectAnswer has no code")
+		ans.err = errors.New("the authorization server's redirect has no code")
 	default:
 		ans.res = &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: iss}
 	}
