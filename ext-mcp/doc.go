@@ -65,7 +65,8 @@
 // with go-sdk's AuthorizationCodeHandler (discovery from the 401, the
 // host's client ID metadata document, else the config's oauth.clientId,
 // else dynamic registration; PKCE S256, iss, the resource indicator,
-// step-up scopes) and stores the grant as the user's secret
+// step-up scopes; an authorization server whose RFC 8414 metadata does
+// not list S256, or that publishes none, is refused) and stores the grant as the user's secret
 // [GrantSecret] (the operator's, for a shared server), bound to the
 // issuer and client. Every connection of a user to a grant shares one
 // token source: refreshes happen before expiry and on a 401, one at a

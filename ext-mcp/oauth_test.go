@@ -687,3 +687,58 @@ func TestOAuthOfferSignIn(t *testing.T) {
 		t.Errorf("a client without URL elicitation was asked %d time(s)", n)
 	}
 }
+
+// TestOAuthNoPKCE checks that a sign-in goes no further than the
+// authorization server's metadata when that server does not say it
+// supports PKCE with S256 (MCP authorization: a client MUST refuse to
+// proceed): one that publishes no metadata at all (go-sdk falls back to
+// guessed endpoints, as 2025-03-26 allowed), and one that offers only
+// plain. No authorization URL comes out, and the error names the server
+// and PKCE.
+func TestOAuthNoPKCE(t *testing.T) {
+	for name, methods := range map[string][]string{"no metadata": nil, "plain only": {"plain"}} {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var authorizes int
+			legacy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				base := "http://" + r.Host
+				w.Header().Set("Content-Type", "application/json")
+				switch r.URL.Path {
+				case "/mcp":
+					w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"`)
+					w.WriteHeader(http.StatusUnauthorized)
+				case "/.well-known/oauth-protected-resource/mcp":
+					_ = json.NewEncoder(w).Encode(map[string]any{"resource": base + "/mcp", "authorization_servers": []string{base}})
+				case "/.well-known/oauth-authorization-server":
+					if methods == nil {
+						http.NotFound(w, r)
+						return
+					}
+					_ = json.NewEncoder(w).Encode(map[string]any{"issuer": base, "authorization_endpoint": base + "/authorize",
+						"token_endpoint": base + "/token", "registration_endpoint": base + "/register", "code_challenge_methods_supported": methods})
+				case "/register":
+					w.WriteHeader(http.StatusCreated)
+					_, _ = w.Write([]byte(`{"client_id":"legacy-client","token_endpoint_auth_method":"none"}`))
+				case "/authorize":
+					mu.Lock()
+					authorizes++
+					mu.Unlock()
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			defer legacy.Close()
+			f := newFixtureAt(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"legacy": {"url": %q}}}`, legacy.URL+"/mcp"), publicURL, nil)
+			f.activate("alice")
+			begin, err := f.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "legacy", RedirectURL: redirectURL})
+			if err == nil || !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), "PKCE") || !strings.Contains(err.Error(), `"legacy"`) {
+				t.Errorf("BeginAuth to a server whose authorization server does not offer PKCE S256: %+v %v; want refused naming the server and PKCE", begin, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if authorizes != 0 {
+				t.Errorf("the authorization endpoint was reached %d time(s)", authorizes)
+			}
+		})
+	}
+}

@@ -119,7 +119,11 @@ func (x *Extension) BeginAuth(ctx context.Context, req *ext.BeginAuthRequest) (*
 		x.oauth.mu.Unlock()
 		return &ext.BeginAuthResult{URL: authURL.String(), State: state, Expires: f.expires}, nil
 	case <-f.done:
-		return nil, fmt.Errorf("signing in to MCP server %q: %s: %w", req.Name, signInFailure(f.err), ext.ErrUnavailable)
+		class := ext.ErrUnavailable
+		if errors.Is(f.err, errNoPKCE) {
+			class = ext.ErrInvalidArgument // the server's setup, not its reach
+		}
+		return nil, fmt.Errorf("signing in to MCP server %q: %s: %w", req.Name, signInFailure(f.err), class)
 	case <-ctx.Done():
 		f.cancel()
 		<-f.done
@@ -294,6 +298,12 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 				return out
 			},
 			AuthorizationCodeFetcher: func(ctx context.Context, a *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+				if !rec.pkceS256() {
+					// go-sdk goes on without metadata (guessed endpoints)
+					// and with any method listed; MCP authorization says
+					// refuse: nobody is sent to sign in.
+					return nil, errNoPKCE
+				}
 				select {
 				case urls <- a.URL:
 				case <-ctx.Done():
@@ -379,6 +389,11 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 
 // errFlowExpired ends a sign-in nobody finished.
 var errFlowExpired = errors.New("the sign-in expired before the browser came back")
+
+// errNoPKCE ends a sign-in whose authorization server does not say it
+// supports PKCE with S256 (its RFC 8414 metadata).
+var errNoPKCE = errors.New("its authorization server publishes no metadata (RFC 8414) listing PKCE with S256 " +
+	"(code_challenge_methods_supported), which a sign-in requires")
 
 // dropFlow forgets f.
 func (x *Extension) dropFlow(f *flow) {
@@ -482,18 +497,21 @@ func signInFailure(err error) string {
 }
 
 // asRecorder watches the handler's requests for the authorization
-// server's metadata and keeps its issuer: go-sdk does not hand it out,
-// and the grant is bound to it.
+// server's metadata and keeps its issuer and whether it offers PKCE with
+// S256: go-sdk does not hand them out, the grant is bound to the issuer,
+// and a sign-in goes on only with S256.
 type asRecorder struct {
 	base http.RoundTripper
 
 	mu     sync.Mutex
 	issuer string
+	s256   bool
 }
 
 func (r *asRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.base.RoundTrip(req)
-	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK || !strings.Contains(req.URL.Path, "/.well-known/") {
+	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK ||
+		!(strings.Contains(req.URL.Path, "/.well-known/oauth-authorization-server") || strings.Contains(req.URL.Path, "/.well-known/openid-configuration")) {
 		return resp, err
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxOAuthBody+1))
@@ -503,13 +521,14 @@ func (r *asRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	var meta struct {
-		Issuer                string `json:"issuer"`
-		AuthorizationEndpoint string `json:"authorization_endpoint"`
-		TokenEndpoint         string `json:"token_endpoint"`
+		Issuer                string   `json:"issuer"`
+		AuthorizationEndpoint string   `json:"authorization_endpoint"`
+		TokenEndpoint         string   `json:"token_endpoint"`
+		CodeChallengeMethods  []string `json:"code_challenge_methods_supported"`
 	}
 	if json.Unmarshal(b, &meta) == nil && meta.Issuer != "" && meta.AuthorizationEndpoint != "" && meta.TokenEndpoint != "" {
 		r.mu.Lock()
-		r.issuer = meta.Issuer
+		r.issuer, r.s256 = meta.Issuer, slices.Contains(meta.CodeChallengeMethods, "S256")
 		r.mu.Unlock()
 	}
 	return resp, nil
@@ -519,4 +538,12 @@ func (r *asRecorder) issuerSeen() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.issuer
+}
+
+// pkceS256 reports whether the authorization server's metadata was seen
+// and lists S256.
+func (r *asRecorder) pkceS256() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.issuer != "" && r.s256
 }
