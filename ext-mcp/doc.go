@@ -70,7 +70,8 @@
 // [GrantSecret] (the operator's, for a shared server), bound to the
 // issuer and client. Every connection of a user to a grant shares one
 // token source: refreshes happen before expiry and on a 401, one at a
-// time, each new refresh token stored before it is used; a refused
+// time, with the resource indicator, each new refresh token stored
+// before it is used; a refused
 // refresh (invalid_grant and other 4xx) makes the grant dead and the
 // server wait for a sign-in again, a transient one (network, 5xx) is
 // retried and the connection kept. Every OAuth request goes through

@@ -1,6 +1,7 @@
 package extmcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -279,7 +281,9 @@ func (s *grantSource) refreshLocked() error {
 	}
 	cfg := &oauth2.Config{ClientID: s.g.ClientID, ClientSecret: secret,
 		Endpoint: oauth2.Endpoint{TokenURL: s.g.TokenURL, AuthStyle: s.g.AuthStyle}}
-	octx := context.WithValue(ctx, oauth2.HTTPClient, x.oauthClient(strings.HasPrefix(s.server, catalog.UserServerPrefix)))
+	hc := x.oauthClient(strings.HasPrefix(s.server, catalog.UserServerPrefix))
+	hc.Transport = &refreshResource{base: hc.Transport, resource: s.g.Resource}
+	octx := context.WithValue(ctx, oauth2.HTTPClient, hc)
 	var tok *oauth2.Token
 	for attempt := 1; ; attempt++ {
 		// An empty access token makes x/oauth2 refresh at once.
@@ -336,6 +340,34 @@ func (s *grantSource) dieLocked(why string) error {
 	}
 	x.refreshOwner(s.owner)
 	return x.signInError(s.owner, s.server, why)
+}
+
+// refreshResource adds the grant's resource indicator (RFC 8707) to the
+// refresh requests x/oauth2 sends without one: MCP authorization asks for
+// it on every token request, so that the new access token is again
+// bound to the server.
+type refreshResource struct {
+	base     http.RoundTripper
+	resource string
+}
+
+func (t *refreshResource) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.Body == nil || t.resource == "" {
+		return t.base.RoundTrip(req)
+	}
+	b, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if form, err := url.ParseQuery(string(b)); err == nil && form.Get("grant_type") == "refresh_token" && !form.Has("resource") {
+		form.Set("resource", t.resource)
+		b = []byte(form.Encode())
+	}
+	r := req.Clone(req.Context())
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return t.base.RoundTrip(r)
 }
 
 // transient reports whether a refresh failure may pass: the network, or

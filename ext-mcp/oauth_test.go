@@ -56,6 +56,7 @@ func (s *oauthServer) mcpURL() string { return s.base + "/mcp" }
 
 type asStats struct {
 	Registrations, Authorizations, CodeExchanges, Refreshes, RefreshReuses, Revocations, Rejected, Unavailable int
+	RefreshesWithoutResource                                                                                   int
 }
 
 func (s *oauthServer) stats() asStats {
@@ -294,6 +295,11 @@ func TestOAuthRefreshSingleFlight(t *testing.T) {
 	}
 	if st := as.stats(); st.Refreshes != 1 || st.RefreshReuses != 0 {
 		t.Errorf("twenty calls at expiry: %+v; want exactly one refresh and no reuse", st)
+	}
+	// RFC 8707 on every token request (MCP authorization), the refresh
+	// too, and the one the grant was made for (else invalid_target).
+	if st := as.stats(); st.RefreshesWithoutResource != 0 {
+		t.Errorf("%d refresh(es) without the resource parameter", st.RefreshesWithoutResource)
 	}
 	// A new connection (the config's timeout changes nothing; a server
 	// toggle off and on retires one and makes another) keeps using the

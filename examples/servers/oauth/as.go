@@ -84,9 +84,12 @@ type stats struct {
 	CodeExchanges  int `json:"codeExchanges"`
 	Refreshes      int `json:"refreshes"`
 	RefreshReuses  int `json:"refreshReuses"`
-	Revocations    int `json:"revocations"`
-	Rejected       int `json:"rejected"`    // MCP requests refused for their token
-	Unavailable    int `json:"unavailable"` // token requests answered 503 on purpose
+	// RefreshesWithoutResource counts refreshes that sent no resource
+	// (RFC 8707), which MCP clients must send on every token request.
+	RefreshesWithoutResource int `json:"refreshesWithoutResource"`
+	Revocations              int `json:"revocations"`
+	Rejected                 int `json:"rejected"`    // MCP requests refused for their token
+	Unavailable              int `json:"unavailable"` // token requests answered 503 on purpose
 }
 
 // seenRequest is one request the MCP endpoint accepted: whose token it
@@ -327,6 +330,12 @@ func (a *authServer) refreshToken(w http.ResponseWriter, f url.Values) {
 	case old.family.client != f.Get("client_id"):
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "the token belongs to another client")
 		return
+	case f.Has("resource") && f.Get("resource") != old.family.resource:
+		oauthError(w, http.StatusBadRequest, "invalid_target", "resource does not match the grant")
+		return
+	}
+	if !f.Has("resource") {
+		a.stats.RefreshesWithoutResource++
 	}
 	old.used = true
 	a.stats.Refreshes++

@@ -11,8 +11,9 @@
 //	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-admin]
 //
 // The MCP endpoint is /mcp. With -admin (tests only), GET /admin/stats
-// counts registrations, authorizations, code exchanges, refreshes,
-// refresh-token reuses, revocations and refused MCP requests; GET
+// counts registrations, authorizations, code exchanges, refreshes (and
+// those without the resource parameter), refresh-token reuses,
+// revocations and refused MCP requests; GET
 // /admin/seen lists the account of every accepted MCP request; POST
 // /admin/revoke?login=A revokes every grant of account A; POST
 // /admin/fail-tokens?n=N makes the next N token requests answer 503; GET
