@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
@@ -39,7 +40,10 @@ import (
 // Every connection of one owner to one grant shares one token source
 // (grantSource, keyed by owner, issuer, client and resource): its refresh
 // is single-flight, so a rotating refresh token is never used twice, even
-// by a retiring and a new connection at once.
+// by a retiring and a new connection at once. A source refreshes and
+// writes its grant only while the stored grant is still its sign-in: one
+// that a newer sign-in replaced, or that the user deleted (signing out),
+// stops, and the owner's catalog moves to what is stored.
 
 // GrantSecret is the name of the secret that holds a user's OAuth grant for
 // server: "oauth:" + server. It is written by the sign-in and by every
@@ -152,6 +156,43 @@ func loadGrant(ctx context.Context, h ext.Host, owner, server string) (*grant, e
 	return parseGrant(raw), nil
 }
 
+// Why a token source may not write its grant: the stored one is no
+// longer the source's.
+var (
+	errReplaced  = errors.New("a newer sign-in replaced it")
+	errSignedOut = errors.New("it was deleted (signed out)")
+)
+
+// checkCurrent reports whether owner's stored grant for server is still
+// the sign-in id: errReplaced when another is stored, errSignedOut when
+// none is.
+func checkCurrent(ctx context.Context, h ext.Host, owner, server, id string) error {
+	cur, err := loadGrant(ctx, h, owner, server)
+	switch {
+	case err != nil:
+		return err
+	case cur == nil:
+		return errSignedOut
+	case cur.ID != id:
+		return errReplaced
+	}
+	return nil
+}
+
+// storeIfCurrent writes g as owner's grant for server only while the
+// stored grant is still g's sign-in (else errReplaced or errSignedOut):
+// a token source never writes over a newer sign-in or a sign-out. The
+// check and the write hold the lock the sign-ins store under.
+func (x *Extension) storeIfCurrent(ctx context.Context, h ext.Host, owner, server string, g *grant) error {
+	mu := x.oauth.storeLock(owner, server)
+	mu.Lock()
+	defer mu.Unlock()
+	if err := checkCurrent(ctx, h, owner, server, g.ID); err != nil {
+		return err
+	}
+	return storeGrant(ctx, h, owner, server, g)
+}
+
 // storeGrant writes owner's grant for server.
 func storeGrant(ctx context.Context, h ext.Host, owner, server string, g *grant) error {
 	b, err := json.Marshal(g)
@@ -175,6 +216,19 @@ type oauthState struct {
 	sources map[grantKey]*grantSource
 	stepUp  map[[2]string][]string // (owner, server) → scopes a server asked for
 	flows   map[string]*flow       // by OAuth state
+
+	// stores serialise the writes of one (owner, server)'s grant (a
+	// sign-in's, a refresh's check-then-write), striped by hash.
+	stores [32]sync.Mutex
+}
+
+// storeLock returns the lock of owner's grant for server.
+func (o *oauthState) storeLock(owner, server string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(owner))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(server))
+	return &o.stores[h.Sum32()%uint32(len(o.stores))]
 }
 
 // source returns the shared token source of g for owner's server,
@@ -219,17 +273,33 @@ type grantSource struct {
 
 	mu sync.Mutex
 	g  *grant
+	// replaced is set once a newer sign-in replaced the stored grant:
+	// the source stops, and the owner's catalog moves to the new one.
+	replaced bool
 }
 
 var _ oauth2.TokenSource = (*grantSource)(nil)
+
+// stoppedLocked returns why the source gives no more tokens, or nil.
+// s.mu is held.
+func (s *grantSource) stoppedLocked() error {
+	switch {
+	case s.replaced:
+		return fmt.Errorf("the sign-in to MCP server %q was replaced by a newer one while this call was under way; try again: %w",
+			s.server, ext.ErrUnavailable)
+	case s.g.Dead != "":
+		return s.x.signInError(s.owner, s.server, s.g.Dead)
+	}
+	return nil
+}
 
 // Token implements [oauth2.TokenSource]: the access token, refreshed
 // first when it is about to expire.
 func (s *grantSource) Token() (*oauth2.Token, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.g.Dead != "" {
-		return nil, s.x.signInError(s.owner, s.server, s.g.Dead)
+	if err := s.stoppedLocked(); err != nil {
+		return nil, err
 	}
 	if !s.g.fresh(time.Now()) {
 		if err := s.refreshLocked(); err != nil {
@@ -244,13 +314,28 @@ func (s *grantSource) Token() (*oauth2.Token, error) {
 func (s *grantSource) renew(failed string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.g.Dead != "":
-		return s.x.signInError(s.owner, s.server, s.g.Dead)
-	case failed != s.g.Access:
+	if err := s.stoppedLocked(); err != nil {
+		return err
+	}
+	if failed != s.g.Access {
 		return nil // refreshed meanwhile: try the new token
 	}
 	return s.refreshLocked()
+}
+
+// stopLocked stops a source whose stored grant is no longer its own
+// (why is errReplaced or errSignedOut): it neither refreshes nor stores
+// again, and the owner's catalog is refreshed, so that the server uses
+// the stored grant, or waits for a sign-in. s.mu is held.
+func (s *grantSource) stopLocked(why error) error {
+	if errors.Is(why, errSignedOut) {
+		s.g = s.g.dead("you signed out of it") // in memory only
+	} else {
+		s.replaced = true
+	}
+	s.x.log.Info("extmcp: a connection's sign-in is no longer the stored one; it stops", "user", s.owner, "server", s.server, "reason", why)
+	s.x.refreshOwner(s.owner)
+	return s.stoppedLocked()
 }
 
 // refreshAttempts and refreshBackoff bound the retries of a refresh that
@@ -275,6 +360,13 @@ func (s *grantSource) refreshLocked() error {
 	}
 	ctx, cancel := context.WithTimeout(x.life, 30*time.Second)
 	defer cancel()
+	// A sign-in since (or a sign-out) took this grant's place: its
+	// refresh token is not to be used any more.
+	if err := checkCurrent(ctx, h, s.owner, s.server, s.id); errors.Is(err, errReplaced) || errors.Is(err, errSignedOut) {
+		return s.stopLocked(err)
+	} else if err != nil {
+		return fmt.Errorf("renewing the sign-in to MCP server %q: %v: %w", s.server, err, ext.ErrUnavailable)
+	}
 	secret, err := x.clientSecret(ctx, h, s.g)
 	if err != nil {
 		return err
@@ -314,7 +406,12 @@ func (s *grantSource) refreshLocked() error {
 		return s.dieLocked("your sign-in was revoked or has expired (" + refreshErrorText(err) + ")")
 	}
 	n := s.g.withToken(tok, time.Now())
-	if err := storeGrant(ctx, h, s.owner, s.server, n); err != nil {
+	switch err := x.storeIfCurrent(ctx, h, s.owner, s.server, n); {
+	case errors.Is(err, errReplaced) || errors.Is(err, errSignedOut):
+		// Replaced while refreshing: the new tokens belong to a sign-in
+		// nobody uses any more.
+		return s.stopLocked(err)
+	case err != nil:
 		// The new tokens are used; a restart before the next refresh
 		// will ask for a sign-in.
 		x.log.Warn("extmcp: storing a refreshed sign-in failed", "user", s.owner, "server", s.server, "error", err)
@@ -329,15 +426,20 @@ func (s *grantSource) refreshLocked() error {
 // returns the sign-in error. s.mu is held.
 func (s *grantSource) dieLocked(why string) error {
 	x := s.x
-	s.g = s.g.dead(why)
-	x.log.Info("extmcp: a sign-in is dead", "user", s.owner, "server", s.server, "reason", why)
+	dead := s.g.dead(why)
 	if h, err := x.hostRef(); err == nil {
 		ctx, cancel := context.WithTimeout(x.life, 10*time.Second)
-		if err := storeGrant(ctx, h, s.owner, s.server, s.g); err != nil {
+		err := x.storeIfCurrent(ctx, h, s.owner, s.server, dead)
+		cancel()
+		switch {
+		case errors.Is(err, errReplaced) || errors.Is(err, errSignedOut):
+			return s.stopLocked(err) // a newer sign-in stays
+		case err != nil:
 			x.log.Warn("extmcp: storing a dead sign-in failed", "user", s.owner, "server", s.server, "error", err)
 		}
-		cancel()
 	}
+	s.g = dead
+	x.log.Info("extmcp: a sign-in is dead", "user", s.owner, "server", s.server, "reason", why)
 	x.refreshOwner(s.owner)
 	return x.signInError(s.owner, s.server, why)
 }

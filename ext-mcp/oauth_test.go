@@ -748,3 +748,64 @@ func TestOAuthNoPKCE(t *testing.T) {
 		})
 	}
 }
+
+// TestOAuthSupersededGrant checks that a token source never writes over
+// a sign-in that is no longer its own: when the stored grant was replaced
+// (a newer sign-in) or deleted (the user signed out), a connection still
+// holding the old one does not refresh it, does not store it back, and
+// the server moves to what is stored: the newer grant, or "needs
+// sign-in".
+func TestOAuthSupersededGrant(t *testing.T) {
+	t.Run("replaced", func(t *testing.T) {
+		as := startOAuth(t, "-access-ttl", "2s")
+		f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+		f.activate("alice")
+		login := canary("alice")
+		f.signIn("alice", "o", login)
+		f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") })
+		// A newer sign-in is stored (here: the same tokens under another
+		// sign-in ID) while the connection holds the old one.
+		raw, _ := f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+		var g map[string]any
+		_ = json.Unmarshal([]byte(raw), &g)
+		g["id"] = "newer-sign-in"
+		b, _ := json.Marshal(g)
+		f.setSecret("alice", extmcp.GrantSecret("o"), string(b))
+		time.Sleep(2100 * time.Millisecond) // the access token expires
+		_, _ = f.call("alice", "o/whoami", `{}`)
+		eventually(t, "the newer grant is used", func() bool {
+			res, err := f.call("alice", "o/whoami", `{}`)
+			return err == nil && !res.IsError && strings.Contains(string(res.StructuredContent), login)
+		})
+		raw, _ = f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o"))
+		_ = json.Unmarshal([]byte(raw), &g)
+		if g["id"] != "newer-sign-in" {
+			t.Errorf("the stored grant is %v, want the newer sign-in kept", g["id"])
+		}
+		if st := as.stats(); st.Refreshes != 1 || st.RefreshReuses != 0 {
+			t.Errorf("%+v; want one refresh (the newer grant's) and no reuse", st)
+		}
+	})
+	t.Run("signed out", func(t *testing.T) {
+		as := startOAuth(t, "-access-ttl", "2s")
+		f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+		f.activate("alice")
+		f.signIn("alice", "o", canary("alice"))
+		f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") })
+		if err := f.h.UserStore("alice").Secrets().Delete(ctx(t), extmcp.GrantSecret("o")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2100 * time.Millisecond)
+		res, err := f.call("alice", "o/whoami", `{}`)
+		if err != nil || !res.IsError || !strings.Contains(res.Text(), "signed out") {
+			t.Errorf("a call after signing out: %v %q; want an error result saying so", err, res.Text())
+		}
+		eventually(t, "the server needs sign-in", func() bool { return f.statusOf("alice", "o").State == ext.StateNeedsSignIn })
+		if _, err := f.h.UserStore("alice").Secrets().Get(ctx(t), extmcp.GrantSecret("o")); !errors.Is(err, ext.ErrNotFound) {
+			t.Errorf("the grant is stored again after the user deleted it: %v", err)
+		}
+		if st := as.stats(); st.Refreshes != 0 {
+			t.Errorf("the deleted grant was refreshed: %+v", st)
+		}
+	})
+}

@@ -376,7 +376,10 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 			}
 			g = g.withToken(got.tok, time.Now())
 			sctx, scancel := context.WithTimeout(x.life, 10*time.Second)
+			mu := x.oauth.storeLock(owner, name) // no refresh's check-then-write in between
+			mu.Lock()
 			err = storeGrant(sctx, h, owner, name, g)
+			mu.Unlock()
 			scancel()
 			x.oauth.mu.Lock()
 			delete(x.oauth.stepUp, [2]string{owner, name}) // asked for, and granted or not
