@@ -225,3 +225,25 @@ func TestSandboxedSpecs(t *testing.T) {
 		}
 	}
 }
+
+// TestSourcePerServer checks that two servers whose grants share issuer,
+// client and resource (one URL under two names, with the host's client
+// ID metadata document or a configured client) keep a token source each:
+// a connection of one must not replace the other's source, or that
+// server's next connection would make a second source of the same grant,
+// and two sources of one grant both use its rotating refresh token.
+func TestSourcePerServer(t *testing.T) {
+	x := New(nil)
+	g := func(id string) *grant {
+		return &grant{V: 1, ID: id, Issuer: "https://as.example", ClientID: "https://agents.example/oauth/client-metadata.json",
+			Resource: "https://mcp.example/mcp"}
+	}
+	o := x.source("alice", "o", g("grant-o"))
+	p := x.source("alice", "p", g("grant-p"))
+	if x.source("alice", "o", g("grant-o")) != o || x.source("alice", "p", g("grant-p")) != p {
+		t.Error("a server's token source was replaced by another server's")
+	}
+	if o == p {
+		t.Error("two servers share one token source")
+	}
+}

@@ -38,7 +38,7 @@ import (
 // server that moves to another authorization server gets a new one.
 //
 // Every connection of one owner to one grant shares one token source
-// (grantSource, keyed by owner, issuer, client and resource): its refresh
+// (grantSource, keyed by owner, server, issuer, client and resource): its refresh
 // is single-flight, so a rotating refresh token is never used twice, even
 // by a retiring and a new connection at once. A source refreshes and
 // writes its grant only while the stored grant is still its sign-in: one
@@ -205,8 +205,9 @@ func storeGrant(ctx context.Context, h ext.Host, owner, server string, g *grant)
 	return nil
 }
 
-// grantKey identifies a token source: one per owner and grant binding.
-type grantKey struct{ owner, issuer, client, resource string }
+// grantKey identifies a token source: one per owner, server and grant
+// binding (two names of one URL have a grant each, even with one client).
+type grantKey struct{ owner, server, issuer, client, resource string }
 
 // oauthState is the extension's OAuth state: the shared token sources,
 // the step-up scopes servers asked for, and the sign-ins under way.
@@ -234,7 +235,7 @@ func (o *oauthState) storeLock(owner, server string) *sync.Mutex {
 // source returns the shared token source of g for owner's server,
 // creating it (or replacing one of an older sign-in).
 func (x *Extension) source(owner, server string, g *grant) *grantSource {
-	k := grantKey{owner, g.Issuer, g.ClientID, g.Resource}
+	k := grantKey{owner, server, g.Issuer, g.ClientID, g.Resource}
 	o := &x.oauth
 	o.mu.Lock()
 	defer o.mu.Unlock()
