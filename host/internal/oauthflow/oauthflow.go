@@ -95,6 +95,10 @@ type Flows struct {
 
 	mu      sync.Mutex
 	pending map[string]*pending // by state
+	// starting counts the sign-ins whose BeginAuth is under way, by user
+	// and in all: they count towards the bounds.
+	starting    map[string]int
+	startingAll int
 }
 
 // pending is one sign-in waiting for its redirect.
@@ -138,7 +142,7 @@ func New(h Host, o *Options) *Flows {
 	if opts.BaseURL == nil {
 		opts.BaseURL = func() string { return "" }
 	}
-	f := &Flows{h: h, o: opts, pending: map[string]*pending{}, cookie: "agenthost_signin"}
+	f := &Flows{h: h, o: opts, pending: map[string]*pending{}, starting: map[string]int{}, cookie: "agenthost_signin"}
 	if opts.Secure {
 		f.cookie = "__Host-agenthost_signin"
 	}
@@ -172,15 +176,21 @@ func (f *Flows) begin(ctx context.Context, user, extName, name, binding string) 
 	if base == "" {
 		return nil, fmt.Errorf("signing in: the host has no public URL to receive the redirect: %w", ext.ErrUnavailable)
 	}
+	// The slot is taken before the extension is asked, so that sign-ins
+	// started at once cannot all pass the count.
 	f.mu.Lock()
 	f.pruneLocked(time.Now())
-	n := 0
+	n := f.starting[user]
 	for _, p := range f.pending {
 		if p.user == user {
 			n++
 		}
 	}
-	full := len(f.pending) >= maxPending || n >= maxPendingUser
+	full := len(f.pending)+f.startingAll >= maxPending || n >= maxPendingUser
+	if !full {
+		f.starting[user]++
+		f.startingAll++
+	}
 	f.mu.Unlock()
 	if full {
 		return nil, fmt.Errorf("too many sign-ins are waiting for a browser; finish one or wait %v: %w", f.o.MaxAge, ext.ErrUnavailable)
@@ -190,6 +200,12 @@ func (f *Flows) begin(ctx context.Context, user, extName, name, binding string) 
 		req.ClientMetadataURL = base + ClientMetadataPath
 	}
 	res, err := f.h.BeginAuth(ctx, extName, req)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.startingAll--
+	if f.starting[user]--; f.starting[user] <= 0 {
+		delete(f.starting, user)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -200,8 +216,6 @@ func (f *Flows) begin(ctx context.Context, user, extName, name, binding string) 
 	if !res.Expires.IsZero() && res.Expires.Before(expires) {
 		expires = res.Expires
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if _, dup := f.pending[res.State]; dup {
 		return nil, fmt.Errorf("extension %q reused a sign-in state: %w", extName, ext.ErrInvalidArgument)
 	}

@@ -31,6 +31,15 @@ type signer struct {
 	done     []ext.CompleteAuthRequest
 	badURL   string // when set, BeginAuth answers it
 	lifetime time.Duration
+	gate     chan struct{} // when set, BeginAuth waits for it to close
+	arrived  int           // BeginAuths that reached the gate
+}
+
+// arrivals returns how many BeginAuths reached the gate.
+func (s *signer) arrivals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.arrived
 }
 
 func (s *signer) Describe(context.Context) (*ext.Descriptor, error) {
@@ -44,6 +53,12 @@ func (s *signer) BeginAuth(_ context.Context, req *ext.BeginAuthRequest) (*ext.B
 		return nil, ext.Errorf(ext.ErrNotFound, "no resource %q", req.Name)
 	}
 	s.mu.Lock()
+	if gate := s.gate; gate != nil {
+		s.arrived++
+		s.mu.Unlock()
+		<-gate
+		s.mu.Lock()
+	}
 	defer s.mu.Unlock()
 	s.n++
 	state := fmt.Sprintf("state-%d", s.n)
@@ -330,5 +345,57 @@ func TestClientMetadata(t *testing.T) {
 	u, _ := url.Parse(st.URL)
 	if got := u.Query().Get("client_id"); got != "https://agents.example.com/oauth/client-metadata.json" {
 		t.Errorf("the extension was offered client metadata %q", got)
+	}
+}
+
+// TestPendingBounded checks that the sign-ins waiting are bounded per
+// user even when they all start at once: no more than eight of one
+// user's reach the extension, the others are refused at once saying why,
+// and another user still starts one.
+func TestPendingBounded(t *testing.T) {
+	r := newRig(t, "", 0)
+	gate := make(chan struct{})
+	r.sig.mu.Lock()
+	r.sig.gate = gate
+	r.sig.mu.Unlock()
+	const n = 20
+	var mu sync.Mutex
+	ok, refused := 0, 0
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := r.flows.Begin(context.Background(), "alice", "sig", "res")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ext.ErrUnavailable) && strings.Contains(err.Error(), "too many sign-ins"):
+				refused++
+			default:
+				t.Errorf("a sign-in start: %v", err)
+			}
+		}()
+	}
+	// Every start is either refused or waiting in the extension.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		settled := refused + r.sig.arrivals()
+		mu.Unlock()
+		if settled >= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(gate)
+	wg.Wait()
+	if ok != 8 || refused != n-8 {
+		t.Errorf("%d sign-ins of one user started at once: %d started, %d refused; want 8 and %d", n, ok, refused, n-8)
+	}
+	if _, err := r.flows.Begin(context.Background(), "bob", "sig", "res"); err != nil {
+		t.Errorf("another user while alice is at her bound: %v", err)
 	}
 }
