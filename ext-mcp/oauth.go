@@ -217,6 +217,9 @@ type oauthState struct {
 	sources map[grantKey]*grantSource
 	stepUp  map[[2]string][]string // (owner, server) → scopes a server asked for
 	flows   map[string]*flow       // by OAuth state
+	// underway counts each owner's sign-ins from their start until their
+	// flow ends (admitFlow).
+	underway map[string]int
 
 	// stores serialise the writes of one (owner, server)'s grant (a
 	// sign-in's, a refresh's check-then-write), striped by hash.
@@ -545,18 +548,20 @@ func (x *Extension) refreshOwner(owner string) {
 }
 
 // spawn runs f on a goroutine the extension owns (joined by Shutdown),
-// with the extension's lifetime context; nothing runs after Shutdown.
-func (x *Extension) spawn(f func(ctx context.Context)) {
+// with the extension's lifetime context, and reports whether it did:
+// nothing runs after Shutdown.
+func (x *Extension) spawn(f func(ctx context.Context)) bool {
 	x.bgMu.Lock()
 	defer x.bgMu.Unlock()
 	if x.life.Err() != nil {
-		return
+		return false
 	}
 	x.bg.Add(1)
 	go func() {
 		defer x.bg.Done()
 		f(x.life)
 	}()
+	return true
 }
 
 // signInError is the error of a server that needs owner to sign in: it

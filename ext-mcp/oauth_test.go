@@ -809,3 +809,109 @@ func TestOAuthSupersededGrant(t *testing.T) {
 		}
 	})
 }
+
+// gatingHost holds every read of one secret while its gate is closed,
+// counting the readers that wait.
+type gatingHost struct {
+	*exttest.FakeHost
+	name string
+
+	mu      sync.Mutex
+	gate    chan struct{} // nil: open
+	waiting int
+}
+
+func (h *gatingHost) UserStore(u string) ext.UserStore {
+	return gatingStore{h.FakeHost.UserStore(u), h}
+}
+
+func (h *gatingHost) arrivals() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.waiting
+}
+
+type gatingStore struct {
+	ext.UserStore
+	h *gatingHost
+}
+
+func (s gatingStore) Secrets() ext.Secrets { return gatingSecrets{s.UserStore.Secrets(), s.h} }
+
+type gatingSecrets struct {
+	ext.Secrets
+	h *gatingHost
+}
+
+func (s gatingSecrets) Get(ctx context.Context, name string) (string, error) {
+	s.h.mu.Lock()
+	gate := s.h.gate
+	if gate != nil && name == s.h.name {
+		s.h.waiting++
+	}
+	s.h.mu.Unlock()
+	if gate != nil && name == s.h.name {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return s.Secrets.Get(ctx, name)
+}
+
+// TestOAuthSignInsBounded checks that one user's sign-ins under way are
+// bounded even when they all start at once: eight get an authorization
+// URL, the others are refused at once saying why.
+func TestOAuthSignInsBounded(t *testing.T) {
+	as := startOAuth(t)
+	var gh *gatingHost
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil, func(h *exttest.FakeHost) ext.Host {
+		gh = &gatingHost{FakeHost: h, name: extmcp.TokenSecret("o")}
+		return gh
+	})
+	f.activate("alice")
+	gate := make(chan struct{})
+	gh.mu.Lock()
+	gh.gate = gate // every sign-in start now waits while it reads alice's token
+	gh.mu.Unlock()
+	const n = 20
+	var mu sync.Mutex
+	ok, refused := 0, 0
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "o", RedirectURL: redirectURL})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ext.ErrUnavailable) && strings.Contains(err.Error(), "already"):
+				refused++
+			default:
+				t.Errorf("a sign-in start: %v", err)
+			}
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		settled := refused + gh.arrivals()
+		mu.Unlock()
+		if settled >= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	gh.mu.Lock()
+	gh.gate = nil
+	gh.mu.Unlock()
+	close(gate)
+	wg.Wait()
+	if ok != 8 || refused != n-8 {
+		t.Errorf("%d sign-ins of one user started at once: %d started, %d refused; want 8 and %d", n, ok, refused, n-8)
+	}
+}

@@ -72,29 +72,31 @@ func (x *Extension) BeginAuth(ctx context.Context, req *ext.BeginAuthRequest) (*
 	if _, err := url.Parse(req.RedirectURL); err != nil || req.RedirectURL == "" {
 		return nil, fmt.Errorf("signing in: the host gave no redirect URL: %w", ext.ErrInvalidArgument)
 	}
-	h, us, err := x.signInTarget(ctx, req.User, req.Name)
+	// The slot is taken first, so that sign-ins started at once cannot
+	// all pass the count; the flow gives it back when it ends.
+	release, err := x.admitFlow(req.User)
 	if err != nil {
 		return nil, err
 	}
-	x.oauth.mu.Lock()
-	n := 0
-	for _, f := range x.oauth.flows {
-		if f.owner == req.User {
-			n++
+	handed := false
+	defer func() {
+		if !handed {
+			release()
 		}
-	}
-	x.oauth.mu.Unlock()
-	if n >= maxFlowsPerOwner {
-		return nil, fmt.Errorf("%d sign-ins are already waiting for a browser; finish one or wait %v: %w", n, flowLifetime, ext.ErrUnavailable)
+	}()
+	h, us, err := x.signInTarget(ctx, req.User, req.Name)
+	if err != nil {
+		return nil, err
 	}
 	probeReq, probeResp, err := x.probe(ctx, us)
 	if err != nil {
 		return nil, err
 	}
-	f, urls, err := x.startFlow(ctx, h, req, us, probeReq, probeResp)
+	f, urls, err := x.startFlow(ctx, h, req, us, probeReq, probeResp, release)
 	if err != nil {
 		return nil, err
 	}
+	handed = true
 	select {
 	case u := <-urls:
 		authURL, err := netguard.CheckURL(u, false)
@@ -129,6 +131,32 @@ func (x *Extension) BeginAuth(ctx context.Context, req *ext.BeginAuthRequest) (*
 		<-f.done
 		return nil, ctx.Err()
 	}
+}
+
+// admitFlow counts one more sign-in of owner under way (from its start
+// until its flow ends), refused beyond maxFlowsPerOwner; release counts
+// it out (once, however often it is called).
+func (x *Extension) admitFlow(owner string) (release func(), err error) {
+	o := &x.oauth
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n := o.underway[owner]; n >= maxFlowsPerOwner {
+		return nil, fmt.Errorf("%d sign-ins are already under way; finish one or wait %v: %w", n, flowLifetime, ext.ErrUnavailable)
+	}
+	if o.underway == nil {
+		o.underway = map[string]int{}
+	}
+	o.underway[owner]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			if o.underway[owner]--; o.underway[owner] <= 0 {
+				delete(o.underway, owner)
+			}
+		})
+	}, nil
 }
 
 // signInTarget finds the server user may sign in to: a remote server in
@@ -232,7 +260,7 @@ func (x *Extension) probe(ctx context.Context, us *userSpec) (*http.Request, *ht
 // returns the flow and the channel on which the authorization URL
 // arrives; the flow's done closes when the handler returns.
 func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAuthRequest, us *userSpec,
-	probeReq *http.Request, probeResp *http.Response) (*flow, <-chan string, error) {
+	probeReq *http.Request, probeResp *http.Response, release func()) (*flow, <-chan string, error) {
 	owner, name, s := req.User, req.Name, us.server
 	hc := x.oauthClient(us.own)
 	rec := &asRecorder{base: hc.Transport}
@@ -332,9 +360,10 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 		_ = probeResp.Body.Close()
 		return nil, nil, fmt.Errorf("MCP server %q: setting up the sign-in: %v: %w", name, err, ext.ErrInvalidArgument)
 	}
-	x.spawn(func(context.Context) {
+	started := x.spawn(func(context.Context) {
 		defer close(f.done)
 		defer cancel()
+		defer release()
 		defer x.dropFlow(f)
 		err := handler.Authorize(fctx, probeReq, probeResp)
 		if err != nil && pre != nil && !fromConfig && strings.Contains(err.Error(), "does not match pre-registered credentials issuer") {
@@ -387,6 +416,12 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 		}
 		f.err = err
 	})
+	if !started {
+		// Shut down meanwhile: no flow, and nothing waits for one.
+		cancel()
+		_ = probeResp.Body.Close()
+		return nil, nil, fmt.Errorf("extmcp: shut down: %w", ext.ErrUnavailable)
+	}
 	return f, urls, nil
 }
 
