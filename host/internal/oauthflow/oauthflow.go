@@ -11,10 +11,10 @@
 //
 // A redirect completes only the sign-in whose state it carries, once,
 // before it expires. A sign-in started from the settings page is also
-// bound to that browser (a cookie holding a hash of the state): the
-// callback refuses it from another browser, so that a link planted by
-// someone else cannot connect the victim's account at a provider to the
-// planter's agenthost account. Whenever the callback sees a settings
+// bound to that browser (a cookie of its own, whose value's hash the
+// sign-in keeps): the callback refuses it from another browser, so that
+// a link planted by someone else cannot connect the victim's account at
+// a provider to the planter's agenthost account. Whenever the callback sees a settings
 // session of another user than the sign-in's, it refuses too. A refused
 // redirect ends the sign-in.
 //
@@ -165,11 +165,16 @@ func (f *Flows) BeginBrowser(w http.ResponseWriter, r *http.Request, user, extNa
 		return nil, err
 	}
 	// Lax: the authorization server's redirect back is a top-level
-	// navigation from another site, which Strict would not carry.
-	http.SetCookie(w, &http.Cookie{Name: f.cookie, Value: value, Path: "/", MaxAge: int(f.o.MaxAge / time.Second),
+	// navigation from another site, which Strict would not carry. One
+	// cookie per sign-in: a second one in this browser must not take the
+	// first's place.
+	http.SetCookie(w, &http.Cookie{Name: f.cookieName(st.State), Value: value, Path: "/", MaxAge: int(f.o.MaxAge / time.Second),
 		HttpOnly: true, Secure: f.o.Secure || r.TLS != nil, SameSite: http.SameSiteLaxMode})
 	return st, nil
 }
+
+// cookieName is the name of the binding cookie of the sign-in of state.
+func (f *Flows) cookieName(state string) string { return f.cookie + "_" + hash(state)[:16] }
 
 func (f *Flows) begin(ctx context.Context, user, extName, name, binding string) (*Started, error) {
 	base := strings.TrimRight(f.o.BaseURL(), "/")
@@ -303,7 +308,7 @@ func (f *Flows) ServeCallback(w http.ResponseWriter, r *http.Request) {
 				f.o.MaxAge.String()+"), or the sign-in was started elsewhere. Nothing was connected; start the sign-in again.")
 		return
 	}
-	if why := f.refuse(w, r, p); why != "" {
+	if why := f.refuse(w, r, state, p); why != "" {
 		f.o.Logger.Warn("oauth callback refused", "extension", p.ext, "user", p.user, "resource", p.name, "reason", why)
 		// End the extension's side of it too.
 		_, _ = f.h.CompleteAuth(r.Context(), p.ext, &ext.CompleteAuthRequest{User: p.user, Name: p.name, State: state,
@@ -314,7 +319,7 @@ func (f *Flows) ServeCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.binding != "" {
-		http.SetCookie(w, &http.Cookie{Name: f.cookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		http.SetCookie(w, &http.Cookie{Name: f.cookieName(state), Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 			Secure: f.o.Secure || r.TLS != nil, SameSite: http.SameSiteLaxMode})
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
@@ -334,9 +339,9 @@ func (f *Flows) ServeCallback(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse says why the redirect may not complete p in this browser, or "".
-func (f *Flows) refuse(w http.ResponseWriter, r *http.Request, p *pending) string {
+func (f *Flows) refuse(w http.ResponseWriter, r *http.Request, state string, p *pending) string {
 	if p.binding != "" {
-		c, err := r.Cookie(f.cookie)
+		c, err := r.Cookie(f.cookieName(state))
 		if err != nil || subtle.ConstantTimeCompare([]byte(hash(c.Value)), []byte(p.binding)) != 1 {
 			return "it was started on the settings page of another browser"
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -273,7 +274,7 @@ func TestBrowserBinding(t *testing.T) {
 	state := string(b)
 	var cookie *http.Cookie
 	for _, c := range resp.Cookies() {
-		if c.Name == "agenthost_signin" {
+		if strings.HasPrefix(c.Name, "agenthost_signin_") {
 			cookie = c
 		}
 	}
@@ -281,7 +282,7 @@ func TestBrowserBinding(t *testing.T) {
 		t.Fatalf("the binding cookie: %+v", cookie)
 	}
 	q := url.Values{"code": {"c"}, "state": {state}}.Encode()
-	if c, page := r.callback(t, q, nil, &http.Cookie{Name: "agenthost_signin", Value: "someone-else"}); c != http.StatusForbidden || !strings.Contains(page, "another browser") {
+	if c, page := r.callback(t, q, nil, &http.Cookie{Name: cookie.Name, Value: "someone-else"}); c != http.StatusForbidden || !strings.Contains(page, "another browser") {
 		t.Errorf("another browser: %d %s", c, page)
 	}
 	// A fresh one, in the right browser.
@@ -292,7 +293,7 @@ func TestBrowserBinding(t *testing.T) {
 	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, c := range resp.Cookies() {
-		if c.Name == "agenthost_signin" {
+		if strings.HasPrefix(c.Name, "agenthost_signin_") {
 			cookie = c
 		}
 	}
@@ -397,5 +398,36 @@ func TestPendingBounded(t *testing.T) {
 	}
 	if _, err := r.flows.Begin(context.Background(), "bob", "sig", "res"); err != nil {
 		t.Errorf("another user while alice is at her bound: %v", err)
+	}
+}
+
+// TestBrowserBindingTwoSignIns checks that one browser may have two
+// sign-ins under way (two servers' Connect buttons, in two tabs): the
+// second's binding does not take the first's place, and each completes
+// in that browser.
+func TestBrowserBindingTwoSignIns(t *testing.T) {
+	r := newRig(t, "", 0)
+	jar, _ := cookiejar.New(nil)
+	b := &http.Client{Jar: jar}
+	connect := func() string {
+		resp, err := b.Get(r.url + "/connect")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		state, _ := io.ReadAll(resp.Body)
+		return string(state)
+	}
+	first, second := connect(), connect()
+	for _, state := range []string{first, second} {
+		resp, err := b.Get(r.url + oauthflow.CallbackPath + "?" + url.Values{"code": {"c"}, "state": {state}}.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("sign-in %s in the browser that started it: %d %s", state, resp.StatusCode, page)
+		}
 	}
 }
