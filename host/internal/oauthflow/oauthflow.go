@@ -275,7 +275,12 @@ func (f *Flows) Wait(ctx context.Context, state string) (*Result, error) {
 		f.mu.Lock()
 		f.pruneLocked(time.Now())
 		f.mu.Unlock()
-		<-p.done
+		// Not pruned when its redirect is being completed: that ends it.
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -34,6 +34,9 @@ type signer struct {
 	lifetime time.Duration
 	gate     chan struct{} // when set, BeginAuth waits for it to close
 	arrived  int           // BeginAuths that reached the gate
+	// completing, when set, is sent a channel by each CompleteAuth, which
+	// then waits for that channel to close.
+	completing chan chan struct{}
 }
 
 // arrivals returns how many BeginAuths reached the gate.
@@ -76,6 +79,14 @@ func (s *signer) BeginAuth(_ context.Context, req *ext.BeginAuthRequest) (*ext.B
 }
 
 func (s *signer) CompleteAuth(_ context.Context, req *ext.CompleteAuthRequest) (*ext.CompleteAuthResult, error) {
+	s.mu.Lock()
+	completing := s.completing
+	s.mu.Unlock()
+	if completing != nil {
+		release := make(chan struct{})
+		completing <- release
+		<-release
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.done = append(s.done, *req)
@@ -429,5 +440,58 @@ func TestBrowserBindingTwoSignIns(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("sign-in %s in the browser that started it: %d %s", state, resp.StatusCode, page)
 		}
+	}
+}
+
+// TestWaitCancelled checks that a waiter whose context ends stops
+// waiting, also when the sign-in expired while its redirect was being
+// completed (the extension still at work).
+func TestWaitCancelled(t *testing.T) {
+	r := newRig(t, "", time.Second)
+	completing := make(chan chan struct{})
+	r.sig.mu.Lock()
+	r.sig.completing = completing
+	r.sig.mu.Unlock()
+	// The waiter must hold the sign-in before the redirect takes it: a
+	// round whose waiter came too late (not found) is played again.
+	for round := 1; ; round++ {
+		start := time.Now()
+		st, err := r.flows.Begin(context.Background(), "alice", "sig", "res")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		waited := make(chan error, 1)
+		go func() {
+			_, err := r.flows.Wait(ctx, st.State)
+			waited <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+		called := make(chan struct{})
+		go func() {
+			defer close(called)
+			r.callback(t, url.Values{"code": {"c"}, "state": {st.State}}.Encode(), nil)
+		}()
+		release := <-completing                                    // the redirect came; the extension works on it
+		time.Sleep(time.Until(start.Add(1300 * time.Millisecond))) // past the sign-in's expiry
+		cancel()
+		var got error
+		select {
+		case got = <-waited:
+		case <-time.After(10 * time.Second):
+			t.Error("Wait went on after its context ended")
+		}
+		close(release)
+		<-called
+		if got == nil {
+			got = <-waited
+		}
+		if errors.Is(got, ext.ErrNotFound) && round < 5 {
+			continue
+		}
+		if !errors.Is(got, context.Canceled) {
+			t.Errorf("Wait after its context ended: %v, want context.Canceled", got)
+		}
+		return
 	}
 }
