@@ -144,7 +144,7 @@ func (x *Extension) ownerSpec(ctx context.Context, h ext.Host, owner string, d c
 	if sp.server.URL == "" || sp.server.Type == "sse" {
 		return us, nil
 	}
-	g, err := loadGrant(ctx, h, owner, d.Name)
+	g, err := x.loadGrant(ctx, h, owner, d.Name)
 	if err != nil || g == nil {
 		return us, err
 	}

@@ -66,18 +66,19 @@
 // host's client ID metadata document, else the config's oauth.clientId,
 // else dynamic registration; PKCE S256, iss, the resource indicator,
 // step-up scopes; an authorization server whose RFC 8414 metadata does
-// not list S256, or that publishes none, is refused) and stores the grant as the user's secret
-// [GrantSecret] (the operator's, for a shared server), bound to the
-// issuer and client. Every connection of a user to a grant shares one
-// token source: refreshes happen before expiry and on a 401, one at a
-// time, with the resource indicator, each new refresh token stored
-// before it is used; a refused
-// refresh (invalid_grant and other 4xx) makes the grant dead and the
-// server wait for a sign-in again, a transient one (network, 5xx) is
-// retried and the connection kept. Every OAuth request goes through
-// the address guard of the server's own connections (below): a user's
-// own server's discovery and token requests may not reach internal
-// addresses either.
+// not list S256, or that publishes none, is refused) and stores the
+// grant as the user's secret [GrantSecret] (the operator's, for a shared
+// server), bound to the issuer and client and sealed under the operator
+// secret [GrantKeySecret] (a grant a user wrote themselves is dead).
+// Every connection of a user to a grant shares one token source:
+// refreshes happen before expiry and on a 401, one at a time, with the
+// resource indicator, each new refresh token stored before it is used; a
+// refused refresh (invalid_grant and other 4xx) makes the grant dead and
+// the server wait for a sign-in again, a transient one (network, 5xx) is
+// retried and the connection kept. Every OAuth request goes through the
+// address guard of the server's own connections (below): a user's own
+// server's discovery and token requests may not reach internal addresses
+// either.
 //
 // # Beyond tools
 //

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,8 +49,17 @@ import (
 
 // GrantSecret is the name of the secret that holds a user's OAuth grant for
 // server: "oauth:" + server. It is written by the sign-in and by every
-// refresh; deleting it signs the user out of server.
+// refresh; deleting it signs the user out of server. A user may store any
+// secret of their own, this one too: the grant carries a seal (an HMAC
+// under [GrantKeySecret]) over what decides where its refreshes go and
+// with which client credential, and one without a valid seal is dead.
 func GrantSecret(server string) string { return "oauth:" + server }
+
+// GrantKeySecret is the name of the operator secret that keys the seals
+// of every stored grant, made at random on first use. Users can neither
+// read nor write the operator's secrets; deleting it makes every stored
+// grant dead (everybody signs in again).
+const GrantKeySecret = "oauth-grant-key"
 
 // grant is the stored form of a sign-in.
 type grant struct {
@@ -78,6 +89,46 @@ type grant struct {
 	// Dead says why the grant no longer works (revoked, expired); its
 	// tokens are gone and the user must sign in again.
 	Dead string `json:"dead,omitempty"`
+	// Seal is the HMAC (sealOf) of what a forged grant could abuse: the
+	// token endpoint, the client and the operator secret sent there, and
+	// whose grant for which server it is.
+	Seal string `json:"seal,omitempty"`
+}
+
+// sealOf is the seal of owner's grant g for server under key.
+func sealOf(key []byte, owner, server string, g *grant) string {
+	m := hmac.New(sha256.New, key)
+	for _, f := range []string{owner, server, g.Resource, g.TokenURL, g.ClientID, g.SecretRef, strconv.Itoa(int(g.AuthStyle))} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		m.Write(n[:])
+		m.Write([]byte(f))
+	}
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// sealKey returns the key of the grants' seals: the operator secret
+// GrantKeySecret, made on first use.
+func (x *Extension) sealKey(ctx context.Context, h ext.Host) ([]byte, error) {
+	o := &x.oauth
+	o.keyMu.Lock()
+	defer o.keyMu.Unlock()
+	if o.sealKey != nil {
+		return o.sealKey, nil
+	}
+	secrets := h.UserStore(OperatorUser).Secrets()
+	v, err := secrets.Get(ctx, GrantKeySecret)
+	switch {
+	case errors.Is(err, ext.ErrNotFound):
+		v = rand.Text() + rand.Text()
+		if err := secrets.Set(ctx, GrantKeySecret, v); err != nil {
+			return nil, fmt.Errorf("storing the key of sign-ins (operator secret %s): %w", GrantKeySecret, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("reading the key of sign-ins (operator secret %s): %w", GrantKeySecret, err)
+	}
+	o.sealKey = []byte(v)
+	return o.sealKey, nil
 }
 
 // parseGrant reads a stored grant; one that does not parse is dead.
@@ -144,8 +195,10 @@ func (x *Extension) credentialID(g *grant) string {
 // newGrantID returns a random grant ID.
 func newGrantID() string { return rand.Text() }
 
-// loadGrant reads owner's grant for server, nil when there is none.
-func loadGrant(ctx context.Context, h ext.Host, owner, server string) (*grant, error) {
+// loadGrant reads owner's grant for server, nil when there is none. A
+// live grant without its seal was not stored here (a user may write the
+// secret): it is dead, and nothing of it is used.
+func (x *Extension) loadGrant(ctx context.Context, h ext.Host, owner, server string) (*grant, error) {
 	raw, err := h.UserStore(owner).Secrets().Get(ctx, GrantSecret(server))
 	switch {
 	case errors.Is(err, ext.ErrNotFound):
@@ -153,7 +206,18 @@ func loadGrant(ctx context.Context, h ext.Host, owner, server string) (*grant, e
 	case err != nil:
 		return nil, fmt.Errorf("reading the sign-in for %q: %w", server, err)
 	}
-	return parseGrant(raw), nil
+	g := parseGrant(raw)
+	if g.Dead != "" {
+		return g, nil
+	}
+	key, err := x.sealKey(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	if !hmac.Equal([]byte(g.Seal), []byte(sealOf(key, owner, server, g))) {
+		return &grant{V: 1, ID: "unsealed", Dead: "the stored sign-in was not made by this host"}, nil
+	}
+	return g, nil
 }
 
 // Why a token source may not write its grant: the stored one is no
@@ -166,8 +230,8 @@ var (
 // checkCurrent reports whether owner's stored grant for server is still
 // the sign-in id: errReplaced when another is stored, errSignedOut when
 // none is.
-func checkCurrent(ctx context.Context, h ext.Host, owner, server, id string) error {
-	cur, err := loadGrant(ctx, h, owner, server)
+func (x *Extension) checkCurrent(ctx context.Context, h ext.Host, owner, server, id string) error {
+	cur, err := x.loadGrant(ctx, h, owner, server)
 	switch {
 	case err != nil:
 		return err
@@ -187,14 +251,19 @@ func (x *Extension) storeIfCurrent(ctx context.Context, h ext.Host, owner, serve
 	mu := x.oauth.storeLock(owner, server)
 	mu.Lock()
 	defer mu.Unlock()
-	if err := checkCurrent(ctx, h, owner, server, g.ID); err != nil {
+	if err := x.checkCurrent(ctx, h, owner, server, g.ID); err != nil {
 		return err
 	}
-	return storeGrant(ctx, h, owner, server, g)
+	return x.storeGrant(ctx, h, owner, server, g)
 }
 
-// storeGrant writes owner's grant for server.
-func storeGrant(ctx context.Context, h ext.Host, owner, server string, g *grant) error {
+// storeGrant writes owner's grant for server, sealed.
+func (x *Extension) storeGrant(ctx context.Context, h ext.Host, owner, server string, g *grant) error {
+	key, err := x.sealKey(ctx, h)
+	if err != nil {
+		return err
+	}
+	g.Seal = sealOf(key, owner, server, g)
 	b, err := json.Marshal(g)
 	if err != nil {
 		return err
@@ -220,6 +289,9 @@ type oauthState struct {
 	// underway counts each owner's sign-ins from their start until their
 	// flow ends (admitFlow).
 	underway map[string]int
+
+	keyMu   sync.Mutex
+	sealKey []byte // GrantKeySecret's value, once read
 
 	// stores serialise the writes of one (owner, server)'s grant (a
 	// sign-in's, a refresh's check-then-write), striped by hash.
@@ -366,7 +438,7 @@ func (s *grantSource) refreshLocked() error {
 	defer cancel()
 	// A sign-in since (or a sign-out) took this grant's place: its
 	// refresh token is not to be used any more.
-	if err := checkCurrent(ctx, h, s.owner, s.server, s.id); errors.Is(err, errReplaced) || errors.Is(err, errSignedOut) {
+	if err := x.checkCurrent(ctx, h, s.owner, s.server, s.id); errors.Is(err, errReplaced) || errors.Is(err, errSignedOut) {
 		return s.stopLocked(err)
 	} else if err != nil {
 		return fmt.Errorf("renewing the sign-in to MCP server %q: %v: %w", s.server, err, ext.ErrUnavailable)

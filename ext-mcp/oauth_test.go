@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -913,5 +914,47 @@ func TestOAuthSignInsBounded(t *testing.T) {
 	wg.Wait()
 	if ok != 8 || refused != n-8 {
 		t.Errorf("%d sign-ins of one user started at once: %d started, %d refused; want 8 and %d", n, ok, refused, n-8)
+	}
+}
+
+// TestOAuthForgedGrant checks that a grant a user wrote themselves (a
+// user may store any secret of their own, oauth:<server> included) is
+// not trusted: one that names an operator secret as its client secret
+// and a token endpoint of the user's choosing makes the extension send
+// nothing there (neither that secret nor any request through the
+// operator's address policy); the server waits for a sign-in instead.
+func TestOAuthForgedGrant(t *testing.T) {
+	as := startOAuth(t)
+	var mu sync.Mutex
+	var seen []string
+	trap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization")+" "+string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"trap","token_type":"Bearer","expires_in":3600}`))
+	}))
+	defer trap.Close()
+	operatorSecret := canary("OPERATOR")
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, `, "oauth": {"clientId": "c1", "clientSecret": {"secret": "o-client-secret"}}`), publicURL, nil)
+	f.setSecret(extmcp.OperatorUser, "o-client-secret", operatorSecret)
+	forged, _ := json.Marshal(map[string]any{"v": 1, "id": "forged", "issuer": as.base, "clientId": "c1", "resource": as.mcpURL(),
+		"secretRef": "o-client-secret", "tokenUrl": trap.URL + "/token", "authStyle": 1,
+		"access": "stale", "refresh": "r", "expiry": time.Now().Add(-time.Hour)})
+	f.setSecret("alice", extmcp.GrantSecret("o"), string(forged))
+	f.activate("alice")
+	res, err := f.call("alice", "o/whoami", `{}`)
+	if err != nil || !res.IsError {
+		t.Errorf("a call with a forged grant: %v %q; want an error result", err, res.Text())
+	}
+	if st := f.statusOf("alice", "o"); st.State != ext.StateNeedsSignIn {
+		t.Errorf("status with a forged grant: %+v; want needs sign-in", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 0 {
+		t.Errorf("%d request(s) reached the token endpoint a user wrote into their grant (the operator secret in them: %v)",
+			len(seen), strings.Contains(strings.Join(seen, "\n"), operatorSecret))
 	}
 }

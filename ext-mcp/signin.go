@@ -407,7 +407,7 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 			sctx, scancel := context.WithTimeout(x.life, 10*time.Second)
 			mu := x.oauth.storeLock(owner, name) // no refresh's check-then-write in between
 			mu.Lock()
-			err = storeGrant(sctx, h, owner, name, g)
+			err = x.storeGrant(sctx, h, owner, name, g)
 			mu.Unlock()
 			scancel()
 			x.oauth.mu.Lock()
