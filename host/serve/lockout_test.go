@@ -333,6 +333,35 @@ func TestAttackLogFlood(t *testing.T) {
 	}
 }
 
+// TestAttackOAuthLogFlood: anyone may send the OAuth routes made-up
+// requests (a redirect with a forged state; an authorization whose
+// client_id is a metadata document the guard refuses), and each is
+// refused: the log holds a few lines per reason, not one per request.
+func TestAttackOAuthLogFlood(t *testing.T) {
+	st := startStack(t, nil)
+	m := st.from(t, "127.0.0.1")
+	const n = 100
+	for i := range n {
+		m.do("GET", fmt.Sprintf("/oauth/callback?code=c&state=forged-%d", i), "", "", nil)
+		q := url.Values{"client_id": {fmt.Sprintf("https://127.0.0.1:1/app-%d.json", i)}, "response_type": {"code"},
+			"redirect_uri": {"http://127.0.0.1:9/cb"}, "state": {"state-0123456789"}, "code_challenge_method": {"S256"},
+			"code_challenge": {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}}
+		m.do("GET", "/oauth/authorize?"+q.Encode(), "", "", nil)
+	}
+	if err := st.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := st.logs.String()
+	if lines := strings.Count(out, "\n"); lines > 40 {
+		t.Errorf("%d refused OAuth requests wrote %d log lines, want a few per reason:\n%s", 2*n, lines, out)
+	}
+	for _, want := range []string{"no sign-in waits for this state", "refused a client", "similar refusals suppressed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestPublicHostBehindLocalProxy: behind a proxy on this machine, requests
 // reach the loopback listener naming the publicURL's host: allowed on
 // /mcp, /api/v1 and /settings; any other name still gets 403.

@@ -186,7 +186,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		mcpURL = cfg.BaseURL() + "/mcp"
 	}
 	s.flows = oauthflow.New(h, &oauthflow.Options{
-		BaseURL: s.URL, Secure: s.tls != nil, Logger: logger.With("surface", "oauth"),
+		BaseURL: s.URL, Secure: s.tls != nil, Logger: logger.With("surface", "oauth"), Refusals: s.refusals,
 		SessionUser: func(w http.ResponseWriter, r *http.Request) (string, bool) {
 			u, _, ok := sessions.User(w, r)
 			return u, ok

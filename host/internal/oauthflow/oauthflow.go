@@ -45,6 +45,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/ext/netguard"
+	"github.com/agenthost/agenthost/host/internal/guard"
 )
 
 // The paths this package serves, under the host's public URL.
@@ -77,7 +78,10 @@ type Options struct {
 	MaxAge time.Duration
 	// Logger receives the sign-ins' outcomes (never a code or token).
 	Logger *slog.Logger
-	_      struct{}
+	// Refusals rate-limits the log lines of refused redirects, which
+	// anyone may send (share the server's; nil: a log of its own).
+	Refusals *guard.RefusalLog
+	_        struct{}
 }
 
 // Limits on the sign-ins waiting.
@@ -138,6 +142,9 @@ func New(h Host, o *Options) *Flows {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Refusals == nil {
+		opts.Refusals = guard.NewRefusalLog(nil)
 	}
 	if opts.BaseURL == nil {
 		opts.BaseURL = func() string { return "" }
@@ -307,7 +314,7 @@ func (f *Flows) ServeCallback(w http.ResponseWriter, r *http.Request) {
 	state := r.URL.Query().Get("state")
 	p := f.take(state)
 	if p == nil {
-		f.o.Logger.Warn("oauth callback: no sign-in waits for this state", "state_sha256", hash(state)[:12])
+		f.o.Refusals.Refused(f.o.Logger, "oauth callback: no sign-in waits for this state", "state_sha256", hash(state)[:12])
 		f.page(w, http.StatusBadRequest, false, "Not connected",
 			"This sign-in answer is not valid here: it was already used, it expired (sign-ins wait "+
 				f.o.MaxAge.String()+"), or the sign-in was started elsewhere. Nothing was connected; start the sign-in again.")

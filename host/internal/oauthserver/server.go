@@ -412,8 +412,13 @@ type pending struct{ grants []string }
 func (f *fositeStorage) GetClient(ctx context.Context, id string) (fosite.Client, error) {
 	c, err := f.s.client(ctx, id)
 	if err != nil {
-		if !errors.Is(err, ErrNotFound) {
-			f.s.log.Warn("oauth: refused a client", "client", clip(id), "err", err)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case isDocumentID(id):
+			// Anyone may name any document: rate-limited.
+			f.s.opts.Refusals.Refused(f.s.log, "oauth: refused a client", "client", clip(id), "err", err)
+		default:
+			f.s.log.Warn("oauth: reading a client failed", "client", clip(id), "err", err)
 		}
 		return nil, fosite.ErrNotFound.WithWrap(err).WithHint(clientHint(err))
 	}
