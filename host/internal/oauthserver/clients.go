@@ -280,7 +280,7 @@ func (d *documents) fetch(ctx context.Context, id string) (*Client, error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetching the client's metadata document %s: %w", clip(id), err)
+		return nil, &fetchError{url: id, err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -310,6 +310,26 @@ func (d *documents) fetch(ctx context.Context, id string) (*Client, error) {
 	}
 	c.ID, c.Created = id, d.now()
 	return c, nil
+}
+
+// fetchError is a metadata document that could not be fetched. Why (a
+// name that resolves to an internal address, a refused or unreachable
+// port, TLS) is logged, never told: anyone may name any URL, and the
+// answer would map what the host can reach.
+type fetchError struct {
+	url string
+	err error
+}
+
+func (e *fetchError) Error() string {
+	return fmt.Sprintf("fetching the client's metadata document %s: %v", clip(e.url), e.err)
+}
+
+func (e *fetchError) Unwrap() error { return e.err }
+
+// public is what the client and the person are told.
+func (e *fetchError) public() string {
+	return fmt.Sprintf("its metadata document %s could not be fetched.", clip(e.url))
 }
 
 // documentClient is the fetcher of metadata documents: every connection

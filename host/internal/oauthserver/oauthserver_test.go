@@ -55,6 +55,12 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // noneOf fails the test if the log holds any of the secrets.
 func (l *logBuffer) noneOf(t *testing.T, secrets ...string) {
 	t.Helper()
@@ -403,11 +409,23 @@ func TestClientDocuments(t *testing.T) {
 			}
 		})
 	}
-	// Without the test's allowance the guard refuses the loopback server.
+	// Without the test's allowance the guard refuses the loopback server;
+	// the page (anyone's to see) does not tell what the name resolves to
+	// or why it was refused (an oracle of the host's network), the log
+	// does.
 	guarded := newEnv(t, &oauthserver.Options{DocumentTLS: tlsConf})
-	r := guarded.browser("alice").get(guarded.config(ds.URL+"/good.json").AuthCodeURL("state-0123456789", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
-	if r.code == http.StatusOK || !strings.Contains(r.body, "not allowed") {
+	_, port, _ := strings.Cut(strings.TrimPrefix(ds.URL, "https://"), ":")
+	r := guarded.browser("alice").get(guarded.config("https://localhost:"+port+"/good.json").AuthCodeURL("state-0123456789", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	if r.code == http.StatusOK || !strings.Contains(r.body, "could not be fetched") {
 		t.Errorf("a document on loopback without an allowance: %d\n%s", r.code, r.body)
+	}
+	for _, leak := range []string{"127.0.0.1", "::1", "loopback", "not allowed"} {
+		if strings.Contains(r.body, leak) {
+			t.Errorf("the refusal page tells %q of the host's network:\n%s", leak, r.body)
+		}
+	}
+	if !strings.Contains(guarded.logs.String(), "not allowed") {
+		t.Errorf("the log lacks why the document was refused:\n%s", guarded.logs.String())
 	}
 	// Not https, or no path: refused before any fetch.
 	for _, id := range []string{"https://127.0.0.1", "https://127.0.0.1/", "https://127.0.0.1/a/../b.json"} {

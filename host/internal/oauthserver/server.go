@@ -427,8 +427,12 @@ func (f *fositeStorage) GetClient(ctx context.Context, id string) (fosite.Client
 
 // clientHint is what an unusable client is told.
 func clientHint(err error) string {
-	if errors.Is(err, ErrNotFound) {
+	var fe *fetchError
+	switch {
+	case errors.Is(err, ErrNotFound):
 		return "The client is not registered here."
+	case errors.As(err, &fe):
+		return fe.public()
 	}
 	return err.Error()
 }
