@@ -220,6 +220,9 @@ const (
 	maxDocumentBytes = 5 << 10
 	documentTimeout  = 5 * time.Second
 	maxCachedDocs    = 256
+	// maxStaleDoc is how long a document fetched once keeps serving while
+	// it cannot be fetched again.
+	maxStaleDoc = 24 * time.Hour
 )
 
 // documents fetches and caches client ID metadata documents. It is safe
@@ -255,6 +258,13 @@ func (d *documents) get(ctx context.Context, id string) (*Client, error) {
 		defer cancel()
 		return d.fetch(fctx, id)
 	})
+	var fe *fetchError
+	if err != nil && ok && errors.As(err, &fe) && d.now().Sub(e.fetched) < maxStaleDoc {
+		// The document cannot be fetched now (its host down, the network):
+		// the one fetched last serves a while longer, so that its client's
+		// refreshes are not refused as invalid_client meanwhile.
+		return e.c, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -285,6 +295,9 @@ func (d *documents) fetch(ctx context.Context, id string) (*Client, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDocumentBytes))
+		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+			return nil, &fetchError{url: id, err: fmt.Errorf("HTTP %d", resp.StatusCode)}
+		}
 		return nil, fmt.Errorf("fetching the client's metadata document %s: HTTP %d", clip(id), resp.StatusCode)
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
@@ -312,10 +325,11 @@ func (d *documents) fetch(ctx context.Context, id string) (*Client, error) {
 	return c, nil
 }
 
-// fetchError is a metadata document that could not be fetched. Why (a
-// name that resolves to an internal address, a refused or unreachable
-// port, TLS) is logged, never told: anyone may name any URL, and the
-// answer would map what the host can reach.
+// fetchError is a metadata document that could not be fetched (no
+// answer, or the server's own trouble: 5xx, 429). Why (a name that
+// resolves to an internal address, a refused or unreachable port, TLS)
+// is logged, never told: anyone may name any URL, and the answer would
+// map what the host can reach.
 type fetchError struct {
 	url string
 	err error

@@ -47,8 +47,9 @@
 // document: fetched through package netguard's dial-time guard (no
 // loopback, private, link-local or other internal address, however the
 // name resolves; [Options.DocumentAllow] opens prefixes), at most 5 KiB,
-// within 5 s, no redirects, cached for [Options.DocumentTTL], its client_id must be its
-// own URL and the redirect URI must be listed.
+// within 5 s, no redirects, cached for [Options.DocumentTTL] (and up to a
+// day longer while it cannot be fetched again: its host down), its
+// client_id must be its own URL and the redirect URI must be listed.
 //
 // # Scopes
 //

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -628,5 +629,38 @@ func TestMetadata(t *testing.T) {
 		if resp.StatusCode != http.StatusForbidden {
 			t.Errorf("%s with Host evil.example: %d, want 403", p, resp.StatusCode)
 		}
+	}
+}
+
+// TestClientDocumentOutage: when a metadata-document client's document
+// cannot be fetched for a while (its host answers 503, or cannot be
+// reached), the document fetched last keeps serving, so that the
+// client's refresh is not refused as invalid_client (which makes apps
+// drop the connection); a document never fetched is refused all the same.
+func TestClientDocumentOutage(t *testing.T) {
+	var down atomic.Bool
+	ds := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"client_id": "https://" + r.Host + r.URL.Path, "client_name": "Doc app",
+			"redirect_uris": []string{redirect}, "grant_types": []string{"authorization_code", "refresh_token"}, "token_endpoint_auth_method": "none"})
+	}))
+	defer ds.Close()
+	tlsConf := ds.Client().Transport.(*http.Transport).TLSClientConfig
+	e := newEnv(t, &oauthserver.Options{DocumentAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DocumentTLS: tlsConf,
+		DocumentTTL: time.Millisecond})
+	cfg := e.config(ds.URL + "/app.json")
+	tok := e.browser("alice").tokens(cfg)
+	down.Store(true)
+	time.Sleep(10 * time.Millisecond) // the cached document is past its time
+	if _, err := cfg.TokenSource(context.Background(), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token(); err != nil {
+		t.Errorf("a refresh while the client's document host is down: %v", err)
+	}
+	other := e.config(ds.URL + "/other.json")
+	if r := e.browser("alice").get(other.AuthCodeURL("state-0123456789", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))); r.code == http.StatusOK {
+		t.Errorf("a document never fetched was accepted while its host is down")
 	}
 }
