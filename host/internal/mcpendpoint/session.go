@@ -31,7 +31,7 @@ type session struct {
 	version string
 	caps    json.RawMessage // the client's capabilities, raw
 
-	touch, detach func() // the host's registration
+	touch, detach func() // the host's registration; set before the session is admitted
 
 	busy     atomic.Int32 // requests in flight
 	lastUsed atomic.Int64 // unix nanoseconds of the last request's start or end
@@ -184,9 +184,7 @@ func (s *session) servePOST(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if s.touch != nil {
-		s.touch()
-	}
+	s.touch()
 	rsp := newResponder(w, batch, len(calls))
 	defer rsp.finish()
 	if len(calls) == 1 {
@@ -593,9 +591,7 @@ func (s *session) close(why string) {
 	}
 	delete(s.u.sessions, s)
 	e.mu.Unlock()
-	if s.detach != nil {
-		s.detach()
-	}
+	s.detach()
 	e.log.Debug("mcp: session closed", "user", s.p.User, "why", why)
 	if len(subs) > 0 {
 		e.wg.Add(1)
@@ -658,8 +654,12 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 	s := &session{e: e, u: u, p: p, id: rand.Text(), version: version, caps: caps, level: -1}
 	s.conv = "mcp:" + s.id
 	s.lastUsed.Store(time.Now().UnixNano())
+	// Attached before it is admitted: whoever closes it once admitted
+	// (CloseToken, Close, the sweeper, a newer session) finds its detach.
+	s.touch, s.detach = e.host.AttachSession(p.User, s)
 	victim, status, msg := e.admit(s)
 	if status != 0 {
+		s.detach()
 		e.release(u)
 		e.log.Warn("mcp: refused a session", "user", p.User, "reason", msg)
 		if status == http.StatusServiceUnavailable {
@@ -671,7 +671,6 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 	if victim != nil {
 		victim.close("the user opened more sessions than the cap allows; it was the least recently used")
 	}
-	s.touch, s.detach = e.host.AttachSession(p.User, s)
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
