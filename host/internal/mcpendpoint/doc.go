@@ -156,6 +156,7 @@
 // returns at once (it may run in a revocation callback): the token's
 // sessions are closed, their calls in flight cancelled, and what is left
 // (dropping their resource subscriptions at the host) runs in the
-// background. [Endpoint.Close] closes every session and joins every
+// background. [Endpoint.Close] closes every session, waits for the closes
+// other requests (DELETE, CloseToken) have under way, and joins every
 // goroutine the endpoint started.
 package mcpendpoint

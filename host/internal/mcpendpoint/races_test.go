@@ -3,10 +3,14 @@ package mcpendpoint_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/hosttest"
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
 )
@@ -123,5 +127,56 @@ func TestInitializeDuringClose(t *testing.T) {
 	}
 	if n := e.host.Attached("alice"); n != 0 {
 		t.Errorf("%d sessions of alice still attached to the host after Close", n)
+	}
+}
+
+// subscribeBody subscribes to (or unsubscribes from) uri.
+func subscribeBody(method, uri string) string {
+	return `{"jsonrpc":"2.0","id":"s","method":"resources/` + method + `","params":{"uri":"` + uri + `"}}`
+}
+
+const todayURI = "notes://alice/today"
+
+// TestCloseWaitsForSessionsClosing: Close waits for a session that
+// another request (DELETE) is closing at the same time, its resource
+// subscriptions dropped, instead of returning while that close goes on
+// and starts its cleanup after Close's wait (a goroutine no one waits for).
+func TestCloseWaitsForSessionsClosing(t *testing.T) {
+	g := &gatedHost{}
+	e := newEnvWith(t, nil, g.wrap)
+	e.host.SetCatalog("alice", hosttest.Catalog{Resources: []api.Resource{{Resource: ext.Resource{URI: todayURI}}}})
+	_, sid := initialize(t, e.ep, aliceTok)
+	if w := post(e.ep, aliceTok, sid, subscribeBody("subscribe", todayURI)); w.Code != http.StatusOK || strings.Contains(w.Body.String(), "error") {
+		t.Fatalf("subscribing: HTTP %d %s", w.Code, w.Body)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	g.set(func(g *gatedHost) { g.onDetach = holdFirst(entered, release) })
+	deleted := make(chan int, 1)
+	go func() {
+		req := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
+		req.Header.Set("Authorization", "Bearer "+aliceTok)
+		req.Header.Set("Mcp-Session-Id", sid)
+		w := httptest.NewRecorder()
+		e.ep.ServeHTTP(w, req)
+		deleted <- w.Code
+	}()
+	<-entered
+	closed := make(chan struct{})
+	go func() {
+		_ = e.ep.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Error("Close returned while a DELETE was still closing a session")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if code := <-deleted; code != http.StatusNoContent {
+		t.Errorf("DELETE: HTTP %d", code)
+	}
+	if subs, unsubs := g.balance(todayURI); subs != 1 || unsubs != 1 {
+		t.Errorf("when Close returned: %d subscribes, %d unsubscribes of %s, want 1 and 1", subs, unsubs, todayURI)
 	}
 }

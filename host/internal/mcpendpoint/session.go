@@ -563,7 +563,10 @@ func (s *session) serveGET(w http.ResponseWriter, r *http.Request) {
 // close ends the session (once): it leaves the tables at once (further
 // requests get 404), cancels its requests in flight and its requests to
 // the client, ends its stream and detaches it from the host; its resource
-// subscriptions are dropped in the background.
+// subscriptions are dropped in the background. [Endpoint.Close] waits for
+// every close under way: the one that marks the session closed joins
+// e.wg before anyone else can see it closed (Close's own close of it
+// included), and a victim of admit joined it there.
 func (s *session) close(why string) {
 	s.mu.Lock()
 	if s.closed {
@@ -571,6 +574,7 @@ func (s *session) close(why string) {
 		return
 	}
 	s.closed = true
+	s.e.wg.Add(1) // done at the end, or by the cleanup goroutine
 	inflight, pending, st, subs := s.inflight, s.pending, s.stream, s.subs
 	s.inflight, s.pending, s.stream, s.subs = nil, nil, nil, nil
 	s.mu.Unlock()
@@ -594,7 +598,6 @@ func (s *session) close(why string) {
 	s.detach()
 	e.log.Debug("mcp: session closed", "user", s.p.User, "why", why)
 	if len(subs) > 0 {
-		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -609,6 +612,7 @@ func (s *session) close(why string) {
 		return
 	}
 	e.release(s.u)
+	e.wg.Done()
 }
 
 // initialize opens a session: it negotiates the revision, admits the
@@ -670,6 +674,7 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	if victim != nil {
 		victim.close("the user opened more sessions than the cap allows; it was the least recently used")
+		e.wg.Done() // admit's
 	}
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
@@ -704,7 +709,9 @@ func (e *Endpoint) admit(s *session) (victim *session, status int, msg string) {
 	}
 	if victim != nil {
 		// Out of the tables now, so that the count stays within the cap;
-		// closed by the caller.
+		// closed by the caller. Close no longer sees it: e.wg holds it
+		// until then.
+		e.wg.Add(1)
 		delete(e.byID, victim.id)
 		delete(u.sessions, victim)
 		e.open.Add(-1)
