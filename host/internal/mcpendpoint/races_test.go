@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,10 +132,13 @@ func TestInitializeDuringClose(t *testing.T) {
 	}
 }
 
-// subscribeBody subscribes to (or unsubscribes from) uri.
+// subscribeBody subscribes to (or unsubscribes from) uri, as a request
+// of a fresh id.
 func subscribeBody(method, uri string) string {
-	return `{"jsonrpc":"2.0","id":"s","method":"resources/` + method + `","params":{"uri":"` + uri + `"}}`
+	return `{"jsonrpc":"2.0","id":"s-` + strconv.FormatInt(subID.Add(1), 10) + `","method":"resources/` + method + `","params":{"uri":"` + uri + `"}}`
 }
+
+var subID atomic.Int64
 
 const todayURI = "notes://alice/today"
 
@@ -179,4 +184,99 @@ func TestCloseWaitsForSessionsClosing(t *testing.T) {
 	if subs, unsubs := g.balance(todayURI); subs != 1 || unsubs != 1 {
 		t.Errorf("when Close returned: %d subscribes, %d unsubscribes of %s, want 1 and 1", subs, unsubs, todayURI)
 	}
+}
+
+// holdFirstOf is holdFirst for the first subscribe (or, with unsubscribe,
+// unsubscribe) at the host.
+func holdFirstOf(unsubscribe bool, entered chan<- struct{}, release <-chan struct{}) func(string, bool) {
+	var once sync.Once
+	return func(_ string, unsub bool) {
+		if unsub != unsubscribe {
+			return
+		}
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(entered)
+			<-release
+		}
+	}
+}
+
+// deleteSession ends a session with DELETE.
+func deleteSession(t *testing.T, ep *mcpendpoint.Endpoint, token, sid string) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", sid)
+	w := httptest.NewRecorder()
+	ep.ServeHTTP(w, req)
+	if w.Code != http.StatusNoContent {
+		t.Errorf("DELETE: HTTP %d %s", w.Code, w.Body)
+	}
+}
+
+// TestSubscriptionRaces: a session's subscriptions stay in step with the
+// host's count whatever runs at once. A second subscribe of a resource
+// while the first is at the host is refused (before, both reached the
+// host, the session recorded one, and its close dropped one: the other
+// was held for good). A session closed while its unsubscribe is at the
+// host leaves that unsubscribe to the request (before, close dropped the
+// subscription too, taking another session's from the host).
+func TestSubscriptionRaces(t *testing.T) {
+	t.Run("twice at once", func(t *testing.T) {
+		g := &gatedHost{}
+		e := newEnvWith(t, nil, g.wrap)
+		e.host.SetCatalog("alice", hosttest.Catalog{Resources: []api.Resource{{Resource: ext.Resource{URI: todayURI}}}})
+		_, sid := initialize(t, e.ep, aliceTok)
+		entered, release := make(chan struct{}), make(chan struct{})
+		g.set(func(g *gatedHost) { g.onSub = holdFirstOf(false, entered, release) })
+		first := make(chan string, 1)
+		go func() { first <- post(e.ep, aliceTok, sid, subscribeBody("subscribe", todayURI)).Body.String() }()
+		<-entered
+		second := post(e.ep, aliceTok, sid, subscribeBody("subscribe", todayURI)).Body.String()
+		close(release)
+		if body := <-first; strings.Contains(body, "error") {
+			t.Errorf("the first subscribe: %s", body)
+		}
+		if !strings.Contains(second, "under way") {
+			t.Errorf("the second subscribe while the first ran: %s, want a refusal", second)
+		}
+		deleteSession(t, e.ep, aliceTok, sid)
+		if err := e.ep.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if subs, unsubs := g.balance(todayURI); subs != unsubs {
+			t.Errorf("%d subscribes and %d unsubscribes of %s at the host after Close", subs, unsubs, todayURI)
+		}
+	})
+	t.Run("unsubscribe as the session closes", func(t *testing.T) {
+		g := &gatedHost{}
+		e := newEnvWith(t, nil, g.wrap)
+		e.host.SetCatalog("alice", hosttest.Catalog{Resources: []api.Resource{{Resource: ext.Resource{URI: todayURI}}}})
+		_, a := initialize(t, e.ep, aliceTok)
+		_, b := initialize(t, e.ep, aliceTok)
+		for _, sid := range []string{a, b} {
+			if body := post(e.ep, aliceTok, sid, subscribeBody("subscribe", todayURI)).Body.String(); strings.Contains(body, "error") {
+				t.Fatalf("subscribing: %s", body)
+			}
+		}
+		entered, release := make(chan struct{}), make(chan struct{})
+		g.set(func(g *gatedHost) { g.onSub = holdFirstOf(true, entered, release) })
+		unsubscribed := make(chan string, 1)
+		go func() { unsubscribed <- post(e.ep, aliceTok, a, subscribeBody("unsubscribe", todayURI)).Body.String() }()
+		<-entered
+		deleteSession(t, e.ep, aliceTok, a)
+		close(release)
+		<-unsubscribed
+		if n := e.host.ResourceSubscribers("alice")[todayURI]; n != 1 {
+			t.Errorf("%d subscribers of %s with b's subscription open, want 1", n, todayURI)
+		}
+		if err := e.ep.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if subs, unsubs := g.balance(todayURI); subs != 2 || unsubs != 2 {
+			t.Errorf("%d subscribes and %d unsubscribes of %s at the host after Close, want 2 and 2", subs, unsubs, todayURI)
+		}
+	})
 }

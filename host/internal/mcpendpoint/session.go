@@ -39,7 +39,7 @@ type session struct {
 	mu       sync.Mutex
 	closed   bool
 	level    int                           // minimum log level (index in logLevels); -1: none set
-	subs     map[string]struct{}           // resources subscribed
+	subs     map[string]subState           // resources subscribed, by URI
 	inflight map[string]context.CancelFunc // by request ID
 	pending  map[string]chan *rpcMsg       // our requests to the client, by ID
 	nextID   uint64
@@ -49,6 +49,14 @@ type session struct {
 	found map[string]bool // originals of the deferred tools it found
 	view  []*entry        // its tool list when it found any (else the user's)
 }
+
+// subState is where a session's subscription of a resource stands.
+type subState uint8
+
+const (
+	subOn       subState = iota + 1 // the host holds it
+	subChanging                     // a subscribe or unsubscribe of it is at the host
+)
 
 // Per-session bounds: what a client can make the endpoint hold.
 const (
@@ -597,12 +605,19 @@ func (s *session) close(why string) {
 	e.mu.Unlock()
 	s.detach()
 	e.log.Debug("mcp: session closed", "user", s.p.User, "why", why)
-	if len(subs) > 0 {
+	// A subscription being changed is left to the request changing it.
+	var drop []string
+	for uri, state := range subs {
+		if state == subOn {
+			drop = append(drop, uri)
+		}
+	}
+	if len(drop) > 0 {
 		go func() {
 			defer e.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			for uri := range subs {
+			for _, uri := range drop {
 				if err := e.host.SubscribeResource(ctx, s.p.User, uri, true); err != nil {
 					e.log.Warn("mcp: unsubscribing a closed session", "user", s.p.User, "err", err)
 				}
