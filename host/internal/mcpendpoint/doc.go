@@ -93,9 +93,10 @@
 // one more (429 when all are busy), and [Options.MaxSessions] (default
 // 10,000) refuses new sessions with 503 and Retry-After. A closed
 // session's client gets 404 and must initialize again. Per session the
-// endpoint holds at most 256 requests in flight and 256 resource
-// subscriptions; a session's requests to the client end with the request
-// that made them.
+// endpoint holds at most 256 requests in flight, 256 resource
+// subscriptions and 256 requests to the client awaiting its answer (one
+// more fails at once with [ext.ErrUnavailable]); a session's requests to
+// the client end with the request that made them.
 //
 // # Names
 //

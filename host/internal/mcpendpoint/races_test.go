@@ -2,6 +2,9 @@ package mcpendpoint_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -279,4 +282,45 @@ func TestSubscriptionRaces(t *testing.T) {
 			t.Errorf("%d subscribes and %d unsubscribes of %s at the host after Close, want 2 and 2", subs, unsubs, todayURI)
 		}
 	})
+}
+
+// TestPendingClientRequestsBounded: a session holds at most 256 requests
+// to its client unanswered; one more fails at once (ext.ErrUnavailable)
+// instead of growing the session's table for as long as a client that
+// never answers is connected.
+func TestPendingClientRequestsBounded(t *testing.T) {
+	e := newEnv(t, nil)
+	const asks = 257
+	e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		refused := make(chan error, asks)
+		var wg sync.WaitGroup
+		for range asks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := req.Session.Request(ctx, ext.MethodCreateMessage, json.RawMessage(`{"messages":[],"maxTokens":1}`))
+				if ctx.Err() == nil {
+					refused <- err
+				}
+			}()
+		}
+		var res *ext.CallToolResult
+		select {
+		case err := <-refused:
+			res = ext.TextResult(fmt.Sprintf("refused: %v (unavailable: %v)", err, errors.Is(err, ext.ErrUnavailable)))
+		case <-time.After(5 * time.Second):
+			res = ext.TextResult("none refused")
+		}
+		cancel()
+		wg.Wait()
+		return res, nil
+	})
+	resp := e.rawPost(t, aliceTok, "", strings.Replace(initBody, `"capabilities":{}`, `"capabilities":{"sampling":{}}`, 1), nil)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	_, msgs := e.rpc(t, aliceTok, sid, "2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"notes__add","arguments":{}}}`)
+	last := string(msgs[len(msgs)-1])
+	if !strings.Contains(last, "too many requests to the client") || !strings.Contains(last, "unavailable: true") {
+		t.Errorf("the %dth request to a client that answers none: %s", asks, last)
+	}
 }

@@ -62,6 +62,7 @@ const (
 const (
 	maxSubscriptions = 256 // resources subscribed
 	maxInflight      = 256 // requests in flight
+	maxPending       = 256 // requests to the client awaiting its answer
 )
 
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
@@ -316,6 +317,10 @@ func (s *session) ask(ctx context.Context, method string, params json.RawMessage
 	if s.closed {
 		s.mu.Unlock()
 		return nil, errSessionGone
+	}
+	if len(s.pending) >= maxPending {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("too many requests to the client await its answer (%d): %w", maxPending, ext.ErrUnavailable)
 	}
 	s.nextID++
 	id := "ah-" + strconv.FormatUint(s.nextID, 10)
