@@ -21,9 +21,9 @@
 // Stateful sessions (initialize, Mcp-Session-Id) speak 2025-11-25,
 // 2025-06-18 and 2025-03-26; an initialize asking for another revision is
 // answered with 2025-11-25, as the spec says. 2025-03-26 obliges servers to
-// accept JSON-RPC batches, so its sessions take them (answered with an
-// array, or as events once the answer is a stream); later revisions
-// removed batches and get 400 for one. Tasks are offered from 2025-11-25.
+// accept JSON-RPC batches, so its sessions take them (at most 256
+// messages; answered with an array, or as events once the answer is a
+// stream); later revisions removed batches and get 400 for one. Tasks are offered from 2025-11-25.
 //
 // The stateless revision 2026-07-28 (server/discover, no sessions, every
 // request carrying its revision) is served on the same URL by go-sdk's

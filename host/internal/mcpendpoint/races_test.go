@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -322,5 +323,34 @@ func TestPendingClientRequestsBounded(t *testing.T) {
 	last := string(msgs[len(msgs)-1])
 	if !strings.Contains(last, "too many requests to the client") || !strings.Contains(last, "unavailable: true") {
 		t.Errorf("the %dth request to a client that answers none: %s", asks, last)
+	}
+}
+
+// pings is a JSON-RPC batch of n pings.
+func pings(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// TestBatchBounded: a 2025-03-26 batch holds at most 256 messages; a
+// bigger one is refused whole (400, Invalid Request) instead of getting a
+// goroutine per request (a 4 MiB body of pings held 12,000 goroutines and
+// 60 MiB of heap).
+func TestBatchBounded(t *testing.T) {
+	e := newEnv(t, nil)
+	cs := e.session(t, aliceTok, "2025-03-26", nil)
+	hdr := map[string]string{"Mcp-Protocol-Version": "2025-03-26"}
+	resp := e.rawPost(t, aliceTok, cs.ID(), pings(256), hdr)
+	var out []json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || len(out) != 256 {
+		t.Errorf("a batch of 256: HTTP %d, %d answers, %v", resp.StatusCode, len(out), err)
+	}
+	resp = e.rawPost(t, aliceTok, cs.ID(), pings(257), hdr)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"code":-32600`) || !strings.Contains(string(b), "at most 256") {
+		t.Errorf("a batch of 257: HTTP %d %.300s, want 400 Invalid Request", resp.StatusCode, b)
 	}
 }

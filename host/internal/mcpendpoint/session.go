@@ -63,6 +63,7 @@ const (
 	maxSubscriptions = 256 // resources subscribed
 	maxInflight      = 256 // requests in flight
 	maxPending       = 256 // requests to the client awaiting its answer
+	maxBatch         = 256 // messages in one JSON-RPC batch (2025-03-26)
 )
 
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
@@ -163,6 +164,12 @@ func (s *session) servePOST(w http.ResponseWriter, r *http.Request) {
 	if batch && s.version != v20250326 {
 		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
 			"JSON-RPC batches are not supported: only protocol revision 2025-03-26 has them")
+		return
+	}
+	if len(msgs) > maxBatch {
+		// Each request of a batch runs at once: bound them before they start.
+		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
+			fmt.Sprintf("a JSON-RPC batch may hold at most %d messages", maxBatch))
 		return
 	}
 	var calls []*rpcMsg
