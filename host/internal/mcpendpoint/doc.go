@@ -74,7 +74,11 @@
 // any request (list_changed, resource updates, log messages, requests of
 // the host's [ext.Host.RequestUser]) travel on the session's standalone
 // stream (GET), queued so that a slow client never stalls a sender: when
-// its queue is full the stream ends and the client reconnects.
+// its queue is full the stream ends and the client reconnects. That
+// stream's events carry IDs, unique in the session, so that a client
+// counts each reconnect as progress; what it missed is not replayed
+// (Last-Event-ID is ignored). A POST's stream carries none: a client
+// whose POST stream breaks learns at once that its answer is lost.
 //
 // The endpoint expects its [http.Server] to set ReadHeaderTimeout and
 // IdleTimeout, and no WriteTimeout: the standalone stream of a session

@@ -33,8 +33,9 @@ type session struct {
 
 	touch, detach func() // the host's registration; set before the session is admitted
 
-	busy     atomic.Int32 // requests in flight
-	lastUsed atomic.Int64 // unix nanoseconds of the last request's start or end
+	busy     atomic.Int32  // requests in flight
+	events   atomic.Uint64 // the last event ID of its standalone streams
+	lastUsed atomic.Int64  // unix nanoseconds of the last request's start or end
 
 	mu       sync.Mutex
 	closed   bool
@@ -538,7 +539,10 @@ func (s *session) push(msg []byte) error {
 }
 
 // serveGET serves the standalone stream until the client leaves or the
-// session ends. A new GET replaces an open one.
+// session ends. A new GET replaces an open one. Its events carry IDs,
+// unique in the session, so that a client counts a reconnect after some
+// as progress (go-sdk fails a session whose stream ends MaxRetries times
+// without); they are not replayed, so Last-Event-ID is not looked at.
 func (s *session) serveGET(w http.ResponseWriter, r *http.Request) {
 	if _, sseOK := acceptsStreamable(r.Header.Values("Accept")); !sseOK {
 		http.Error(w, "Accept must contain 'text/event-stream' for GET requests", http.StatusBadRequest)
@@ -573,7 +577,8 @@ func (s *session) serveGET(w http.ResponseWriter, r *http.Request) {
 		case <-st.done:
 			return
 		case msg := <-st.ch:
-			if err := writeEvent(w, msg); err != nil {
+			id := strconv.FormatUint(s.events.Add(1), 10)
+			if err := writeEvent(w, id, msg); err != nil {
 				return
 			}
 		}
