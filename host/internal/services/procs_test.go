@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 )
 
 // missing skips a test whose system part is missing, loudly, and fails it
@@ -416,5 +418,49 @@ func TestSandboxHidesDataInsideSystemFolders(t *testing.T) {
 	}
 	if strings.Contains(argv, "/srv/elsewhere") {
 		t.Errorf("a hidden folder the sandbox does not show anyway is mounted over: %s", argv)
+	}
+}
+
+// TestCloseDuringStart: a connect whose spec arrives after Close began
+// starts nothing (before, its process was started after Close had
+// returned, with nobody left to wait for it), and fails.
+func TestCloseDuringStart(t *testing.T) {
+	var log hosttest.LogBuffer
+	m := newManager(t, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	slow := func(context.Context) (*ext.ProcessSpec, error) {
+		close(entered)
+		<-proceed
+		return spec("echo")(context.Background())
+	}
+	connected := make(chan error, 1)
+	go func() {
+		h, err := m.Connect(context.Background(), Key{"x", "slow", "alice"}, t.TempDir(), slow)
+		if err == nil {
+			_ = h.Release()
+		}
+		connected <- err
+	}()
+	<-entered
+	closed := make(chan struct{})
+	go func() {
+		_ = m.Close()
+		close(closed)
+	}()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		m.mu.Lock()
+		c := m.closed
+		m.mu.Unlock()
+		if c {
+			break
+		}
+	}
+	close(proceed) // the spec arrives once Close has begun
+	<-closed
+	if err := <-connected; err == nil {
+		t.Error("a connect in flight during Close succeeded")
+	}
+	if strings.Contains(log.String(), "service process started") {
+		t.Errorf("a process was started after Close had begun:\n%s", log.String())
 	}
 }

@@ -279,29 +279,7 @@ func (m *Manager) Connect(ctx context.Context, key Key, home string, start Start
 				m.mu.Unlock()
 				return nil, err
 			}
-			if m.closed {
-				m.mu.Unlock()
-				p.stop()
-				return nil, fmt.Errorf("service manager is closed: %w", ext.ErrUnavailable)
-			}
-			if other, ok := m.procs[key]; ok && !other.stopping && !p.oneSession {
-				// Lost a race with another connect for the same key.
-				h, err := m.handleLocked(other)
-				m.mu.Unlock()
-				p.stop()
-				return h, err
-			}
-			if p.oneSession {
-				m.single[p] = struct{}{}
-			} else {
-				m.procs[key] = p
-			}
-			m.wg.Add(1)
-			p.waiting = true
-			go p.wait()
-			h, err := m.handleLocked(p)
-			m.mu.Unlock()
-			return h, err
+			return m.register(key, p)
 		}
 		// Full: stop the least recently used idle process, or wait (also
 		// while another connect's eviction is still underway).
@@ -329,6 +307,38 @@ func (m *Manager) Connect(ctx context.Context, key Key, home string, start Start
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// register makes p, just started by start, one of the manager's (or
+// stops it, when Close began meanwhile or another connect started key's
+// first) and returns a handle to key's process. It is called with m.mu
+// held and unlocks it; it ends the start's count in m.wg once p is
+// registered or stopped.
+func (m *Manager) register(key Key, p *proc) (*Handle, error) {
+	defer m.wg.Done()
+	if m.closed {
+		m.mu.Unlock()
+		p.stop()
+		return nil, fmt.Errorf("service manager is closed: %w", ext.ErrUnavailable)
+	}
+	if other, ok := m.procs[key]; ok && !other.stopping && !p.oneSession {
+		// Lost a race with another connect for the same key.
+		h, err := m.handleLocked(other)
+		m.mu.Unlock()
+		p.stop()
+		return h, err
+	}
+	if p.oneSession {
+		m.single[p] = struct{}{}
+	} else {
+		m.procs[key] = p
+	}
+	m.wg.Add(1)
+	p.waiting = true
+	go p.wait()
+	h, err := m.handleLocked(p)
+	m.mu.Unlock()
+	return h, err
 }
 
 func (m *Manager) signalLocked() {
@@ -508,6 +518,22 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 	} else if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("%s: creating its folder: %w", key, err)
 	}
+	// From here on, Close waits for this start (m.wg) until register
+	// takes the process over; a start that Close has not seen must not
+	// begin, or its process would outlive Close.
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("service manager is closed: %w", ext.ErrUnavailable)
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	started := false
+	defer func() {
+		if !started {
+			m.wg.Done()
+		}
+	}()
 	cmd := exec.Command(name, args...)
 	cmd.Env = env
 	cmd.Dir = dir
@@ -562,6 +588,7 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 	go m.drainStderr(key, cmd.Process.Pid, stderrR)
 	m.logger.Info("service process started", "extension", key.Extension, "service", key.Service, "user", key.User,
 		"pid", cmd.Process.Pid, "sandbox", sb.kind)
+	started = true // register ends the count
 	return p, nil
 }
 
