@@ -113,8 +113,10 @@ func newServices(cfg *Config, dataDir string, grace time.Duration, logger *slog.
 
 // ServiceProcess reports whether pid is one of the host's service
 // processes or was started by one (even one that left its process group:
-// the cgroup finds it). The control socket refuses such peers: a server,
-// trusted or not, never administers the host.
+// the cgroup finds it), or is gone already (a peer that connected and
+// exited, leaving the connection to a child, cannot be told apart). The
+// control socket refuses such peers: a server, trusted or not, never
+// administers the host.
 func (h *Host) ServiceProcess(pid int) bool { return h.services.Owns(pid) }
 
 // Host loads extensions and serves their tools to users. It is safe for

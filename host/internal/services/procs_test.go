@@ -464,3 +464,73 @@ func TestCloseDuringStart(t *testing.T) {
 		t.Errorf("a process was started after Close had begun:\n%s", log.String())
 	}
 }
+
+// handoffMain connects to the unix socket $SOCK on behalf of a child it
+// started beforehand with the socket (mode hold), then exits: the
+// connection's credentials name a process that is gone.
+func handoffMain() {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	holder := exec.Command(os.Args[0])
+	holder.Env = []string{"SERVICES_TEST_MODE=hold"}
+	holder.ExtraFiles = []*os.File{os.NewFile(uintptr(fd), "socket")}
+	if err := holder.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: os.Getenv("SOCK")}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}
+
+// TestOwnsPeerThatHandedOff: a service process that connects to a socket
+// for a child and exits at once is gone when the peer is checked; its pid
+// counts as the manager's, so the control socket refuses the connection
+// its child goes on using (it was accepted, since a pid that is gone
+// belonged to nobody).
+func TestOwnsPeerThatHandedOff(t *testing.T) {
+	m := newManager(t, Options{})
+	sock := filepath.Join(t.TempDir(), "ctl.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	h, err := m.Connect(context.Background(), Key{"x", "handoff", "alice"}, t.TempDir(), func(context.Context) (*ext.ProcessSpec, error) {
+		return &ext.ProcessSpec{Command: "/bin/sh", Args: []string{"-c", `SERVICES_TEST_MODE=handoff "$0"; exec cat`, os.Args[0]},
+			Env: []string{"SOCK=" + sock}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	_ = ln.SetDeadline(time.Now().Add(10 * time.Second))
+	c, err := ln.AcceptUnix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cred *syscall.Ucred
+	_ = raw.Control(func(fd uintptr) {
+		cred, err = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); alive(int(cred.Pid)) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if alive(int(cred.Pid)) {
+		t.Fatalf("the connecting process %d did not exit", cred.Pid)
+	}
+	if !m.Owns(int(cred.Pid)) {
+		t.Errorf("the connection of service process %d, gone after handing it to its child, is not refused", cred.Pid)
+	}
+}

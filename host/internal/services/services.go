@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,13 +147,18 @@ func (m *Manager) sandbox() sandbox {
 
 // Owns reports whether pid is one of the service processes or descends
 // from one: it is in their cgroup tree, in one of their process groups, or
-// one of its ancestors is one of them. The control socket refuses such
-// peers.
+// one of its ancestors is one of them. A pid that cannot be examined (gone,
+// a zombie) counts as theirs: the process that connected may have exited
+// at once, leaving the connection to a child. The control socket refuses
+// such peers.
 func (m *Manager) Owns(pid int) bool {
-	if pid <= 0 {
+	if pid <= 0 || runtime.GOOS != "linux" { // no /proc to examine
 		return false
 	}
 	if m.cg != nil && m.cg.contains(pid) {
+		return true
+	}
+	if _, _, _, err := procStat(pid); err != nil {
 		return true
 	}
 	m.mu.Lock()
@@ -170,7 +176,7 @@ func (m *Manager) Owns(pid int) bool {
 	for range 64 {
 		ppid, pgid, _, err := procStat(pid)
 		if err != nil {
-			return false
+			return true // an ancestor that exited meanwhile: cannot tell
 		}
 		if ours[pid] || ours[pgid] {
 			return true
