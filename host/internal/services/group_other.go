@@ -37,6 +37,8 @@ func (*cgroupTree) create(string) (string, *os.File, error) { return "", nil, er
 
 func (*cgroupTree) contains(int) bool { return false }
 
+func (*cgroupTree) holds(string) bool { return false }
+
 func (*cgroupTree) tidy() {}
 
 func signalCgroup(string, syscall.Signal) {}

@@ -534,3 +534,46 @@ func TestOwnsPeerThatHandedOff(t *testing.T) {
 		t.Errorf("the connection of service process %d, gone after handing it to its child, is not refused", cred.Pid)
 	}
 }
+
+// TestReapKillsOnlyItsCgroups: a record (forged, or of another tree) that
+// names a cgroup outside the manager's tree kills nothing there.
+func TestReapKillsOnlyItsCgroups(t *testing.T) {
+	probe := New(Options{CgroupName: cgroupName(t)})
+	needCgroup(t, probe)
+	_ = probe.Close()
+	other, err := openCgroupTree(cgroupName(t) + "-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, f, err := other.create("victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := exec.Command("sleep", "1000")
+	victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, UseCgroupFD: true, CgroupFD: int(f.Fd())}
+	err = victim.Start()
+	_ = f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = victim.Process.Kill()
+		_ = victim.Wait()
+		_ = removeCgroup(dir, time.Second)
+		other.tidy()
+	})
+	run := t.TempDir()
+	gone := exec.Command("true")
+	_ = gone.Run()
+	r := record{PGID: gone.Process.Pid, Start: 1, Boot: bootID(), Cgroup: dir, Host: gone.Process.Pid, HostStart: 1, Service: "forged"}
+	b, _ := json.Marshal(r)
+	if err := os.WriteFile(filepath.Join(run, "1.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, Options{RunDir: run, CgroupName: cgroupName(t)})
+	_ = m.Close()
+	// New's reap waits for a cgroup it killed to empty: a kill has landed.
+	if !alive(victim.Process.Pid) {
+		t.Error("a record naming a cgroup outside the manager's tree killed what was in it")
+	}
+}
