@@ -21,7 +21,8 @@
 // Teredo) when the embedded address is refused. [Policy.Allow] lets an
 // operator open chosen prefixes; [Policy.Deny] closes chosen address:port
 // pairs even when they are otherwise allowed (a host's own listen address,
-// so that a URL pointing back at the host cannot loop).
+// so that a URL pointing back at the host cannot loop; 0.0.0.0 and ::,
+// which reach loopback, are denied where a loopback address is).
 //
 // A Policy is immutable once in use and safe for concurrent use.
 package netguard
@@ -155,11 +156,13 @@ func (p *Policy) Check(ap netip.AddrPort) error {
 	return nil
 }
 
-// denies reports whether a Deny entry's address d covers ip.
+// denies reports whether a Deny entry's address d covers ip. A dial of
+// an unspecified address (0.0.0.0, ::) reaches loopback, so it is denied
+// where a loopback address is.
 func (p *Policy) denies(d, ip netip.Addr) bool {
 	d = d.WithZone("").Unmap()
 	if !d.IsUnspecified() {
-		return d == ip
+		return d == ip || (ip.IsUnspecified() && d.IsLoopback())
 	}
 	if ip.IsLoopback() || ip.IsUnspecified() {
 		return true
