@@ -164,21 +164,30 @@ func (p *Policy) denies(d, ip netip.Addr) bool {
 	if !d.IsUnspecified() {
 		return d == ip || (ip.IsUnspecified() && d.IsLoopback())
 	}
+	local, err := IsLocal(ip)
+	return local || err != nil // cannot tell: refuse
+}
+
+// IsLocal reports whether ip is an address of this machine: loopback,
+// unspecified, or an address of one of its interfaces. It fails when the
+// interfaces cannot be listed.
+func IsLocal(ip netip.Addr) (bool, error) {
+	ip = ip.WithZone("").Unmap()
 	if ip.IsLoopback() || ip.IsUnspecified() {
-		return true
+		return true, nil
 	}
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return true // cannot tell: refuse
+		return false, fmt.Errorf("listing this machine's addresses: %w", err)
 	}
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok {
 			if la, ok := netip.AddrFromSlice(n.IP); ok && la.Unmap() == ip {
-				return true
+				return true, nil
 			}
 		}
 	}
-	return false
+	return false, nil
 }
 
 // Control is a [net.Dialer] Control hook that refuses, at dial time, the

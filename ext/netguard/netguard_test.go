@@ -242,3 +242,24 @@ func FuzzBlocked(f *testing.F) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestIsLocal: loopback, unspecified and this machine's interface
+// addresses are local; a public address is not.
+func TestIsLocal(t *testing.T) {
+	t.Parallel()
+	want := map[string]bool{"127.0.0.1": true, "::1": true, "0.0.0.0": true, "::ffff:127.0.0.2": true, "8.8.8.8": false}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			want[n.IP.String()] = true
+		}
+	}
+	for s, w := range want {
+		if got, err := netguard.IsLocal(netip.MustParseAddr(s)); got != w || err != nil {
+			t.Errorf("IsLocal(%s) = %v, %v; want %v", s, got, err, w)
+		}
+	}
+}
