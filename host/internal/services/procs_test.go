@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -483,5 +484,44 @@ func handoffMain() {
 	}
 	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: os.Getenv("SOCK")}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+	}
+}
+
+// TestSandboxHiddenPathsResolved: a readable path that is a symlink into
+// the hidden data folder, or a folder holding the real location of a data
+// folder named through a symlink, or holding a data folder named
+// relatively, would show the data folder: each is refused.
+func TestSandboxHiddenPathsResolved(t *testing.T) {
+	root := t.TempDir()
+	real := filepath.Join(root, "srv", "data")
+	if err := os.MkdirAll(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	linkToData := filepath.Join(root, "link-to-data")
+	dataLink := filepath.Join(root, "data-link")
+	for _, l := range []string{linkToData, dataLink} {
+		if err := os.Symlink(real, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		hide, readable string
+	}{
+		"readable symlink into the data folder":          {real, linkToData},
+		"data folder named by a symlink, real one shown": {dataLink, filepath.Join(root, "srv")},
+		"data folder named relatively, its folder shown": {"data", wd},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := newManager(t, Options{Sandbox: SandboxOptions{Hide: []string{c.hide}}})
+			_, err := newLayout(&ext.ProcessSpec{Command: "server", ReadablePaths: []string{c.readable}}, filepath.Join(root, "home"), m.opts.Sandbox.Hide)
+			if !errors.Is(err, ext.ErrPermission) {
+				t.Errorf("readable path %s with %s hidden = %v, want it refused", c.readable, c.hide, err)
+			}
+		})
 	}
 }

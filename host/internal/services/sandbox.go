@@ -80,9 +80,12 @@ func newLayout(spec *ext.ProcessSpec, home string, hide []string) (layout, error
 			return layout{}, fmt.Errorf("readable path %q is not absolute: %w", p, ext.ErrInvalidArgument)
 		}
 		p = filepath.Clean(p)
-		for _, h := range hide {
-			if within(p, h) || within(h, p) {
-				return layout{}, fmt.Errorf("readable path %q would show the host's data folder to a sandboxed process: %w", p, ext.ErrPermission)
+		// bwrap mounts what a symlink points to: check that too.
+		for _, q := range withTarget(p) {
+			for _, h := range hide {
+				if within(q, h) || within(h, q) {
+					return layout{}, fmt.Errorf("readable path %q would show the host's data folder to a sandboxed process: %w", p, ext.ErrPermission)
+				}
 			}
 		}
 		l.readable = append(l.readable, p)
@@ -100,6 +103,29 @@ func newLayout(spec *ext.ProcessSpec, home string, hide []string) (layout, error
 		l.dir = d
 	}
 	return l, nil
+}
+
+// withTarget returns p and, when a symlink on its way leads elsewhere, the
+// path it resolves to.
+func withTarget(p string) []string {
+	if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
+		return []string{p, r}
+	}
+	return []string{p}
+}
+
+// hiddenPaths makes the folders to hide absolute (a relative one is the
+// host's working directory's) and adds where each symlinked one really
+// is: that is what a readable path or a system folder would show.
+func hiddenPaths(hide []string) []string {
+	out := make([]string, 0, len(hide))
+	for _, h := range hide {
+		if a, err := filepath.Abs(h); err == nil {
+			h = a
+		}
+		out = append(out, withTarget(filepath.Clean(h))...)
+	}
+	return out
 }
 
 // Default uid range for users' sandboxed processes (host as root).

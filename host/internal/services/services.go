@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -91,6 +92,7 @@ func New(opts Options) *Manager {
 	if opts.Grace <= 0 {
 		opts.Grace = 2 * time.Second
 	}
+	opts.Sandbox.Hide = hiddenPaths(opts.Sandbox.Hide)
 	if opts.Sandbox.UIDCount <= 0 {
 		opts.Sandbox.UIDFirst, opts.Sandbox.UIDCount = defaultUIDFirst, defaultUIDCount
 	}
@@ -497,8 +499,13 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 				m.logger.Warn("untrusted service processes run unsandboxed, as the host's own user (services.unsafeSharedUID): "+
 					"they can read the host's data folder, its secrets and other users' tokens", "reason", sb.reason)
 			})
-		} else if h := m.opts.Sandbox.Home; h != nil {
-			home = h(key)
+		} else {
+			if h := m.opts.Sandbox.Home; h != nil {
+				home = h(key)
+			}
+			if a, err := filepath.Abs(home); err == nil {
+				home = a // bwrap mounts it by its absolute path
+			}
 		}
 	}
 	env, err := buildEnv(spec, home)
