@@ -17,8 +17,10 @@ import (
 // SandboxOptions says how processes whose spec asks for a sandbox
 // ([ext.ProcessSpec.Sandbox]) are contained.
 type SandboxOptions struct {
-	// Hide lists folders a sandboxed process must never see (the host's
-	// data folder), even where they lie inside a folder it is shown.
+	// Hide lists folders and files a sandboxed process must never see
+	// (the host's data folder, the operator's file), even where they lie
+	// inside a folder it is shown: a file there is emptied, a readable
+	// path that holds a folder is refused.
 	Hide []string
 	// UIDFirst and UIDCount are the range of uids given to users, one
 	// each, when the host runs as root (default 600000000 and 1000000).
@@ -70,9 +72,16 @@ func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
+// isFile reports whether p is there and is not a folder.
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}
+
 // newLayout checks what spec asks a sandboxed process to see: absolute
-// readable paths that neither lie in nor hold a hidden folder, and a
-// working directory it can see.
+// readable paths that neither lie in a hidden path nor hold a hidden
+// folder (a hidden file inside one is emptied, see argv), and a working
+// directory it can see.
 func newLayout(spec *ext.ProcessSpec, home string, hide []string) (layout, error) {
 	l := layout{home: filepath.Clean(home), hide: hide}
 	for _, p := range spec.ReadablePaths {
@@ -83,7 +92,7 @@ func newLayout(spec *ext.ProcessSpec, home string, hide []string) (layout, error
 		// bwrap mounts what a symlink points to: check that too.
 		for _, q := range withTarget(p) {
 			for _, h := range hide {
-				if within(q, h) || within(h, q) {
+				if within(q, h) || (within(h, q) && !isFile(h)) {
 					return layout{}, fmt.Errorf("readable path %q would show the host's data folder to a sandboxed process: %w", p, ext.ErrPermission)
 				}
 			}
