@@ -112,7 +112,7 @@ func hostAddrs(ctx context.Context, listen, public string, log *slog.Logger) ([]
 		}
 		p, _ := strconv.ParseUint(port, 10, 16)
 		for _, ip := range resolve(ctx, u.Hostname(), log) {
-			if local(ip) {
+			if local, _ := netguard.IsLocal(ip); local {
 				deny = append(deny, netip.AddrPortFrom(ip, uint16(p)))
 			}
 		}
@@ -134,25 +134,6 @@ func resolve(ctx context.Context, host string, log *slog.Logger) []netip.Addr {
 		ips[i] = ips[i].Unmap()
 	}
 	return ips
-}
-
-// local reports whether ip is an address of this machine.
-func local(ip netip.Addr) bool {
-	if ip.IsLoopback() || ip.IsUnspecified() {
-		return true
-	}
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return false
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if la, ok := netip.AddrFromSlice(n.IP); ok && la.Unmap() == ip {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // origin is scheme://host:port in one spelling, the port always written.

@@ -2,6 +2,7 @@ package extmcp
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -118,4 +119,25 @@ func FuzzMsgReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestErrorAnswerKeepsID: the error answer to a message over the limit
+// carries the id exactly as the server wrote it, escapes included, and is
+// valid JSON whatever the id's bytes.
+func TestErrorAnswerKeepsID(t *testing.T) {
+	for _, raw := range []string{`s1`, `a\"b`, `tab\there`, `\u00e9\\`, "caf\u00e9"} {
+		msg := `{"jsonrpc":"2.0","id":"` + raw + `","method":"x","params":{"big":"` + strings.Repeat("x", 2048) + `"}}`
+		o := &oversized{head: []byte(msg[:200])}
+		id, idType, _ := o.envelopeOf()
+		b := errorAnswer(id, idType, -32600, "too large")
+		var got, want struct{ ID any }
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Errorf("id %s: the answer %s is not JSON: %v", raw, b, err)
+			continue
+		}
+		_ = json.Unmarshal([]byte(`{"id":"`+raw+`"}`), &want)
+		if got.ID != want.ID {
+			t.Errorf("id %s: the answer carries id %q, want %q", raw, got.ID, want.ID)
+		}
+	}
 }

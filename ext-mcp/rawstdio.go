@@ -235,11 +235,13 @@ func (c *stdioConn) tooLarge(o *oversized) error {
 	return nil
 }
 
-// errorAnswer is a JSON-RPC error response to id.
+// errorAnswer is a JSON-RPC error response to id, as envelopeOf found it:
+// a string id is its raw JSON content (escapes as the server wrote them),
+// so it goes back between quotes as it is.
 func errorAnswer(id []byte, idType jsonparser.ValueType, code int64, message string) []byte {
 	b := []byte(`{"jsonrpc":"2.0","id":`)
 	if idType == jsonparser.String {
-		b = strconv.AppendQuote(b, string(id))
+		b = append(append(append(b, '"'), id...), '"')
 	} else {
 		b = append(b, id...)
 	}

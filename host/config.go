@@ -55,6 +55,8 @@ type Config struct {
 
 	// dir is the folder of the file, for relative paths.
 	dir string
+	// file is the file itself (LoadConfig), hidden from sandboxes.
+	file string
 }
 
 // ExtensionConfig is one extension in the operator's file.
@@ -157,6 +159,7 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	cfg.file = abs
 	return cfg, nil
 }
 

@@ -83,13 +83,17 @@ func seconds(v, def float64) time.Duration {
 
 // newServices is the manager of the host's per-user processes: records
 // and cgroups kept per data folder (what a killed host left is reaped
-// now), and a sandbox that hides the data folder (and the TLS key) from
+// now), and a sandbox that hides the data folder (and the TLS key, and
+// the operator's file with the secrets of the operator's servers) from
 // untrusted ones, each user's in a folder of its own.
 func newServices(cfg *Config, dataDir string, grace time.Duration, logger *slog.Logger) *services.Manager {
 	sum := sha256.Sum256([]byte(dataDir))
 	hide := []string{dataDir}
 	if cfg.TLS.KeyFile != "" {
 		hide = append(hide, cfg.Resolve(cfg.TLS.KeyFile))
+	}
+	if cfg.file != "" {
+		hide = append(hide, cfg.file)
 	}
 	return services.New(services.Options{
 		Idle:        minutes(cfg.Services.IdleMinutes, 10),
@@ -113,8 +117,10 @@ func newServices(cfg *Config, dataDir string, grace time.Duration, logger *slog.
 
 // ServiceProcess reports whether pid is one of the host's service
 // processes or was started by one (even one that left its process group:
-// the cgroup finds it). The control socket refuses such peers: a server,
-// trusted or not, never administers the host.
+// the cgroup finds it), or is gone already (a peer that connected and
+// exited, leaving the connection to a child, cannot be told apart). The
+// control socket refuses such peers: a server, trusted or not, never
+// administers the host.
 func (h *Host) ServiceProcess(pid int) bool { return h.services.Owns(pid) }
 
 // Host loads extensions and serves their tools to users. It is safe for

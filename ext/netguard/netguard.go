@@ -21,7 +21,8 @@
 // Teredo) when the embedded address is refused. [Policy.Allow] lets an
 // operator open chosen prefixes; [Policy.Deny] closes chosen address:port
 // pairs even when they are otherwise allowed (a host's own listen address,
-// so that a URL pointing back at the host cannot loop).
+// so that a URL pointing back at the host cannot loop; 0.0.0.0 and ::,
+// which reach loopback, are denied where a loopback address is).
 //
 // A Policy is immutable once in use and safe for concurrent use.
 package netguard
@@ -155,27 +156,38 @@ func (p *Policy) Check(ap netip.AddrPort) error {
 	return nil
 }
 
-// denies reports whether a Deny entry's address d covers ip.
+// denies reports whether a Deny entry's address d covers ip. A dial of
+// an unspecified address (0.0.0.0, ::) reaches loopback, so it is denied
+// where a loopback address is.
 func (p *Policy) denies(d, ip netip.Addr) bool {
 	d = d.WithZone("").Unmap()
 	if !d.IsUnspecified() {
-		return d == ip
+		return d == ip || (ip.IsUnspecified() && d.IsLoopback())
 	}
+	local, err := IsLocal(ip)
+	return local || err != nil // cannot tell: refuse
+}
+
+// IsLocal reports whether ip is an address of this machine: loopback,
+// unspecified, or an address of one of its interfaces. It fails when the
+// interfaces cannot be listed.
+func IsLocal(ip netip.Addr) (bool, error) {
+	ip = ip.WithZone("").Unmap()
 	if ip.IsLoopback() || ip.IsUnspecified() {
-		return true
+		return true, nil
 	}
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return true // cannot tell: refuse
+		return false, fmt.Errorf("listing this machine's addresses: %w", err)
 	}
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok {
 			if la, ok := netip.AddrFromSlice(n.IP); ok && la.Unmap() == ip {
-				return true
+				return true, nil
 			}
 		}
 	}
-	return false
+	return false, nil
 }
 
 // Control is a [net.Dialer] Control hook that refuses, at dial time, the

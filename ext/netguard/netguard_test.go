@@ -123,6 +123,44 @@ func TestDialRefused(t *testing.T) {
 	c.Close()
 }
 
+// TestDenyUnspecifiedReachesLoopback: a host listening on loopback only
+// (127.0.0.1:P, [::1]:P) is reached by a dial of 0.0.0.0:P or [::]:P (the
+// kernel sends those to loopback), which its Deny entry refuses even where
+// every address is allowed (the operator's servers).
+func TestDenyUnspecifiedReachesLoopback(t *testing.T) {
+	t.Parallel()
+	everywhere := []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+	for _, listen := range []string{"127.0.0.1:0", "[::1]:0"} {
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			t.Logf("no listener on %s here: %v", listen, err)
+			continue
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		self := netip.MustParseAddrPort(ln.Addr().String())
+		p := &netguard.Policy{Allow: everywhere, Deny: []netip.AddrPort{self}}
+		for _, host := range []string{"0.0.0.0", "[::]", "[::ffff:0.0.0.0]"} {
+			addr := fmt.Sprintf("%s:%d", host, self.Port())
+			c, err := p.Dialer(time.Second).DialContext(context.Background(), "tcp", addr)
+			if err == nil {
+				c.Close()
+				t.Errorf("dialing %s reached the host's own %s", addr, self)
+			} else if !errors.Is(err, netguard.ErrBlocked) {
+				t.Logf("dialing %s: %v (not reached)", addr, err)
+			}
+		}
+	}
+}
+
 // TestRedirectHopChecked: an allowed server redirects to a refused one
 // (the other's port is denied); the client follows the redirect and the
 // hop's dial is refused.
@@ -204,3 +242,24 @@ func FuzzBlocked(f *testing.F) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestIsLocal: loopback, unspecified and this machine's interface
+// addresses are local; a public address is not.
+func TestIsLocal(t *testing.T) {
+	t.Parallel()
+	want := map[string]bool{"127.0.0.1": true, "::1": true, "0.0.0.0": true, "::ffff:127.0.0.2": true, "8.8.8.8": false}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			want[n.IP.String()] = true
+		}
+	}
+	for s, w := range want {
+		if got, err := netguard.IsLocal(netip.MustParseAddr(s)); got != w || err != nil {
+			t.Errorf("IsLocal(%s) = %v, %v; want %v", s, got, err, w)
+		}
+	}
+}

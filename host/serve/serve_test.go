@@ -139,6 +139,20 @@ func TestListenAndServe(t *testing.T) {
 		t.Errorf("/status.json: %d %s", resp.StatusCode, body)
 	}
 
+	// The operator's token is genuine but no user's: /mcp refuses it with
+	// 403, not 401, and does not count it as a guess.
+	req, _ = http.NewRequestWithContext(ctx, "POST", s.URL()+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err = (&http.Client{Transport: bearer(tr, op)}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an operator token on /mcp: %d, want 403", resp.StatusCode)
+	}
+
 	link, err := s.LoginLink(ctx, "alice")
 	if err != nil || !strings.HasPrefix(link, s.URL()+"/settings/login?code=") {
 		t.Errorf("login link %q, %v: want one on %s", link, err, s.URL())

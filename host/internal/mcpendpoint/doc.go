@@ -21,9 +21,9 @@
 // Stateful sessions (initialize, Mcp-Session-Id) speak 2025-11-25,
 // 2025-06-18 and 2025-03-26; an initialize asking for another revision is
 // answered with 2025-11-25, as the spec says. 2025-03-26 obliges servers to
-// accept JSON-RPC batches, so its sessions take them (answered with an
-// array, or as events once the answer is a stream); later revisions
-// removed batches and get 400 for one. Tasks are offered from 2025-11-25.
+// accept JSON-RPC batches, so its sessions take them (at most 256
+// messages; answered with an array, or as events once the answer is a
+// stream); later revisions removed batches and get 400 for one. Tasks are offered from 2025-11-25.
 //
 // The stateless revision 2026-07-28 (server/discover, no sessions, every
 // request carrying its revision) is served on the same URL by go-sdk's
@@ -74,7 +74,11 @@
 // any request (list_changed, resource updates, log messages, requests of
 // the host's [ext.Host.RequestUser]) travel on the session's standalone
 // stream (GET), queued so that a slow client never stalls a sender: when
-// its queue is full the stream ends and the client reconnects.
+// its queue is full the stream ends and the client reconnects. That
+// stream's events carry IDs, unique in the session, so that a client
+// counts each reconnect as progress; what it missed is not replayed
+// (Last-Event-ID is ignored). A POST's stream carries none: a client
+// whose POST stream breaks learns at once that its answer is lost.
 //
 // The endpoint expects its [http.Server] to set ReadHeaderTimeout and
 // IdleTimeout, and no WriteTimeout: the standalone stream of a session
@@ -93,9 +97,10 @@
 // one more (429 when all are busy), and [Options.MaxSessions] (default
 // 10,000) refuses new sessions with 503 and Retry-After. A closed
 // session's client gets 404 and must initialize again. Per session the
-// endpoint holds at most 256 requests in flight and 256 resource
-// subscriptions; a session's requests to the client end with the request
-// that made them.
+// endpoint holds at most 256 requests in flight, 256 resource
+// subscriptions and 256 requests to the client awaiting its answer (one
+// more fails at once with [ext.ErrUnavailable]); a session's requests to
+// the client end with the request that made them.
 //
 // # Names
 //
@@ -156,6 +161,7 @@
 // returns at once (it may run in a revocation callback): the token's
 // sessions are closed, their calls in flight cancelled, and what is left
 // (dropping their resource subscriptions at the host) runs in the
-// background. [Endpoint.Close] closes every session and joins every
+// background. [Endpoint.Close] closes every session, waits for the closes
+// other requests (DELETE, CloseToken) have under way, and joins every
 // goroutine the endpoint started.
 package mcpendpoint

@@ -90,6 +90,13 @@ type env struct {
 
 func newEnv(t testing.TB, opts *mcpendpoint.Options) *env {
 	t.Helper()
+	return newEnvWith(t, opts, nil)
+}
+
+// newEnvWith is newEnv with the endpoint talking to wrap(host) (nil: the
+// host itself), for tests that hold the host's answers back.
+func newEnvWith(t testing.TB, opts *mcpendpoint.Options, wrap func(*hosttest.Host) mcpendpoint.Host) *env {
+	t.Helper()
 	h := hosttest.New(nil)
 	h.SetTools("alice", tool("notes/add", "Add a note.", ""), tool("notes/list", "List notes.", ext.ExposureDirect))
 	h.SetTools("bob", tool("web/fetch", "Fetch a URL.", ""))
@@ -98,7 +105,11 @@ func newEnv(t testing.TB, opts *mcpendpoint.Options) *env {
 		alice2Tok: {User: "alice", TokenID: "a2"},
 		bobTok:    {User: "bob", TokenID: "b1"},
 	}}
-	ep, err := mcpendpoint.New(h, v, opts)
+	var eh mcpendpoint.Host = h
+	if wrap != nil {
+		eh = wrap(h)
+	}
+	ep, err := mcpendpoint.New(eh, v, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -341,7 +341,10 @@ func (s *session) readResource(ctx context.Context, rs *reqSession, raw json.Raw
 	return checked(out, err, "reading the resource")
 }
 
-// subscribe starts or stops this session's updates of a resource.
+// subscribe starts or stops this session's updates of a resource. While
+// the host handles it the URI is marked subChanging: a second change of it
+// is refused, and a close of the session leaves it to this request, so
+// that the session and the host's count stay in step.
 func (s *session) subscribe(ctx context.Context, raw json.RawMessage, unsubscribe bool) (json.RawMessage, error) {
 	var p struct {
 		URI string `json:"uri"`
@@ -350,39 +353,50 @@ func (s *session) subscribe(ctx context.Context, raw json.RawMessage, unsubscrib
 		return nil, errParams("the request needs a uri")
 	}
 	s.mu.Lock()
-	_, had := s.subs[p.URI]
-	full := len(s.subs) >= maxSubscriptions
-	s.mu.Unlock()
+	state, had := s.subs[p.URI]
 	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return nil, &rpcError{code: codeInvalidRequest, msg: "the session is closed"}
+	case state == subChanging:
+		s.mu.Unlock()
+		return nil, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("a change of the subscription to %q is under way", p.URI)}
 	case had != unsubscribe:
+		s.mu.Unlock()
 		return json.RawMessage("{}"), nil // nothing changes
-	case !unsubscribe && full:
+	case !unsubscribe && len(s.subs) >= maxSubscriptions:
+		s.mu.Unlock()
 		return nil, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("a session may subscribe to at most %d resources", maxSubscriptions)}
 	}
-	if err := s.e.host.SubscribeResource(ctx, s.p.User, p.URI, unsubscribe); err != nil {
+	if s.subs == nil {
+		s.subs = map[string]subState{}
+	}
+	s.subs[p.URI] = subChanging
+	s.mu.Unlock()
+	err := s.e.host.SubscribeResource(ctx, s.p.User, p.URI, unsubscribe)
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		// An unsubscribe is done even when it fails: the host forgets the
+		// subscriber first.
+		if unsubscribe || err != nil {
+			delete(s.subs, p.URI)
+		} else {
+			s.subs[p.URI] = subOn
+		}
+	}
+	s.mu.Unlock()
+	if closed && err == nil && !unsubscribe {
+		// Closed meanwhile: close left this one to us; undo it.
+		_ = s.e.host.SubscribeResource(context.WithoutCancel(ctx), s.p.User, p.URI, true)
+		return nil, &rpcError{code: codeInvalidRequest, msg: "the session is closed"}
+	}
+	if err != nil {
 		if errors.Is(err, ext.ErrNotFound) {
 			return nil, resourceNotFound(p.URI)
 		}
 		return checked(nil, err, "the subscription")
 	}
-	s.mu.Lock()
-	if s.closed {
-		// Closed meanwhile: close did not see this one; undo it.
-		s.mu.Unlock()
-		if !unsubscribe {
-			_ = s.e.host.SubscribeResource(context.WithoutCancel(ctx), s.p.User, p.URI, true)
-		}
-		return nil, &rpcError{code: codeInvalidRequest, msg: "the session is closed"}
-	}
-	if unsubscribe {
-		delete(s.subs, p.URI)
-	} else {
-		if s.subs == nil {
-			s.subs = map[string]struct{}{}
-		}
-		s.subs[p.URI] = struct{}{}
-	}
-	s.mu.Unlock()
 	return json.RawMessage("{}"), nil
 }
 

@@ -31,15 +31,16 @@ type session struct {
 	version string
 	caps    json.RawMessage // the client's capabilities, raw
 
-	touch, detach func() // the host's registration
+	touch, detach func() // the host's registration; set before the session is admitted
 
-	busy     atomic.Int32 // requests in flight
-	lastUsed atomic.Int64 // unix nanoseconds of the last request's start or end
+	busy     atomic.Int32  // requests in flight
+	events   atomic.Uint64 // the last event ID of its standalone streams
+	lastUsed atomic.Int64  // unix nanoseconds of the last request's start or end
 
 	mu       sync.Mutex
 	closed   bool
 	level    int                           // minimum log level (index in logLevels); -1: none set
-	subs     map[string]struct{}           // resources subscribed
+	subs     map[string]subState           // resources subscribed, by URI
 	inflight map[string]context.CancelFunc // by request ID
 	pending  map[string]chan *rpcMsg       // our requests to the client, by ID
 	nextID   uint64
@@ -50,10 +51,20 @@ type session struct {
 	view  []*entry        // its tool list when it found any (else the user's)
 }
 
+// subState is where a session's subscription of a resource stands.
+type subState uint8
+
+const (
+	subOn       subState = iota + 1 // the host holds it
+	subChanging                     // a subscribe or unsubscribe of it is at the host
+)
+
 // Per-session bounds: what a client can make the endpoint hold.
 const (
 	maxSubscriptions = 256 // resources subscribed
 	maxInflight      = 256 // requests in flight
+	maxPending       = 256 // requests to the client awaiting its answer
+	maxBatch         = 256 // messages in one JSON-RPC batch (2025-03-26)
 )
 
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
@@ -156,6 +167,12 @@ func (s *session) servePOST(w http.ResponseWriter, r *http.Request) {
 			"JSON-RPC batches are not supported: only protocol revision 2025-03-26 has them")
 		return
 	}
+	if len(msgs) > maxBatch {
+		// Each request of a batch runs at once: bound them before they start.
+		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
+			fmt.Sprintf("a JSON-RPC batch may hold at most %d messages", maxBatch))
+		return
+	}
 	var calls []*rpcMsg
 	for i := range msgs {
 		m := &msgs[i]
@@ -184,9 +201,7 @@ func (s *session) servePOST(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if s.touch != nil {
-		s.touch()
-	}
+	s.touch()
 	rsp := newResponder(w, batch, len(calls))
 	defer rsp.finish()
 	if len(calls) == 1 {
@@ -310,6 +325,10 @@ func (s *session) ask(ctx context.Context, method string, params json.RawMessage
 	if s.closed {
 		s.mu.Unlock()
 		return nil, errSessionGone
+	}
+	if len(s.pending) >= maxPending {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("too many requests to the client await its answer (%d): %w", maxPending, ext.ErrUnavailable)
 	}
 	s.nextID++
 	id := "ah-" + strconv.FormatUint(s.nextID, 10)
@@ -520,7 +539,10 @@ func (s *session) push(msg []byte) error {
 }
 
 // serveGET serves the standalone stream until the client leaves or the
-// session ends. A new GET replaces an open one.
+// session ends. A new GET replaces an open one. Its events carry IDs,
+// unique in the session, so that a client counts a reconnect after some
+// as progress (go-sdk fails a session whose stream ends MaxRetries times
+// without); they are not replayed, so Last-Event-ID is not looked at.
 func (s *session) serveGET(w http.ResponseWriter, r *http.Request) {
 	if _, sseOK := acceptsStreamable(r.Header.Values("Accept")); !sseOK {
 		http.Error(w, "Accept must contain 'text/event-stream' for GET requests", http.StatusBadRequest)
@@ -555,7 +577,8 @@ func (s *session) serveGET(w http.ResponseWriter, r *http.Request) {
 		case <-st.done:
 			return
 		case msg := <-st.ch:
-			if err := writeEvent(w, msg); err != nil {
+			id := strconv.FormatUint(s.events.Add(1), 10)
+			if err := writeEvent(w, id, msg); err != nil {
 				return
 			}
 		}
@@ -565,7 +588,10 @@ func (s *session) serveGET(w http.ResponseWriter, r *http.Request) {
 // close ends the session (once): it leaves the tables at once (further
 // requests get 404), cancels its requests in flight and its requests to
 // the client, ends its stream and detaches it from the host; its resource
-// subscriptions are dropped in the background.
+// subscriptions are dropped in the background. [Endpoint.Close] waits for
+// every close under way: the one that marks the session closed joins
+// e.wg before anyone else can see it closed (Close's own close of it
+// included), and a victim of admit joined it there.
 func (s *session) close(why string) {
 	s.mu.Lock()
 	if s.closed {
@@ -573,6 +599,7 @@ func (s *session) close(why string) {
 		return
 	}
 	s.closed = true
+	s.e.wg.Add(1) // done at the end, or by the cleanup goroutine
 	inflight, pending, st, subs := s.inflight, s.pending, s.stream, s.subs
 	s.inflight, s.pending, s.stream, s.subs = nil, nil, nil, nil
 	s.mu.Unlock()
@@ -593,17 +620,21 @@ func (s *session) close(why string) {
 	}
 	delete(s.u.sessions, s)
 	e.mu.Unlock()
-	if s.detach != nil {
-		s.detach()
-	}
+	s.detach()
 	e.log.Debug("mcp: session closed", "user", s.p.User, "why", why)
-	if len(subs) > 0 {
-		e.wg.Add(1)
+	// A subscription being changed is left to the request changing it.
+	var drop []string
+	for uri, state := range subs {
+		if state == subOn {
+			drop = append(drop, uri)
+		}
+	}
+	if len(drop) > 0 {
 		go func() {
 			defer e.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			for uri := range subs {
+			for _, uri := range drop {
 				if err := e.host.SubscribeResource(ctx, s.p.User, uri, true); err != nil {
 					e.log.Warn("mcp: unsubscribing a closed session", "user", s.p.User, "err", err)
 				}
@@ -613,6 +644,7 @@ func (s *session) close(why string) {
 		return
 	}
 	e.release(s.u)
+	e.wg.Done()
 }
 
 // initialize opens a session: it negotiates the revision, admits the
@@ -658,8 +690,12 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 	s := &session{e: e, u: u, p: p, id: rand.Text(), version: version, caps: caps, level: -1}
 	s.conv = "mcp:" + s.id
 	s.lastUsed.Store(time.Now().UnixNano())
+	// Attached before it is admitted: whoever closes it once admitted
+	// (CloseToken, Close, the sweeper, a newer session) finds its detach.
+	s.touch, s.detach = e.host.AttachSession(p.User, s)
 	victim, status, msg := e.admit(s)
 	if status != 0 {
+		s.detach()
 		e.release(u)
 		e.log.Warn("mcp: refused a session", "user", p.User, "reason", msg)
 		if status == http.StatusServiceUnavailable {
@@ -670,8 +706,8 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	if victim != nil {
 		victim.close("the user opened more sessions than the cap allows; it was the least recently used")
+		e.wg.Done() // admit's
 	}
-	s.touch, s.detach = e.host.AttachSession(p.User, s)
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -705,7 +741,9 @@ func (e *Endpoint) admit(s *session) (victim *session, status int, msg string) {
 	}
 	if victim != nil {
 		// Out of the tables now, so that the count stays within the cap;
-		// closed by the caller.
+		// closed by the caller. Close no longer sees it: e.wg holds it
+		// until then.
+		e.wg.Add(1)
 		delete(e.byID, victim.id)
 		delete(u.sessions, victim)
 		e.open.Add(-1)

@@ -167,8 +167,8 @@ func writeRPCError(w http.ResponseWriter, status int, id []byte, code int, msg s
 const sseWriteTimeout = 10 * time.Second
 
 // writeEvent writes one SSE event carrying msg, compacted to one line, and
-// flushes it.
-func writeEvent(w http.ResponseWriter, msg []byte) error {
+// flushes it. id, when not empty, is the event's ID.
+func writeEvent(w http.ResponseWriter, id string, msg []byte) error {
 	if bytes.ContainsAny(msg, "\r\n") {
 		var b bytes.Buffer
 		if err := json.Compact(&b, msg); err != nil {
@@ -178,7 +178,12 @@ func writeEvent(w http.ResponseWriter, msg []byte) error {
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-	buf := make([]byte, 0, len(msg)+24)
+	buf := make([]byte, 0, len(msg)+len(id)+28)
+	if id != "" {
+		buf = append(buf, "id: "...)
+		buf = append(buf, id...)
+		buf = append(buf, '\n')
+	}
 	buf = append(buf, "event: message\ndata: "...)
 	buf = append(buf, msg...)
 	buf = append(buf, "\n\n"...)
@@ -239,14 +244,14 @@ func (r *responder) event(msg []byte) error {
 		r.sse = true
 		startSSE(r.w)
 		for _, p := range r.pending {
-			if err := writeEvent(r.w, p); err != nil {
+			if err := writeEvent(r.w, "", p); err != nil {
 				r.err = err
 				return err
 			}
 		}
 		r.pending = nil
 	}
-	if err := writeEvent(r.w, msg); err != nil {
+	if err := writeEvent(r.w, "", msg); err != nil {
 		r.err = err
 		return err
 	}
@@ -264,7 +269,7 @@ func (r *responder) reply(msg []byte) {
 	switch {
 	case r.sse:
 		if r.err == nil {
-			r.err = writeEvent(r.w, msg)
+			r.err = writeEvent(r.w, "", msg)
 		}
 	case r.batch:
 		r.pending = append(r.pending, msg)

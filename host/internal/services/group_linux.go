@@ -209,6 +209,13 @@ func (t *cgroupTree) create(name string) (string, *os.File, error) {
 	return dir, f, nil
 }
 
+// holds reports whether dir is the folder of one of the tree's process
+// cgroups (named by [Manager.cgroupName]).
+func (t *cgroupTree) holds(dir string) bool {
+	_, _, ok := parseCgroupName(filepath.Base(dir))
+	return ok && filepath.Clean(dir) == filepath.Join(t.dir, filepath.Base(dir))
+}
+
 // contains reports whether pid is in one of the tree's cgroups.
 func (t *cgroupTree) contains(pid int) bool {
 	cg, err := cgroupOf(strconv.Itoa(pid))

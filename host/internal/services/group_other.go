@@ -29,7 +29,7 @@ func bootID() string { return "" }
 
 func groupMembers(int) []int { return nil }
 
-type cgroupTree struct{}
+type cgroupTree struct{ dir string }
 
 func openCgroupTree(string) (*cgroupTree, error) { return nil, errors.New("cgroups are Linux only") }
 
@@ -37,8 +37,12 @@ func (*cgroupTree) create(string) (string, *os.File, error) { return "", nil, er
 
 func (*cgroupTree) contains(int) bool { return false }
 
+func (*cgroupTree) holds(string) bool { return false }
+
 func (*cgroupTree) tidy() {}
 
 func signalCgroup(string, syscall.Signal) {}
 
 func removeCgroup(string, time.Duration) error { return nil }
+
+func populated(string) bool { return false }

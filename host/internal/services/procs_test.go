@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 )
 
 // missing skips a test whose system part is missing, loudly, and fails it
@@ -416,5 +419,109 @@ func TestSandboxHidesDataInsideSystemFolders(t *testing.T) {
 	}
 	if strings.Contains(argv, "/srv/elsewhere") {
 		t.Errorf("a hidden folder the sandbox does not show anyway is mounted over: %s", argv)
+	}
+}
+
+// TestCloseDuringStart: a connect whose spec arrives after Close began
+// starts nothing (before, its process was started after Close had
+// returned, with nobody left to wait for it), and fails.
+func TestCloseDuringStart(t *testing.T) {
+	var log hosttest.LogBuffer
+	m := newManager(t, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	slow := func(context.Context) (*ext.ProcessSpec, error) {
+		close(entered)
+		<-proceed
+		return spec("echo")(context.Background())
+	}
+	connected := make(chan error, 1)
+	go func() {
+		h, err := m.Connect(context.Background(), Key{"x", "slow", "alice"}, t.TempDir(), slow)
+		if err == nil {
+			_ = h.Release()
+		}
+		connected <- err
+	}()
+	<-entered
+	closed := make(chan struct{})
+	go func() {
+		_ = m.Close()
+		close(closed)
+	}()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		m.mu.Lock()
+		c := m.closed
+		m.mu.Unlock()
+		if c {
+			break
+		}
+	}
+	close(proceed) // the spec arrives once Close has begun
+	<-closed
+	if err := <-connected; err == nil {
+		t.Error("a connect in flight during Close succeeded")
+	}
+	if strings.Contains(log.String(), "service process started") {
+		t.Errorf("a process was started after Close had begun:\n%s", log.String())
+	}
+}
+
+// handoffMain connects to the unix socket $SOCK on behalf of a child it
+// started beforehand with the socket (mode hold), then exits: the
+// connection's credentials name a process that is gone.
+func handoffMain() {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	holder := exec.Command(os.Args[0])
+	holder.Env = []string{"SERVICES_TEST_MODE=hold"}
+	holder.ExtraFiles = []*os.File{os.NewFile(uintptr(fd), "socket")}
+	if err := holder.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: os.Getenv("SOCK")}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}
+
+// TestSandboxHiddenPathsResolved: a readable path that is a symlink into
+// the hidden data folder, or a folder holding the real location of a data
+// folder named through a symlink, or holding a data folder named
+// relatively, would show the data folder: each is refused.
+func TestSandboxHiddenPathsResolved(t *testing.T) {
+	root := t.TempDir()
+	real := filepath.Join(root, "srv", "data")
+	if err := os.MkdirAll(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	linkToData := filepath.Join(root, "link-to-data")
+	dataLink := filepath.Join(root, "data-link")
+	for _, l := range []string{linkToData, dataLink} {
+		if err := os.Symlink(real, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		hide, readable string
+	}{
+		"readable symlink into the data folder":          {real, linkToData},
+		"data folder named by a symlink, real one shown": {dataLink, filepath.Join(root, "srv")},
+		"data folder named relatively, its folder shown": {"data", wd},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := newManager(t, Options{Sandbox: SandboxOptions{Hide: []string{c.hide}}})
+			_, err := newLayout(&ext.ProcessSpec{Command: "server", ReadablePaths: []string{c.readable}}, filepath.Join(root, "home"), m.opts.Sandbox.Hide)
+			if !errors.Is(err, ext.ErrPermission) {
+				t.Errorf("readable path %s with %s hidden = %v, want it refused", c.readable, c.hide, err)
+			}
+		})
 	}
 }

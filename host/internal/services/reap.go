@@ -107,10 +107,12 @@ func (m *Manager) reap() int {
 	return killed
 }
 
-// reapGroup kills the recorded group when it is still ours.
+// reapGroup kills the recorded group when it is still ours, and its
+// cgroup when that is one of the tree's (a record that names any other
+// cgroup, forged or not, kills nothing there).
 func (m *Manager) reapGroup(r record) bool {
 	did := false
-	if r.Cgroup != "" {
+	if r.Cgroup != "" && m.cg != nil && m.cg.holds(r.Cgroup) {
 		if _, err := os.Stat(r.Cgroup); err == nil {
 			signalCgroup(r.Cgroup, syscall.SIGKILL)
 			_ = removeCgroup(r.Cgroup, time.Second)

@@ -17,8 +17,10 @@ import (
 // SandboxOptions says how processes whose spec asks for a sandbox
 // ([ext.ProcessSpec.Sandbox]) are contained.
 type SandboxOptions struct {
-	// Hide lists folders a sandboxed process must never see (the host's
-	// data folder), even where they lie inside a folder it is shown.
+	// Hide lists folders and files a sandboxed process must never see
+	// (the host's data folder, the operator's file), even where they lie
+	// inside a folder it is shown: a file there is emptied, a readable
+	// path that holds a folder is refused.
 	Hide []string
 	// UIDFirst and UIDCount are the range of uids given to users, one
 	// each, when the host runs as root (default 600000000 and 1000000).
@@ -70,9 +72,16 @@ func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
+// isFile reports whether p is there and is not a folder.
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}
+
 // newLayout checks what spec asks a sandboxed process to see: absolute
-// readable paths that neither lie in nor hold a hidden folder, and a
-// working directory it can see.
+// readable paths that neither lie in a hidden path nor hold a hidden
+// folder (a hidden file inside one is emptied, see argv), and a working
+// directory it can see.
 func newLayout(spec *ext.ProcessSpec, home string, hide []string) (layout, error) {
 	l := layout{home: filepath.Clean(home), hide: hide}
 	for _, p := range spec.ReadablePaths {
@@ -80,9 +89,12 @@ func newLayout(spec *ext.ProcessSpec, home string, hide []string) (layout, error
 			return layout{}, fmt.Errorf("readable path %q is not absolute: %w", p, ext.ErrInvalidArgument)
 		}
 		p = filepath.Clean(p)
-		for _, h := range hide {
-			if within(p, h) || within(h, p) {
-				return layout{}, fmt.Errorf("readable path %q would show the host's data folder to a sandboxed process: %w", p, ext.ErrPermission)
+		// bwrap mounts what a symlink points to: check that too.
+		for _, q := range withTarget(p) {
+			for _, h := range hide {
+				if within(q, h) || (within(h, q) && !isFile(h)) {
+					return layout{}, fmt.Errorf("readable path %q would show the host's data folder to a sandboxed process: %w", p, ext.ErrPermission)
+				}
 			}
 		}
 		l.readable = append(l.readable, p)
@@ -100,6 +112,29 @@ func newLayout(spec *ext.ProcessSpec, home string, hide []string) (layout, error
 		l.dir = d
 	}
 	return l, nil
+}
+
+// withTarget returns p and, when a symlink on its way leads elsewhere, the
+// path it resolves to.
+func withTarget(p string) []string {
+	if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
+		return []string{p, r}
+	}
+	return []string{p}
+}
+
+// hiddenPaths makes the folders to hide absolute (a relative one is the
+// host's working directory's) and adds where each symlinked one really
+// is: that is what a readable path or a system folder would show.
+func hiddenPaths(hide []string) []string {
+	out := make([]string, 0, len(hide))
+	for _, h := range hide {
+		if a, err := filepath.Abs(h); err == nil {
+			h = a
+		}
+		out = append(out, withTarget(filepath.Clean(h))...)
+	}
+	return out
 }
 
 // Default uid range for users' sandboxed processes (host as root).

@@ -128,6 +128,17 @@ func (s sandbox) argv(l layout, command string, args []string) []string {
 		}
 		parents(p)
 		a = append(a, "--ro-bind", p, p)
+		// A hidden file inside (newLayout refused hidden folders there),
+		// where p shows it: at p itself when p is a symlink to its folder.
+		for _, h := range l.hide {
+			for _, q := range withTarget(p) {
+				if h != q && within(h, q) && isFile(h) {
+					rel, _ := filepath.Rel(q, h)
+					a = append(a, "--ro-bind", "/dev/null", filepath.Join(p, rel))
+					break
+				}
+			}
+		}
 	}
 	parents(l.home)
 	a = append(a, "--bind", l.home, l.home, "--chdir", l.dir, "--")

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,6 +92,7 @@ func New(opts Options) *Manager {
 	if opts.Grace <= 0 {
 		opts.Grace = 2 * time.Second
 	}
+	opts.Sandbox.Hide = hiddenPaths(opts.Sandbox.Hide)
 	if opts.Sandbox.UIDCount <= 0 {
 		opts.Sandbox.UIDFirst, opts.Sandbox.UIDCount = defaultUIDFirst, defaultUIDCount
 	}
@@ -146,13 +149,18 @@ func (m *Manager) sandbox() sandbox {
 
 // Owns reports whether pid is one of the service processes or descends
 // from one: it is in their cgroup tree, in one of their process groups, or
-// one of its ancestors is one of them. The control socket refuses such
-// peers.
+// one of its ancestors is one of them. A pid that cannot be examined (gone,
+// a zombie) counts as theirs: the process that connected may have exited
+// at once, leaving the connection to a child. The control socket refuses
+// such peers.
 func (m *Manager) Owns(pid int) bool {
-	if pid <= 0 {
+	if pid <= 0 || runtime.GOOS != "linux" { // no /proc to examine
 		return false
 	}
 	if m.cg != nil && m.cg.contains(pid) {
+		return true
+	}
+	if _, _, _, err := procStat(pid); err != nil {
 		return true
 	}
 	m.mu.Lock()
@@ -170,7 +178,7 @@ func (m *Manager) Owns(pid int) bool {
 	for range 64 {
 		ppid, pgid, _, err := procStat(pid)
 		if err != nil {
-			return false
+			return true // an ancestor that exited meanwhile: cannot tell
 		}
 		if ours[pid] || ours[pgid] {
 			return true
@@ -279,29 +287,7 @@ func (m *Manager) Connect(ctx context.Context, key Key, home string, start Start
 				m.mu.Unlock()
 				return nil, err
 			}
-			if m.closed {
-				m.mu.Unlock()
-				p.stop()
-				return nil, fmt.Errorf("service manager is closed: %w", ext.ErrUnavailable)
-			}
-			if other, ok := m.procs[key]; ok && !other.stopping && !p.oneSession {
-				// Lost a race with another connect for the same key.
-				h, err := m.handleLocked(other)
-				m.mu.Unlock()
-				p.stop()
-				return h, err
-			}
-			if p.oneSession {
-				m.single[p] = struct{}{}
-			} else {
-				m.procs[key] = p
-			}
-			m.wg.Add(1)
-			p.waiting = true
-			go p.wait()
-			h, err := m.handleLocked(p)
-			m.mu.Unlock()
-			return h, err
+			return m.register(key, p)
 		}
 		// Full: stop the least recently used idle process, or wait (also
 		// while another connect's eviction is still underway).
@@ -329,6 +315,38 @@ func (m *Manager) Connect(ctx context.Context, key Key, home string, start Start
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// register makes p, just started by start, one of the manager's (or
+// stops it, when Close began meanwhile or another connect started key's
+// first) and returns a handle to key's process. It is called with m.mu
+// held and unlocks it; it ends the start's count in m.wg once p is
+// registered or stopped.
+func (m *Manager) register(key Key, p *proc) (*Handle, error) {
+	defer m.wg.Done()
+	if m.closed {
+		m.mu.Unlock()
+		p.stop()
+		return nil, fmt.Errorf("service manager is closed: %w", ext.ErrUnavailable)
+	}
+	if other, ok := m.procs[key]; ok && !other.stopping && !p.oneSession {
+		// Lost a race with another connect for the same key.
+		h, err := m.handleLocked(other)
+		m.mu.Unlock()
+		p.stop()
+		return h, err
+	}
+	if p.oneSession {
+		m.single[p] = struct{}{}
+	} else {
+		m.procs[key] = p
+	}
+	m.wg.Add(1)
+	p.waiting = true
+	go p.wait()
+	h, err := m.handleLocked(p)
+	m.mu.Unlock()
+	return h, err
 }
 
 func (m *Manager) signalLocked() {
@@ -481,8 +499,13 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 				m.logger.Warn("untrusted service processes run unsandboxed, as the host's own user (services.unsafeSharedUID): "+
 					"they can read the host's data folder, its secrets and other users' tokens", "reason", sb.reason)
 			})
-		} else if h := m.opts.Sandbox.Home; h != nil {
-			home = h(key)
+		} else {
+			if h := m.opts.Sandbox.Home; h != nil {
+				home = h(key)
+			}
+			if a, err := filepath.Abs(home); err == nil {
+				home = a // bwrap mounts it by its absolute path
+			}
 		}
 	}
 	env, err := buildEnv(spec, home)
@@ -508,6 +531,22 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 	} else if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("%s: creating its folder: %w", key, err)
 	}
+	// From here on, Close waits for this start (m.wg) until register
+	// takes the process over; a start that Close has not seen must not
+	// begin, or its process would outlive Close.
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("service manager is closed: %w", ext.ErrUnavailable)
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	started := false
+	defer func() {
+		if !started {
+			m.wg.Done()
+		}
+	}()
 	cmd := exec.Command(name, args...)
 	cmd.Env = env
 	cmd.Dir = dir
@@ -562,6 +601,7 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 	go m.drainStderr(key, cmd.Process.Pid, stderrR)
 	m.logger.Info("service process started", "extension", key.Extension, "service", key.Service, "user", key.User,
 		"pid", cmd.Process.Pid, "sandbox", sb.kind)
+	started = true // register ends the count
 	return p, nil
 }
 

@@ -41,6 +41,11 @@ func TestMain(m *testing.M) {
 	case "host":
 		hostMain()
 		os.Exit(0)
+	case "handoff":
+		handoffMain()
+		os.Exit(0)
+	case "hold":
+		select {}
 	}
 	goleak.VerifyTestMain(m)
 }
