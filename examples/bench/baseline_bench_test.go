@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -105,9 +106,11 @@ type side struct {
 	call func() error
 }
 
-// figures are a side's measured p50 (µs) and throughput (calls/s with 8
-// callers).
-type figures struct{ p50, perSec float64 }
+// figures are a side's measured p50 (µs), throughput (calls/s with 8
+// callers) and the CPU time its processes (this one's descendants, not
+// the clients) spent per call with 8 callers (µs; 0 where /proc cannot
+// tell).
+type figures struct{ p50, perSec, cpu float64 }
 
 // toolCall calls tool name with {"text":"hello"} on cs; an error result is
 // an error.
@@ -126,7 +129,8 @@ func toolCall(cs *mcp.ClientSession, name string) func() error {
 // machine's other load weighs on all alike: after 200 warm-up calls each,
 // chunks of 50 sequential calls per side (b.N calls each, for p50 and p99),
 // then 6 rounds in which each side in turn serves 8 concurrent callers
-// (for calls/s). It reports each side's figures under its name.
+// (for calls/s, and the CPU time the side's processes spent per call in
+// those rounds). It reports each side's figures under its name.
 func interleave(b *testing.B, sides []side) []figures {
 	b.Helper()
 	for _, s := range sides {
@@ -155,8 +159,13 @@ func interleave(b *testing.B, sides []side) []figures {
 	const rounds, callers = 6, 8
 	per := max(b.N, 1200) / rounds / callers
 	elapsed := make([]time.Duration, len(sides))
+	cpu := make([]cpuSnapshot, len(sides))
+	for i := range cpu {
+		cpu[i] = cpuSnapshot{}
+	}
 	for range rounds {
 		for i, s := range sides {
+			before := takeCPU()
 			var wg sync.WaitGroup
 			errs := make(chan error, callers)
 			start := time.Now()
@@ -174,6 +183,7 @@ func interleave(b *testing.B, sides []side) []figures {
 			}
 			wg.Wait()
 			elapsed[i] += time.Since(start)
+			cpu[i].add(before, takeCPU())
 			close(errs)
 			for err := range errs {
 				b.Fatalf("%s: %v", s.name, err)
@@ -190,6 +200,23 @@ func interleave(b *testing.B, sides []side) []figures {
 		b.ReportMetric(out[i].p50, s.name+"-p50-µs")
 		b.ReportMetric(float64(lat[i][min(len(lat[i])-1, len(lat[i])*99/100)].Nanoseconds())/1e3, s.name+"-p99-µs")
 		b.ReportMetric(out[i].perSec, s.name+"-calls/s")
+		calls := float64(rounds * per * callers)
+		var total float64
+		var parts []string
+		for _, exe := range slices.Sorted(maps.Keys(cpu[i])) {
+			us := float64(cpu[i][exe]) / 1e3 / calls
+			if exe != "client" {
+				total += us
+			}
+			if us >= 1 {
+				parts = append(parts, fmt.Sprintf("%s %.0f", exe, us))
+			}
+		}
+		out[i].cpu = total
+		if total > 0 {
+			b.ReportMetric(total, s.name+"-cpu-µs/call")
+			b.Logf("%s: CPU per call with %d callers (µs): %s", s.name, callers, strings.Join(parts, ", "))
+		}
 	}
 	return out
 }

@@ -84,6 +84,9 @@ func BenchmarkEndpointCall(b *testing.B) {
 	}
 	b.ReportMetric(ours.p50/best.p50, "×p50-fastest-proxy")
 	b.ReportMetric(ours.perSec/best.perSec, "×calls/s-best-proxy")
+	if lean := min(res[1].cpu, res[2].cpu, res[3].cpu); lean > 0 {
+		b.ReportMetric(ours.cpu/lean, "×cpu/call-leanest-proxy")
+	}
 	b.Logf("agenthost p50 %.0f µs, %.0f calls/s; fastest proxy p50 %.0f µs, best proxy %.0f calls/s → ×%.2f p50, ×%.2f calls/s (targets ≤ 0.9, ≥ 1.2); direct stdio p50 %.0f µs; stateless 2026-07-28 p50 %.0f µs",
 		ours.p50, ours.perSec, best.p50, best.perSec, ours.p50/best.p50, ours.perSec/best.perSec, res[0].p50, res[5].p50)
 }
