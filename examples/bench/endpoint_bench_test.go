@@ -35,7 +35,8 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 //   - proxy-gosdk: a plain go-sdk Streamable HTTP server in its own process
 //     (examples/bench/oneproxy) whose tools call the stdio server with
 //     go-sdk's defaults, with Go's default GC target and (-gogc400) with
-//     ours;
+//     ours (the proxy's own: its server runs with Go's default in both,
+//     as every server here does);
 //   - proxy-mcpgo: the same shape on mark3labs/mcp-go
 //     (examples/bench/mcpgoproxy), as the popular proxies are built;
 //   - agenthost: the real `agenthost serve` binary with the ext-mcp binary:

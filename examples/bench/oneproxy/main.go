@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,8 +38,10 @@ func main() {
 }
 
 func run(ctx context.Context, addr, server string) error {
+	cmd := exec.Command(server)
+	cmd.Env = serverEnv()
 	up, err := mcp.NewClient(&mcp.Implementation{Name: "oneproxy"}, nil).Connect(ctx,
-		&mcp.CommandTransport{Command: exec.Command(server), TerminateDuration: time.Second}, nil)
+		&mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
 	if err != nil {
 		return err
 	}
@@ -68,4 +71,19 @@ func run(ctx context.Context, addr, server string) error {
 		return err
 	}
 	return nil
+}
+
+// serverEnv is the proxy's environment without GOGC: the GC target the
+// benchmark gives a proxy is the proxy's own, and its server runs with
+// Go's default, as the host starts its servers (with an environment of
+// their own). Inherited, GOGC=400 made the proxy's server (examples/
+// servers/notes) cheaper than the same server behind agenthost.
+func serverEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOGC=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
