@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -170,15 +169,30 @@ type activation struct {
 	done chan struct{}
 }
 
-// validUser is the shape of a user ID. It starts with a letter or digit, so
-// reserved IDs (such as the operator's, "@operator") can never collide.
-var validUser = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`)
+// validUser reports whether id has the shape of a user ID: 1-128 of
+// A-Z a-z 0-9 . _ @ + -, starting with a letter or digit, so reserved IDs
+// (such as the operator's, "@operator") can never collide. A loop, not a
+// regexp: every call checks its user, and the regexp cost ~3 µs of each.
+func validUser(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '@' || c == '+' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ValidUser reports whether id is a well-formed user ID.
-func ValidUser(id string) bool { return validUser.MatchString(id) }
+func ValidUser(id string) bool { return validUser(id) }
 
 func checkUser(user string) error {
-	if !validUser.MatchString(user) {
+	if !validUser(user) {
 		return fmt.Errorf("user ID %q is not valid (want 1-128 of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit): %w", user, ext.ErrInvalidArgument)
 	}
 	return nil

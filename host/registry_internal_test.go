@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -100,5 +101,21 @@ func TestValidateExtras(t *testing.T) {
 				t.Errorf("validateExtras = %v, want %q (invalid argument)", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestValidUserShape checks validUser against the regexp of the user ID's
+// documented shape.
+func TestValidUserShape(t *testing.T) {
+	shape := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`)
+	cases := []string{"", "a", "Z9", "alice", "bob@example.com", "a.b_c+d-e", "@operator", ".a", "-a", "_a", "+a",
+		"a b", "a/b", "a\x00", "ä", "a\n", strings.Repeat("a", 128), strings.Repeat("a", 129), "0" + strings.Repeat("-", 127)}
+	for c := range 256 {
+		cases = append(cases, string(rune(c)), "a"+string([]byte{byte(c)}), string([]byte{byte(c)})+"a")
+	}
+	for _, id := range cases {
+		if got, want := validUser(id), shape.MatchString(id); got != want {
+			t.Errorf("validUser(%q) = %v, the shape says %v", id, got, want)
+		}
 	}
 }
