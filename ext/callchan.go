@@ -61,6 +61,7 @@ type frameConn interface {
 type sockFrames struct {
 	conn net.Conn
 	r    *bufio.Reader
+	rbuf []byte // recv's buffer: Unmarshal copies what it keeps
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -102,7 +103,14 @@ func (s *sockFrames) recv() (*extpb.CallFrame, error) {
 	if n > maxCallFrame {
 		return nil, fmt.Errorf("a call frame of %d bytes is over the limit of %d", n, maxCallFrame)
 	}
-	buf := make([]byte, n)
+	buf := s.rbuf
+	if uint32(cap(buf)) < n {
+		buf = make([]byte, n)
+		if n <= 64<<10 {
+			s.rbuf = buf
+		}
+	}
+	buf = buf[:n]
 	if _, err := io.ReadFull(s.r, buf); err != nil {
 		return nil, err
 	}
@@ -176,7 +184,8 @@ type callClient struct {
 type pendingCall struct {
 	mu     sync.Mutex
 	queue  []*extpb.CallFrame
-	signal chan struct{} // capacity 1
+	first  [1]*extpb.CallFrame // the queue's first slot: most calls get one frame, the end
+	signal chan struct{}       // capacity 1
 }
 
 // maxQueuedNotifications bounds the notifications queued for one call; more
@@ -249,6 +258,7 @@ func (c *callClient) register() (uint64, *pendingCall, error) {
 	}
 	c.next++
 	p := &pendingCall{signal: make(chan struct{}, 1)}
+	p.queue = p.first[:0] // take hands it out once and starts the queue anew
 	c.calls[c.next] = p
 	return c.next, p, nil
 }
@@ -391,19 +401,19 @@ type callServer struct {
 	calls map[uint64]*servedCall
 	wg    sync.WaitGroup // the workers
 
-	jobs chan func() // unbuffered: taken only by an idle worker
+	jobs chan *servedCall // unbuffered: taken only by an idle worker
 }
 
 // workerIdle is how long a worker waits for the next call before it ends.
 const workerIdle = 30 * time.Second
 
-// spawn runs fn on an idle worker, or on a new one when none is idle.
+// spawn runs sc on an idle worker, or on a new one when none is idle.
 // Workers are kept because a call's goroutine grows its stack to the depth
 // a call needs: a fresh goroutine per call copied its stack on every call
 // (measured: about 12% of ext-mcp's CPU per tool call).
-func (s *callServer) spawn(ctx context.Context, fn func()) {
+func (s *callServer) spawn(ctx context.Context, sc *servedCall) {
 	select {
-	case s.jobs <- fn:
+	case s.jobs <- sc:
 		return
 	default:
 	}
@@ -413,10 +423,10 @@ func (s *callServer) spawn(ctx context.Context, fn func()) {
 		t := time.NewTimer(workerIdle)
 		defer t.Stop()
 		for {
-			fn()
+			s.run(sc)
 			t.Reset(workerIdle)
 			select {
-			case fn = <-s.jobs:
+			case sc = <-s.jobs:
 			case <-t.C:
 				return
 			case <-ctx.Done():
@@ -426,18 +436,33 @@ func (s *callServer) spawn(ctx context.Context, fn func()) {
 	}()
 }
 
+// servedCall is one call the extension runs: its context (cancelled by a
+// cancel frame, its end, or the channel's) and its session, in one
+// allocation.
 type servedCall struct {
+	id     uint64
+	open   *extpb.CallOpen
+	ctx    context.Context
 	cancel context.CancelFunc
-	sess   *frameSession
+	sess   frameSession
 }
 
 // serveCalls runs the extension side of a call channel until it ends, then
 // cancels every call still running and waits for them.
 func serveCalls(ctx context.Context, fc frameConn, impl Extension) error {
-	s := &callServer{fc: fc, impl: impl, calls: map[uint64]*servedCall{}, jobs: make(chan func())}
+	s := &callServer{fc: fc, impl: impl, calls: map[uint64]*servedCall{}, jobs: make(chan *servedCall)}
+	// A call's context is not a child of ctx (a child registers with its
+	// parent, under the parent's lock, and leaves it when it ends, on
+	// every call): the calls still running are cancelled here instead.
+	base := context.WithoutCancel(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
 		cancel()
+		s.mu.Lock()
+		for _, sc := range s.calls {
+			sc.cancel()
+		}
+		s.mu.Unlock()
 		s.wg.Wait()
 	}()
 	for {
@@ -451,13 +476,12 @@ func serveCalls(ctx context.Context, fc frameConn, impl Extension) error {
 		id := f.GetCall()
 		switch b := f.GetBody().(type) {
 		case *extpb.CallFrame_Open:
-			cctx, ccancel := context.WithCancel(ctx)
-			sc := &servedCall{cancel: ccancel, sess: &frameSession{fc: fc, call: id, caps: raw(b.Open.GetCapabilities()), waiters: map[uint64]chan *extpb.SessionReply{}}}
+			sc := &servedCall{id: id, open: b.Open, sess: frameSession{fc: fc, call: id, caps: raw(b.Open.GetCapabilities())}}
+			sc.ctx, sc.cancel = context.WithCancel(base)
 			s.mu.Lock()
 			s.calls[id] = sc
 			s.mu.Unlock()
-			open := b.Open
-			s.spawn(ctx, func() { s.run(cctx, id, open, sc) })
+			s.spawn(ctx, sc)
 		case *extpb.CallFrame_Cancel:
 			s.mu.Lock()
 			sc := s.calls[id]
@@ -476,14 +500,14 @@ func serveCalls(ctx context.Context, fc frameConn, impl Extension) error {
 	}
 }
 
-func (s *callServer) run(ctx context.Context, id uint64, open *extpb.CallOpen, sc *servedCall) {
-	end := dispatchCall(ctx, s.impl, open, sc.sess)
+func (s *callServer) run(sc *servedCall) {
+	end := dispatchCall(sc.ctx, s.impl, sc.open, &sc.sess)
 	sc.sess.end()
 	s.mu.Lock()
-	delete(s.calls, id)
+	delete(s.calls, sc.id)
 	s.mu.Unlock()
 	sc.cancel()
-	_ = s.fc.send(&extpb.CallFrame{Call: id, Body: &extpb.CallFrame_End{End: end}})
+	_ = s.fc.send(&extpb.CallFrame{Call: sc.id, Body: &extpb.CallFrame_End{End: end}})
 }
 
 // dispatchCall runs one call on impl's capability and turns the outcome
@@ -566,7 +590,7 @@ type frameSession struct {
 
 	mu      sync.Mutex
 	next    uint64
-	waiters map[uint64]chan *extpb.SessionReply
+	waiters map[uint64]chan *extpb.SessionReply // made by the first request
 	ended   bool
 }
 
@@ -601,6 +625,9 @@ func (s *frameSession) Request(ctx context.Context, method string, params json.R
 	s.next++
 	id := s.next
 	ch := make(chan *extpb.SessionReply, 1)
+	if s.waiters == nil {
+		s.waiters = map[uint64]chan *extpb.SessionReply{}
+	}
 	s.waiters[id] = ch
 	s.mu.Unlock()
 	defer func() {
