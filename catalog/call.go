@@ -65,7 +65,7 @@ func (e *Engine) Call(ctx context.Context, req *ext.CallToolRequest) (*ext.CallT
 	}
 	creq := *req
 	creq.Name = tool
-	creq.Session = &progressSession{Session: ext.SessionOf(req.Session), onProgress: func() { timer.Reset(idle) }}
+	creq.Session = &progressSession{Session: ext.SessionOf(req.Session), timer: timer, idle: idle}
 	res, err := c.c.CallTool(cctx, &creq)
 	switch {
 	case err == nil && res != nil:
@@ -104,15 +104,16 @@ func (c *conn) limits(e *Engine) (idle, hard time.Duration) {
 }
 
 // progressSession sees the progress a call reports, to restart its idle
-// clock, and passes everything on.
+// clock (timer, of the idle limit), and passes everything on.
 type progressSession struct {
 	ext.Session
-	onProgress func()
+	timer *time.Timer
+	idle  time.Duration
 }
 
 func (s *progressSession) Notify(ctx context.Context, method string, params json.RawMessage) error {
 	if method == ext.MethodProgress {
-		s.onProgress()
+		s.timer.Reset(s.idle)
 	}
 	return s.Session.Notify(ctx, method, params)
 }

@@ -715,11 +715,15 @@ func (c *conn) callError(tool string, err error) (*ext.CallToolResult, error) {
 func callParams(name string, args, meta json.RawMessage, token string, task json.RawMessage) ([]byte, error) {
 	b := make([]byte, 0, 64+len(name)+len(args)+len(meta)+len(task))
 	b = append(b, `{"name":`...)
-	nb, err := json.Marshal(name)
-	if err != nil {
-		return nil, err
+	if plainJSONString(name) {
+		b = append(append(append(b, '"'), name...), '"')
+	} else {
+		nb, err := json.Marshal(name)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, nb...)
 	}
-	b = append(b, nb...)
 	b = append(b, `,"arguments":`...)
 	b = append(b, args...)
 	if m, err := withToken(meta, token); err != nil {
@@ -733,6 +737,19 @@ func callParams(name string, args, meta json.RawMessage, token string, task json
 		b = append(b, task...)
 	}
 	return append(b, '}'), nil
+}
+
+// plainJSONString reports whether s is printable ASCII that json.Marshal
+// quotes as it is (no quote, backslash or HTML character to escape), as
+// tool names are: they go out without a trip through reflection.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // withToken returns the _meta object meta with progressToken set to token

@@ -289,6 +289,12 @@ func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
 }
 
 func (c *stdioConn) writeLine(b []byte) error {
+	// One write per message: the line and its newline together.
+	return c.writeEnded(append(append(make([]byte, 0, len(b)+1), b...), '\n'))
+}
+
+// writeEnded writes one message that already ends with its newline.
+func (c *stdioConn) writeEnded(line []byte) error {
 	select {
 	case <-c.closed:
 		return mcp.ErrConnectionClosed
@@ -296,10 +302,7 @@ func (c *stdioConn) writeLine(b []byte) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	// One write per message: the line and its newline together.
-	buf := make([]byte, 0, len(b)+1)
-	buf = append(append(buf, b...), '\n')
-	if _, err := c.w.Write(buf); err != nil {
+	if _, err := c.w.Write(line); err != nil {
 		return fmt.Errorf("writing to the server: %w", err)
 	}
 	return nil
@@ -356,8 +359,8 @@ func (c *stdioConn) call(ctx context.Context, method string, params func(token s
 		msg = append(msg, `,"params":`...)
 		msg = append(msg, p...)
 	}
-	msg = append(msg, '}')
-	if err := c.writeLine(msg); err != nil {
+	msg = append(msg, '}', '\n')
+	if err := c.writeEnded(msg); err != nil {
 		c.forget(id)
 		return nil, err
 	}
