@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/agenthost/agenthost/ext/internal/extpb"
 )
@@ -61,7 +60,6 @@ type frameConn interface {
 type sockFrames struct {
 	conn net.Conn
 	r    *bufio.Reader
-	rbuf []byte // recv's buffer: Unmarshal copies what it keeps
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -79,7 +77,7 @@ func newSockFrames(f *os.File) (*sockFrames, error) {
 func (s *sockFrames) send(f *extpb.CallFrame) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	b, err := proto.MarshalOptions{}.MarshalAppend(append(s.wbuf[:0], 0, 0, 0, 0), f)
+	b, err := appendFrame(append(s.wbuf[:0], 0, 0, 0, 0), f)
 	if err != nil {
 		return fmt.Errorf("encoding a call frame: %w", err)
 	}
@@ -103,19 +101,14 @@ func (s *sockFrames) recv() (*extpb.CallFrame, error) {
 	if n > maxCallFrame {
 		return nil, fmt.Errorf("a call frame of %d bytes is over the limit of %d", n, maxCallFrame)
 	}
-	buf := s.rbuf
-	if uint32(cap(buf)) < n {
-		buf = make([]byte, n)
-		if n <= 64<<10 {
-			s.rbuf = buf
-		}
-	}
-	buf = buf[:n]
+	// A buffer of its own per frame: the decoded frame's bytes fields
+	// alias it (one allocation, where proto copied each field).
+	buf := make([]byte, n)
 	if _, err := io.ReadFull(s.r, buf); err != nil {
 		return nil, err
 	}
-	f := new(extpb.CallFrame)
-	if err := proto.Unmarshal(buf, f); err != nil {
+	f, err := decodeFrame(buf)
+	if err != nil {
 		return nil, fmt.Errorf("decoding a call frame: %w", err)
 	}
 	return f, nil
