@@ -86,7 +86,11 @@ func (e *Endpoint) serveStateless(w http.ResponseWriter, r *http.Request, p Prin
 		}
 		e.mu.Unlock()
 	}()
-	e.stateless.ServeHTTP(w, r.WithContext(ctx))
+	r = r.WithContext(ctx)
+	if e.serveFast(ctx, w, r, u) {
+		return
+	}
+	e.stateless.ServeHTTP(w, r)
 }
 
 // lease holds u for statelessLease past now (the sweeper lets go).
