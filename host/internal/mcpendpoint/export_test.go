@@ -9,5 +9,5 @@ func ToolCalls(e *Endpoint) int64 { return e.calls.Load() }
 func SetStatelessFast(e *Endpoint, on bool) { e.noFast.Store(!on) }
 
 // StatelessFastCalls returns how many stateless tools/call requests the
-// fast path answered (for tests).
+// fast path took (for tests).
 func StatelessFastCalls(e *Endpoint) int64 { return e.fastCalls.Load() }

@@ -72,7 +72,7 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 	if err != nil {
 		return false
 	}
-	c, ok := parseFast(r, body)
+	c, ok := parseFast(r, body, u)
 	if !ok {
 		return false
 	}
@@ -81,6 +81,7 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 		return false
 	}
 	// From here on the request is answered here: r.Body is not read again.
+	e.fastCalls.Add(1)
 	var result *ext.CallToolResult
 	if refused := ent.refusal(); refused != nil {
 		result, _ = statelessFields(&ext.CallToolResult{Raw: refused})
@@ -89,7 +90,6 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 		result = e.callStateless(ctx, u, ent, c.args, nil, sess)
 		sess.end()
 	}
-	e.fastCalls.Add(1)
 	sseHeaders(w)
 	_ = writeEvent(w, "", resultMsg(c.id, e.statelessResult(fieldsResult(result))))
 	return true
@@ -140,61 +140,212 @@ func sdkLoopback(addr string) bool {
 // parseFast parses the body of a stateless tools/call whose headers
 // passed fastHeaders, when it is plain: exactly jsonrpc "2.0", a string
 // or safe-integer id, method tools/call and params of only _meta, name
-// (the Mcp-Name header's) and arguments, its _meta exactly the
-// revision's triple (2026-07-28, the client's capabilities and
-// optionally its info), each valid as go-sdk decodes it. Keys are matched
-// exactly (maps, not structs: go-sdk's decoder is case-sensitive).
-func parseFast(r *http.Request, body []byte) (fastCall, bool) {
+// (the Mcp-Name header's) and arguments, its _meta as parseMeta takes
+// it. Keys are matched as bytes (go-sdk's decoder is case-sensitive); a
+// key with an escape, or twice, is not plain.
+func parseFast(r *http.Request, body []byte, u *userState) (fastCall, bool) {
 	var c fastCall
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(body, &msg) != nil || len(msg) != 4 || !plainJSON(body) ||
-		string(msg["jsonrpc"]) != `"2.0"` || string(msg["method"]) != `"tools/call"` {
+	if !json.Valid(body) || !plainJSON(body) {
 		return c, false
 	}
-	c.id = msg["id"]
-	if !plainID(c.id) {
+	var version, method, params, meta, name []byte
+	if !objectFields(body, func(k, v []byte) bool {
+		switch string(k) {
+		case "jsonrpc":
+			return once(&version, v)
+		case "method":
+			return once(&method, v)
+		case "id":
+			return once((*[]byte)(&c.id), v)
+		case "params":
+			return once(&params, v)
+		}
+		return false
+	}) || string(version) != `"2.0"` || string(method) != `"tools/call"` || !plainID(c.id) || params == nil {
 		return c, false
 	}
-	var params map[string]json.RawMessage
-	if raw, ok := msg["params"]; !ok || json.Unmarshal(raw, &params) != nil {
+	if !objectFields(params, func(k, v []byte) bool {
+		switch string(k) {
+		case "_meta":
+			return once(&meta, v)
+		case "name":
+			return once(&name, v)
+		case "arguments":
+			return once((*[]byte)(&c.args), v)
+		}
+		return false
+	}) || len(name) < 2 || name[0] != '"' {
 		return c, false
 	}
-	for k := range params {
-		switch k {
-		case "_meta", "name", "arguments":
+	if bytes.IndexByte(name, '\\') < 0 {
+		c.name = string(name[1 : len(name)-1])
+	} else if json.Unmarshal(name, &c.name) != nil {
+		return c, false
+	}
+	if c.name != r.Header.Get("Mcp-Name") {
+		return c, false
+	}
+	var ok bool
+	c.caps, ok = u.checkMeta(meta)
+	return c, ok
+}
+
+// once sets *dst to v, reporting false when it was set already (a key
+// given twice).
+func once(dst *[]byte, v []byte) bool {
+	if *dst != nil {
+		return false
+	}
+	*dst = v
+	return true
+}
+
+// objectFields calls fn with each key (raw, without its quotes) and raw
+// value of b, one valid JSON object in valid UTF-8, in order. It reports false when b is
+// not an object, a key holds an escape, or fn returns false.
+func objectFields(b []byte, fn func(key, value []byte) bool) bool {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return false
+	}
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+		return true
+	}
+	for i < len(b) && b[i] == '"' {
+		n := bytes.IndexByte(b[i+1:], '"')
+		if n < 0 {
+			return false
+		}
+		key := b[i+1 : i+1+n]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
+		}
+		if i = skipSpace(b, i+n+2); i == len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		end := valueEnd(b, i)
+		if !fn(key, b[i:end]) {
+			return false
+		}
+		switch i = skipSpace(b, end); {
+		case i == len(b):
+			return false
+		case b[i] == '}':
+			return true
+		case b[i] == ',':
+			i = skipSpace(b, i+1)
 		default:
-			return c, false
+			return false
 		}
 	}
-	if json.Unmarshal(params["name"], &c.name) != nil || c.name != r.Header.Get("Mcp-Name") {
-		return c, false
+	return false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
 	}
-	c.args = params["arguments"]
+	return i
+}
+
+// valueEnd returns where the JSON value starting at b[i] ends; b is valid
+// JSON.
+func valueEnd(b []byte, i int) int {
+	depth, inStr, escaped := 0, false, false
+	for j := i; j < len(b); j++ {
+		c := b[j]
+		if inStr {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				if inStr = false; depth == 0 {
+					return j + 1
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return j // the end of a literal or number inside the parent
+			}
+			if depth--; depth == 0 {
+				return j + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	return len(b)
+}
+
+// fastMeta is a request's _meta that the fast path took, and the client's
+// capabilities it gives: a client sends the same bytes with every request.
+type fastMeta struct {
+	raw  string
+	caps json.RawMessage
+}
+
+// maxFastMeta bounds the _meta a user's state remembers (fastMeta).
+const maxFastMeta = 1 << 10
+
+// checkMeta checks a stateless request's _meta (parseMeta), remembering
+// the last one u's requests passed.
+func (u *userState) checkMeta(raw json.RawMessage) (json.RawMessage, bool) {
+	if m := u.fastMeta.Load(); m != nil && m.raw == string(raw) {
+		return m.caps, true
+	}
+	caps, ok := parseMeta(raw)
+	if ok && len(raw) <= maxFastMeta {
+		u.fastMeta.Store(&fastMeta{raw: string(raw), caps: caps})
+	}
+	return caps, ok
+}
+
+// parseMeta checks that a stateless request's _meta is exactly the
+// revision's triple (2026-07-28, the client's capabilities, optionally
+// its info), each valid as go-sdk reads it, and returns the client's
+// capabilities as go-sdk reports them.
+func parseMeta(raw json.RawMessage) (json.RawMessage, bool) {
+	var version, capsRaw, info []byte
+	if !objectFields(raw, func(k, v []byte) bool {
+		switch string(k) {
+		case mcp.MetaKeyProtocolVersion:
+			return once(&version, v)
+		case mcp.MetaKeyClientCapabilities:
+			return once(&capsRaw, v)
+		case mcp.MetaKeyClientInfo:
+			return once(&info, v)
+		}
+		return false
+	}) || string(version) != `"`+v20260728+`"` {
+		return nil, false
+	}
 	var meta mcp.Meta
-	if json.Unmarshal(params["_meta"], &meta) != nil || meta[mcp.MetaKeyProtocolVersion] != v20260728 {
-		return c, false
-	}
-	for k := range meta {
-		switch k {
-		case mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo:
-		default:
-			return c, false
-		}
+	if json.Unmarshal(raw, &meta) != nil {
+		return nil, false
 	}
 	// go-sdk's own readers of the triple, on the same map it would read.
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta}}
 	caps := req.ClientCapabilities()
 	if caps == nil {
-		return c, false
+		return nil, false
 	}
-	if _, ok := meta[mcp.MetaKeyClientInfo]; ok && req.ClientInfo() == nil {
-		return c, false
+	if info != nil && req.ClientInfo() == nil {
+		return nil, false
 	}
-	var err error
-	if c.caps, err = json.Marshal(caps); err != nil {
-		return c, false
-	}
-	return c, true
+	b, err := json.Marshal(caps)
+	return b, err == nil
 }
 
 // plainID reports whether a request ID reads the same in go-sdk, which

@@ -1,12 +1,14 @@
 package mcpendpoint_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -172,7 +174,10 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 		{"other _meta", statelessBody("46", sdkMeta+`,"x-trace":"t"`, "notes__add", `{}`), statelessHeaders("notes__add"), false},
 		{"task params", strings.Replace(statelessCall("47", "notes__add", `{}`), `"arguments"`, `"task":{"ttl":1},"arguments"`, 1), statelessHeaders("notes__add"), false},
 		{"name key in another case", strings.Replace(statelessCall("48", "notes__add", `{}`), `"name":"notes__add"`, `"Name":"notes__add"`, 1), statelessHeaders("notes__add"), false},
-		{"duplicate name", strings.Replace(statelessCall("49", "notes__add", `{}`), `"name":"notes__add"`, `"name":"notes__list","name":"notes__add"`, 1), statelessHeaders("notes__add"), true},
+		{"duplicate name", strings.Replace(statelessCall("49", "notes__add", `{}`), `"name":"notes__add"`, `"name":"notes__list","name":"notes__add"`, 1), statelessHeaders("notes__add"), false},
+		{"duplicate _meta key", statelessBody("63", sdkMeta+`,"io.modelcontextprotocol/protocolVersion":"2025-11-25"`, "notes__add", `{}`), statelessHeaders("notes__add"), false},
+		{"escaped key", strings.Replace(statelessCall("64", "notes__add", `{}`), `"arguments"`, `"argument\u0073"`, 1), statelessHeaders("notes__add"), false},
+		{"escaped name", strings.Replace(statelessCall("65", "notes__add", `{}`), `"name":"notes__add"`, `"name":"notes\u005f_add"`, 1), statelessHeaders("notes__add"), true},
 		{"clientInfo key in another case", strings.Replace(statelessCall("62", "notes__add", `{}`), `{"name":"test"`, `{"Name":"test"`, 1), statelessHeaders("notes__add"), true},
 		{"exponent in arguments", statelessCall("50", "notes__add", `{"n":1e400}`), statelessHeaders("notes__add"), false},
 		{"small exponent in arguments", statelessCall("51", "notes__add", `{"n":1.5E3}`), statelessHeaders("notes__add"), false},
@@ -336,4 +341,45 @@ func TestStatelessFastDisconnect(t *testing.T) {
 	if n := mcpendpoint.StatelessFastCalls(e.ep); n != 1 {
 		t.Errorf("the fast path answered %d calls, want 1", n)
 	}
+}
+
+// FuzzStatelessFast: any body sent as a go-sdk client's tools/call gets
+// the same answer from the fast path as from go-sdk's handler, and the
+// host is asked the same.
+func FuzzStatelessFast(f *testing.F) {
+	e := newEnv(f, nil)
+	for _, s := range []string{
+		statelessCall("1", "notes__add", `{"v":1}`),
+		statelessCall(`"a"`, "notes__add", ""),
+		statelessBody("2", `"io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"`, "notes__add", `[1,"x",{"y":null}]`),
+		statelessBody("3", sdkMeta+`,"progressToken":7`, "notes__add", `{}`),
+		strings.Replace(statelessCall("4", "notes__add", `{}`), `"name":"notes__add"`, `"name":"notes__list"`, 1),
+	} {
+		f.Add([]byte(s))
+	}
+	serve := func(body []byte, fast bool) (*httptest.ResponseRecorder, []hosttest.Call) {
+		mcpendpoint.SetStatelessFast(e.ep, fast)
+		before := len(e.host.Calls())
+		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		for k, v := range statelessHeaders("notes__add") {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+aliceTok)
+		w := httptest.NewRecorder()
+		e.ep.ServeHTTP(w, req)
+		return w, e.host.Calls()[before:]
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, gotCalls := serve(body, true)
+		want, wantCalls := serve(body, false)
+		ga, wa := readAnswer(t, got.Result()), readAnswer(t, want.Result())
+		if ga.status != wa.status || !reflect.DeepEqual(ga.headers, wa.headers) || !reflect.DeepEqual(ga.message, wa.message) || ga.text != wa.text {
+			t.Fatalf("%q:\nfast path: %d %v %v %q\ngo-sdk:    %d %v %v %q", body, ga.status, ga.headers, ga.message, ga.text, wa.status, wa.headers, wa.message, wa.text)
+		}
+		if !slices.Equal(gotCalls, wantCalls) {
+			t.Fatalf("%q: the host was asked %+v by the fast path, %+v through go-sdk", body, gotCalls, wantCalls)
+		}
+	})
 }

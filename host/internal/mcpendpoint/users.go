@@ -123,6 +123,8 @@ type userState struct {
 
 	mu  sync.Mutex // serializes table writes; guards the sessions' views and sdk
 	sdk *sdkServer // the stateless revision's server, built on first use
+
+	fastMeta atomic.Pointer[fastMeta] // the last _meta the stateless fast path took
 }
 
 func (u *userState) stopLocked() {
