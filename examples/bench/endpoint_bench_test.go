@@ -73,8 +73,8 @@ func BenchmarkEndpointCall(b *testing.B) {
 		{"proxy-gosdk-gogc400", toolCall(startProxy(b, oneproxy, notes, "GOGC=400"), "echo")},
 		{"proxy-mcpgo", toolCall(startProxy(b, mcpgoproxy, notes), "echo")},
 		{"agenthost", toolCall(host.connect(b), "notes__echo")},
-		// For the record: what an unpinned go-sdk client gets (go-sdk's
-		// stateless handler; no fast path).
+		// What an unpinned go-sdk client gets: the stateless revision,
+		// whose plain calls take the endpoint's fast path too.
 		{"agenthost-2026", toolCall(host.connectVersion(b, ""), "notes__echo")},
 	}
 	res := interleave(b, sides)

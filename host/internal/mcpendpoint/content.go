@@ -110,6 +110,17 @@ func encodeResult(res *ext.CallToolResult) (json.RawMessage, bool) {
 	if len(res.Raw) > 0 {
 		return res.Raw, isObject(res.Raw)
 	}
+	f, ok := checkFields(res)
+	if !ok {
+		return nil, false
+	}
+	return fieldsResult(f), true
+}
+
+// checkFields returns the fields of a result built from them, checked:
+// content an array of valid blocks ([] when none), structured content
+// valid JSON (nil when none).
+func checkFields(res *ext.CallToolResult) (*ext.CallToolResult, bool) {
 	content := res.Content
 	if len(content) == 0 || string(content) == "null" {
 		content = json.RawMessage("[]")
@@ -123,17 +134,34 @@ func encodeResult(res *ext.CallToolResult) (json.RawMessage, bool) {
 	if len(sc) > 0 && !json.Valid(sc) {
 		return nil, false
 	}
-	b := make([]byte, 0, len(content)+len(sc)+50)
+	return &ext.CallToolResult{Content: content, StructuredContent: sc, IsError: res.IsError}, true
+}
+
+// fieldsResult is the MCP result object of checked fields (checkFields).
+func fieldsResult(f *ext.CallToolResult) json.RawMessage {
+	b := make([]byte, 0, len(f.Content)+len(f.StructuredContent)+50)
 	b = append(b, `{"content":`...)
-	b = append(b, content...)
-	if len(sc) > 0 {
+	b = append(b, f.Content...)
+	if len(f.StructuredContent) > 0 {
 		b = append(b, `,"structuredContent":`...)
-		b = append(b, sc...)
+		b = append(b, f.StructuredContent...)
 	}
-	if res.IsError {
+	if f.IsError {
 		b = append(b, `,"isError":true`...)
 	}
-	return append(b, '}'), true
+	return append(b, '}')
+}
+
+// statelessFields is a host result as the stateless revision sends it:
+// its content and structured content, checked; a raw result's other
+// fields stay behind (go-sdk's form of a result, which both stateless
+// paths answer with, has no place for them).
+func statelessFields(res *ext.CallToolResult) (*ext.CallToolResult, bool) {
+	f, err := res.Fields()
+	if err != nil {
+		return nil, false
+	}
+	return checkFields(f)
 }
 
 // errorResult is a failed call (isError) with one text block.
@@ -157,33 +185,19 @@ func (b *rawBlock) MarshalJSON() ([]byte, error) { return b.raw, nil }
 
 var _ mcp.Content = (*rawBlock)(nil)
 
-// toMCP converts a host result to go-sdk's form without decoding the
-// content blocks.
-func toMCP(res *ext.CallToolResult) (*mcp.CallToolResult, bool) {
-	res, err := res.Fields()
-	if err != nil {
-		return nil, false
+// toMCP converts a result of statelessFields to go-sdk's form without
+// decoding the content blocks.
+func toMCP(f *ext.CallToolResult) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{IsError: f.IsError, Content: []mcp.Content{}}
+	blocks, _ := splitArray(f.Content) // checked
+	bs := make([]rawBlock, len(blocks))
+	out.Content = make([]mcp.Content, len(blocks))
+	for i, b := range blocks {
+		bs[i].raw = b
+		out.Content[i] = &bs[i]
 	}
-	out := &mcp.CallToolResult{IsError: res.IsError, Content: []mcp.Content{}}
-	if len(res.Content) > 0 && string(res.Content) != "null" {
-		blocks, ok := splitArray(res.Content)
-		if !ok {
-			return nil, false
-		}
-		bs := make([]rawBlock, len(blocks))
-		out.Content = make([]mcp.Content, len(blocks))
-		for i, b := range blocks {
-			bs[i].raw = b
-			out.Content[i] = &bs[i]
-		}
+	if len(f.StructuredContent) > 0 {
+		out.StructuredContent = json.RawMessage(f.StructuredContent)
 	}
-	if len(res.StructuredContent) > 0 && string(res.StructuredContent) != "null" {
-		out.StructuredContent = json.RawMessage(res.StructuredContent)
-	}
-	return out, true
-}
-
-// sdkError is a failed call in go-sdk's form.
-func sdkError(msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+	return out
 }

@@ -245,6 +245,8 @@ type Endpoint struct {
 	wg            sync.WaitGroup // refresh loops, the sweeper, session cleanups
 	open          atomic.Int64   // len(byID)
 	calls         atomic.Int64   // tools/call answered
+	fastCalls     atomic.Int64   // stateless tools/call taken by the fast path
+	noFast        atomic.Bool    // the stateless fast path is off (tests compare it with go-sdk's)
 
 	closeOnce sync.Once
 }

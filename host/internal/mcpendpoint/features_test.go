@@ -669,31 +669,39 @@ func TestStatelessBoundToUser(t *testing.T) {
 }
 
 // TestStatelessRevoked: CloseToken cancels the token's stateless requests
-// in flight.
+// in flight, answered by the fast path or by go-sdk's handler.
 func TestStatelessRevoked(t *testing.T) {
-	e := newEnv(t, nil)
-	started := make(chan struct{}, 1)
-	e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
-		started <- struct{}{}
-		<-ctx.Done()
-		return nil, ctx.Err()
-	})
-	c := e.session(t, aliceTok, "", nil)
-	errc := make(chan error, 1)
-	go func() {
-		res, err := c.CallTool(tctx(t), &mcp.CallToolParams{Name: "notes__add", Arguments: map[string]any{}})
-		if err == nil && !res.IsError {
-			err = errors.New("the call succeeded")
-		}
-		errc <- err
-	}()
-	<-started
-	e.ver.revoke(aliceTok)
-	e.ep.CloseToken("a1")
-	select {
-	case err := <-errc:
-		t.Logf("the revoked token's stateless call ended: %v", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the revoked token's stateless call goes on")
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
+			e := newEnv(t, nil)
+			mcpendpoint.SetStatelessFast(e.ep, fast)
+			started := make(chan struct{}, 1)
+			e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+			c := e.session(t, aliceTok, "", nil)
+			errc := make(chan error, 1)
+			go func() {
+				res, err := c.CallTool(tctx(t), &mcp.CallToolParams{Name: "notes__add", Arguments: map[string]any{}})
+				if err == nil && !res.IsError {
+					err = errors.New("the call succeeded")
+				}
+				errc <- err
+			}()
+			<-started
+			e.ver.revoke(aliceTok)
+			e.ep.CloseToken("a1")
+			select {
+			case err := <-errc:
+				t.Logf("the revoked token's stateless call ended: %v", err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the revoked token's stateless call goes on")
+			}
+			if n := mcpendpoint.StatelessFastCalls(e.ep); (n == 1) != fast {
+				t.Errorf("the fast path answered %d calls", n)
+			}
+		})
 	}
 }

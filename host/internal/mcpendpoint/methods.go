@@ -166,8 +166,8 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 		}
 		return nil, errParams("unknown tool %q", p.Name)
 	}
-	if ent.exposure == ext.ExposureCodemode {
-		return errorResult(fmt.Sprintf("tool %q is only callable from code", ent.name)), nil
+	if refused := ent.refusal(); refused != nil {
+		return refused, nil
 	}
 	var meta json.RawMessage
 	if len(p.Meta) > 0 {
@@ -179,32 +179,56 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 	if string(p.Task) == "null" {
 		p.Task = nil
 	}
-	res, err := s.e.host.CallTool(ctx, &api.CallRequest{
+	res, failed := s.e.callHost(ctx, &api.CallRequest{
 		User: s.p.User, Conversation: s.conv, Name: ent.original, Arguments: p.Arguments,
 		ProgressToken: rs.token, Meta: meta, Task: p.Task, Session: rs,
-	})
-	if err == nil && res == nil {
-		err = fmt.Errorf("the host returned no result: %w", ext.ErrUnavailable)
-	}
-	if err != nil {
-		return s.callError(ctx, ent, err), nil
+	}, ent, s.isClosed)
+	if failed != "" {
+		return errorResult(failed), nil
 	}
 	out, ok := encodeResult(res)
 	if !ok {
-		s.e.log.Warn("mcp: a tool returned content that is not a JSON array of blocks", "user", s.p.User, "tool", ent.original)
-		return errorResult(fmt.Sprintf("tool %q returned malformed content", ent.name)), nil
+		return s.e.malformed(s.p.User, ent), nil
 	}
 	return out, nil
 }
 
-// callError words a failed call for the model. The host's own message may
-// name internals, so it goes to the log only.
-func (s *session) callError(ctx context.Context, ent *entry, err error) json.RawMessage {
+func (s *session) isClosed() bool {
 	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	s.e.log.Warn("mcp: a tool call failed", "user", s.p.User, "tool", ent.original, "err", err)
-	return errorResult(fmt.Sprintf(callErrorText(ctx, err, closed), ent.name))
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// refusal is the answer to a call of ent that never reaches the host: a
+// codemode tool's error result; nil for the others.
+func (ent *entry) refusal() json.RawMessage {
+	if ent.exposure == ext.ExposureCodemode {
+		return errorResult(fmt.Sprintf("tool %q is only callable from code", ent.name))
+	}
+	return nil
+}
+
+// callHost runs req, a call of ent, through the host (every revision's
+// calls do): the host's result, or when the call failed the text of the
+// error result to answer with, which words the kind of failure (the
+// host's own message may name internals: it is only logged). closed, when
+// set, reports whether the caller's session closed meanwhile.
+func (e *Endpoint) callHost(ctx context.Context, req *api.CallRequest, ent *entry, closed func() bool) (*ext.CallToolResult, string) {
+	res, err := e.host.CallTool(ctx, req)
+	if err == nil && res == nil {
+		err = fmt.Errorf("the host returned no result: %w", ext.ErrUnavailable)
+	}
+	if err != nil {
+		e.log.Warn("mcp: a tool call failed", "user", req.User, "tool", ent.original, "err", err)
+		return nil, fmt.Sprintf(callErrorText(ctx, err, closed != nil && closed()), ent.name)
+	}
+	return res, ""
+}
+
+// malformed is the error result of a call whose result cannot be sent.
+func (e *Endpoint) malformed(user string, ent *entry) json.RawMessage {
+	e.log.Warn("mcp: a tool returned content that is not a JSON array of blocks", "user", user, "tool", ent.original)
+	return errorResult(fmt.Sprintf("tool %q returned malformed content", ent.name))
 }
 
 // callErrorText is the message (a format for the tool's name) of a failed

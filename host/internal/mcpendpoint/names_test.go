@@ -214,11 +214,11 @@ func TestToMCPKeepsBytes(t *testing.T) {
 	t.Parallel()
 	content := `[{"text":"hi","type":"text","x-extra":{"k":[1,2]}},{"type":"image","data":"AAAA","mimeType":"image/png"}]`
 	res := &ext.CallToolResult{Content: json.RawMessage(content), StructuredContent: json.RawMessage(`{"z":1,"a":[true]}`), IsError: true}
-	out, ok := toMCP(res)
+	f, ok := statelessFields(res)
 	if !ok {
-		t.Fatal("toMCP failed")
+		t.Fatal("statelessFields refused the result")
 	}
-	b, err := json.Marshal(out)
+	b, err := json.Marshal(toMCP(f))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +233,18 @@ func TestToMCPKeepsBytes(t *testing.T) {
 	if string(got.Content) != content || string(got.StructuredContent) != `{"z":1,"a":[true]}` || !got.IsError {
 		t.Errorf("toMCP changed the result: %s", b)
 	}
-	if _, ok := toMCP(&ext.CallToolResult{Content: json.RawMessage(`{"type":"text"}`)}); ok {
-		t.Error("toMCP accepted content that is not an array")
+	for _, bad := range []*ext.CallToolResult{
+		{Content: json.RawMessage(`{"type":"text"}`)},
+		{Content: json.RawMessage(`[{"type":"text","text":}]`)},
+		{Content: json.RawMessage(`[]`), StructuredContent: json.RawMessage(`{"a":}`)},
+		{Raw: json.RawMessage(`{"isError":"yes"}`)},
+	} {
+		if _, ok := statelessFields(bad); ok {
+			t.Errorf("statelessFields accepted %+v", bad)
+		}
 	}
-	empty, _ := toMCP(&ext.CallToolResult{})
-	if b, _ := json.Marshal(empty); !strings.Contains(string(b), `"content":[]`) {
+	empty, _ := statelessFields(&ext.CallToolResult{})
+	if b, _ := json.Marshal(toMCP(empty)); !strings.Contains(string(b), `"content":[]`) {
 		t.Errorf("empty result = %s, want an empty content array", b)
 	}
 }

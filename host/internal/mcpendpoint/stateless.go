@@ -86,7 +86,11 @@ func (e *Endpoint) serveStateless(w http.ResponseWriter, r *http.Request, p Prin
 		}
 		e.mu.Unlock()
 	}()
-	e.stateless.ServeHTTP(w, r.WithContext(ctx))
+	r = r.WithContext(ctx)
+	if e.serveFast(ctx, w, r, u) {
+		return
+	}
+	e.stateless.ServeHTTP(w, r)
 }
 
 // lease holds u for statelessLease past now (the sweeper lets go).
@@ -260,10 +264,42 @@ func safely(f func()) (ok bool) {
 func (x *sdkServer) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && r.Params != nil {
-			return x.toolHandler(ctx, r)
+			res, err := x.toolHandler(ctx, r)
+			if res != nil && supportsMRTR(r) {
+				res = complete(res)
+			}
+			return res, err
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// supportsMRTR reports whether req's client speaks multi round-trip
+// requests (2026-07-28 on): go-sdk's own test (clientSupportsMultiRoundTrip),
+// on which it marks the results of the tools it runs.
+func supportsMRTR(req *mcp.CallToolRequest) bool {
+	if req.Session != nil {
+		if p := req.Session.InitializeParams(); p != nil {
+			return p.ProtocolVersion >= v20260728
+		}
+	}
+	return true
+}
+
+// completeResult is an empty result marked resultType "complete", as
+// go-sdk marks the results of the tools it runs itself; the mark is
+// unexported and only go-sdk's decoder sets it.
+var completeResult = func() (r mcp.CallToolResult) {
+	_ = json.Unmarshal([]byte(`{"content":[],"resultType":"complete"}`), &r)
+	return r
+}()
+
+// complete is res marked resultType "complete".
+func complete(res *mcp.CallToolResult) *mcp.CallToolResult {
+	out := completeResult
+	out.Meta, out.Content, out.StructuredContent, out.IsError = res.Meta, res.Content, res.StructuredContent, res.IsError
+	out.InputRequests, out.RequestState = res.InputRequests, res.RequestState
+	return &out
 }
 
 func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -283,8 +319,9 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 		}
 		return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: fmt.Sprintf("unknown tool %q", req.Params.Name)}
 	}
-	if ent.exposure == ext.ExposureCodemode {
-		return sdkError(fmt.Sprintf("tool %q is only callable from code", ent.name)), nil
+	if refused := ent.refusal(); refused != nil {
+		f, _ := statelessFields(&ext.CallToolResult{Raw: refused})
+		return toMCP(f), nil
 	}
 	sess := newSDKSession(ctx, req)
 	defer sess.end()
@@ -292,22 +329,28 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 	if t := req.Params.GetProgressToken(); t != nil {
 		tok, _ = json.Marshal(t)
 	}
-	x.e.calls.Add(1)
-	res, err := x.e.host.CallTool(ctx, &api.CallRequest{
-		User: x.u.user, Name: ent.original, Arguments: req.Params.Arguments, ProgressToken: tok, Session: sess,
-	})
-	if err == nil && res == nil {
-		err = fmt.Errorf("the host returned no result: %w", ext.ErrUnavailable)
+	return toMCP(x.e.callStateless(ctx, x.u, ent, req.Params.Arguments, tok, sess)), nil
+}
+
+// callStateless runs a stateless request's call of ent for u (both
+// stateless paths do): its result as the revision sends it
+// (statelessFields), or the error result of a failed call. Stateless
+// calls have no conversation: no session stands for one.
+func (e *Endpoint) callStateless(ctx context.Context, u *userState, ent *entry, args, token json.RawMessage, sess ext.Session) *ext.CallToolResult {
+	e.calls.Add(1)
+	res, failed := e.callHost(ctx, &api.CallRequest{
+		User: u.user, Name: ent.original, Arguments: args, ProgressToken: token, Session: sess,
+	}, ent, nil)
+	var out json.RawMessage
+	if failed != "" {
+		out = errorResult(failed)
+	} else if f, ok := statelessFields(res); ok {
+		return f
+	} else {
+		out = e.malformed(u.user, ent)
 	}
-	if err != nil {
-		x.e.log.Warn("mcp: a tool call failed", "user", x.u.user, "tool", ent.original, "err", err)
-		return sdkError(fmt.Sprintf(callErrorText(ctx, err, false), ent.name)), nil
-	}
-	out, ok := toMCP(res)
-	if !ok {
-		return sdkError(fmt.Sprintf("tool %q returned malformed content", ent.name)), nil
-	}
-	return out, nil
+	f, _ := statelessFields(&ext.CallToolResult{Raw: out})
+	return f
 }
 
 // hostError is a host failure as go-sdk's JSON-RPC error.
@@ -421,9 +464,11 @@ func (s *sdkSession) end() { s.ended.Store(true) }
 func (s *sdkSession) Capabilities() json.RawMessage { return s.caps }
 
 // Notify implements [ext.Session]: progress and log messages of the
-// request.
+// request. A session of the fast path has no go-sdk session: its request
+// asked for no progress and set no log level, so go-sdk would send
+// neither.
 func (s *sdkSession) Notify(_ context.Context, method string, params json.RawMessage) error {
-	if s.ended.Load() || s.ss == nil {
+	if s.ended.Load() {
 		return fmt.Errorf("%w: %w", errEnded, ext.ErrUnavailable)
 	}
 	switch method {
@@ -441,6 +486,9 @@ func (s *sdkSession) Notify(_ context.Context, method string, params json.RawMes
 		var p mcp.LoggingMessageParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return fmt.Errorf("log params: %w", ext.Mark(err, ext.ErrInvalidArgument))
+		}
+		if s.ss == nil {
+			return nil
 		}
 		return s.ss.Log(s.ctx, &p)
 	}

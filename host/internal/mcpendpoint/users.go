@@ -37,6 +37,10 @@ type entry struct {
 	tool     *mcp.Tool // go-sdk's form (stateless revision); nil for codemode tools
 	json     []byte    // the MCP definition as listed; nil for codemode tools
 	search   string    // lowercase text that search_tools matches
+	// paramHeaders: its input schema names x-mcp-header, so that go-sdk
+	// checks Mcp-Param-* headers of its calls (the fast path leaves those
+	// to it).
+	paramHeaders bool
 }
 
 // toolTable is a user's tools at one moment: the reverse map from MCP
@@ -119,6 +123,8 @@ type userState struct {
 
 	mu  sync.Mutex // serializes table writes; guards the sessions' views and sdk
 	sdk *sdkServer // the stateless revision's server, built on first use
+
+	fastMeta atomic.Pointer[fastMeta] // the last _meta the stateless fast path took
 }
 
 func (u *userState) stopLocked() {
@@ -566,6 +572,13 @@ func (e *Endpoint) newEntry(name string, src api.Tool) (*entry, error) {
 	in := src.InputSchema
 	if !present(in) {
 		in = defaultSchema
+	}
+	var schema any
+	if json.Unmarshal(in, &schema) == nil {
+		norm, _ := json.Marshal(schema) // escapes resolved
+		ent.paramHeaders = bytes.Contains(norm, []byte(`"x-mcp-header"`))
+	} else {
+		ent.paramHeaders = true
 	}
 	meta := map[string]json.RawMessage{}
 	if present(src.Meta) {

@@ -197,12 +197,18 @@ func writeEvent(w http.ResponseWriter, id string, msg []byte) error {
 
 // startSSE sends the headers of an event stream.
 func startSSE(w http.ResponseWriter) {
+	sseHeaders(w)
+	_ = http.NewResponseController(w).Flush()
+}
+
+// sseHeaders writes the headers of an event stream (go-sdk's too), to go
+// out with the first event.
+func sseHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
-	_ = http.NewResponseController(w).Flush()
 }
 
 // errEnded is returned by a request's session after its request ended.
