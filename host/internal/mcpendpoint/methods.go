@@ -128,6 +128,39 @@ type callParams struct {
 	Task      json.RawMessage `json:"task"`
 }
 
+// parseCallParams decodes a tools/call's params, raw valid JSON (as
+// parseBody hands them out), the plain ones without json.Unmarshal (as
+// fastMsg does).
+func parseCallParams(raw json.RawMessage) (callParams, error) {
+	if p, ok := fastCallParams(raw); ok {
+		return p, nil
+	}
+	var p callParams
+	err := json.Unmarshal(raw, &p)
+	return p, err
+}
+
+// fastCallParams is parseCallParams's plain path: an object of
+// callParams's fields only, each once and spelled exactly, its name plain.
+func fastCallParams(raw json.RawMessage) (callParams, bool) {
+	var p callParams
+	var name []byte
+	ok := objectFields(raw, func(k, v []byte) bool {
+		switch string(k) {
+		case "name":
+			return once(&name, v)
+		case "arguments":
+			return once((*[]byte)(&p.Arguments), v)
+		case "_meta":
+			return once((*[]byte)(&p.Meta), v)
+		case "task":
+			return once((*[]byte)(&p.Task), v)
+		}
+		return false
+	}) && plainString(name, &p.Name)
+	return p, ok
+}
+
 // splitMeta takes the progress token out of a request's _meta; rest is
 // the other fields (nil when none).
 func splitMeta(meta json.RawMessage) (token, rest json.RawMessage, err error) {
@@ -153,8 +186,8 @@ func splitMeta(meta json.RawMessage) (token, rest json.RawMessage, err error) {
 // callTool runs a tool through the user's table: arguments go out and the
 // result comes back as raw JSON.
 func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMessage) (json.RawMessage, error) {
-	var p callParams
-	if err := json.Unmarshal(raw, &p); err != nil {
+	p, err := parseCallParams(raw)
+	if err != nil {
 		return nil, errParams("tools/call params: %v", err)
 	}
 	s.e.calls.Add(1)

@@ -80,10 +80,59 @@ func parseBody(body []byte) (msgs []rpcMsg, batch bool, err error) {
 		return msgs, true, nil
 	}
 	msgs = make([]rpcMsg, 1)
+	if json.Valid(trimmed) && fastMsg(trimmed, &msgs[0]) {
+		return msgs, false, nil
+	}
+	msgs[0] = rpcMsg{}
 	if err := json.Unmarshal(trimmed, &msgs[0]); err != nil {
 		return nil, false, fmt.Errorf("malformed message: %w", err)
 	}
 	return msgs, false, nil
+}
+
+// fastMsg fills m from b, one valid JSON value, when json.Unmarshal would
+// decode it the same way but is not needed: an object of rpcMsg's fields
+// only, each once and spelled exactly, its strings plain (see
+// plainString). The raw parts alias b. Anything else is Unmarshal's,
+// which a tools/call's body scanned some five times over (a check of the
+// whole and a decode, for the message and again for its params).
+func fastMsg(b []byte, m *rpcMsg) bool {
+	var version, method []byte
+	return objectFields(b, func(k, v []byte) bool {
+		switch string(k) {
+		case "jsonrpc":
+			return once(&version, v)
+		case "id":
+			return once((*[]byte)(&m.ID), v)
+		case "method":
+			return once(&method, v)
+		case "params":
+			return once((*[]byte)(&m.Params), v)
+		case "result":
+			return once((*[]byte)(&m.Result), v)
+		case "error":
+			return once((*[]byte)(&m.Error), v)
+		}
+		return false
+	}) && plainString(version, &m.JSONRPC) && plainString(method, &m.Method)
+}
+
+// plainString sets *dst to the JSON string v (nil: absent, left as is)
+// when it is printable ASCII with no escape, reporting whether it was.
+func plainString(v []byte, dst *string) bool {
+	if v == nil {
+		return true
+	}
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return false
+	}
+	for _, c := range v[1 : len(v)-1] {
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return false
+		}
+	}
+	*dst = string(v[1 : len(v)-1])
+	return true
 }
 
 // rpcError is a JSON-RPC error answer.
