@@ -49,6 +49,9 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // "×p50-fastest-proxy" and "×calls/s-best-proxy". Run with
 // -benchtime=3000x.
 //
+// BENCH_HOST_GOMAXPROCS sets GOMAXPROCS for `agenthost serve` (by
+// default the host runs on half the CPUs; see its main).
+//
 // Every other client is pinned to 2025-11-25: an unpinned go-sdk client
 // would speak 2026-07-28 to agenthost (and 2025-11-25 to the proxies,
 // which refuse it).
@@ -145,6 +148,9 @@ func serveHost(b *testing.B, agenthost, extMCP, notes string) served {
 		serveArgs = append(serveArgs, "--cpuprofile", p)
 	}
 	serve := exec.Command(agenthost, serveArgs...)
+	if v := os.Getenv("BENCH_HOST_GOMAXPROCS"); v != "" {
+		serve.Env = append(os.Environ(), "GOMAXPROCS="+v)
+	}
 	out, _ := serve.StdoutPipe()
 	if err := serve.Start(); err != nil {
 		b.Fatal(err)

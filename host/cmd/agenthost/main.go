@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 )
@@ -21,9 +22,24 @@ import (
 // examples/bench BenchmarkEndpointCall).
 const gcPercent = 400
 
+// procs is how many CPUs the host runs Go code on unless GOMAXPROCS is
+// set: half the ones Go would use (at least one). Go's default assumes a
+// process has the machine to itself; the host shares it with its
+// extensions and their servers, which do most of a call's work, while a
+// call costs the host a few hand-offs (the HTTP request, the call channel,
+// the answer). With a CPU per core, each hand-off woke an idle CPU's
+// thread that found nothing to do and slept again: on 2 CPUs a tool call
+// over /mcp cost the host ~20-30% more CPU than on one (examples/bench
+// BenchmarkEndpointCall, CPU per call; BENCH_HOST_GOMAXPROCS runs the host
+// with another figure). A host that needs more sets GOMAXPROCS.
+func procs() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
 func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(procs())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRoot(os.Stdin, os.Stdout, os.Stderr).ExecuteContext(ctx)
