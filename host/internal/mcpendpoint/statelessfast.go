@@ -90,8 +90,10 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 		result = e.callStateless(ctx, u, ent, c.args, nil, sess)
 		sess.end()
 	}
+	// One event, written as go-sdk writes it: with no deadline (a big
+	// result to a slow client takes its time, and holds up no one else).
 	sseHeaders(w)
-	_ = writeEvent(w, "", resultMsg(c.id, e.statelessResult(fieldsResult(result))))
+	_ = sendEvent(w, "", resultMsg(c.id, e.statelessResult(fieldsResult(result))))
 	return true
 }
 

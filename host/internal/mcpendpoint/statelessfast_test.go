@@ -343,6 +343,56 @@ func TestStatelessFastDisconnect(t *testing.T) {
 	}
 }
 
+// statelessRequest is a go-sdk client's POST of body, a call of name, for
+// ServeHTTP.
+func statelessRequest(body []byte, name string) *http.Request {
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	for k, v := range statelessHeaders(name) {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+aliceTok)
+	return req
+}
+
+// deadlineRecorder is a ResponseRecorder that records the write deadlines
+// set on it (through http.ResponseController).
+type deadlineRecorder struct {
+	*httptest.ResponseRecorder
+	deadlines []time.Time
+}
+
+func (d *deadlineRecorder) SetWriteDeadline(t time.Time) error {
+	d.deadlines = append(d.deadlines, t)
+	return nil
+}
+
+// TestStatelessFastNoWriteDeadline: the fast path writes its answer as
+// go-sdk's handler does, with no deadline, so that a big result reaches a
+// client that reads it slowly (a 4 MiB result at 300 KB/s takes 14 s);
+// only the sessions' streams, whose writes a stalled client would hold
+// up for others, bound a write.
+func TestStatelessFastNoWriteDeadline(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, fast := range []bool{true, false} {
+		mcpendpoint.SetStatelessFast(e.ep, fast)
+		before := mcpendpoint.StatelessFastCalls(e.ep)
+		w := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder()}
+		e.ep.ServeHTTP(w, statelessRequest([]byte(statelessCall("1", "notes__add", `{"v":1}`)), "notes__add"))
+		a := readAnswer(t, w.Result())
+		if res, _ := a.message.(map[string]any)["result"].(map[string]any); a.status != http.StatusOK || res == nil || res["isError"] != nil {
+			t.Fatalf("fast %v: %d %v %q", fast, a.status, a.message, a.text)
+		}
+		if took := mcpendpoint.StatelessFastCalls(e.ep) > before; took != fast {
+			t.Errorf("fast %v: taken by the fast path: %v", fast, took)
+		}
+		if len(w.deadlines) > 0 {
+			t.Errorf("fast %v: the answer was written with write deadlines %v", fast, w.deadlines)
+		}
+	}
+}
+
 // FuzzStatelessFast: any body sent as a go-sdk client's tools/call gets
 // the same answer from the fast path as from go-sdk's handler, and the
 // host is asked the same.
@@ -360,15 +410,8 @@ func FuzzStatelessFast(f *testing.F) {
 	serve := func(body []byte, fast bool) (*httptest.ResponseRecorder, []hosttest.Call) {
 		mcpendpoint.SetStatelessFast(e.ep, fast)
 		before := len(e.host.Calls())
-		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
-		for k, v := range statelessHeaders("notes__add") {
-			req.Header.Set(k, v)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+aliceTok)
 		w := httptest.NewRecorder()
-		e.ep.ServeHTTP(w, req)
+		e.ep.ServeHTTP(w, statelessRequest(body, "notes__add"))
 		return w, e.host.Calls()[before:]
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
