@@ -79,7 +79,12 @@ func readAnswer(t *testing.T, resp *http.Response) answer {
 				events = append(events, []byte(data))
 			}
 		}
-		if len(events) != 1 {
+		switch len(events) {
+		case 0: // the request ended without an answer
+			a.text = string(body)
+			return a
+		case 1:
+		default:
 			t.Fatalf("%d events in %q, want 1", len(events), clipText(string(body)))
 		}
 		raw = events[0]
@@ -195,6 +200,8 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 		{"Host in capitals", statelessCall("59", "notes__add", `{}`), with("notes__add", "Host", "LOCALHOST"), false},
 		{"Accept without SSE", statelessCall("60", "notes__add", `{}`), with("notes__add", "Accept", "application/json"), false},
 		{"text content type", statelessCall("61", "notes__add", `{}`), with("notes__add", "Content-Type", "text/plain"), false},
+		{"chunked body", statelessCall("66", "notes__add", `{}`), with("notes__add", "Transfer-Encoding", "chunked"), true},
+		{"chunked body over the cap", statelessCall("67", "notes__add", `{"t":"`+strings.Repeat("x", 1<<20)+`"}`), with("notes__add", "Transfer-Encoding", "chunked"), false},
 	}
 	send := func(t *testing.T, body string, headers map[string]string, fast bool) (answer, []hosttest.Call, bool) {
 		t.Helper()
@@ -209,6 +216,9 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 			want, wantCalls, _ := send(t, c.body, c.headers, false)
 			if byFast != c.fast {
 				t.Errorf("answered by the fast path: %v, want %v", byFast, c.fast)
+			}
+			if strings.HasSuffix(c.name, "over the cap") && got.status != http.StatusRequestEntityTooLarge {
+				t.Errorf("a body over the cap: %d, want 413", got.status)
 			}
 			if got.status != want.status || !reflect.DeepEqual(got.headers, want.headers) {
 				t.Errorf("fast path: %d %v\ngo-sdk:    %d %v", got.status, got.headers, want.status, want.headers)
@@ -343,6 +353,60 @@ func TestStatelessFastDisconnect(t *testing.T) {
 	}
 }
 
+// TestStatelessFastCancelled: a call cancelled while the host runs it (its
+// token revoked, the endpoint closing) ends at once, answered with the
+// error result of a cancelled call in go-sdk's framing. go-sdk's handler
+// races there: it stops waiting for the answer when the request is
+// cancelled, and sends it only when the cancelled call's result came
+// first; both of its answers are taken.
+func TestStatelessFastCancelled(t *testing.T) {
+	for _, how := range []string{"CloseToken", "Close"} {
+		t.Run(how, func(t *testing.T) {
+			answers := map[bool]answer{}
+			for _, fast := range []bool{true, false} {
+				e := newEnv(t, nil)
+				mcpendpoint.SetStatelessFast(e.ep, fast)
+				started := make(chan struct{}, 1)
+				e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+					started <- struct{}{}
+					<-ctx.Done()
+					return nil, ctx.Err()
+				})
+				got := make(chan answer, 1)
+				go func() {
+					got <- readAnswer(t, e.rawPost(t, aliceTok, "", statelessCall("1", "notes__add", `{}`), statelessHeaders("notes__add")))
+				}()
+				<-started
+				if how == "CloseToken" {
+					e.ver.revoke(aliceTok)
+					e.ep.CloseToken("a1")
+				} else {
+					_ = e.ep.Close()
+				}
+				select {
+				case answers[fast] = <-got:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("fast %v: the cancelled call goes on", fast)
+				}
+				if n := mcpendpoint.StatelessFastCalls(e.ep); (n == 1) != fast {
+					t.Errorf("fast %v: the fast path took %d calls", fast, n)
+				}
+			}
+			got, want := answers[true], answers[false]
+			res, _ := got.message.(map[string]any)["result"].(map[string]any)
+			if res["isError"] != true || !strings.Contains(fmt.Sprint(res["content"]), `tool "notes__add" was cancelled`) || res["resultType"] != "complete" {
+				t.Errorf("the fast path answered %v, want the error result of a cancelled call", got.message)
+			}
+			if want.message == nil {
+				want.message, want.text = got.message, got.text // go-sdk stopped waiting first
+			}
+			if got.status != want.status || !reflect.DeepEqual(got.headers, want.headers) || !reflect.DeepEqual(got.message, want.message) || got.text != want.text {
+				t.Errorf("fast path: %d %v %v %q\ngo-sdk:    %d %v %v %q", got.status, got.headers, got.message, got.text, want.status, want.headers, want.message, want.text)
+			}
+		})
+	}
+}
+
 // statelessRequest is a go-sdk client's POST of body, a call of name, for
 // ServeHTTP.
 func statelessRequest(body []byte, name string) *http.Request {
@@ -413,6 +477,11 @@ func FuzzStatelessFast(f *testing.F) {
 		w := httptest.NewRecorder()
 		e.ep.ServeHTTP(w, statelessRequest(body, "notes__add"))
 		return w, e.host.Calls()[before:]
+	}
+	// The harness reaches the fast path, or every comparison is moot.
+	before := mcpendpoint.StatelessFastCalls(e.ep)
+	if w, _ := serve([]byte(statelessCall("0", "notes__add", `{}`)), true); w.Code != http.StatusOK || mcpendpoint.StatelessFastCalls(e.ep) == before {
+		f.Fatalf("a plain call did not take the fast path: %d %s", w.Code, w.Body)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, gotCalls := serve(body, true)
