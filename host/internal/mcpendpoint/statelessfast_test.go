@@ -190,6 +190,7 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 		{"fractional id", statelessCall("1.5", "notes__add", `{}`), statelessHeaders("notes__add"), false},
 		{"negative zero id", statelessCall("-0", "notes__add", `{}`), statelessHeaders("notes__add"), false},
 		{"big id", statelessCall("12345678901234567890", "notes__add", `{}`), statelessHeaders("notes__add"), false},
+		{"id with an escape", statelessCall(`"\ud800-\u0041"`, "notes__add", `{}`), statelessHeaders("notes__add"), false},
 		{"notification", strings.Replace(statelessCall("0", "notes__add", `{}`), `"id":0,`, "", 1), statelessHeaders("notes__add"), false},
 		{"batch", "[" + statelessCall("53", "notes__add", `{}`) + "]", statelessHeaders("notes__add"), false},
 		{"extra top-level field", strings.Replace(statelessCall("54", "notes__add", `{}`), `"jsonrpc"`, `"x":1,"jsonrpc"`, 1), statelessHeaders("notes__add"), false},
