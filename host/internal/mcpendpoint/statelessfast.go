@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"mime"
 	"net"
 	"net/http"
@@ -83,6 +84,9 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 	}
 	// From here on the request is answered here: r.Body is not read again.
 	e.fastCalls.Add(1)
+	if e.log.Enabled(ctx, slog.LevelDebug) { // the arguments would cost even then
+		e.log.Debug("mcp: a stateless tools/call took the fast path", "user", u.user, "tool", ent.original)
+	}
 	var result *ext.CallToolResult
 	if refused := ent.refusal(); refused != nil {
 		result, _ = statelessFields(&ext.CallToolResult{Raw: refused})

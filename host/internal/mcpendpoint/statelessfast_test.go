@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -306,6 +308,43 @@ func TestStatelessFastClient(t *testing.T) {
 	if n := e.ep.Sessions(); n != 0 {
 		t.Errorf("Sessions() = %d, want 0", n)
 	}
+}
+
+// TestStatelessFastLogged: at level debug the log names each call the
+// fast path took (what the end-to-end test looks for), and no other.
+func TestStatelessFastLogged(t *testing.T) {
+	logs := &syncBuffer{}
+	e := newEnv(t, &mcpendpoint.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	c, err := e.connect(t, aliceTok, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fast := range []bool{true, false} {
+		mcpendpoint.SetStatelessFast(e.ep, fast)
+		c.call(t, "notes__add", fmt.Sprintf(`{"fast":%v}`, fast))
+	}
+	const line = `msg="mcp: a stateless tools/call took the fast path" user=alice tool=notes/add`
+	if n := strings.Count(logs.String(), line); n != 1 {
+		t.Errorf("%d log lines %q, want 1; the log:\n%s", n, line, logs.String())
+	}
+}
+
+// syncBuffer collects a log written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestStatelessFastDisconnect: a client that drops a call answered by the
