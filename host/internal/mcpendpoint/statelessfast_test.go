@@ -347,6 +347,54 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// TestStatelessFastPerUser: the fast path serves each request from its
+// verified user's tables with the capabilities of its own _meta, however
+// two users' requests alternate (each user's state remembers its own
+// last _meta), as go-sdk's handler does; another user's tool is unknown
+// there.
+func TestStatelessFastPerUser(t *testing.T) {
+	e := newEnv(t, nil)
+	e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+		return ext.TextResult(req.User + " " + string(req.Session.Capabilities())), nil
+	})
+	metas := map[string]string{
+		aliceTok: `"io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"`,
+		bobTok:   `"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"`,
+	}
+	tools := map[string]string{aliceTok: "notes__add", bobTok: "web__fetch"}
+	want := map[string]string{aliceTok: "alice", bobTok: "bob"}
+	send := func(tok, name string, fast bool) (answer, bool) {
+		mcpendpoint.SetStatelessFast(e.ep, fast)
+		before := mcpendpoint.StatelessFastCalls(e.ep)
+		a := readAnswer(t, e.rawPost(t, tok, "", statelessBody("1", metas[tok], name, `{}`), statelessHeaders(name)))
+		return a, mcpendpoint.StatelessFastCalls(e.ep) > before
+	}
+	for range 3 {
+		for _, tok := range []string{aliceTok, bobTok} {
+			got, byFast := send(tok, tools[tok], true)
+			sdk, _ := send(tok, tools[tok], false)
+			if !byFast {
+				t.Errorf("%s's call did not take the fast path", want[tok])
+			}
+			if !reflect.DeepEqual(got.message, sdk.message) {
+				t.Errorf("%s: fast path %v, go-sdk %v", want[tok], got.message, sdk.message)
+			}
+			if txt := fmt.Sprint(got.message); !strings.Contains(txt, want[tok]+" {") || strings.Contains(txt, "sampling") != (tok == aliceTok) {
+				t.Errorf("%s's call answered %s", want[tok], txt)
+			}
+		}
+	}
+	got, byFast := send(bobTok, "notes__add", true)
+	if byFast || !strings.Contains(fmt.Sprint(got.message), `unknown tool "notes__add"`) {
+		t.Errorf("bob calling alice's tool: fast path %v, answered %v", byFast, got.message)
+	}
+	for _, c := range e.host.Calls() {
+		if (c.User == "bob") != (c.Name == "web/fetch") {
+			t.Errorf("the host ran %+v", c)
+		}
+	}
+}
+
 // TestStatelessFastDisconnect: a client that drops a call answered by the
 // fast path cancels the host's call.
 func TestStatelessFastDisconnect(t *testing.T) {
