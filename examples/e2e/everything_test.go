@@ -334,7 +334,7 @@ func TestEverythingThroughTheEndpoint(t *testing.T) {
 					"env": map[string]string{"EVERYTHING_INPUT": in.file, "EVERYTHING_BIN": bin}, "availability": "opt-in"}
 			}
 			e := newEnv(t, b, map[string]any{"mcpServers": map[string]any{"everything": server, "notes": map[string]any{"command": b.notes}}})
-			e.startServe()
+			e.startServe("--log-level", "debug") // the revisions' test reads which calls took the stateless fast path
 			token := func(user string) string {
 				return strings.TrimSpace(e.must("", "token", "create", "--user", user, "--name", "e2e"))
 			}
@@ -556,6 +556,19 @@ func TestEverythingThroughTheEndpoint(t *testing.T) {
 					if got := text(a.call(t, "everything__echo", map[string]any{"message": "rev " + v})); !strings.Contains(got, "rev "+v) {
 						t.Errorf("%q: echo said %q", v, got)
 					}
+				}
+				// The unpinned client's call (2026-07-28) took the endpoint's
+				// fast path, as a plain stateless tools/call does; the
+				// session's call of the other tests did not.
+				fast := 0
+				for _, line := range strings.Split(e.serveOut.String(), "\n") {
+					if strings.Contains(line, `msg="mcp: a stateless tools/call took the fast path"`) &&
+						strings.Contains(line, " user=alice") && strings.Contains(line, " tool=everything/echo") {
+						fast++
+					}
+				}
+				if fast != 1 {
+					t.Errorf("the host logged %d calls of everything/echo on the stateless fast path, want 1", fast)
 				}
 			})
 		})

@@ -28,7 +28,9 @@
 // The stateless revision 2026-07-28 (server/discover, no sessions, every
 // request carrying its revision) is served on the same URL by go-sdk's
 // stateless handler, with one go-sdk server per user that mirrors the
-// user's tables (see stateless.go). A request is routed by its shape: one
+// user's tables (see stateless.go); a plain tools/call of it takes a fast
+// path that answers as that handler does without going through it (see
+// statelessfast.go). A request is routed by its shape: one
 // with Mcp-Session-Id, or an initialize, goes to the stateful sessions;
 // server/discover, an Mcp-Protocol-Version of 2026-07-28 or later, or a
 // request carrying the revision in its _meta go to the stateless handler.

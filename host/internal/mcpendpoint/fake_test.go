@@ -246,7 +246,11 @@ func text(res *mcp.CallToolResult) string {
 // rawPost sends one JSON-RPC message to the endpoint by hand.
 func (e *env) rawPost(t testing.TB, token, sessionID, body string, hdr map[string]string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL, strings.NewReader(body))
+	var r io.Reader = strings.NewReader(body)
+	if hdr["Transfer-Encoding"] == "chunked" {
+		r = io.MultiReader(r) // of unknown length: sent chunked
+	}
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,8 +264,11 @@ func (e *env) rawPost(t testing.TB, token, sessionID, body string, hdr map[strin
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	}
 	for k, v := range hdr {
-		if k == "Host" {
+		switch k {
+		case "Host":
 			req.Host = v
+			continue
+		case "Transfer-Encoding":
 			continue
 		}
 		req.Header.Set(k, v)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"mime"
 	"net"
 	"net/http"
@@ -35,9 +36,10 @@ import (
 // that does not match, Mcp-Param-* headers the tool's schema asks for
 // (x-mcp-header), search_tools and unknown tools, a batch, a body go-sdk
 // might decode otherwise (over its 1,000 levels of nesting, invalid UTF-8,
-// numbers that might not fit a float64). The request keeps everything
-// serveStateless gave it: the verified user's table, the lease, the
-// cancellation by CloseToken and by the client's disconnect.
+// numbers that might not fit a float64, an ID it would send back
+// otherwise). The request keeps everything serveStateless gave it: the
+// verified user's table, the lease, the cancellation by CloseToken and by
+// the client's disconnect.
 
 // maxSDKDepth is how deep go-sdk's decoder lets JSON nest.
 const maxSDKDepth = 1000
@@ -82,6 +84,9 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 	}
 	// From here on the request is answered here: r.Body is not read again.
 	e.fastCalls.Add(1)
+	if e.log.Enabled(ctx, slog.LevelDebug) { // the arguments would cost even then
+		e.log.Debug("mcp: a stateless tools/call took the fast path", "user", u.user, "tool", ent.original)
+	}
 	var result *ext.CallToolResult
 	if refused := ent.refusal(); refused != nil {
 		result, _ = statelessFields(&ext.CallToolResult{Raw: refused})
@@ -90,8 +95,10 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 		result = e.callStateless(ctx, u, ent, c.args, nil, sess)
 		sess.end()
 	}
+	// One event, written as go-sdk writes it: with no deadline (a big
+	// result to a slow client takes its time, and holds up no one else).
 	sseHeaders(w)
-	_ = writeEvent(w, "", resultMsg(c.id, e.statelessResult(fieldsResult(result))))
+	_ = sendEvent(w, "", resultMsg(c.id, e.statelessResult(fieldsResult(result))))
 	return true
 }
 
@@ -138,8 +145,8 @@ func sdkLoopback(addr string) bool {
 }
 
 // parseFast parses the body of a stateless tools/call whose headers
-// passed fastHeaders, when it is plain: exactly jsonrpc "2.0", a string
-// or safe-integer id, method tools/call and params of only _meta, name
+// passed fastHeaders, when it is plain: exactly jsonrpc "2.0", an id
+// plainID takes, method tools/call and params of only _meta, name
 // (the Mcp-Name header's) and arguments, its _meta as parseMeta takes
 // it. Keys are matched as bytes (go-sdk's decoder is case-sensitive); a
 // key with an escape, or twice, is not plain.
@@ -349,14 +356,17 @@ func parseMeta(raw json.RawMessage) (json.RawMessage, bool) {
 }
 
 // plainID reports whether a request ID reads the same in go-sdk, which
-// decodes numbers as float64 and sends them back as integers: a string,
-// or an integer of at most 15 digits.
+// decodes numbers as float64 and sends them back as integers, and
+// strings as Go strings, sent back re-encoded: a string without escapes
+// (an escaped lone surrogate such as \ud800 comes back as U+FFFD, which
+// is another ID to a client that keeps UTF-16, as JavaScript does), or an
+// integer of at most 15 digits.
 func plainID(id json.RawMessage) bool {
 	if len(id) == 0 {
 		return false
 	}
 	if id[0] == '"' {
-		return true
+		return bytes.IndexByte(id, '\\') < 0
 	}
 	digits := id
 	if digits[0] == '-' {

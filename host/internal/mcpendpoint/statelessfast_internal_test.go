@@ -48,7 +48,8 @@ func FuzzObjectFields(f *testing.F) {
 func TestPlainID(t *testing.T) {
 	t.Parallel()
 	for id, want := range map[string]bool{
-		`0`: true, `7`: true, `-12`: true, `123456789012345`: true, `"x"`: true, `""`: true,
+		`0`: true, `7`: true, `-12`: true, `123456789012345`: true, `"x"`: true, `""`: true, `"<é>"`: true,
+		`"\ud800"`: false, `"a\u0041"`: false, `"\""`: false,
 		`1234567890123456`: false, `-0`: false, `1.5`: false, `1e3`: false, `null`: false, ``: false, `-`: false,
 	} {
 		if got := plainID(json.RawMessage(id)); got != want {

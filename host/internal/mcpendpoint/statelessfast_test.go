@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,7 +81,12 @@ func readAnswer(t *testing.T, resp *http.Response) answer {
 				events = append(events, []byte(data))
 			}
 		}
-		if len(events) != 1 {
+		switch len(events) {
+		case 0: // the request ended without an answer
+			a.text = string(body)
+			return a
+		case 1:
+		default:
 			t.Fatalf("%d events in %q, want 1", len(events), clipText(string(body)))
 		}
 		raw = events[0]
@@ -185,6 +192,7 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 		{"fractional id", statelessCall("1.5", "notes__add", `{}`), statelessHeaders("notes__add"), false},
 		{"negative zero id", statelessCall("-0", "notes__add", `{}`), statelessHeaders("notes__add"), false},
 		{"big id", statelessCall("12345678901234567890", "notes__add", `{}`), statelessHeaders("notes__add"), false},
+		{"id with an escape", statelessCall(`"\ud800-\u0041"`, "notes__add", `{}`), statelessHeaders("notes__add"), false},
 		{"notification", strings.Replace(statelessCall("0", "notes__add", `{}`), `"id":0,`, "", 1), statelessHeaders("notes__add"), false},
 		{"batch", "[" + statelessCall("53", "notes__add", `{}`) + "]", statelessHeaders("notes__add"), false},
 		{"extra top-level field", strings.Replace(statelessCall("54", "notes__add", `{}`), `"jsonrpc"`, `"x":1,"jsonrpc"`, 1), statelessHeaders("notes__add"), false},
@@ -195,6 +203,8 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 		{"Host in capitals", statelessCall("59", "notes__add", `{}`), with("notes__add", "Host", "LOCALHOST"), false},
 		{"Accept without SSE", statelessCall("60", "notes__add", `{}`), with("notes__add", "Accept", "application/json"), false},
 		{"text content type", statelessCall("61", "notes__add", `{}`), with("notes__add", "Content-Type", "text/plain"), false},
+		{"chunked body", statelessCall("66", "notes__add", `{}`), with("notes__add", "Transfer-Encoding", "chunked"), true},
+		{"chunked body over the cap", statelessCall("67", "notes__add", `{"t":"`+strings.Repeat("x", 1<<20)+`"}`), with("notes__add", "Transfer-Encoding", "chunked"), false},
 	}
 	send := func(t *testing.T, body string, headers map[string]string, fast bool) (answer, []hosttest.Call, bool) {
 		t.Helper()
@@ -209,6 +219,9 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 			want, wantCalls, _ := send(t, c.body, c.headers, false)
 			if byFast != c.fast {
 				t.Errorf("answered by the fast path: %v, want %v", byFast, c.fast)
+			}
+			if strings.HasSuffix(c.name, "over the cap") && got.status != http.StatusRequestEntityTooLarge {
+				t.Errorf("a body over the cap: %d, want 413", got.status)
 			}
 			if got.status != want.status || !reflect.DeepEqual(got.headers, want.headers) {
 				t.Errorf("fast path: %d %v\ngo-sdk:    %d %v", got.status, got.headers, want.status, want.headers)
@@ -297,6 +310,91 @@ func TestStatelessFastClient(t *testing.T) {
 	}
 }
 
+// TestStatelessFastLogged: at level debug the log names each call the
+// fast path took (what the end-to-end test looks for), and no other.
+func TestStatelessFastLogged(t *testing.T) {
+	logs := &syncBuffer{}
+	e := newEnv(t, &mcpendpoint.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	c, err := e.connect(t, aliceTok, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fast := range []bool{true, false} {
+		mcpendpoint.SetStatelessFast(e.ep, fast)
+		c.call(t, "notes__add", fmt.Sprintf(`{"fast":%v}`, fast))
+	}
+	const line = `msg="mcp: a stateless tools/call took the fast path" user=alice tool=notes/add`
+	if n := strings.Count(logs.String(), line); n != 1 {
+		t.Errorf("%d log lines %q, want 1; the log:\n%s", n, line, logs.String())
+	}
+}
+
+// syncBuffer collects a log written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestStatelessFastPerUser: the fast path serves each request from its
+// verified user's tables with the capabilities of its own _meta, however
+// two users' requests alternate (each user's state remembers its own
+// last _meta), as go-sdk's handler does; another user's tool is unknown
+// there.
+func TestStatelessFastPerUser(t *testing.T) {
+	e := newEnv(t, nil)
+	e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+		return ext.TextResult(req.User + " " + string(req.Session.Capabilities())), nil
+	})
+	metas := map[string]string{
+		aliceTok: `"io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"`,
+		bobTok:   `"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"`,
+	}
+	tools := map[string]string{aliceTok: "notes__add", bobTok: "web__fetch"}
+	want := map[string]string{aliceTok: "alice", bobTok: "bob"}
+	send := func(tok, name string, fast bool) (answer, bool) {
+		mcpendpoint.SetStatelessFast(e.ep, fast)
+		before := mcpendpoint.StatelessFastCalls(e.ep)
+		a := readAnswer(t, e.rawPost(t, tok, "", statelessBody("1", metas[tok], name, `{}`), statelessHeaders(name)))
+		return a, mcpendpoint.StatelessFastCalls(e.ep) > before
+	}
+	for range 3 {
+		for _, tok := range []string{aliceTok, bobTok} {
+			got, byFast := send(tok, tools[tok], true)
+			sdk, _ := send(tok, tools[tok], false)
+			if !byFast {
+				t.Errorf("%s's call did not take the fast path", want[tok])
+			}
+			if !reflect.DeepEqual(got.message, sdk.message) {
+				t.Errorf("%s: fast path %v, go-sdk %v", want[tok], got.message, sdk.message)
+			}
+			if txt := fmt.Sprint(got.message); !strings.Contains(txt, want[tok]+" {") || strings.Contains(txt, "sampling") != (tok == aliceTok) {
+				t.Errorf("%s's call answered %s", want[tok], txt)
+			}
+		}
+	}
+	got, byFast := send(bobTok, "notes__add", true)
+	if byFast || !strings.Contains(fmt.Sprint(got.message), `unknown tool "notes__add"`) {
+		t.Errorf("bob calling alice's tool: fast path %v, answered %v", byFast, got.message)
+	}
+	for _, c := range e.host.Calls() {
+		if (c.User == "bob") != (c.Name == "web/fetch") {
+			t.Errorf("the host ran %+v", c)
+		}
+	}
+}
+
 // TestStatelessFastDisconnect: a client that drops a call answered by the
 // fast path cancels the host's call.
 func TestStatelessFastDisconnect(t *testing.T) {
@@ -343,6 +441,110 @@ func TestStatelessFastDisconnect(t *testing.T) {
 	}
 }
 
+// TestStatelessFastCancelled: a call cancelled while the host runs it (its
+// token revoked, the endpoint closing) ends at once, answered with the
+// error result of a cancelled call in go-sdk's framing. go-sdk's handler
+// races there: it stops waiting for the answer when the request is
+// cancelled, and sends it only when the cancelled call's result came
+// first; both of its answers are taken.
+func TestStatelessFastCancelled(t *testing.T) {
+	for _, how := range []string{"CloseToken", "Close"} {
+		t.Run(how, func(t *testing.T) {
+			answers := map[bool]answer{}
+			for _, fast := range []bool{true, false} {
+				e := newEnv(t, nil)
+				mcpendpoint.SetStatelessFast(e.ep, fast)
+				started := make(chan struct{}, 1)
+				e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+					started <- struct{}{}
+					<-ctx.Done()
+					return nil, ctx.Err()
+				})
+				got := make(chan answer, 1)
+				go func() {
+					got <- readAnswer(t, e.rawPost(t, aliceTok, "", statelessCall("1", "notes__add", `{}`), statelessHeaders("notes__add")))
+				}()
+				<-started
+				if how == "CloseToken" {
+					e.ver.revoke(aliceTok)
+					e.ep.CloseToken("a1")
+				} else {
+					_ = e.ep.Close()
+				}
+				select {
+				case answers[fast] = <-got:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("fast %v: the cancelled call goes on", fast)
+				}
+				if n := mcpendpoint.StatelessFastCalls(e.ep); (n == 1) != fast {
+					t.Errorf("fast %v: the fast path took %d calls", fast, n)
+				}
+			}
+			got, want := answers[true], answers[false]
+			res, _ := got.message.(map[string]any)["result"].(map[string]any)
+			if res["isError"] != true || !strings.Contains(fmt.Sprint(res["content"]), `tool "notes__add" was cancelled`) || res["resultType"] != "complete" {
+				t.Errorf("the fast path answered %v, want the error result of a cancelled call", got.message)
+			}
+			if want.message == nil {
+				want.message, want.text = got.message, got.text // go-sdk stopped waiting first
+			}
+			if got.status != want.status || !reflect.DeepEqual(got.headers, want.headers) || !reflect.DeepEqual(got.message, want.message) || got.text != want.text {
+				t.Errorf("fast path: %d %v %v %q\ngo-sdk:    %d %v %v %q", got.status, got.headers, got.message, got.text, want.status, want.headers, want.message, want.text)
+			}
+		})
+	}
+}
+
+// statelessRequest is a go-sdk client's POST of body, a call of name, for
+// ServeHTTP.
+func statelessRequest(body []byte, name string) *http.Request {
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	for k, v := range statelessHeaders(name) {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+aliceTok)
+	return req
+}
+
+// deadlineRecorder is a ResponseRecorder that records the write deadlines
+// set on it (through http.ResponseController).
+type deadlineRecorder struct {
+	*httptest.ResponseRecorder
+	deadlines []time.Time
+}
+
+func (d *deadlineRecorder) SetWriteDeadline(t time.Time) error {
+	d.deadlines = append(d.deadlines, t)
+	return nil
+}
+
+// TestStatelessFastNoWriteDeadline: the fast path writes its answer as
+// go-sdk's handler does, with no deadline, so that a big result reaches a
+// client that reads it slowly (a 4 MiB result at 300 KB/s takes 14 s);
+// only the sessions' streams, whose writes a stalled client would hold
+// up for others, bound a write.
+func TestStatelessFastNoWriteDeadline(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, fast := range []bool{true, false} {
+		mcpendpoint.SetStatelessFast(e.ep, fast)
+		before := mcpendpoint.StatelessFastCalls(e.ep)
+		w := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder()}
+		e.ep.ServeHTTP(w, statelessRequest([]byte(statelessCall("1", "notes__add", `{"v":1}`)), "notes__add"))
+		a := readAnswer(t, w.Result())
+		if res, _ := a.message.(map[string]any)["result"].(map[string]any); a.status != http.StatusOK || res == nil || res["isError"] != nil {
+			t.Fatalf("fast %v: %d %v %q", fast, a.status, a.message, a.text)
+		}
+		if took := mcpendpoint.StatelessFastCalls(e.ep) > before; took != fast {
+			t.Errorf("fast %v: taken by the fast path: %v", fast, took)
+		}
+		if len(w.deadlines) > 0 {
+			t.Errorf("fast %v: the answer was written with write deadlines %v", fast, w.deadlines)
+		}
+	}
+}
+
 // FuzzStatelessFast: any body sent as a go-sdk client's tools/call gets
 // the same answer from the fast path as from go-sdk's handler, and the
 // host is asked the same.
@@ -360,16 +562,14 @@ func FuzzStatelessFast(f *testing.F) {
 	serve := func(body []byte, fast bool) (*httptest.ResponseRecorder, []hosttest.Call) {
 		mcpendpoint.SetStatelessFast(e.ep, fast)
 		before := len(e.host.Calls())
-		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
-		for k, v := range statelessHeaders("notes__add") {
-			req.Header.Set(k, v)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+aliceTok)
 		w := httptest.NewRecorder()
-		e.ep.ServeHTTP(w, req)
+		e.ep.ServeHTTP(w, statelessRequest(body, "notes__add"))
 		return w, e.host.Calls()[before:]
+	}
+	// The harness reaches the fast path, or every comparison is moot.
+	before := mcpendpoint.StatelessFastCalls(e.ep)
+	if w, _ := serve([]byte(statelessCall("0", "notes__add", `{}`)), true); w.Code != http.StatusOK || mcpendpoint.StatelessFastCalls(e.ep) == before {
+		f.Fatalf("a plain call did not take the fast path: %d %s", w.Code, w.Body)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, gotCalls := serve(body, true)

@@ -216,8 +216,19 @@ func writeRPCError(w http.ResponseWriter, status int, id []byte, code int, msg s
 const sseWriteTimeout = 10 * time.Second
 
 // writeEvent writes one SSE event carrying msg, compacted to one line, and
-// flushes it. id, when not empty, is the event's ID.
+// flushes it, within sseWriteTimeout. id, when not empty, is the event's
+// ID.
 func writeEvent(w http.ResponseWriter, id string, msg []byte) error {
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	err := sendEvent(w, id, msg)
+	_ = rc.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// sendEvent is writeEvent without a deadline, for a response that carries
+// only its own request's answer (a slow client holds up no one else).
+func sendEvent(w http.ResponseWriter, id string, msg []byte) error {
 	if bytes.ContainsAny(msg, "\r\n") {
 		var b bytes.Buffer
 		if err := json.Compact(&b, msg); err != nil {
@@ -225,8 +236,6 @@ func writeEvent(w http.ResponseWriter, id string, msg []byte) error {
 		}
 		msg = b.Bytes()
 	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 	buf := make([]byte, 0, len(msg)+len(id)+28)
 	if id != "" {
 		buf = append(buf, "id: "...)
@@ -239,9 +248,7 @@ func writeEvent(w http.ResponseWriter, id string, msg []byte) error {
 	if _, err := w.Write(buf); err != nil {
 		return err
 	}
-	err := rc.Flush()
-	_ = rc.SetWriteDeadline(time.Time{})
-	return err
+	return http.NewResponseController(w).Flush()
 }
 
 // startSSE sends the headers of an event stream.
