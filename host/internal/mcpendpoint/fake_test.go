@@ -311,3 +311,15 @@ func (v *fakeVerifier) count() int {
 	defer v.mu.Unlock()
 	return v.calls
 }
+
+// blockCalls makes every tool call of e wait for its context to end; the
+// channel says when one started.
+func (e *env) blockCalls() <-chan struct{} {
+	started := make(chan struct{}, 1)
+	e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	return started
+}

@@ -675,12 +675,7 @@ func TestStatelessRevoked(t *testing.T) {
 		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
 			e := newEnv(t, nil)
 			mcpendpoint.SetStatelessFast(e.ep, fast)
-			started := make(chan struct{}, 1)
-			e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
-				started <- struct{}{}
-				<-ctx.Done()
-				return nil, ctx.Err()
-			})
+			started := e.blockCalls()
 			c := e.session(t, aliceTok, "", nil)
 			errc := make(chan error, 1)
 			go func() {

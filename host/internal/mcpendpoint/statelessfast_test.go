@@ -13,7 +13,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -313,7 +312,7 @@ func TestStatelessFastClient(t *testing.T) {
 // TestStatelessFastLogged: at level debug the log names each call the
 // fast path took (what the end-to-end test looks for), and no other.
 func TestStatelessFastLogged(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &hosttest.LogBuffer{}
 	e := newEnv(t, &mcpendpoint.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	c, err := e.connect(t, aliceTok, "")
 	if err != nil {
@@ -327,24 +326,6 @@ func TestStatelessFastLogged(t *testing.T) {
 	if n := strings.Count(logs.String(), line); n != 1 {
 		t.Errorf("%d log lines %q, want 1; the log:\n%s", n, line, logs.String())
 	}
-}
-
-// syncBuffer collects a log written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestStatelessFastPerUser: the fast path serves each request from its
@@ -454,12 +435,7 @@ func TestStatelessFastCancelled(t *testing.T) {
 			for _, fast := range []bool{true, false} {
 				e := newEnv(t, nil)
 				mcpendpoint.SetStatelessFast(e.ep, fast)
-				started := make(chan struct{}, 1)
-				e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
-					started <- struct{}{}
-					<-ctx.Done()
-					return nil, ctx.Err()
-				})
+				started := e.blockCalls()
 				got := make(chan answer, 1)
 				go func() {
 					got <- readAnswer(t, e.rawPost(t, aliceTok, "", statelessCall("1", "notes__add", `{}`), statelessHeaders("notes__add")))
