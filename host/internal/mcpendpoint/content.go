@@ -25,32 +25,18 @@ func splitArray(raw []byte) ([][]byte, bool) {
 		return nil, false
 	}
 	var (
-		out     [][]byte
-		depth   int
-		start   = -1
-		inStr   bool
-		escaped bool
+		out   [][]byte
+		depth int
+		start = -1
 	)
 	for i++; i < len(raw); i++ {
-		c := raw[i]
-		if inStr {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch c {
+		switch c := raw[i]; c {
 		case ' ', '\t', '\n', '\r':
 		case '"':
 			if depth == 0 {
 				return nil, false // a string element, not a block
 			}
-			inStr = true
+			i = stringEnd(raw, i) - 1
 		case '{', '[':
 			if depth == 0 {
 				if c != '{' || start >= 0 {
@@ -200,4 +186,18 @@ func toMCP(f *ext.CallToolResult) *mcp.CallToolResult {
 		out.StructuredContent = json.RawMessage(f.StructuredContent)
 	}
 	return out
+}
+
+// stringEnd returns the index just past the JSON string that starts at
+// b[i] (a quote): past its closing quote, or len(b) when it has none.
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++ // the escaped byte
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
 }

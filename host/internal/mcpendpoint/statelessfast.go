@@ -259,25 +259,14 @@ func skipSpace(b []byte, i int) int {
 // valueEnd returns where the JSON value starting at b[i] ends; b is valid
 // JSON.
 func valueEnd(b []byte, i int) int {
-	depth, inStr, escaped := 0, false, false
+	depth := 0
 	for j := i; j < len(b); j++ {
-		c := b[j]
-		if inStr {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				if inStr = false; depth == 0 {
-					return j + 1
-				}
-			}
-			continue
-		}
-		switch c {
+		switch b[j] {
 		case '"':
-			inStr = true
+			if j = stringEnd(b, j); depth == 0 {
+				return j
+			}
+			j--
 		case '{', '[':
 			depth++
 		case '}', ']':
@@ -393,22 +382,10 @@ func plainJSON(b []byte) bool {
 		return false
 	}
 	depth, digits := 0, 0
-	inStr, escaped := false, false
-	for _, c := range b {
-		if inStr {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
 		case c == '"':
-			inStr = true
+			i = stringEnd(b, i) - 1
 		case c == '{' || c == '[':
 			if depth++; depth > maxSDKDepth {
 				return false
