@@ -62,8 +62,9 @@ func batchAnswers(t *testing.T, body []byte) []string {
 // answers, and each element that is no valid message — or an initialize,
 // which a batch may not hold — gets an Invalid Request error naming it,
 // under its id when it is a request with a string or number id, else
-// null. A batch of notifications and responses alone gets 202; an empty
-// one, one Invalid Request error; one that is not JSON, one Parse error.
+// null (so is a second request with an id given before). A batch of
+// notifications and responses alone gets 202; an empty one, one Invalid
+// Request error; one that is not JSON, one Parse error.
 func TestBatchElements(t *testing.T) {
 	e := newEnv(t, nil)
 	cs := e.session(t, aliceTok, "2025-03-26", nil)
@@ -99,6 +100,8 @@ func TestBatchElements(t *testing.T) {
 			status: 200, want: []string{"1 ok", "null -32600 #1", "null -32600 #2", "null -32600 #3", "null -32600 #4"}, calls: []string{`{"n":1}`}},
 		{name: "initialize", body: `[{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}},` + addCall("1", 1) + "]",
 			status: 200, want: []string{"1 ok", "3 -32600 #1"}, calls: []string{`{"n":1}`}},
+		{name: "same id twice", body: "[" + addCall("1", 1) + "," + addCall("1", 2) + "," + addCall(`"1"`, 3) + "]",
+			status: 200, want: []string{`"1" ok`, "1 ok", "null -32600 #2"}, calls: []string{`{"n":1}`, `{"n":3}`}},
 		{name: "only invalid", body: `[1,2,3]`,
 			status: 200, want: []string{"null -32600 #1", "null -32600 #2", "null -32600 #3"}},
 		{name: "invalid beside a notification", body: "[" + note + `,{"foo":"boo"}]`,
@@ -170,7 +173,7 @@ func TestBatchElementErrorsNamed(t *testing.T) {
 	cs := e.session(t, aliceTok, "2025-03-26", nil)
 	resp := e.rawPost(t, aliceTok, cs.ID(), `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"id":2,"method":"ping"},`+
 		`{"jsonrpc":"2.0","id":{},"method":"ping"},{"jsonrpc":"2.0","method":[]},7,[],`+
-		`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}},{"jsonrpc":"2.0","id":4}]`,
+		`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}},{"jsonrpc":"2.0","id":4},{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
 		map[string]string{"Mcp-Protocol-Version": "2025-03-26"})
 	b, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{
@@ -181,6 +184,7 @@ func TestBatchElementErrorsNamed(t *testing.T) {
 		`"id":null,"error":{"code":-32600,"message":"message 6 of the batch: a JSON-RPC message must be an object, not an array"}`,
 		`"id":3,"error":{"code":-32600,"message":"message 7 of the batch: initialize must not be part of a JSON-RPC batch"}`,
 		`"id":null,"error":{"code":-32600,"message":"message 8 of the batch: a response needs a result or an error"}`,
+		`"id":null,"error":{"code":-32600,"message":"message 9 of the batch: message 1 of the batch has the same id"}`,
 		`"id":1,"result":{}`,
 	} {
 		if !strings.Contains(string(b), want) {

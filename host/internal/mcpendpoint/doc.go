@@ -27,7 +27,8 @@
 // 2.0 §6 says, each message of a batch is answered on its own: one that is
 // no valid message (or an initialize, which a batch may not hold) gets an
 // Invalid Request error, under its id when it is a request with a string
-// or number id, and the others run; a batch of notifications and responses
+// or number id (a request whose id an earlier one of the batch has gets
+// it under none), and the others run; a batch of notifications and responses
 // only gets 202, an empty one an Invalid Request error, a body that is not
 // JSON a Parse error. Tasks are offered from 2025-11-25.
 //

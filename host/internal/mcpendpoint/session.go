@@ -172,15 +172,29 @@ func (s *session) servePOST(w http.ResponseWriter, r *http.Request) {
 	// of its own and the others go on.
 	var calls []*rpcMsg
 	var refused [][]byte
+	var ids map[string]int // of a batch's requests: the message that has each id
 	for i := range in.msgs {
 		m := &in.msgs[i]
-		why := in.refusal(i)
+		why, replyID := in.refusal(i), m.replyID()
+		if why == "" && in.batch && m.Method != "" && hasID(m.ID) {
+			// A second request with an id is refused under none: two
+			// answers with one id would leave the client guessing.
+			if ids == nil {
+				ids = make(map[string]int, len(in.msgs))
+			}
+			key := idKey(m.ID)
+			if first, ok := ids[key]; ok {
+				why, replyID = fmt.Sprintf("message %d of the batch has the same id", first+1), nil
+			} else {
+				ids[key] = i
+			}
+		}
 		switch {
 		case why != "" && !in.batch:
-			writeRPCError(w, http.StatusBadRequest, m.replyID(), codeInvalidRequest, why)
+			writeRPCError(w, http.StatusBadRequest, replyID, codeInvalidRequest, why)
 			return
 		case why != "":
-			refused = append(refused, errorMsg(m.replyID(), &rpcError{code: codeInvalidRequest,
+			refused = append(refused, errorMsg(replyID, &rpcError{code: codeInvalidRequest,
 				msg: fmt.Sprintf("message %d of the batch: %s", i+1, why)}))
 		case m.Method == "":
 			s.deliver(m)
