@@ -274,7 +274,10 @@ func (m *Manager) Connect(ctx context.Context, key Key, home string, start Start
 		if p, ok := m.procs[key]; ok && !p.stopping {
 			h, err := m.handleLocked(p)
 			m.mu.Unlock()
-			return h, err
+			if err != nil {
+				return nil, fmt.Errorf("connecting to %s: %w", key, err)
+			}
+			return h, nil
 		}
 		if m.runningLocked()+m.pending < m.opts.Max {
 			m.pending++
@@ -334,7 +337,24 @@ func (m *Manager) register(key Key, p *proc) (*Handle, error) {
 		h, err := m.handleLocked(other)
 		m.mu.Unlock()
 		p.stop()
-		return h, err
+		if err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", key, err)
+		}
+		return h, nil
+	}
+	// The handle first: a process whose handle cannot get its own copies
+	// of the pipes (descriptors exhausted) would be registered with no
+	// reference and nothing to stop it until an eviction or Close. It is
+	// never registered, and is stopped now.
+	h, err := m.handleLocked(p)
+	if err != nil {
+		m.mu.Unlock()
+		p.stop()
+		m.mu.Lock()
+		m.signalLocked() // its slot, counted as pending until now, is free
+		m.mu.Unlock()
+		m.logger.Warn("stopped a service process whose handle could not be made", "service", key.String(), "error", err)
+		return nil, fmt.Errorf("starting %s: %w", key, err)
 	}
 	if p.oneSession {
 		m.single[p] = struct{}{}
@@ -344,9 +364,8 @@ func (m *Manager) register(key Key, p *proc) (*Handle, error) {
 	m.wg.Add(1)
 	p.waiting = true
 	go p.wait()
-	h, err := m.handleLocked(p)
 	m.mu.Unlock()
-	return h, err
+	return h, nil
 }
 
 func (m *Manager) signalLocked() {
@@ -385,12 +404,12 @@ func (m *Manager) lruIdleLocked() *proc {
 func (m *Manager) handleLocked(p *proc) (*Handle, error) {
 	stdin, err := dupFile(p.stdin, "service-stdin")
 	if err != nil {
-		return nil, fmt.Errorf("duplicating the stdin of %s: %w", p.key, err)
+		return nil, fmt.Errorf("duplicating its stdin: %w", err)
 	}
 	stdout, err := dupFile(p.stdout, "service-stdout")
 	if err != nil {
 		_ = stdin.Close()
-		return nil, fmt.Errorf("duplicating the stdout of %s: %w", p.key, err)
+		return nil, fmt.Errorf("duplicating its stdout: %w", err)
 	}
 	p.refs++
 	m.seq++
@@ -401,6 +420,10 @@ func (m *Manager) handleLocked(p *proc) (*Handle, error) {
 	}
 	return &Handle{p: p, stdin: stdin, stdout: stdout}, nil
 }
+
+// dupFD is the dup step of [dupFile]; a test makes it fail as a process
+// out of descriptors does (EMFILE).
+var dupFD = syscall.Dup
 
 // dupFile duplicates f's descriptor without f.Fd(), which would switch the
 // shared file description to blocking mode and make reads uninterruptible
@@ -415,7 +438,7 @@ func dupFile(f *os.File, name string) (*os.File, error) {
 		nfd  int
 		derr error
 	)
-	if err := rc.Control(func(fd uintptr) { nfd, derr = syscall.Dup(int(fd)) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { nfd, derr = dupFD(int(fd)) }); err != nil {
 		return nil, err
 	}
 	if derr != nil {
