@@ -470,6 +470,15 @@ func (h *Host) ensureActive(ctx context.Context, user string) error {
 			actx, cancel := context.WithTimeout(h.life, activationTimeout)
 			defer cancel()
 			h.activateAll(actx, user)
+			// The idle clock counts from the end of the activation (or
+			// from the last use, when later): one that took longer than
+			// services.idleMinutes was idle already by the clock of its
+			// start, and deactivated as soon as it ended.
+			h.mu.Lock()
+			if h.active[user] == a {
+				h.seen[user] = time.Now()
+			}
+			h.mu.Unlock()
 		}()
 	}
 	h.mu.Unlock()

@@ -26,7 +26,9 @@ func (h *Host) busyUser(user string) (leave func()) {
 }
 
 // watchIdle deactivates the users who went idle: no call in flight, no
-// client session attached and no request for services.idleMinutes. Their
+// client session attached and no request for services.idleMinutes,
+// counted from the end of their activation or their last request,
+// whichever is later. Their
 // connections close and their processes stop, so that the slots of
 // services.maxProcesses free up for others (a user whose connect waited
 // for one, or was quarantined for want of one, gets it on its retry). It
