@@ -63,7 +63,15 @@ type Options struct {
 	// ServiceGrace is how long each step of stopping a service process
 	// waits (close stdin, then SIGTERM, then SIGKILL; default 2 s).
 	ServiceGrace time.Duration
-	_            struct{}
+	// ListenAddr is the address the host's HTTP surfaces are bound to,
+	// for a caller that listened before New (agenthost serve does): with
+	// port 0 in the config's listen, only the listener knows the port.
+	// The host's config then reads it as its listen, and extensions are
+	// told it ([ext.ConfigureRequest] ListenAddr, and PublicURL without a
+	// publicURL), so that ext-mcp denies the host's own address to the
+	// servers it connects. Empty: the config's listen.
+	ListenAddr string
+	_          struct{}
 }
 
 func minutes(v, def float64) time.Duration {
@@ -213,6 +221,11 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.ListenAddr != "" {
+		c := *cfg
+		c.Listen = o.ListenAddr
+		cfg = &c
 	}
 	dataDir := cfg.DataPath()
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
