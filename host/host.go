@@ -159,7 +159,8 @@ type Host struct {
 	busy     map[string]int
 	deact    map[string]chan struct{}
 	userIdle time.Duration
-	bg       sync.WaitGroup // the idle watcher
+	bg       sync.WaitGroup // the idle and slot watchers
+	slots    *slotQueue     // users refused a service process slot (slots.go)
 
 	settings    settings.Store
 	secrets     secrets.Store
@@ -236,7 +237,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		exts:  map[string]*extension{},
 		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
 		seen: map[string]time.Time{}, busy: map[string]int{}, deact: map[string]chan struct{}{},
-		userIdle: minutes(cfg.Services.IdleMinutes, 10),
+		userIdle: minutes(cfg.Services.IdleMinutes, 10), slots: newSlotQueue(),
 		dataDir:  dataDir,
 		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
 	}
@@ -300,8 +301,9 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	h.bg.Add(1)
+	h.bg.Add(2)
 	go h.watchIdle()
+	go h.watchSlots()
 	logger.Info("host started", "extensions", len(h.exts), "data", dataDir)
 	return h, nil
 }

@@ -259,7 +259,9 @@ func (m *Manager) PIDs() map[Key]int {
 }
 
 // ErrBusy is returned when every process slot stays busy for ConnectWait.
-var ErrBusy = errors.New("all service process slots are busy")
+// It matches [ext.ErrBusy]: the extension hears that it may try again
+// once a slot frees ([Manager.Freed]).
+var ErrBusy = ext.Mark(errors.New("all service process slots are busy"), ext.ErrBusy)
 
 // Connect returns a handle to key's process, starting it with start and
 // home (its HOME and default working directory) when none runs.
@@ -366,6 +368,29 @@ func (m *Manager) register(key Key, p *proc) (*Handle, error) {
 	go p.wait()
 	m.mu.Unlock()
 	return h, nil
+}
+
+// Freed returns a channel closed when a slot may have freed: a process
+// exited or was stopped, one went idle (it may be stopped to make room),
+// a start failed. Call it again for the next.
+func (m *Manager) Freed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.slot
+}
+
+// Available returns how many processes could start now: the free slots
+// and the idle processes that a connect would stop to make room.
+func (m *Manager) Available() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.opts.Max - m.runningLocked() - m.pending
+	for _, p := range m.procs {
+		if p.refs == 0 && !p.stopping {
+			n++
+		}
+	}
+	return max(n, 0)
 }
 
 func (m *Manager) signalLocked() {
