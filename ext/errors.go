@@ -21,7 +21,8 @@ var (
 	// ErrBusy is a shared resource of the host all in use (for
 	// [Host.ConnectService]: every service process slot): try again when
 	// one frees. The host calls [UserLifecycle.Activate] again for a user
-	// refused so once one has.
+	// refused so once one has. (gRPC's own ResourceExhausted, a message
+	// over its size limit, arrives as ErrBusy too.)
 	ErrBusy = errors.New("busy")
 )
 
