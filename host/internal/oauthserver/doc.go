@@ -118,9 +118,12 @@
 //
 // # Concurrency
 //
-// Every method of [Server] and [SQLite] is safe for concurrent use. The
-// package starts no goroutines; metadata document fetches run on the
-// requesting goroutine (concurrent fetches of one URL share one).
+// Every method of [Server] and [SQLite] is safe for concurrent use. A
+// [Server] owns one goroutine, started by [New] and joined by Close: it
+// sweeps the store at start and every [Options.SweepEvery] (1 h), so
+// expired tokens, codes and grants go also when nobody signs in.
+// Metadata document fetches run on the requesting goroutine (concurrent
+// fetches of one URL share one).
 // [Server.OnRevoke] callbacks run synchronously on the revoking goroutine,
 // after the revocation is committed, and must return quickly. Close may be
 // called more than once.

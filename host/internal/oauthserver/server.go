@@ -146,7 +146,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	_   struct{}
+	// SweepEvery is how often the server deletes expired tokens, codes
+	// and grants from the store ([Store.Sweep]), besides once at start
+	// (default 1 h).
+	SweepEvery time.Duration
+	_          struct{}
 }
 
 // Server is the authorization server. Create it with [New]; mount its
@@ -170,6 +174,9 @@ type Server struct {
 
 	gate gateLock
 
+	stopSweep context.CancelFunc
+	sweeper   sync.WaitGroup
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -191,6 +198,7 @@ func New(store Store, opts *Options) (*Server, error) {
 	o.AccessTokenTTL = cmp.Or(o.AccessTokenTTL, time.Hour)
 	o.RefreshTokenTTL = cmp.Or(o.RefreshTokenTTL, 30*24*time.Hour)
 	o.DocumentTTL = cmp.Or(o.DocumentTTL, 10*time.Minute)
+	o.SweepEvery = cmp.Or(o.SweepEvery, time.Hour)
 	if o.AddrKey == nil {
 		o.AddrKey = func(r *http.Request) string { return guard.AddrKey(r.RemoteAddr) }
 	}
@@ -250,12 +258,37 @@ func New(store Store, opts *Options) (*Server, error) {
 		compose.OAuth2TokenRevocationFactory,
 		compose.OAuth2PKCEFactory,
 	)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopSweep = cancel
+	s.sweeper.Go(func() { s.sweepLoop(ctx) })
 	return s, nil
 }
 
-// Close closes the store. It may be called more than once.
+// sweepLoop sweeps the store now and every [Options.SweepEvery] until ctx
+// ends: an install where nobody signs in still loses its expired rows.
+func (s *Server) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.SweepEvery)
+	defer t.Stop()
+	for {
+		if err := s.store.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("oauth: sweeping expired tokens", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Close stops the periodic sweep and closes the store. It may be called
+// more than once.
 func (s *Server) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.store.Close() })
+	s.closeOnce.Do(func() {
+		s.stopSweep()
+		s.sweeper.Wait()
+		s.closeErr = s.store.Close()
+	})
 	return s.closeErr
 }
 
