@@ -50,6 +50,11 @@
 // within 5 s, no redirects, cached for [Options.DocumentTTL] (and up to a
 // day longer while it cannot be fetched again: its host down), its
 // client_id must be its own URL and the redirect URI must be listed.
+// Anyone may name any URL, so fetches are bounded: 16 at once and 60 a
+// minute in all, 4 and 20 per host of the document URL; a URL that failed
+// is not fetched again for 30 s; the cache keeps 256 documents. A client
+// over the limits is refused (invalid_client, saying so) without a fetch,
+// and logged rate-limited.
 //
 // # Scopes
 //

@@ -149,6 +149,12 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	ar, err := s.provider.NewAccessRequest(ctx, r, sess)
 	if err != nil {
 		s.logRefused(r, "token", err)
+		var fe *fetchError
+		if rfc := fosite.ErrorToRFC6749Error(err); rfc.ErrorField == fosite.ErrInvalidClient.ErrorField && errors.As(err, &fe) {
+			// fosite hides why; a document's trouble (the limits, its host)
+			// is the client's to know, as on the authorization page.
+			err = rfc.WithDescription("The client_id is not usable here: " + fe.public())
+		}
 		s.provider.WriteAccessError(ctx, w, ar, err)
 		return
 	}

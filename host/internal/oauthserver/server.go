@@ -235,7 +235,7 @@ func New(store Store, opts *Options) (*Server, error) {
 		registers: rate.NewLimiter(rate.Every(time.Second), 30),
 	}
 	guard := &netguard.Policy{Allow: o.DocumentAllow, Deny: o.DocumentDeny}
-	s.docs = &documents{client: documentClient(guard, o.DocumentTLS), ttl: o.DocumentTTL, policy: s.policy, now: o.Now, cache: map[string]cachedDoc{}}
+	s.docs = newDocuments(documentClient(guard, o.DocumentTLS), o.DocumentTTL, s.policy, o.Now)
 	cfg := &fosite.Config{
 		AccessTokenLifespan:   o.AccessTokenTTL,
 		RefreshTokenLifespan:  o.RefreshTokenTTL,
