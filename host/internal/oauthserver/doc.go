@@ -12,13 +12,18 @@
 //
 //	/.well-known/oauth-protected-resource[/mcp]  RFC 9728, go-sdk's handler: resource <base>/mcp, authorization_servers [<base>]
 //	/.well-known/oauth-authorization-server      RFC 8414 metadata (PKCE S256 only, iss in responses, client ID metadata documents)
+//	/.well-known/oauth-protected-resource<path>/mcp, /.well-known/oauth-authorization-server<path>,
+//	/.well-known/openid-configuration            the same, when the base URL has a path (RFC 9728 and 8414 §3.1
+//	                                             path insertion; the MCP spec's path appending, RFC 8414's document)
 //	/oauth/authorize                             sign-in, consent, the code (RFC 9207 iss, RFC 8707 resource)
 //	/oauth/token                                 authorization_code (+ PKCE S256, required) and refresh_token (rotated)
 //	/oauth/register                              RFC 7591 dynamic registration of public clients
 //	/oauth/revoke                                RFC 7009
 //
 // /oauth/callback and /oauth/client-metadata.json are not this package's:
-// they belong to the host's outbound OAuth client.
+// they belong to the host's outbound OAuth client. The routes are the
+// host's without the base URL's path (the host strips it); the URLs the
+// server gives (issuer, resource, endpoints, the pages' links) carry it.
 //
 // # Who the user is
 //

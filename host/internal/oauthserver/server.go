@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -138,9 +139,6 @@ type Options struct {
 	DocumentTLS *tls.Config
 	// DocumentTTL is how long a fetched document is used (default 10 min).
 	DocumentTTL time.Duration
-	// StaticBase is the path under which the web UI serves /static
-	// (default: the root), for the pages' stylesheet.
-	StaticBase string
 	// Logger receives grants, revocations and refusals, never a token or
 	// a code (default: discard).
 	Logger *slog.Logger
@@ -295,12 +293,28 @@ func (s *Server) Close() error {
 // issuer is the authorization server's identifier (RFC 8414).
 func (s *Server) issuer() string { return strings.TrimRight(s.opts.BaseURL(), "/") }
 
+// basePath is the path of the public URL ("/agenthost" for
+// https://example.com/agenthost; "" at the root): the host's routes are
+// under it, for the pages' links and the metadata's locations.
+func (s *Server) basePath() string {
+	u, err := url.Parse(s.issuer())
+	if err != nil {
+		return ""
+	}
+	return strings.TrimRight(u.Path, "/")
+}
+
 // Resource is the protected resource's canonical URL (RFC 8707, RFC
 // 9728): the MCP endpoint.
 func (s *Server) Resource() string { return s.issuer() + "/mcp" }
 
 // ResourceMetadataURL is the URL of the resource's metadata (RFC 9728),
-// for the WWW-Authenticate header of the MCP endpoint's 401s.
+// for the WWW-Authenticate header of the MCP endpoint's 401s. Under a
+// public URL with a path it is the location under that path
+// (https://example.com/agenthost/.well-known/oauth-protected-resource/mcp),
+// which a proxy that forwards the path reaches as it reaches /mcp; the
+// server answers at RFC 9728's location too
+// (/.well-known/oauth-protected-resource/agenthost/mcp).
 func (s *Server) ResourceMetadataURL() string {
 	return s.issuer() + "/.well-known/oauth-protected-resource/mcp"
 }
