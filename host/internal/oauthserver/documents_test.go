@@ -1,12 +1,15 @@
 package oauthserver_test
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,5 +128,51 @@ func TestClientDocumentLimits(t *testing.T) {
 	}
 	if got := fetches.Load() - before; got != 1 {
 		t.Errorf("a missing document asked for 5 times was fetched %d times, want once", got)
+	}
+}
+
+// TestClientDocumentLimitsOverall: documents spread over many hosts are
+// fetched at most 60 a minute in all.
+func TestClientDocumentLimitsOverall(t *testing.T) {
+	var fetches atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"client_id": "https://" + r.Host + r.URL.Path, "client_name": "Doc app",
+			"redirect_uris": []string{redirect}, "token_endpoint_auth_method": "none"})
+	})
+	// Four hosts: 127.0.0.1 to 127.0.0.4, all loopback.
+	var urls []string
+	for i := 1; i <= 4; i++ {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:0", i))
+		if err != nil && os.Getenv("CI") != "true" {
+			t.Skipf("SKIPPED: needs loopback addresses besides 127.0.0.1 (Linux has 127.0.0.0/8 on lo): %v", err)
+		}
+		if err != nil {
+			t.Fatalf("listening on 127.0.0.%d: %v", i, err)
+		}
+		ds := &httptest.Server{Listener: ln, Config: &http.Server{Handler: h}}
+		ds.StartTLS()
+		defer ds.Close()
+		urls = append(urls, ds.URL)
+	}
+	// The test's servers' certificate names 127.0.0.1 only.
+	e := newEnv(t, &oauthserver.Options{DocumentAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		DocumentTLS: &tls.Config{InsecureSkipVerify: true}})
+	b := e.browser("alice")
+	refused := 0
+	for _, u := range urls {
+		for i := range 20 {
+			r := b.get(e.config(fmt.Sprintf("%s/app/%d.json", u, i)).AuthCodeURL("state-0123456789", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+			if r.code != http.StatusOK {
+				if !strings.Contains(r.body, "too many client metadata documents") {
+					t.Errorf("%d, want the consent page or a refusal saying why\n%s", r.code, r.body)
+				}
+				refused++
+			}
+		}
+	}
+	if got := fetches.Load(); got > 60 || refused < 80-60 {
+		t.Errorf("%d fetches of 80 documents on 4 hosts within a minute, %d refused: want at most 60 fetches", got, refused)
 	}
 }
