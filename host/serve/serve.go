@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -146,7 +145,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	s.auth = a
 	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL}
-	base := basePath(cfg.PublicURL)
+	base := guard.PathOf(cfg.PublicURL)
 	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
 		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base}
 	sessions := web.NewSessions(a, webOpts)
@@ -237,16 +236,6 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		}
 	}
 	return s, nil
-}
-
-// basePath is the path of a public URL, without its trailing slash:
-// "/agenthost" for https://example.com/agenthost/, "" for none.
-func basePath(publicURL string) string {
-	u, err := url.Parse(publicURL)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimRight(u.Path, "/")
 }
 
 // underBase serves mux's routes under base (the public URL's path) as

@@ -326,16 +326,16 @@ func (d *documents) get(ctx context.Context, id string) (*Client, error) {
 	return c, nil
 }
 
-// evict makes room in a map of max entries: it deletes the dead ones, or
-// else one at random.
-func evict[V any](m map[string]V, max int, dead func(V) bool) {
+// evict makes room in a map of at most limit entries: it deletes the
+// dead ones, or else one at random.
+func evict[V any](m map[string]V, limit int, dead func(V) bool) {
 	for k, v := range m {
 		if dead(v) {
 			delete(m, k)
 		}
 	}
 	for k := range m {
-		if len(m) < max {
+		if len(m) < limit {
 			return
 		}
 		delete(m, k)

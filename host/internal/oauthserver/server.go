@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -296,13 +295,7 @@ func (s *Server) issuer() string { return strings.TrimRight(s.opts.BaseURL(), "/
 // basePath is the path of the public URL ("/agenthost" for
 // https://example.com/agenthost; "" at the root): the host's routes are
 // under it, for the pages' links and the metadata's locations.
-func (s *Server) basePath() string {
-	u, err := url.Parse(s.issuer())
-	if err != nil {
-		return ""
-	}
-	return strings.TrimRight(u.Path, "/")
-}
+func (s *Server) basePath() string { return guard.PathOf(s.issuer()) }
 
 // Resource is the protected resource's canonical URL (RFC 8707, RFC
 // 9728): the MCP endpoint.
