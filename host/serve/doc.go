@@ -34,6 +34,14 @@
 // file); [Options.Addr] overrides the address. Tokens are stored hashed in
 // the host's data folder (auth.db), beside its settings.
 //
+// A public URL with a path (https://example.com/agenthost, behind a
+// reverse proxy) puts every surface under that path: the URLs the host
+// gives (the MCP URL, links, the OAuth metadata's issuer, resource and
+// endpoints) name it, and the host answers both with the path (a proxy
+// that passes it on) and without (one that strips it); the OAuth metadata
+// answer at RFC 8414's and RFC 9728's root locations too
+// (/.well-known/oauth-authorization-server/agenthost).
+//
 // To mount the surfaces in a server of your own, use [Server.Handler]
 // instead of listening, and [Server.Close] when done:
 //

@@ -137,7 +137,10 @@ func (b *browser) do(method, u string, form url.Values) (*http.Response, string,
 	return resp, string(raw), err
 }
 
-var hiddenRE = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+var (
+	hiddenRE        = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+	consentActionRE = regexp.MustCompile(`<form method="post" action="([^"]*)" id="consent">`)
+)
 
 // hidden returns the hidden fields of the form with this id on a page.
 func hidden(page, formID string) url.Values {
@@ -201,8 +204,16 @@ func (b *browser) consent(authURL, action string) (*url.URL, error) {
 	}
 	form := hidden(page, "consent")
 	form.Set("action", action)
+	m := consentActionRE.FindStringSubmatch(page)
+	if m == nil {
+		return nil, fmt.Errorf("the consent form has no action:\n%s", page)
+	}
 	u, _ := url.Parse(authURL)
-	resp, page, err = b.do("POST", u.Scheme+"://"+u.Host+"/oauth/authorize", form)
+	target, err := u.Parse(html.UnescapeString(m[1]))
+	if err != nil {
+		return nil, err
+	}
+	resp, page, err = b.do("POST", target.String(), form)
 	if err != nil {
 		return nil, err
 	}

@@ -152,8 +152,9 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	s.auth = a
 	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL}
+	base := guard.PathOf(cfg.PublicURL)
 	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
-		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals}
+		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base}
 	sessions := web.NewSessions(a, webOpts)
 	if cfg.OAuth.On() {
 		if s.oauth, err = s.openOAuth(&o, sessions, proxies.Key, hosts); err != nil {
@@ -224,10 +225,10 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("/", ui)
-	s.handler = mux
+	mux.Handle("/", withBase(base, ui))
+	s.handler = underBase(base, mux)
 	s.srv = &http.Server{
-		Handler:           mux,
+		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -244,13 +245,53 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	return s, nil
 }
 
+// underBase serves mux's routes under base (the public URL's path) as
+// well as at the root: a reverse proxy that forwards /agenthost/* may pass
+// the path on or strip it, and one that also forwards the well-known
+// locations RFC 8414 and RFC 9728 put at the root
+// (/.well-known/oauth-authorization-server/agenthost) reaches those.
+func underBase(base string, mux http.Handler) http.Handler {
+	if base == "" {
+		return mux
+	}
+	strip := http.StripPrefix(base, mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == base:
+			http.Redirect(w, r, base+"/", http.StatusMovedPermanently)
+		case strings.HasPrefix(r.URL.Path, base+"/"):
+			strip.ServeHTTP(w, r)
+		default:
+			mux.ServeHTTP(w, r)
+		}
+	})
+}
+
+// withBase gives the web UI, which routes under its base path, the
+// requests [underBase] stripped of it.
+func withBase(base string, ui http.Handler) http.Handler {
+	if base == "" {
+		return ui
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := *r
+		u := *r.URL
+		u.Path = base + u.Path
+		if u.RawPath != "" {
+			u.RawPath = base + u.RawPath
+		}
+		r2.URL = &u
+		ui.ServeHTTP(w, &r2)
+	})
+}
+
 // Handler returns the handler of every HTTP surface: /mcp, /settings,
 // /api/v1/, /status, /status.json, /healthz, the OAuth routes
 // (/.well-known/oauth-*, /oauth/authorize, /oauth/token, /oauth/register,
 // /oauth/revoke), the OAuth callback and client metadata document of
 // extensions' sign-ins (/oauth/callback, /oauth/client-metadata.json) and
-// the UI's static files.
-// Mount it at the root of a server of your own.
+// the UI's static files; under a public URL with a path, also under that
+// path. Mount it at the root of a server of your own.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // URL returns the base URL people and clients use: the host config's

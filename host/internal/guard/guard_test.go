@@ -232,3 +232,20 @@ func TestRefusalLog(t *testing.T) {
 		t.Errorf("a nil RefusalLog logged %d of 10", n)
 	}
 }
+
+func TestPathOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://example.com/agenthost":   "/agenthost",
+		"https://example.com/agenthost/":  "/agenthost",
+		"https://example.com/a/b/":        "/a/b",
+		"https://example.com":             "",
+		"https://example.com/":            "",
+		"":                                "",
+		"http://[::1]:7777/x":             "/x",
+		"https://example.com/%zz-not-url": "",
+	} {
+		if got := PathOf(in); got != want {
+			t.Errorf("PathOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

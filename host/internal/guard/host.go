@@ -42,6 +42,17 @@ func HostOf(rawURL string) string {
 	return normHost(u.Hostname())
 }
 
+// PathOf returns the path of a URL such as the operator's publicURL,
+// without its trailing slash ("/agenthost" for
+// https://example.com/agenthost/); "" when it has none.
+func PathOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimRight(u.Path, "/")
+}
+
 func normHost(h string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
 }

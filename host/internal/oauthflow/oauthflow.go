@@ -386,12 +386,12 @@ func Explain(err error) string {
 var pageTmpl = template.Must(template.New("").Parse(`<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer"><link rel="stylesheet" href="/static/app.css">
+<meta name="referrer" content="no-referrer"><link rel="stylesheet" href="../static/app.css">
 <title>{{.Title}} · agenthost</title></head>
 <body><main>
 <h1>{{.Title}}</h1>
 <p class="{{if .OK}}flash{{else}}error-box{{end}}" role="{{if .OK}}status{{else}}alert{{end}}">{{.Message}}</p>
-<p><a href="/settings">Your settings</a></p>
+<p><a href="../settings">Your settings</a></p>
 </main></body></html>
 `))
 

@@ -206,7 +206,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, code int, v *pag
 		q.Add(p.Name, p.Value)
 	}
 	v.Mode, v.Title = "signin", "Sign in to connect "+v.Client
-	v.LoginURL = s.opts.Sessions.LoginURL(PathAuthorize + "?" + q.Encode())
+	v.LoginURL = s.opts.Sessions.LoginURL(s.basePath() + PathAuthorize + "?" + q.Encode())
 	if s.opts.Passphrase != nil {
 		v.Passphrase, v.CSRF = true, s.opts.Sessions.FormToken(w, r)
 	}
@@ -363,7 +363,7 @@ func (s *Server) authorizeError(w http.ResponseWriter, r *http.Request, ar fosit
 // frameable, no referrer, no caching. CSP form-action also covers the
 // redirect that ends a post, so it names the client's redirect URI.
 func (s *Server) page(w http.ResponseWriter, r *http.Request, code int, v *pageView) {
-	v.Static = s.opts.StaticBase
+	v.Static = s.basePath()
 	formAction := "'self'"
 	if u, err := url.Parse(v.formTarget); err == nil && u.Scheme != "" && u.Host != "" {
 		formAction += " " + u.Scheme + "://" + u.Host

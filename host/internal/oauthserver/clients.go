@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"github.com/agenthost/agenthost/ext/netguard"
 )
@@ -214,7 +215,12 @@ func checkDocumentURL(raw string) error {
 	return nil
 }
 
-// Limits of metadata document fetches.
+// Limits of metadata document fetches. Anyone may name any URL as a
+// client_id, so fetches are bounded: at most fetchesInFlight at once
+// (hostFetchesInFlight per host of the document URL), fetchesPerMinute a
+// minute (hostFetchesPerMinute per host), each with a burst of as many; a
+// URL that failed is not fetched again for failedDocTTL. What is over
+// is refused (invalid_client) without a fetch.
 const (
 	// maxDocumentBytes follows the draft's advice (5 KB).
 	maxDocumentBytes = 5 << 10
@@ -222,8 +228,18 @@ const (
 	maxCachedDocs    = 256
 	// maxStaleDoc is how long a document fetched once keeps serving while
 	// it cannot be fetched again.
-	maxStaleDoc = 24 * time.Hour
+	maxStaleDoc          = 24 * time.Hour
+	fetchesInFlight      = 16
+	hostFetchesInFlight  = 4
+	fetchesPerMinute     = 60
+	hostFetchesPerMinute = 20
+	failedDocTTL         = 30 * time.Second
+	maxFailedDocs        = 1024
+	maxFetchHosts        = 1024
 )
+
+// errTooManyFetches refuses a fetch over the limits.
+var errTooManyFetches = errors.New("too many client metadata document fetches")
 
 // documents fetches and caches client ID metadata documents. It is safe
 // for concurrent use; concurrent fetches of one URL share one request.
@@ -236,6 +252,14 @@ type documents struct {
 	group singleflight.Group
 	mu    sync.Mutex
 	cache map[string]cachedDoc
+	// failed are the URLs whose last fetch failed, and why.
+	failed map[string]failedDoc
+	// rate and hosts bound the fetches a minute, in all and per host;
+	// inFlight and hostsBusy the fetches at once.
+	rate      *rate.Limiter
+	hosts     map[string]*rate.Limiter
+	inFlight  int
+	hostsBusy map[string]int
 }
 
 type cachedDoc struct {
@@ -243,46 +267,148 @@ type cachedDoc struct {
 	fetched time.Time
 }
 
+type failedDoc struct {
+	err error
+	at  time.Time
+}
+
+func newDocuments(client *http.Client, ttl time.Duration, policy redirectPolicy, now func() time.Time) *documents {
+	return &documents{client: client, ttl: ttl, policy: policy, now: now,
+		cache: map[string]cachedDoc{}, failed: map[string]failedDoc{},
+		rate:  rate.NewLimiter(rate.Every(time.Minute/fetchesPerMinute), fetchesPerMinute),
+		hosts: map[string]*rate.Limiter{}, hostsBusy: map[string]int{}}
+}
+
 // get returns the client the document at id describes, from the cache
 // when it is fresh.
 func (d *documents) get(ctx context.Context, id string) (*Client, error) {
+	now := d.now()
 	d.mu.Lock()
 	e, ok := d.cache[id]
+	f, failed := d.failed[id]
 	d.mu.Unlock()
-	if ok && d.now().Sub(e.fetched) < d.ttl {
+	if ok && now.Sub(e.fetched) < d.ttl {
 		return e.c, nil
 	}
-	v, err, _ := d.group.Do(id, func() (any, error) {
-		// A fetch outlives a cancelled caller that others may share.
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), documentTimeout)
-		defer cancel()
-		return d.fetch(fctx, id)
-	})
+	var err error
+	var c *Client
+	if failed && now.Sub(f.at) < failedDocTTL {
+		err = f.err
+	} else {
+		var v any
+		v, err, _ = d.group.Do(id, func() (any, error) {
+			// A fetch outlives a cancelled caller that others may share.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), documentTimeout)
+			defer cancel()
+			return d.limitedFetch(fctx, id)
+		})
+		if err == nil {
+			c = v.(*Client)
+		}
+	}
 	var fe *fetchError
 	if err != nil && ok && errors.As(err, &fe) && d.now().Sub(e.fetched) < maxStaleDoc {
-		// The document cannot be fetched now (its host down, the network):
-		// the one fetched last serves a while longer, so that its client's
-		// refreshes are not refused as invalid_client meanwhile.
+		// The document cannot be fetched now (its host down, the network,
+		// the limits): the one fetched last serves a while longer, so that
+		// its client's refreshes are not refused as invalid_client
+		// meanwhile.
 		return e.c, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	c := v.(*Client)
 	d.mu.Lock()
 	if len(d.cache) >= maxCachedDocs {
-		clear(d.cache)
+		evict(d.cache, maxCachedDocs, func(e cachedDoc) bool { return now.Sub(e.fetched) >= maxStaleDoc })
 	}
 	d.cache[id] = cachedDoc{c: c, fetched: d.now()}
 	d.mu.Unlock()
 	return c, nil
 }
 
-// fetch reads and checks the document at id.
-func (d *documents) fetch(ctx context.Context, id string) (*Client, error) {
+// evict makes room in a map of at most limit entries: it deletes the
+// dead ones, or else one at random.
+func evict[V any](m map[string]V, limit int, dead func(V) bool) {
+	for k, v := range m {
+		if dead(v) {
+			delete(m, k)
+		}
+	}
+	for k := range m {
+		if len(m) < limit {
+			return
+		}
+		delete(m, k)
+	}
+}
+
+// limitedFetch fetches the document at id within the limits, and
+// remembers a failure for failedDocTTL.
+func (d *documents) limitedFetch(ctx context.Context, id string) (*Client, error) {
 	if err := checkDocumentURL(id); err != nil {
 		return nil, err
 	}
+	u, _ := url.Parse(id)
+	host := strings.ToLower(u.Hostname())
+	release, err := d.acquire(host)
+	if err != nil {
+		return nil, &fetchError{url: id, err: err}
+	}
+	c, err := d.fetch(ctx, id)
+	release()
+	if err != nil {
+		now := d.now()
+		d.mu.Lock()
+		if len(d.failed) >= maxFailedDocs {
+			evict(d.failed, maxFailedDocs, func(f failedDoc) bool { return now.Sub(f.at) >= failedDocTTL })
+		}
+		d.failed[id] = failedDoc{err: err, at: now}
+		d.mu.Unlock()
+		return nil, err
+	}
+	d.mu.Lock()
+	delete(d.failed, id)
+	d.mu.Unlock()
+	return c, nil
+}
+
+// acquire takes a fetch from the limits of host, or refuses it with
+// errTooManyFetches; release gives the in-flight slot back.
+func (d *documents) acquire(host string) (release func(), err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inFlight >= fetchesInFlight || d.hostsBusy[host] >= hostFetchesInFlight {
+		return nil, fmt.Errorf("%w at once", errTooManyFetches)
+	}
+	hl := d.hosts[host]
+	if hl == nil {
+		if len(d.hosts) >= maxFetchHosts {
+			// A host's limiter forgotten starts again with its burst, which
+			// the overall rate still bounds.
+			clear(d.hosts)
+		}
+		hl = rate.NewLimiter(rate.Every(time.Minute/hostFetchesPerMinute), hostFetchesPerMinute)
+		d.hosts[host] = hl
+	}
+	now := d.now()
+	if hl.TokensAt(now) < 1 || !d.rate.AllowN(now, 1) {
+		return nil, fmt.Errorf("%w a minute", errTooManyFetches)
+	}
+	hl.AllowN(now, 1)
+	d.inFlight++
+	d.hostsBusy[host]++
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.inFlight--
+		if d.hostsBusy[host]--; d.hostsBusy[host] <= 0 {
+			delete(d.hostsBusy, host)
+		}
+	}, nil
+}
+
+// fetch reads and checks the document at id.
+func (d *documents) fetch(ctx context.Context, id string) (*Client, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
 	if err != nil {
 		return nil, fmt.Errorf("client_id %q: %w", clip(id), err)
@@ -343,6 +469,9 @@ func (e *fetchError) Unwrap() error { return e.err }
 
 // public is what the client and the person are told.
 func (e *fetchError) public() string {
+	if errors.Is(e.err, errTooManyFetches) {
+		return fmt.Sprintf("its metadata document %s was not fetched: this server is fetching too many client metadata documents; try again in a minute.", clip(e.url))
+	}
 	return fmt.Sprintf("its metadata document %s could not be fetched.", clip(e.url))
 }
 

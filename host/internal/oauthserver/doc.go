@@ -12,13 +12,18 @@
 //
 //	/.well-known/oauth-protected-resource[/mcp]  RFC 9728, go-sdk's handler: resource <base>/mcp, authorization_servers [<base>]
 //	/.well-known/oauth-authorization-server      RFC 8414 metadata (PKCE S256 only, iss in responses, client ID metadata documents)
+//	/.well-known/oauth-protected-resource<path>/mcp, /.well-known/oauth-authorization-server<path>,
+//	/.well-known/openid-configuration            the same, when the base URL has a path (RFC 9728 and 8414 §3.1
+//	                                             path insertion; the MCP spec's path appending, RFC 8414's document)
 //	/oauth/authorize                             sign-in, consent, the code (RFC 9207 iss, RFC 8707 resource)
 //	/oauth/token                                 authorization_code (+ PKCE S256, required) and refresh_token (rotated)
 //	/oauth/register                              RFC 7591 dynamic registration of public clients
 //	/oauth/revoke                                RFC 7009
 //
 // /oauth/callback and /oauth/client-metadata.json are not this package's:
-// they belong to the host's outbound OAuth client.
+// they belong to the host's outbound OAuth client. The routes are the
+// host's without the base URL's path (the host strips it); the URLs the
+// server gives (issuer, resource, endpoints, the pages' links) carry it.
 //
 // # Who the user is
 //
@@ -50,6 +55,11 @@
 // within 5 s, no redirects, cached for [Options.DocumentTTL] (and up to a
 // day longer while it cannot be fetched again: its host down), its
 // client_id must be its own URL and the redirect URI must be listed.
+// Anyone may name any URL, so fetches are bounded: 16 at once and 60 a
+// minute in all, 4 and 20 per host of the document URL; a URL that failed
+// is not fetched again for 30 s; the cache keeps 256 documents. A client
+// over the limits is refused (invalid_client, saying so) without a fetch,
+// and logged rate-limited.
 //
 // # Scopes
 //
@@ -118,9 +128,12 @@
 //
 // # Concurrency
 //
-// Every method of [Server] and [SQLite] is safe for concurrent use. The
-// package starts no goroutines; metadata document fetches run on the
-// requesting goroutine (concurrent fetches of one URL share one).
+// Every method of [Server] and [SQLite] is safe for concurrent use. A
+// [Server] owns one goroutine, started by [New] and joined by Close: it
+// sweeps the store at start and every [Options.SweepEvery] (1 h), so
+// expired tokens, codes and grants go also when nobody signs in.
+// Metadata document fetches run on the requesting goroutine (concurrent
+// fetches of one URL share one).
 // [Server.OnRevoke] callbacks run synchronously on the revoking goroutine,
 // after the revocation is committed, and must return quickly. Close may be
 // called more than once.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -18,9 +20,16 @@ import (
 // /oauth/client-metadata.json are not the server's: they belong to the
 // host's OAuth client (ext-mcp's outbound connections).
 const (
-	PathResourceMetadata     = "/.well-known/oauth-protected-resource"
-	PathResourceMetadataMCP  = "/.well-known/oauth-protected-resource/mcp"
-	PathAuthServerMetadata   = "/.well-known/oauth-authorization-server"
+	PathResourceMetadata    = "/.well-known/oauth-protected-resource"
+	PathResourceMetadataMCP = "/.well-known/oauth-protected-resource/mcp"
+	PathAuthServerMetadata  = "/.well-known/oauth-authorization-server"
+	// PathOpenIDConfiguration answers, under a public URL with a path
+	// only, with the authorization server's metadata: the MCP spec's last
+	// discovery location for an issuer with a path (OpenID Connect's
+	// "path appending", <publicURL>/.well-known/openid-configuration),
+	// the only one a proxy that forwards just that path passes on. The
+	// document is RFC 8414's: this server issues no ID tokens.
+	PathOpenIDConfiguration  = "/.well-known/openid-configuration"
 	PathAuthorize            = "/oauth/authorize"
 	PathToken                = "/oauth/token"
 	PathRegister             = "/oauth/register"
@@ -33,10 +42,26 @@ const (
 // protected resource (RFC 9728) and of the authorization server (RFC
 // 8414), and the authorize, token, registration (RFC 7591) and revocation
 // (RFC 7009) endpoints.
+//
+// The routes are the host's, without the path of the public URL, which
+// the host strips when a proxy passes it on. Under a public URL with a
+// path (https://example.com/agenthost) the metadata are also where RFC
+// 8414 and RFC 9728 put them, the path after the well-known part:
+// /.well-known/oauth-authorization-server/agenthost and
+// /.well-known/oauth-protected-resource/agenthost/mcp (a proxy that
+// forwards them, unchanged, reaches them).
 func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle(PathResourceMetadata, s.checkHost(http.HandlerFunc(s.resourceMetadata)))
-	mux.Handle(PathResourceMetadataMCP, s.checkHost(http.HandlerFunc(s.resourceMetadata)))
+	mux.Handle(PathResourceMetadata+"/", s.checkHost(s.at(func() []string { return []string{"/mcp", s.basePath() + "/mcp"} }, http.HandlerFunc(s.resourceMetadata))))
 	mux.Handle(PathAuthServerMetadata, s.checkHost(cors(http.HandlerFunc(s.serverMetadata))))
+	mux.Handle(PathAuthServerMetadata+"/", s.checkHost(cors(s.at(func() []string { return []string{s.basePath()} }, http.HandlerFunc(s.serverMetadata)))))
+	mux.Handle(PathOpenIDConfiguration, s.checkHost(cors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.basePath() == "" {
+			http.NotFound(w, r)
+			return
+		}
+		s.serverMetadata(w, r)
+	}))))
 	mux.Handle(PathAuthorize, s.checkHost(http.HandlerFunc(s.authorize)))
 	mux.Handle(PathToken, s.checkHost(cors(http.HandlerFunc(s.token))))
 	mux.Handle(PathRegister, s.checkHost(cors(http.HandlerFunc(s.register))))
@@ -51,6 +76,21 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 		if !guard.HostAllowed(r, s.opts.AllowedHosts) {
 			s.opts.Refusals.Refused(s.log, "oauth: refused a foreign Host", "host", r.Host, "addr", s.opts.AddrKey(r))
 			http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// at serves a metadata document at the well-known paths whose rest (the
+// path after the well-known part, RFC 8414 §3.1, RFC 9728 §3.1) is one
+// of rests(); another is not found. An empty rest is no match.
+func (s *Server) at(rests func() []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		_, rest, _ = strings.Cut(rest, "/")
+		if rest == "" || !slices.Contains(rests(), "/"+rest) {
+			http.NotFound(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -149,6 +189,12 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	ar, err := s.provider.NewAccessRequest(ctx, r, sess)
 	if err != nil {
 		s.logRefused(r, "token", err)
+		var fe *fetchError
+		if rfc := fosite.ErrorToRFC6749Error(err); rfc.ErrorField == fosite.ErrInvalidClient.ErrorField && errors.As(err, &fe) {
+			// fosite hides why; a document's trouble (the limits, its host)
+			// is the client's to know, as on the authorization page.
+			err = rfc.WithDescription("The client_id is not usable here: " + fe.public())
+		}
 		s.provider.WriteAccessError(ctx, w, ar, err)
 		return
 	}

@@ -138,15 +138,16 @@ type Options struct {
 	DocumentTLS *tls.Config
 	// DocumentTTL is how long a fetched document is used (default 10 min).
 	DocumentTTL time.Duration
-	// StaticBase is the path under which the web UI serves /static
-	// (default: the root), for the pages' stylesheet.
-	StaticBase string
 	// Logger receives grants, revocations and refusals, never a token or
 	// a code (default: discard).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	_   struct{}
+	// SweepEvery is how often the server deletes expired tokens, codes
+	// and grants from the store ([Store.Sweep]), besides once at start
+	// (default 1 h).
+	SweepEvery time.Duration
+	_          struct{}
 }
 
 // Server is the authorization server. Create it with [New]; mount its
@@ -170,6 +171,9 @@ type Server struct {
 
 	gate gateLock
 
+	stopSweep context.CancelFunc
+	sweeper   sync.WaitGroup
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -191,6 +195,7 @@ func New(store Store, opts *Options) (*Server, error) {
 	o.AccessTokenTTL = cmp.Or(o.AccessTokenTTL, time.Hour)
 	o.RefreshTokenTTL = cmp.Or(o.RefreshTokenTTL, 30*24*time.Hour)
 	o.DocumentTTL = cmp.Or(o.DocumentTTL, 10*time.Minute)
+	o.SweepEvery = cmp.Or(o.SweepEvery, time.Hour)
 	if o.AddrKey == nil {
 		o.AddrKey = func(r *http.Request) string { return guard.AddrKey(r.RemoteAddr) }
 	}
@@ -227,7 +232,7 @@ func New(store Store, opts *Options) (*Server, error) {
 		registers: rate.NewLimiter(rate.Every(time.Second), 30),
 	}
 	guard := &netguard.Policy{Allow: o.DocumentAllow, Deny: o.DocumentDeny}
-	s.docs = &documents{client: documentClient(guard, o.DocumentTLS), ttl: o.DocumentTTL, policy: s.policy, now: o.Now, cache: map[string]cachedDoc{}}
+	s.docs = newDocuments(documentClient(guard, o.DocumentTLS), o.DocumentTTL, s.policy, o.Now)
 	cfg := &fosite.Config{
 		AccessTokenLifespan:   o.AccessTokenTTL,
 		RefreshTokenLifespan:  o.RefreshTokenTTL,
@@ -250,24 +255,59 @@ func New(store Store, opts *Options) (*Server, error) {
 		compose.OAuth2TokenRevocationFactory,
 		compose.OAuth2PKCEFactory,
 	)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopSweep = cancel
+	s.sweeper.Go(func() { s.sweepLoop(ctx) })
 	return s, nil
 }
 
-// Close closes the store. It may be called more than once.
+// sweepLoop sweeps the store now and every [Options.SweepEvery] until ctx
+// ends: an install where nobody signs in still loses its expired rows.
+func (s *Server) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.SweepEvery)
+	defer t.Stop()
+	for {
+		if err := s.store.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("oauth: sweeping expired tokens", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Close stops the periodic sweep and closes the store. It may be called
+// more than once.
 func (s *Server) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.store.Close() })
+	s.closeOnce.Do(func() {
+		s.stopSweep()
+		s.sweeper.Wait()
+		s.closeErr = s.store.Close()
+	})
 	return s.closeErr
 }
 
 // issuer is the authorization server's identifier (RFC 8414).
 func (s *Server) issuer() string { return strings.TrimRight(s.opts.BaseURL(), "/") }
 
+// basePath is the path of the public URL ("/agenthost" for
+// https://example.com/agenthost; "" at the root): the host's routes are
+// under it, for the pages' links and the metadata's locations.
+func (s *Server) basePath() string { return guard.PathOf(s.issuer()) }
+
 // Resource is the protected resource's canonical URL (RFC 8707, RFC
 // 9728): the MCP endpoint.
 func (s *Server) Resource() string { return s.issuer() + "/mcp" }
 
 // ResourceMetadataURL is the URL of the resource's metadata (RFC 9728),
-// for the WWW-Authenticate header of the MCP endpoint's 401s.
+// for the WWW-Authenticate header of the MCP endpoint's 401s. Under a
+// public URL with a path it is the location under that path
+// (https://example.com/agenthost/.well-known/oauth-protected-resource/mcp),
+// which a proxy that forwards the path reaches as it reaches /mcp; the
+// server answers at RFC 9728's location too
+// (/.well-known/oauth-protected-resource/agenthost/mcp).
 func (s *Server) ResourceMetadataURL() string {
 	return s.issuer() + "/.well-known/oauth-protected-resource/mcp"
 }

@@ -498,9 +498,8 @@ func (s *SQLite) SaveClient(ctx context.Context, c *Client) error {
 		doc = 1
 	}
 	return s.write(ctx, func(q querier) error {
-		if _, err := q.ExecContext(ctx, `DELETE FROM clients WHERE document = 0 AND created_at < ? AND id NOT IN (SELECT client_id FROM grants)`,
-			s.now().Add(-unusedClientAge).UnixMilli()); err != nil {
-			return fmt.Errorf("sweeping clients: %w", err)
+		if err := s.sweepClients(ctx, q); err != nil {
+			return err
 		}
 		_, err := q.ExecContext(ctx, `INSERT OR REPLACE INTO clients (id, name, uri, redirect_uris, grant_types, document, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			c.ID, c.Name, c.URI, string(redirs), string(grants), doc, c.Created.UnixMilli())
@@ -518,16 +517,46 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// sweepClients deletes the registrations that never got a grant within
+// unusedClientAge.
+func (s *SQLite) sweepClients(ctx context.Context, q querier) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM clients WHERE document = 0 AND created_at < ? AND id NOT IN (SELECT client_id FROM grants)`,
+		s.now().Add(-unusedClientAge).UnixMilli()); err != nil {
+		return fmt.Errorf("sweeping clients: %w", err)
+	}
+	return nil
+}
+
+// sweepTokens deletes the tokens and codes (used, rotated or revoked ones
+// included) expired for more than keepExpired, then the grants left
+// without any.
+func (s *SQLite) sweepTokens(ctx context.Context, q querier) error {
+	cutoff := s.now().Add(-keepExpired).UnixMilli()
+	if _, err := q.ExecContext(ctx, `DELETE FROM tokens WHERE expires_at < ?`, cutoff); err != nil {
+		return fmt.Errorf("sweeping tokens: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, `DELETE FROM grants WHERE created_at < ? AND id NOT IN (SELECT grant_id FROM tokens)`, cutoff); err != nil {
+		return fmt.Errorf("sweeping grants: %w", err)
+	}
+	return nil
+}
+
+// Sweep deletes what has expired: tokens and codes expired for more than
+// a day, the grants left without any, and registrations never used.
+func (s *SQLite) Sweep(ctx context.Context) error {
+	return s.write(ctx, func(q querier) error {
+		if err := s.sweepTokens(ctx, q); err != nil {
+			return err
+		}
+		return s.sweepClients(ctx, q)
+	})
+}
+
 // CreateGrant records a grant, and sweeps expired tokens and dead grants.
 func (s *SQLite) CreateGrant(ctx context.Context, g api.Grant) error {
-	now := s.now()
-	cutoff := now.Add(-keepExpired).UnixMilli()
 	return s.write(ctx, func(q querier) error {
-		if _, err := q.ExecContext(ctx, `DELETE FROM tokens WHERE expires_at < ?`, cutoff); err != nil {
-			return fmt.Errorf("sweeping tokens: %w", err)
-		}
-		if _, err := q.ExecContext(ctx, `DELETE FROM grants WHERE created_at < ? AND id NOT IN (SELECT grant_id FROM tokens)`, cutoff); err != nil {
-			return fmt.Errorf("sweeping grants: %w", err)
+		if err := s.sweepTokens(ctx, q); err != nil {
+			return err
 		}
 		_, err := q.ExecContext(ctx, `INSERT INTO grants (id, user_id, client_id, client_name, client_uri, scopes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			g.ID, g.User, g.ClientID, g.Client, g.ClientURI, strings.Join(g.Scopes, " "), g.Created.UnixMilli())

@@ -62,6 +62,11 @@ type Store interface {
 	RevokeGrant(ctx context.Context, user, id string) error
 	// TouchGrant records that grant id was used at t.
 	TouchGrant(ctx context.Context, id string, t time.Time) error
+	// Sweep deletes what has expired: tokens and codes (used, rotated
+	// and revoked ones too) some time after they expire, the grants left
+	// without any, registrations never used. The server calls it at start
+	// and periodically ([Options.SweepEvery]).
+	Sweep(ctx context.Context) error
 	// HMACSecret returns the secret tokens are signed with, made at
 	// random and stored on first use.
 	HMACSecret(ctx context.Context) ([]byte, error)
