@@ -292,6 +292,13 @@ func (r *tokenRecorder) tokens() (access, refresh []string, refreshes int) {
 	return slices.Clone(r.access), slices.Clone(r.refresh), r.refreshes
 }
 
+// client is the client ID of the last token request.
+func (r *tokenRecorder) client() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.clientID
+}
+
 // cimdServer serves a client ID metadata document over TLS.
 func cimdServer(t *testing.T, redirect string) (*httptest.Server, string) {
 	var docURL string
@@ -496,7 +503,7 @@ func TestOAuthEndToEnd(t *testing.T) {
 	if c, _ := mcpStatus(t, st.url, dcrAccess[len(dcrAccess)-1]); c != http.StatusUnauthorized {
 		t.Errorf("the revoked grant's access token: %d, want 401", c)
 	}
-	if e := refreshError(t, st.url, dcrRefresh[len(dcrRefresh)-1], dcrRec.clientID); e != "invalid_grant" {
+	if e := refreshError(t, st.url, dcrRefresh[len(dcrRefresh)-1], dcrRec.client()); e != "invalid_grant" {
 		t.Errorf("the revoked grant's refresh token: %q, want invalid_grant", e)
 	}
 	var after struct {
