@@ -94,12 +94,19 @@ func HasCapability(caps json.RawMessage, name string) bool {
 
 // RPCError is a JSON-RPC error a client (or an MCP server) answered with.
 // It crosses the wire whole, so an extension can pass a client's refusal
-// on to the server that asked.
+// on to the server that asked; one that an extension's call returns
+// (or wraps) crosses whole too, for the host to answer its client with.
 type RPCError struct {
 	Code    int64
 	Message string
 	Data    json.RawMessage
 }
+
+// CodeURLElicitationRequired is the JSON-RPC error code of MCP
+// 2025-11-25's URLElicitationRequiredError: the request needs the user to
+// open the URLs of the error's data ({"elicitations":[{"mode":"url",
+// "elicitationId":…,"url":…,"message":…}]}) first.
+const CodeURLElicitationRequired = -32042
 
 func (e *RPCError) Error() string {
 	return fmt.Sprintf("%s (code %d)", e.Message, e.Code)
