@@ -700,3 +700,52 @@ func TestStatelessRevoked(t *testing.T) {
 		})
 	}
 }
+
+// TestURLElicitationRequired: a call whose extension fails it with the
+// URL elicitation required error (-32042, MCP 2025-11-25) is answered
+// with that JSON-RPC error, its message and data as the extension gave
+// them, on a session and on the stateless revision (the fast path's
+// answer is compared with go-sdk's in TestStatelessFastSameAnswers);
+// another JSON-RPC error of a call, or a -32042 without data, is still an
+// isError result that does not pass the extension's words on.
+func TestURLElicitationRequired(t *testing.T) {
+	e := newEnv(t, nil)
+	e.host.SetTools("alice", tool("gh/issues", "List issues.", ""), tool("gh/other", "", ""), tool("gh/nodata", "", ""))
+	data := `{"elicitations":[{"mode":"url","elicitationId":"e-alice","url":"https://host.example/signin/gh?u=alice","message":"Sign in to gh"}]}`
+	e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+		switch req.Name {
+		case "gh/issues":
+			return nil, fmt.Errorf("extension %q: %w", "mcp", &ext.RPCError{Code: ext.CodeURLElicitationRequired, Message: "gh needs you to sign in", Data: json.RawMessage(data)})
+		case "gh/nodata":
+			return nil, &ext.RPCError{Code: ext.CodeURLElicitationRequired, Message: "secret words, no data"}
+		}
+		return nil, &ext.RPCError{Code: -1, Message: "secret words of another error", Data: json.RawMessage(`{}`)}
+	})
+	for _, version := range []string{"2025-11-25", ""} {
+		t.Run("version "+version, func(t *testing.T) {
+			c, err := e.connect(t, aliceTok, version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.tryCall("gh__issues", `{}`)
+			var re *jsonrpc.Error
+			if !errors.As(err, &re) || re.Code != mcp.CodeURLElicitationRequired || re.Message != "gh needs you to sign in" {
+				t.Fatalf("call = %v; want the -32042 error", err)
+			}
+			var got struct {
+				Elicitations []*mcp.ElicitParams `json:"elicitations"`
+			}
+			if err := json.Unmarshal(re.Data, &got); err != nil || len(got.Elicitations) != 1 ||
+				got.Elicitations[0].Mode != "url" || got.Elicitations[0].URL != "https://host.example/signin/gh?u=alice" ||
+				got.Elicitations[0].ElicitationID != "e-alice" {
+				t.Errorf("data = %s (%v)", re.Data, err)
+			}
+			for _, name := range []string{"gh__other", "gh__nodata"} {
+				res, err := c.tryCall(name, `{}`)
+				if err != nil || !res.IsError || strings.Contains(text(res), "secret words") {
+					t.Errorf("%s = %+v, %v; want an isError result without the extension's words", name, res, err)
+				}
+			}
+		})
+	}
+}
