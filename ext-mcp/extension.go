@@ -332,7 +332,7 @@ func (x *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 		return nil, err
 	}
 	var mark *signInMark
-	if caps := ext.SessionOf(req.Session).Capabilities(); bytes.Contains(caps, []byte(`"url"`)) && urlElicitation(caps) {
+	if caps := ext.SessionOf(req.Session).Capabilities(); bytes.Contains(caps, []byte(`"url"`)) && ext.URLElicitation(caps) {
 		mark = new(signInMark)
 		ctx = context.WithValue(ctx, signInMarkKey{}, mark)
 	}

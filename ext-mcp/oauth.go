@@ -283,7 +283,7 @@ type grantKey struct{ owner, server, issuer, client, resource string }
 // the step-up scopes servers asked for, and the sign-ins under way.
 type oauthState struct {
 	mu      sync.Mutex
-	offered map[[2]string]time.Time // (user, server) → when a client was last asked to open the link
+	offered map[[2]string]offer // (user, server) → the last time a client was asked to open the link
 	sources map[grantKey]*grantSource
 	stepUp  map[[2]string][]string // (owner, server) → scopes a server asked for
 	flows   map[string]*flow       // by OAuth state
@@ -763,6 +763,13 @@ func (x *Extension) connAuthFor(owner string, d catalog.ServerDecl, g *grant) (*
 // one server.
 const offerInterval = time.Minute
 
+// offer is a sign-in link offered to a client: when, and the URL
+// elicitation's ID, which the notification of the sign-in's end names.
+type offer struct {
+	at time.Time
+	id string
+}
+
 // signInMark is set when a call failed because its server wants the user
 // to sign in (a grant revoked or expired during the call): the call's
 // connection sets the one in the call's context (noteSignIn).
@@ -812,29 +819,39 @@ func (x *Extension) signInRequired(e *catalog.Engine, req *ext.CallToolRequest, 
 	}
 	k, now := [2]string{req.User, server}, time.Now()
 	x.oauth.mu.Lock()
-	if now.Sub(x.oauth.offered[k]) < offerInterval {
+	if now.Sub(x.oauth.offered[k].at) < offerInterval {
 		x.oauth.mu.Unlock()
 		return nil
 	}
 	if x.oauth.offered == nil {
-		x.oauth.offered = map[[2]string]time.Time{}
+		x.oauth.offered = map[[2]string]offer{}
 	}
-	x.oauth.offered[k] = now
+	id := rand.Text()
+	x.oauth.offered[k] = offer{at: now, id: id}
 	x.oauth.mu.Unlock()
 	msg := fmt.Sprintf("MCP server %q needs you to sign in with your account there. Open the link, sign in, then try again.", server)
 	data, _ := json.Marshal(map[string][]map[string]string{"elicitations": {{
-		"mode": "url", "elicitationId": rand.Text(), "url": ext.SignInURL(public, name, server), "message": msg,
+		"mode": "url", "elicitationId": id, "url": ext.SignInURL(public, name, server), "message": msg,
 	}}})
 	return &ext.RPCError{Code: ext.CodeURLElicitationRequired, Message: msg, Data: data}
 }
 
-// urlElicitation reports whether client capabilities declare URL-mode
-// elicitation ({"elicitation":{"url":{}}}).
-func urlElicitation(caps json.RawMessage) bool {
-	var c struct {
-		Elicitation *struct {
-			URL json.RawMessage `json:"url"`
-		} `json:"elicitation"`
+// offerDone tells owner's clients that the sign-in link offered them for
+// server was used (notifications/elicitation/complete, which the host
+// hands only to sessions that declared URL elicitation), and forgets the
+// offer: the next call that finds the server waiting offers the link at
+// once.
+func (x *Extension) offerDone(ctx context.Context, h ext.Host, owner, server string) {
+	k := [2]string{owner, server}
+	x.oauth.mu.Lock()
+	o, ok := x.oauth.offered[k]
+	delete(x.oauth.offered, k)
+	x.oauth.mu.Unlock()
+	if !ok {
+		return
 	}
-	return json.Unmarshal(caps, &c) == nil && c.Elicitation != nil && len(c.Elicitation.URL) > 0 && string(c.Elicitation.URL) != "null"
+	params, _ := json.Marshal(map[string]string{"elicitationId": o.id})
+	if err := h.Notify(ctx, owner, ext.MethodElicitationComplete, params); err != nil {
+		x.log.Debug("extmcp: telling the clients the sign-in is done", "user", owner, "server", server, "error", err)
+	}
 }

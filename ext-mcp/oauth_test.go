@@ -721,10 +721,20 @@ func TestOAuthSignInRequired(t *testing.T) {
 		t.Errorf("the clients were asked %q; want nothing", asked)
 	}
 
-	// Alice signs in; bob, not signed in, gets an elicitation of his own.
+	// Alice signs in: her clients hear that the elicitation is complete;
+	// bob, not signed in, hears nothing and gets an elicitation of his own.
 	login := canary("alice")
 	f.signIn("alice", "o", login)
 	eventually(t, "alice's grant is used", func() bool { return f.whoami("alice") == login })
+	var done []string
+	for _, n := range f.h.Notifications("") {
+		if n.Method == ext.MethodElicitationComplete {
+			done = append(done, n.User+" "+string(n.Params))
+		}
+	}
+	if want := `alice {"elicitationId":"` + aliceEl["elicitationId"] + `"}`; len(done) != 1 || done[0] != want {
+		t.Errorf("elicitation complete notifications %q; want %q", done, want)
+	}
 	bobSess := blocking()
 	_, err = call("bob", bobSess)
 	var re *ext.RPCError

@@ -59,7 +59,23 @@ const (
 	// MethodRootsChanged is what the host tells extensions when a client
 	// reports that its roots changed ([SessionListener]).
 	MethodRootsChanged = "notifications/roots/list_changed"
+	// MethodElicitationComplete says the out-of-band interaction of a URL
+	// elicitation ended (MCP 2025-11-25): params {"elicitationId":...}.
+	// The host hands it only to the user's sessions that declared URL
+	// elicitation ([URLElicitation]).
+	MethodElicitationComplete = "notifications/elicitation/complete"
 )
+
+// URLElicitation reports whether the raw capabilities object caps
+// declares URL-mode elicitation ({"elicitation":{"url":{}}}).
+func URLElicitation(caps json.RawMessage) bool {
+	var c struct {
+		Elicitation *struct {
+			URL json.RawMessage `json:"url"`
+		} `json:"elicitation"`
+	}
+	return json.Unmarshal(caps, &c) == nil && c.Elicitation != nil && len(c.Elicitation.URL) > 0 && string(c.Elicitation.URL) != "null"
+}
 
 // SessionCapability returns the capability a session method needs
 // ("sampling", "elicitation", "roots"), or "" for methods that need none.

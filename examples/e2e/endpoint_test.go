@@ -32,12 +32,13 @@ type client struct {
 }
 
 func connect(t *testing.T, url, token string) (*client, error) {
-	return connectWith(t, url, token, nil)
+	return connectWith(t, url, token, nil, "")
 }
 
 // connectWith is connect with the client's options opts (nil: none; its
-// ToolListChangedHandler is connect's).
-func connectWith(t *testing.T, url, token string, opts *mcp.ClientOptions) (*client, error) {
+// ToolListChangedHandler is connect's), pinned to protocol version ("":
+// go-sdk's choice).
+func connectWith(t *testing.T, url, token string, opts *mcp.ClientOptions, version string) (*client, error) {
 	c := &client{changed: make(chan struct{}, 16)}
 	o := mcp.ClientOptions{}
 	if opts != nil {
@@ -53,7 +54,7 @@ func connectWith(t *testing.T, url, token string, opts *mcp.ClientOptions) (*cli
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerRT{token}}, MaxRetries: -1}, nil)
+		HTTPClient: &http.Client{Transport: bearerRT{token}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		return nil, err
 	}

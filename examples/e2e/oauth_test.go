@@ -320,18 +320,22 @@ func TestOAuthEndToEnd(t *testing.T) {
 	}
 
 	// Alice withdraws access at the provider. Her next call, from a client
-	// that declared URL elicitation, fails at once with the URL
-	// elicitation required error carrying the sign-in link (the client's
-	// handler is never asked: nothing waits for the person); the server
-	// needs sign-in again; tools fails again.
+	// (on a session) that declared URL elicitation, fails at once with the
+	// URL elicitation required error carrying the sign-in link (the
+	// client's handler is never asked: nothing waits for the person); the
+	// server needs sign-in again; tools fails again.
 	var elicited atomic.Int32
+	completed := make(chan string, 4)
 	ec, err := connectWith(t, host, tok, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			elicited.Add(1)
 			return &mcp.ElicitResult{Action: "accept"}, nil
 		},
-	})
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			completed <- r.Params.ElicitationID
+		},
+	}, "2025-11-25")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,6 +370,33 @@ func TestOAuthEndToEnd(t *testing.T) {
 	if out := e.must("", "call", "--user", "bob", "o/whoami", "{}"); !strings.Contains(out, bobLogin) {
 		t.Errorf("bob after alice's revocation: %s", out)
 	}
+	// Alice signs in again: her client hears that the elicitation it was
+	// given is complete, and her calls work again.
+	out = e.must("", "auth", "login", "--user", "alice", "--no-wait", "o")
+	var againURL string
+	for _, l := range strings.Split(out, "\n") {
+		if s := strings.TrimSpace(l); strings.HasPrefix(s, "http") {
+			againURL = s
+		}
+	}
+	back = as.signInAt(againURL, aliceLogin)
+	if c, _, p := fetch(t, browse(), "GET", back, nil); c != http.StatusOK || !strings.Contains(p, "Connected to o.") {
+		t.Errorf("alice's second sign-in: %d\n%s", c, p)
+	}
+	if len(data.Elicitations) == 1 {
+		select {
+		case id := <-completed:
+			if id != data.Elicitations[0].ElicitationID {
+				t.Errorf("the completion names elicitation %q, want %q", id, data.Elicitations[0].ElicitationID)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("alice's client never heard that the sign-in was done")
+		}
+	}
+	eventually(t, "alice's calls work again", func() bool {
+		res, err := ec.call(t, "o__whoami", map[string]any{})
+		return err == nil && !res.IsError && strings.Contains(fmt.Sprint(res.StructuredContent), aliceLogin)
+	})
 	// Bob withdraws access too: his agent, which declared no URL
 	// elicitation, gets the isError result that says so, with the link,
 	// and nothing of alice's.

@@ -749,3 +749,61 @@ func TestURLElicitationRequired(t *testing.T) {
 		})
 	}
 }
+
+// TestElicitationComplete: notifications/elicitation/complete that an
+// extension sends a user reaches that user's sessions that declared URL
+// elicitation, on their standalone streams, and no other session (one
+// that declared form elicitation only hears the log message sent after
+// it, on the same ordered stream, and nothing before).
+func TestElicitationComplete(t *testing.T) {
+	e := newEnv(t, nil)
+	done := make(chan string, 64)
+	elicit := func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}
+	e.session(t, aliceTok, "2025-11-25", &mcp.ClientOptions{
+		Capabilities:               &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler:         elicit,
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) { done <- r.Params.ElicitationID },
+	})
+	formDone := make(chan string, 64)
+	logs := make(chan *mcp.LoggingMessageParams, 64)
+	form := e.session(t, aliceTok, "2025-11-25", &mcp.ClientOptions{
+		ElicitationHandler:         elicit,
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) { formDone <- r.Params.ElicitationID },
+		LoggingMessageHandler:      func(_ context.Context, r *mcp.LoggingMessageRequest) { logs <- r.Params },
+	})
+	if err := form.SetLoggingLevel(tctx(t), &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStream(t, e, logs)
+	waitFor(t, "the URL elicitation session to hear the completion", func() bool {
+		e.host.Notify(context.Background(), "alice", ext.MethodElicitationComplete, json.RawMessage(`{"elicitationId":"e1"}`))
+		select {
+		case id := <-done:
+			if id != "e1" {
+				t.Errorf("completion of %q", id)
+			}
+			return true
+		case <-time.After(20 * time.Millisecond):
+			return false
+		}
+	})
+	for len(logs) > 0 {
+		<-logs
+	}
+	e.host.Notify(context.Background(), "alice", ext.MethodLogMessage, json.RawMessage(`{"level":"error","logger":"x","data":"after"}`))
+	for heard := false; !heard; {
+		select {
+		case l := <-logs:
+			heard = l.Data == "after"
+		case <-time.After(5 * time.Second):
+			t.Fatal("the log message sent after the completion did not arrive")
+		}
+	}
+	select {
+	case id := <-formDone:
+		t.Errorf("a session without URL elicitation heard the completion of %q", id)
+	default:
+	}
+}
