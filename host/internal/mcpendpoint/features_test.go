@@ -769,9 +769,11 @@ func TestElicitationComplete(t *testing.T) {
 	formDone := make(chan string, 64)
 	logs := make(chan *mcp.LoggingMessageParams, 64)
 	form := e.session(t, aliceTok, "2025-11-25", &mcp.ClientOptions{
-		ElicitationHandler:         elicit,
-		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) { formDone <- r.Params.ElicitationID },
-		LoggingMessageHandler:      func(_ context.Context, r *mcp.LoggingMessageRequest) { logs <- r.Params },
+		ElicitationHandler: elicit,
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			formDone <- r.Params.ElicitationID
+		},
+		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { logs <- r.Params },
 	})
 	if err := form.SetLoggingLevel(tctx(t), &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
 		t.Fatal(err)
