@@ -61,6 +61,7 @@ type connectResult struct {
 	reason    string // why it failed, for the user
 	signIn    bool   // it failed for want of a sign-in (reason says how)
 	cancelled bool   // it failed because the refresh was cancelled
+	busy      bool   // it failed for want of a resource of the host (ext.ErrBusy)
 }
 
 // connectAll connects the servers in parallel and returns when every
@@ -102,6 +103,7 @@ func (e *Engine) connect(ctx context.Context, u *user, d ServerDecl) connectResu
 			r.reason = fmt.Sprintf("%s timed out after %v", what, e.opts.ConnectTimeout)
 		default:
 			r.reason = fmt.Sprintf("%s failed: %v", what, err)
+			r.busy = errors.Is(err, ext.ErrBusy)
 		}
 		return r
 	}
@@ -185,7 +187,7 @@ func (e *Engine) connDied(c *conn) {
 				u.quarantine[c.name] = q
 			}
 			q.failures++
-			q.reason = reason
+			q.reason, q.busy = reason, false
 			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
 			delete(u.disabled, c.name)
 			e.log.Warn("catalog: connection died; server quarantined", "user", u.id, "server", c.name,

@@ -16,6 +16,10 @@
 //     exponential backoff ([Backoff]); a connection that dies (its
 //     [Conn.Done] closes) is quarantined the same way; a recovered server is
 //     picked up by the retry;
+//   - a server whose connect failed for want of a resource of the host
+//     ([ext.ErrBusy]: every service process slot taken) is quarantined the
+//     same way, but also retried by the user's next refresh, whatever its
+//     backoff: the host refreshes (activates) the user once a slot frees;
 //   - a server whose connector answers [SignInError] waits for the user to
 //     sign in instead ([ext.StateNeedsSignIn]): no retries, its calls answer
 //     with how to sign in, and it is connected again when its fingerprint

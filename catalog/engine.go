@@ -165,6 +165,10 @@ type quarantine struct {
 	// signIn parks the server until its fingerprint changes: it waits
 	// for the user to sign in, not for a retry.
 	signIn bool
+	// busy: it failed for want of a resource of the host (ext.ErrBusy),
+	// so the next refresh, which the host asks for once one frees, tries
+	// it again before its backoff is over.
+	busy bool
 }
 
 // spawn runs f on a goroutine the engine owns and joins in Close. It
@@ -413,7 +417,7 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 			e.log.Info("catalog: revived", "user", u.id, "server", name)
 			continue
 		}
-		if q := u.quarantine[name]; q != nil && q.fingerprint == d.Fingerprint && (q.signIn || now.Before(q.next)) {
+		if q := u.quarantine[name]; q != nil && q.fingerprint == d.Fingerprint && (q.signIn || (!q.busy && now.Before(q.next))) {
 			continue // still waiting for its retry, or for a sign-in
 		}
 		toConnect = append(toConnect, d)
@@ -463,7 +467,7 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 				u.quarantine[name] = q
 			}
 			q.failures++
-			q.reason = r.reason
+			q.reason, q.busy = r.reason, r.busy
 			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
 			e.log.Warn("catalog: server quarantined", "user", u.id, "server", name,
 				"reason", r.reason, "failures", q.failures, "retry", q.next)

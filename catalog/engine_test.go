@@ -403,6 +403,38 @@ func TestQuarantineIsolationAndRetry(t *testing.T) {
 	})
 }
 
+// TestBusyRetriedByRefresh: a server whose connect failed for want of a
+// slot of the host (ext.ErrBusy) is quarantined, and the user's next
+// refresh (the host's, once a slot freed) connects it at once, whatever
+// its backoff; any other failure waits for its backoff.
+func TestBusyRetriedByRefresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, &catalog.Options{Backoff: catalog.Backoff{Min: time.Hour, Max: time.Hour}})
+		busy := r.conn.add("notes", newServer("a"))
+		busy.set(func(s *fakeServer) {
+			s.connectErr = fmt.Errorf("starting mcp/notes for alice: all service process slots are busy: %w", ext.ErrBusy)
+		})
+		broken := r.conn.add("broken", newServer("b"))
+		broken.set(func(s *fakeServer) { s.connectErr = errors.New("exec: no such file") })
+		r.plan.set("alice", decl("notes"), decl("broken"))
+		mustActivate(t, r.e, "alice")
+		if st := statusOf(r.e, "alice", "notes"); st.State != "quarantined" || !strings.Contains(st.Reason, "slots are busy") {
+			t.Fatalf("notes: %+v; want quarantined for want of a slot", st)
+		}
+		busy.set(func(s *fakeServer) { s.connectErr = nil })
+		broken.set(func(s *fakeServer) { s.connectErr = nil })
+		time.Sleep(time.Minute) // far less than the backoff
+		mustActivate(t, r.e, "alice")
+		r.pub.waitNames(t, "alice", "notes/a")
+		if st := statusOf(r.e, "alice", "notes"); st.State != "connected" {
+			t.Errorf("notes after the refresh: %+v; want connected", st)
+		}
+		if c, _ := broken.counts(); c != 1 {
+			t.Errorf("broken was connected %d times; want once: its backoff is not over", c)
+		}
+	})
+}
+
 // TestSignInParksServer checks a server whose connector wants a sign-in:
 // it waits in "needs sign-in" with how to sign in, in the status and in
 // each call's error, is never retried on a timer nor by a refresh with the

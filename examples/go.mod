@@ -3,6 +3,7 @@ module github.com/agenthost/agenthost/examples
 go 1.26.0
 
 require (
+	github.com/agenthost/agenthost/catalog v0.0.0
 	github.com/agenthost/agenthost/ext v0.0.0
 	github.com/agenthost/agenthost/host v0.0.0
 	github.com/chromedp/chromedp v0.23.0
@@ -104,7 +105,6 @@ require (
 )
 
 require (
-	github.com/agenthost/agenthost/catalog v0.0.0 // indirect
 	github.com/agenthost/agenthost/ext-mcp v0.0.0
 	github.com/agenthost/agenthost/secrets v0.0.0 // indirect
 	github.com/agenthost/agenthost/settings v0.0.0 // indirect

@@ -67,7 +67,7 @@
 // # Errors
 //
 // The sentinels [ErrNotFound], [ErrPermission], [ErrUnavailable],
-// [ErrInvalidArgument] and [ErrUnimplemented] map to gRPC codes in one place
+// [ErrInvalidArgument], [ErrUnimplemented] and [ErrBusy] map to gRPC codes in one place
 // and back, so errors.Is works on both sides of the wire. A tool that fails
 // is a result with IsError set ([ErrorResult]), not a Go error.
 //

@@ -18,6 +18,12 @@ var (
 	ErrUnavailable     = errors.New("unavailable")
 	ErrInvalidArgument = errors.New("invalid argument")
 	ErrUnimplemented   = errors.New("unimplemented")
+	// ErrBusy is a shared resource of the host all in use (for
+	// [Host.ConnectService]: every service process slot): try again when
+	// one frees. The host calls [UserLifecycle.Activate] again for a user
+	// refused so once one has. (gRPC's own ResourceExhausted, a message
+	// over its size limit, arrives as ErrBusy too.)
+	ErrBusy = errors.New("busy")
 )
 
 // codeErrs is the one table that ties sentinels to gRPC codes.
@@ -30,6 +36,7 @@ var codeErrs = []struct {
 	{codes.Unavailable, ErrUnavailable},
 	{codes.InvalidArgument, ErrInvalidArgument},
 	{codes.Unimplemented, ErrUnimplemented},
+	{codes.ResourceExhausted, ErrBusy},
 	{codes.Canceled, context.Canceled},
 	{codes.DeadlineExceeded, context.DeadlineExceeded},
 }

@@ -130,6 +130,8 @@ func (e *testExt) StartService(_ context.Context, name, user string) (*ext.Proce
 		return &ext.ProcessSpec{Command: os.Args[0], Env: []string{"EXT_TEST_MODE=echo"}}, nil
 	case "canary":
 		return &ext.ProcessSpec{Command: os.Args[0], Env: []string{"EXT_TEST_MODE=canary", "CANARY=canary-" + user}}, nil
+	case "full":
+		return nil, fmt.Errorf("starting %s for %s: every slot is taken: %w", name, user, ext.ErrBusy)
 	}
 	return nil, nil
 }
@@ -414,6 +416,9 @@ func TestServices(t *testing.T) {
 			}
 			if _, err := host.ConnectService(ctx, "none", "alice"); !errors.Is(err, ext.ErrNotFound) {
 				t.Errorf("unknown service: %v, want ErrNotFound", err)
+			}
+			if _, err := host.ConnectService(ctx, "full", "alice"); !errors.Is(err, ext.ErrBusy) || !strings.Contains(err.Error(), "full for alice") {
+				t.Errorf("no slot: %v, want ErrBusy naming the service", err)
 			}
 			// The extension hands the spec itself: the process runs it, and
 			// StartService is not asked (it knows no service "own").

@@ -63,7 +63,15 @@ type Options struct {
 	// ServiceGrace is how long each step of stopping a service process
 	// waits (close stdin, then SIGTERM, then SIGKILL; default 2 s).
 	ServiceGrace time.Duration
-	_            struct{}
+	// ListenAddr is the address the host's HTTP surfaces are bound to,
+	// for a caller that listened before New (agenthost serve does): with
+	// port 0 in the config's listen, only the listener knows the port.
+	// The host's config then reads it as its listen, and extensions are
+	// told it ([ext.ConfigureRequest] ListenAddr, and PublicURL without a
+	// publicURL), so that ext-mcp denies the host's own address to the
+	// servers it connects. Empty: the config's listen.
+	ListenAddr string
+	_          struct{}
 }
 
 func minutes(v, def float64) time.Duration {
@@ -151,7 +159,8 @@ type Host struct {
 	busy     map[string]int
 	deact    map[string]chan struct{}
 	userIdle time.Duration
-	bg       sync.WaitGroup // the idle watcher
+	bg       sync.WaitGroup // the idle and slot watchers
+	slots    *slotQueue     // users refused a service process slot (slots.go)
 
 	settings    settings.Store
 	secrets     secrets.Store
@@ -214,6 +223,11 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if o.ListenAddr != "" {
+		c := *cfg
+		c.Listen = o.ListenAddr
+		cfg = &c
+	}
 	dataDir := cfg.DataPath()
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data folder: %w", err)
@@ -223,7 +237,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		exts:  map[string]*extension{},
 		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
 		seen: map[string]time.Time{}, busy: map[string]int{}, deact: map[string]chan struct{}{},
-		userIdle: minutes(cfg.Services.IdleMinutes, 10),
+		userIdle: minutes(cfg.Services.IdleMinutes, 10), slots: newSlotQueue(),
 		dataDir:  dataDir,
 		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
 	}
@@ -287,8 +301,9 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	h.bg.Add(1)
+	h.bg.Add(2)
 	go h.watchIdle()
+	go h.watchSlots()
 	logger.Info("host started", "extensions", len(h.exts), "data", dataDir)
 	return h, nil
 }
@@ -470,6 +485,15 @@ func (h *Host) ensureActive(ctx context.Context, user string) error {
 			actx, cancel := context.WithTimeout(h.life, activationTimeout)
 			defer cancel()
 			h.activateAll(actx, user)
+			// The idle clock counts from the end of the activation (or
+			// from the last use, when later): one that took longer than
+			// services.idleMinutes was idle already by the clock of its
+			// start, and deactivated as soon as it ended.
+			h.mu.Lock()
+			if h.active[user] == a {
+				h.seen[user] = time.Now()
+			}
+			h.mu.Unlock()
 		}()
 	}
 	h.mu.Unlock()

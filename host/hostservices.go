@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -111,9 +112,14 @@ func (s *hostServices) connect(ctx context.Context, name, user string, start fun
 	}
 	home := filepath.Join(s.h.dataDir, "users", user, s.ext, "data")
 	h, err := s.h.services.Connect(ctx, services.Key{Extension: s.ext, Service: name, User: user}, home, start)
+	w := slotWaiter{ext: s.ext, user: user}
 	if err != nil {
+		if errors.Is(err, services.ErrBusy) {
+			s.h.slots.add(w) // refreshed as soon as a slot frees (slots.go)
+		}
 		return nil, err
 	}
+	s.h.slots.remove(w)
 	return h, nil
 }
 

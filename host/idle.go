@@ -26,11 +26,12 @@ func (h *Host) busyUser(user string) (leave func()) {
 }
 
 // watchIdle deactivates the users who went idle: no call in flight, no
-// client session attached and no request for services.idleMinutes. Their
-// connections close and their processes stop, so that the slots of
-// services.maxProcesses free up for others (a user whose connect waited
-// for one, or was quarantined for want of one, gets it on its retry). It
-// runs until Close.
+// client session attached and no request for services.idleMinutes,
+// counted from the end of their activation or their last request,
+// whichever is later. Their connections close and their processes stop,
+// so that the slots of services.maxProcesses free up for others (a user
+// whose connect waits for one gets it; one who was quarantined for want of
+// one is refreshed at once, slots.go). It runs until Close.
 func (h *Host) watchIdle() {
 	defer h.bg.Done()
 	t := time.NewTicker(min(max(h.userIdle/4, 20*time.Millisecond), 30*time.Second))

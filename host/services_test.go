@@ -178,3 +178,37 @@ func TestSandboxConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleClockStartsAfterActivation: an activation that takes longer
+// than services.idleMinutes (its extension slow to get ready) leaves its
+// user active for idleMinutes after it ends, not deactivated at once by
+// the idle clock of its start; the user is deactivated once idle for that
+// long after it.
+func TestIdleClockStartsAfterActivation(t *testing.T) {
+	const idle = time.Second
+	te := &testExt{gate: make(chan struct{})}
+	h, err := host.New(context.Background(), &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"},
+		Services: host.ServicesConfig{IdleMinutes: idle.Minutes()}},
+		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: te}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	time.AfterFunc(2*idle, func() { close(te.gate) }) // the activation takes twice the idle time
+	if _, err := h.Tools(context.Background(), "slowpoke"); err != nil {
+		t.Fatal(err)
+	}
+	ready := time.Now()
+	deadline := ready.Add(10 * idle)
+	for slices.Contains(h.ActiveUsers(), "slowpoke") {
+		if time.Now().After(deadline) {
+			t.Fatalf("slowpoke is still active %v after the activation ended (idle %v)", time.Since(ready), idle)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The watcher may see the user idle a little before the caller saw the
+	// activation end; well over half the idle time must have passed.
+	if got := time.Since(ready); got < idle*6/10 {
+		t.Errorf("slowpoke was deactivated %v after its activation ended; want about %v (idleMinutes), counted from its end", got, idle)
+	}
+}

@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,13 +20,20 @@ import (
 // tool list stays the operator's notes server's, refresh after refresh.
 func TestNoSelfLoop(t *testing.T) {
 	b := build(t)
-	for name, allow := range map[string][]string{"default": nil, "loopback allowed": {"127.0.0.1/32", "::1/128"}} {
-		t.Run(name, func(t *testing.T) { noSelfLoop(t, b, allow) })
+	loopback := []string{"127.0.0.1/32", "::1/128"}
+	for name, allow := range map[string][]string{"default": nil, "loopback allowed": loopback} {
+		t.Run(name, func(t *testing.T) { noSelfLoop(t, b, allow, false) })
 	}
+	// listen 127.0.0.1:0: the extensions are told the port bound, not
+	// port 0 (which denied nothing, so loopback allowed reached the host).
+	t.Run("port 0, loopback allowed", func(t *testing.T) { noSelfLoop(t, b, loopback, true) })
 }
 
-func noSelfLoop(t *testing.T, b bins, allow []string) {
-	port := freePort(t)
+func noSelfLoop(t *testing.T, b bins, allow []string, port0 bool) {
+	port := 0
+	if !port0 {
+		port = freePort(t)
+	}
 	cfg := map[string]any{
 		"userServers": "url",
 		"mcpServers": map[string]any{
@@ -36,6 +45,13 @@ func noSelfLoop(t *testing.T, b bins, allow []string) {
 	}
 	e := newEnv(t, b, cfg, map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", port)})
 	e.startServe()
+	if port0 {
+		u, err := url.Parse(e.url)
+		if err != nil || u.Port() == "" || u.Port() == "0" {
+			t.Fatalf("the host's URL %q names no port bound", e.url)
+		}
+		port, _ = strconv.Atoi(u.Port())
+	}
 	notes := e.toolNames("alice")
 	if !hasPrefix(notes, "notes/") {
 		t.Fatalf("alice's tools before: %v", notes)

@@ -48,6 +48,12 @@ type Options struct {
 	// `agenthost --config <file> tools --user U` and the other verbs reach
 	// this host. A second server on the same data folder is refused.
 	ControlSocket bool
+	// Listener, when set, is the TCP listener [Server.Listen] returns
+	// (wrapped in TLS when the host's config has a certificate) instead of
+	// opening one on Addr: open it before the host, and pass its address
+	// to the host ([host.Options].ListenAddr), so that with port 0 the
+	// host's extensions are told the port bound, not port 0.
+	Listener net.Listener
 
 	// Set by tests only (export_test.go): address prefixes and the TLS
 	// trust of OAuth client ID metadata document fetches, and a shorter
@@ -80,6 +86,7 @@ type Server struct {
 	handler http.Handler
 	srv     *http.Server
 	tls     *tls.Config
+	ln      net.Listener    // Options.Listener, nil: Listen opens one
 	ctl     *control.Server // nil without Options.ControlSocket
 	stopRev func()
 
@@ -120,7 +127,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	if err := cfg.CheckListen(); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	s := &Server{h: h, cfg: cfg, log: logger, url: cfg.BaseURL()}
+	s := &Server{h: h, cfg: cfg, log: logger, url: cfg.BaseURL(), ln: o.Listener}
 	if cfg.TLS.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.Resolve(cfg.TLS.CertFile), cfg.Resolve(cfg.TLS.KeyFile))
 		if err != nil {
@@ -264,13 +271,16 @@ func (s *Server) ControlSocket() string {
 	return s.ctl.Path()
 }
 
-// Listen opens the listener of [Options.Addr] (TLS when the host's config
-// has a certificate) and fixes [Server.URL] to it. Pass it to
-// [Server.Serve].
+// Listen opens the listener of [Options.Addr], or takes
+// [Options.Listener] (TLS when the host's config has a certificate), and
+// fixes [Server.URL] to it. Pass it to [Server.Serve].
 func (s *Server) Listen() (net.Listener, error) {
-	ln, err := net.Listen("tcp", s.cfg.ListenAddr())
-	if err != nil {
-		return nil, fmt.Errorf("serve: listening: %w", err)
+	ln := s.ln
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", s.cfg.ListenAddr()); err != nil {
+			return nil, fmt.Errorf("serve: listening: %w", err)
+		}
 	}
 	s.useAddr(ln.Addr())
 	if s.tls != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -88,17 +89,22 @@ func (a *app) signInInProcess(ctx context.Context, cfg *host.Config, who, extNam
 	if err != nil {
 		return err
 	}
-	h, err := host.New(ctx, cfg, &host.Options{Logger: logger})
+	// Listened on first, as serve does: extensions are told the port bound.
+	tcp, err := net.Listen("tcp", cfg.ListenAddr())
 	if err != nil {
-		return err
+		return fmt.Errorf("no agenthost is running, and serving this sign-in here failed: listening: %w", err)
 	}
-	s, err := serve.New(h, &serve.Options{Logger: logger, ControlSocket: true})
+	h, err := host.New(ctx, cfg, &host.Options{Logger: logger, ListenAddr: tcp.Addr().String()})
 	if err != nil {
-		return errors.Join(err, h.Close())
+		return errors.Join(err, tcp.Close())
+	}
+	s, err := serve.New(h, &serve.Options{Logger: logger, ControlSocket: true, Listener: tcp})
+	if err != nil {
+		return errors.Join(err, tcp.Close(), h.Close())
 	}
 	ln, err := s.Listen()
 	if err != nil {
-		return errors.Join(fmt.Errorf("no agenthost is running, and serving this sign-in here failed: %w", err), s.Close(), h.Close())
+		return errors.Join(fmt.Errorf("no agenthost is running, and serving this sign-in here failed: %w", err), tcp.Close(), s.Close(), h.Close())
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(context.WithoutCancel(ctx), ln) }()

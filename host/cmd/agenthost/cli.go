@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"runtime/pprof"
 	"sort"
@@ -124,18 +125,24 @@ func (a *app) serveCmd() *cobra.Command {
 					_ = f.Close()
 				}()
 			}
-			h, err := host.New(ctx, cfg, &host.Options{Logger: logger})
+			// Listen before the host starts its extensions: they are told
+			// the address bound (with port 0, the port the system chose), so
+			// that no server may be pointed back at the host.
+			tcp, err := net.Listen("tcp", cfg.ListenAddr())
 			if err != nil {
-				return err
+				return fmt.Errorf("listening: %w", err)
 			}
-			s, err := serve.New(h, &serve.Options{Logger: logger, ControlSocket: true})
+			h, err := host.New(ctx, cfg, &host.Options{Logger: logger, ListenAddr: tcp.Addr().String()})
 			if err != nil {
-				_ = h.Close()
-				return err
+				return errors.Join(err, tcp.Close())
+			}
+			s, err := serve.New(h, &serve.Options{Logger: logger, ControlSocket: true, Listener: tcp})
+			if err != nil {
+				return errors.Join(err, tcp.Close(), h.Close())
 			}
 			ln, err := s.Listen()
 			if err != nil {
-				return errors.Join(err, s.Close(), h.Close())
+				return errors.Join(err, tcp.Close(), s.Close(), h.Close())
 			}
 			exts, _ := h.Extensions(ctx)
 			fmt.Fprintf(a.stdout, "agenthost %s serving %d extension(s) at %s (control socket %s); Ctrl-C to stop\n",

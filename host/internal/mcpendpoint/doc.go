@@ -23,7 +23,14 @@
 // answered with 2025-11-25, as the spec says. 2025-03-26 obliges servers to
 // accept JSON-RPC batches, so its sessions take them (at most 256
 // messages; answered with an array, or as events once the answer is a
-// stream); later revisions removed batches and get 400 for one. Tasks are offered from 2025-11-25.
+// stream); later revisions removed batches and get 400 for one. As JSON-RPC
+// 2.0 §6 says, each message of a batch is answered on its own: one that is
+// no valid message (or an initialize, which a batch may not hold) gets an
+// Invalid Request error, under its id when it is a request with a string
+// or number id (a request whose id an earlier one of the batch has gets
+// it under none), and the others run; a batch of notifications and responses
+// only gets 202, an empty one an Invalid Request error, a body that is not
+// JSON a Parse error. Tasks are offered from 2025-11-25.
 //
 // The stateless revision 2026-07-28 (server/discover, no sessions, every
 // request carrying its revision) is served on the same URL by go-sdk's

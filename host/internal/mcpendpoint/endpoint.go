@@ -462,6 +462,9 @@ func (e *Endpoint) route(w http.ResponseWriter, r *http.Request, p Principal) {
 		e.initialize(w, r, p, body)
 	case head.Method == "server/discover" || head.Params.Meta[mcp.MetaKeyProtocolVersion] != nil:
 		e.serveStateless(w, r, p)
+	case bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")):
+		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
+			"Bad Request: no session: a JSON-RPC batch cannot open one (initialize must be sent alone)")
 	default:
 		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
 			"Bad Request: no session: the first request must be initialize (or use protocol revision 2026-07-28)")

@@ -157,53 +157,68 @@ func (s *session) servePOST(w http.ResponseWriter, r *http.Request) {
 		s.e.bodyError(w, err)
 		return
 	}
-	msgs, batch, err := parseBody(body)
-	if err != nil {
-		writeRPCError(w, http.StatusBadRequest, nil, codeParseError, err.Error())
-		return
-	}
-	if batch && s.version != v20250326 {
+	in, perr := parseBody(body)
+	if in.batch && s.version != v20250326 {
 		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
 			"JSON-RPC batches are not supported: only protocol revision 2025-03-26 has them")
 		return
 	}
-	if len(msgs) > maxBatch {
-		// Each request of a batch runs at once: bound them before they start.
-		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
-			fmt.Sprintf("a JSON-RPC batch may hold at most %d messages", maxBatch))
+	if perr != nil {
+		writeRPCError(w, http.StatusBadRequest, nil, perr.code, perr.msg)
 		return
 	}
+	// A single message that is no valid request, notification or response
+	// is refused whole; in a batch (JSON-RPC 2.0 §6) it gets an error answer
+	// of its own and the others go on.
 	var calls []*rpcMsg
-	for i := range msgs {
-		m := &msgs[i]
-		if err := m.check(); err != nil {
-			writeRPCError(w, http.StatusBadRequest, m.ID, codeInvalidRequest, err.Error())
-			return
-		}
-		if m.Method != "" && hasID(m.ID) {
-			if m.Method == "initialize" {
-				writeRPCError(w, http.StatusBadRequest, m.ID, codeInvalidRequest, "the session is already initialized")
-				return
+	var refused [][]byte
+	var ids map[string]int // of a batch's requests: the message that has each id
+	for i := range in.msgs {
+		m := &in.msgs[i]
+		why, replyID := in.refusal(i), m.replyID()
+		if why == "" && in.batch && m.Method != "" && hasID(m.ID) {
+			// A second request with an id is refused under none: two
+			// answers with one id would leave the client guessing.
+			if ids == nil {
+				ids = make(map[string]int, len(in.msgs))
 			}
-			calls = append(calls, m)
+			key := idKey(m.ID)
+			if first, ok := ids[key]; ok {
+				why, replyID = fmt.Sprintf("message %d of the batch has the same id", first+1), nil
+			} else {
+				ids[key] = i
+			}
 		}
-	}
-	for i := range msgs {
-		m := &msgs[i]
 		switch {
+		case why != "" && !in.batch:
+			writeRPCError(w, http.StatusBadRequest, replyID, codeInvalidRequest, why)
+			return
+		case why != "":
+			refused = append(refused, errorMsg(replyID, &rpcError{code: codeInvalidRequest,
+				msg: fmt.Sprintf("message %d of the batch: %s", i+1, why)}))
 		case m.Method == "":
 			s.deliver(m)
 		case !hasID(m.ID):
 			s.notification(r.Context(), m)
+		default:
+			calls = append(calls, m)
 		}
 	}
-	if len(calls) == 0 {
+	if len(calls) == 0 && len(refused) == 0 {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	s.touch()
-	rsp := newResponder(w, batch, len(calls))
+	if len(calls) > 0 {
+		s.touch()
+	}
+	rsp := newResponder(w, in.batch, len(calls)+len(refused))
 	defer rsp.finish()
+	for _, b := range refused {
+		rsp.reply(b)
+	}
+	if len(calls) == 0 {
+		return
+	}
 	if len(calls) == 1 {
 		rsp.reply(s.handle(r.Context(), rsp, calls[0]))
 		return
@@ -217,6 +232,26 @@ func (s *session) servePOST(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	wg.Wait()
+}
+
+// refusal says why message i of a session's POST is refused, "" when it
+// is not: it is no message, no valid one, or an initialize (which opens a
+// session, and never travels in a batch).
+func (in *parsedBody) refusal(i int) string {
+	if in.batch && in.bad[i] != "" {
+		return in.bad[i]
+	}
+	m := &in.msgs[i]
+	if err := m.check(); err != nil {
+		return err.Error()
+	}
+	if m.Method == "initialize" && hasID(m.ID) {
+		if in.batch {
+			return "initialize must not be part of a JSON-RPC batch"
+		}
+		return "the session is already initialized"
+	}
+	return ""
 }
 
 // handle answers one request: the result or error message.

@@ -64,30 +64,117 @@ func idKey(id json.RawMessage) string {
 	return b.String()
 }
 
-// parseBody reads a POST body: one message, or a batch (a JSON array).
-func parseBody(body []byte) (msgs []rpcMsg, batch bool, err error) {
+// replyID is the id an error answer to m carries: m's when m is a
+// request (it has a method) with a string or number id, else none (null).
+// A would-be response's id names a request of ours, not the client's: an
+// error under it could fail another of the client's requests that has the
+// same id.
+func (m *rpcMsg) replyID() json.RawMessage {
+	if m.Method == "" || !hasID(m.ID) || m.ID[0] != '"' && m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9') {
+		return nil
+	}
+	return m.ID
+}
+
+// parsedBody is what a POST body holds: one message, or a batch (a JSON
+// array) of them.
+type parsedBody struct {
+	msgs  []rpcMsg
+	batch bool
+	// bad says, for each message of a batch, why its element is no
+	// JSON-RPC message at all ("" when it decoded; check it then).
+	bad []string
+}
+
+// parseBody reads a POST body. A body that is not JSON is a Parse error;
+// an empty batch, one of more than maxBatch elements, and a single message
+// that is JSON but no object of a message's fields are an Invalid Request.
+// A batch's elements are decoded one by one, so that each one that is no
+// message (a number, a string, an array, an object whose fields have the
+// wrong types) is marked in bad and answered on its own.
+func parseBody(body []byte) (parsedBody, *rpcError) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 {
-		return nil, false, errors.New("the body is empty")
+		return parsedBody{}, &rpcError{code: codeParseError, msg: "the body is empty"}
 	}
 	if trimmed[0] == '[' {
-		if err := json.Unmarshal(trimmed, &msgs); err != nil {
-			return nil, true, fmt.Errorf("malformed batch: %w", err)
-		}
-		if len(msgs) == 0 {
-			return nil, true, errors.New("the batch is empty")
-		}
-		return msgs, true, nil
+		return parseBatch(trimmed)
 	}
-	msgs = make([]rpcMsg, 1)
-	if json.Valid(trimmed) && fastMsg(trimmed, &msgs[0]) {
-		return msgs, false, nil
+	msgs := make([]rpcMsg, 1)
+	valid := json.Valid(trimmed)
+	if valid && fastMsg(trimmed, &msgs[0]) {
+		return parsedBody{msgs: msgs}, nil
 	}
 	msgs[0] = rpcMsg{}
 	if err := json.Unmarshal(trimmed, &msgs[0]); err != nil {
-		return nil, false, fmt.Errorf("malformed message: %w", err)
+		if valid {
+			return parsedBody{}, &rpcError{code: codeInvalidRequest, msg: notMessage(trimmed, err)}
+		}
+		return parsedBody{}, &rpcError{code: codeParseError, msg: "malformed message: " + err.Error()}
 	}
-	return msgs, false, nil
+	return parsedBody{msgs: msgs}, nil
+}
+
+// parseBatch reads a body that is a JSON array (see parseBody).
+func parseBatch(b []byte) (parsedBody, *rpcError) {
+	out := parsedBody{batch: true}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		return out, &rpcError{code: codeParseError, msg: "malformed batch: " + err.Error()}
+	}
+	switch {
+	case len(raws) == 0:
+		return out, &rpcError{code: codeInvalidRequest, msg: "the batch is empty"}
+	case len(raws) > maxBatch:
+		// Each request of a batch runs at once: bound them before they start.
+		return out, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("a JSON-RPC batch may hold at most %d messages", maxBatch)}
+	}
+	out.msgs = make([]rpcMsg, len(raws))
+	out.bad = make([]string, len(raws))
+	for i, raw := range raws {
+		m := &out.msgs[i]
+		switch {
+		case raw[0] != '{':
+			out.bad[i] = notMessage(raw, nil)
+		case fastMsg(raw, m):
+		default:
+			*m = rpcMsg{}
+			if err := json.Unmarshal(raw, m); err != nil {
+				out.bad[i] = notMessage(raw, err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// notMessage says why v, one valid JSON value, is no JSON-RPC message:
+// it is no object, or err, json.Unmarshal's into an rpcMsg, names the
+// field of the wrong type (jsonrpc or method: the others stay raw).
+func notMessage(v []byte, err error) string {
+	if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("%q must be a string, not a JSON %s", te.Field, te.Value)
+	}
+	if v[0] != '{' {
+		return "a JSON-RPC message must be an object, not " + jsonKind(v[0])
+	}
+	return "not a JSON-RPC message: " + err.Error()
+}
+
+// jsonKind names the kind of the JSON value that starts with c.
+func jsonKind(c byte) string {
+	switch c {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 // fastMsg fills m from b, one valid JSON value, when json.Unmarshal would

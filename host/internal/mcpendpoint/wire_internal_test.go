@@ -1,6 +1,7 @@
 package mcpendpoint
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -27,7 +28,11 @@ var parseSamples = []string{
 	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"caf\xc3\xa9\"}",
 	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}",
 	`{"jsonrpc":"2.0","id":1,"method":"a","params":[1,2]}`,
-	`"a string"`, `[]`, `null`, `{"jsonrpc":"2.0"`, `{"a":}`,
+	`"a string"`, `[]`, `null`, `{"jsonrpc":"2.0"`, `{"a":}`, `5`,
+	// Batches: each element a message of its own, or marked as none.
+	`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"id":2,"method":"ping"},{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}]`,
+	`[{"jsonrpc":"2.0","method":5,"id":1},[{"jsonrpc":"2.0","id":1,"method":"ping"}],1,"x",null,true,{"jsonrpc":"2.0","id":3}]`,
+	` [ {"jsonrpc":"2.0","id":"a","method":"tools\/call"} , {} ] `, `[1,]`, `[{"jsonrpc":"2.0"}`, `[] []`,
 }
 
 // TestParseBodyAsUnmarshal checks the plain path of parseBody (fastMsg)
@@ -53,29 +58,61 @@ func FuzzParseBody(f *testing.F) {
 
 func checkParse(t *testing.T, b []byte) {
 	t.Helper()
+	in, err := parseBody(b)
+	trimmed := bytes.TrimLeft(b, " \t\r\n")
+	if err != nil && (err.code == codeParseError) != !json.Valid(trimmed) {
+		t.Fatalf("%q: parseBody error %v, but json.Valid says %v", b, err, json.Valid(trimmed))
+	}
+	if in.batch {
+		checkBatch(t, trimmed, in, err)
+		return
+	}
 	var want rpcMsg
 	werr := json.Unmarshal(b, &want)
-	msgs, batch, err := parseBody(b)
-	if batch {
-		return // arrays are Unmarshal's alone
-	}
 	if (err != nil) != (werr != nil) {
 		t.Fatalf("%q: parseBody error %v, Unmarshal's %v", b, err, werr)
 	}
 	if err != nil {
 		return
 	}
-	if !reflect.DeepEqual(msgs[0], want) {
-		t.Fatalf("%q: parseBody %+v, Unmarshal %+v", b, msgs[0], want)
+	if !reflect.DeepEqual(in.msgs[0], want) {
+		t.Fatalf("%q: parseBody %+v, Unmarshal %+v", b, in.msgs[0], want)
 	}
 	if len(want.Params) == 0 {
 		return
 	}
 	var wantP callParams
 	perr := json.Unmarshal(want.Params, &wantP)
-	p, err := parseCallParams(want.Params)
-	if (err != nil) != (perr != nil) || err == nil && !reflect.DeepEqual(p, wantP) {
-		t.Fatalf("%q: parseCallParams %+v (%v), Unmarshal %+v (%v)", want.Params, p, err, wantP, perr)
+	p, err2 := parseCallParams(want.Params)
+	if (err2 != nil) != (perr != nil) || err2 == nil && !reflect.DeepEqual(p, wantP) {
+		t.Fatalf("%q: parseCallParams %+v (%v), Unmarshal %+v (%v)", want.Params, p, err2, wantP, perr)
+	}
+}
+
+// checkBatch checks parseBody's reading of a JSON array, element by
+// element, against json.Unmarshal's: an element is a message when it is an
+// object that Unmarshal decodes into an rpcMsg, and then the same one.
+func checkBatch(t *testing.T, b []byte, in parsedBody, err *rpcError) {
+	t.Helper()
+	var raws []json.RawMessage
+	if werr := json.Unmarshal(b, &raws); werr != nil || len(raws) == 0 || len(raws) > maxBatch {
+		if err == nil {
+			t.Fatalf("%q: parseBody took a batch that is not one (%d elements, %v)", b, len(raws), werr)
+		}
+		return
+	}
+	if err != nil || len(in.msgs) != len(raws) || len(in.bad) != len(raws) {
+		t.Fatalf("%q: parseBody %d messages, %d marks, %v; want %d", b, len(in.msgs), len(in.bad), err, len(raws))
+	}
+	for i, raw := range raws {
+		var want rpcMsg
+		werr := json.Unmarshal(raw, &want)
+		if ok := raw[0] == '{' && werr == nil; ok != (in.bad[i] == "") {
+			t.Fatalf("%q: element %d marked %q, Unmarshal's error %v", b, i, in.bad[i], werr)
+		}
+		if in.bad[i] == "" && !reflect.DeepEqual(in.msgs[i], want) {
+			t.Fatalf("%q: element %d %+v, Unmarshal %+v", b, i, in.msgs[i], want)
+		}
 	}
 }
 
@@ -86,11 +123,11 @@ func BenchmarkParseToolCall(b *testing.B) {
 	body := []byte(`{"jsonrpc":"2.0","id":12345,"method":"tools/call","params":{"name":"notes__echo","arguments":{"text":"hello, world"},"_meta":{"progressToken":"p-1"}}}`)
 	b.Run("endpoint", func(b *testing.B) {
 		for b.Loop() {
-			msgs, _, err := parseBody(body)
+			in, err := parseBody(body)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := parseCallParams(msgs[0].Params); err != nil {
+			if _, err := parseCallParams(in.msgs[0].Params); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,7 +3,7 @@
 // reference-counted, stopped after an idle time (close stdin, SIGTERM,
 // SIGKILL), capped in number (the least recently used idle process is
 // stopped first; when all are busy a connect waits a bounded time, then
-// fails clearly).
+// fails clearly with [ErrBusy]; [Manager.Freed] tells when to try again).
 //
 // Nothing a process starts outlives it: each runs in its own process
 // group and, where the host may create cgroups (cgroup v2), its own

@@ -259,7 +259,9 @@ func (m *Manager) PIDs() map[Key]int {
 }
 
 // ErrBusy is returned when every process slot stays busy for ConnectWait.
-var ErrBusy = errors.New("all service process slots are busy")
+// It matches [ext.ErrBusy]: the extension hears that it may try again
+// once a slot frees ([Manager.Freed]).
+var ErrBusy = ext.Mark(errors.New("all service process slots are busy"), ext.ErrBusy)
 
 // Connect returns a handle to key's process, starting it with start and
 // home (its HOME and default working directory) when none runs.
@@ -274,7 +276,10 @@ func (m *Manager) Connect(ctx context.Context, key Key, home string, start Start
 		if p, ok := m.procs[key]; ok && !p.stopping {
 			h, err := m.handleLocked(p)
 			m.mu.Unlock()
-			return h, err
+			if err != nil {
+				return nil, fmt.Errorf("connecting to %s: %w", key, err)
+			}
+			return h, nil
 		}
 		if m.runningLocked()+m.pending < m.opts.Max {
 			m.pending++
@@ -334,7 +339,24 @@ func (m *Manager) register(key Key, p *proc) (*Handle, error) {
 		h, err := m.handleLocked(other)
 		m.mu.Unlock()
 		p.stop()
-		return h, err
+		if err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", key, err)
+		}
+		return h, nil
+	}
+	// The handle first: a process whose handle cannot get its own copies
+	// of the pipes (descriptors exhausted) would be registered with no
+	// reference and nothing to stop it until an eviction or Close. It is
+	// never registered, and is stopped now.
+	h, err := m.handleLocked(p)
+	if err != nil {
+		m.mu.Unlock()
+		p.stop()
+		m.mu.Lock()
+		m.signalLocked() // its slot, counted as pending until now, is free
+		m.mu.Unlock()
+		m.logger.Warn("stopped a service process whose handle could not be made", "service", key.String(), "error", err)
+		return nil, fmt.Errorf("starting %s: %w", key, err)
 	}
 	if p.oneSession {
 		m.single[p] = struct{}{}
@@ -344,9 +366,31 @@ func (m *Manager) register(key Key, p *proc) (*Handle, error) {
 	m.wg.Add(1)
 	p.waiting = true
 	go p.wait()
-	h, err := m.handleLocked(p)
 	m.mu.Unlock()
-	return h, err
+	return h, nil
+}
+
+// Freed returns a channel closed when a slot may have freed: a process
+// exited or was stopped, one went idle (it may be stopped to make room),
+// a start failed. Call it again for the next.
+func (m *Manager) Freed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.slot
+}
+
+// Available returns how many processes could start now: the free slots
+// and the idle processes that a connect would stop to make room.
+func (m *Manager) Available() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.opts.Max - m.runningLocked() - m.pending
+	for _, p := range m.procs {
+		if p.refs == 0 && !p.stopping {
+			n++
+		}
+	}
+	return max(n, 0)
 }
 
 func (m *Manager) signalLocked() {
@@ -385,12 +429,12 @@ func (m *Manager) lruIdleLocked() *proc {
 func (m *Manager) handleLocked(p *proc) (*Handle, error) {
 	stdin, err := dupFile(p.stdin, "service-stdin")
 	if err != nil {
-		return nil, fmt.Errorf("duplicating the stdin of %s: %w", p.key, err)
+		return nil, fmt.Errorf("duplicating its stdin: %w", err)
 	}
 	stdout, err := dupFile(p.stdout, "service-stdout")
 	if err != nil {
 		_ = stdin.Close()
-		return nil, fmt.Errorf("duplicating the stdout of %s: %w", p.key, err)
+		return nil, fmt.Errorf("duplicating its stdout: %w", err)
 	}
 	p.refs++
 	m.seq++
@@ -401,6 +445,10 @@ func (m *Manager) handleLocked(p *proc) (*Handle, error) {
 	}
 	return &Handle{p: p, stdin: stdin, stdout: stdout}, nil
 }
+
+// dupFD is the dup step of [dupFile]; a test makes it fail as a process
+// out of descriptors does (EMFILE).
+var dupFD = syscall.Dup
 
 // dupFile duplicates f's descriptor without f.Fd(), which would switch the
 // shared file description to blocking mode and make reads uninterruptible
@@ -415,7 +463,7 @@ func dupFile(f *os.File, name string) (*os.File, error) {
 		nfd  int
 		derr error
 	)
-	if err := rc.Control(func(fd uintptr) { nfd, derr = syscall.Dup(int(fd)) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { nfd, derr = dupFD(int(fd)) }); err != nil {
 		return nil, err
 	}
 	if derr != nil {

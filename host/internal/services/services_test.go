@@ -381,3 +381,44 @@ func pidsWithEnv(kv string) []int {
 	}
 	return pids
 }
+
+// TestHandleWithoutDescriptorsStopsProcess: a start whose handle cannot
+// get its own copies of the pipes (the dup of its stdin, or of its
+// stdout, fails as it does with the descriptors exhausted) fails naming
+// the service, and its process is stopped and forgotten at once: before,
+// it stayed registered with no reference (and no idle timer) until an
+// eviction or Close. The manager goes on: the next connect starts it.
+func TestHandleWithoutDescriptorsStopsProcess(t *testing.T) {
+	for _, failAt := range []int{1, 2} {
+		t.Run(fmt.Sprintf("dup %d", failAt), func(t *testing.T) {
+			m := newManager(t, Options{Idle: time.Hour})
+			marker := fmt.Sprintf("DUPFAIL=%d-%d", os.Getpid(), failAt)
+			calls := 0
+			dupFD = func(fd int) (int, error) {
+				if calls++; calls == failAt {
+					return -1, syscall.EMFILE
+				}
+				return syscall.Dup(fd)
+			}
+			defer func() { dupFD = syscall.Dup }()
+			key := Key{Extension: "mcp", Service: "notes", User: "alice"}
+			_, err := m.Connect(context.Background(), key, t.TempDir(), spec("echo", marker))
+			if !errors.Is(err, syscall.EMFILE) || !strings.Contains(err.Error(), "mcp/notes for alice") {
+				t.Fatalf("connect: %v; want EMFILE naming mcp/notes for alice", err)
+			}
+			if n := m.Running(); n != 0 {
+				t.Errorf("%d processes registered after the failed start; want 0", n)
+			}
+			if pids := pidsWithEnv(marker); len(pids) != 0 {
+				t.Errorf("the process of the failed start still runs: %v", pids)
+			}
+			dupFD = syscall.Dup
+			h, err := m.Connect(context.Background(), key, t.TempDir(), spec("echo", marker))
+			if err != nil {
+				t.Fatalf("connect after the failure: %v", err)
+			}
+			echoOnce(t, h)
+			_ = h.Release()
+		})
+	}
+}
