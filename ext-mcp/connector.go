@@ -679,7 +679,7 @@ func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 		return c.callSDK(ctx, req, args, sess)
 	}
 	if err != nil {
-		return c.callError(req.Name, err)
+		return c.callError(ctx, req.Name, err)
 	}
 	// Only the top level's isError is read (in place); the result goes on
 	// as the server's bytes.
@@ -691,12 +691,17 @@ func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 }
 
 // callError maps a broken call: a protocol error is an error result naming
-// the server, anything else is the connection's trouble.
-func (c *conn) callError(tool string, err error) (*ext.CallToolResult, error) {
+// the server, anything else is the connection's trouble. A call that
+// failed for want of the user's sign-in marks ctx's call so (noteSignIn).
+func (c *conn) callError(ctx context.Context, tool string, err error) (*ext.CallToolResult, error) {
 	var (
 		werr *jsonrpc.Error
 		big  *tooLargeError
+		sie  *catalog.SignInError
 	)
+	if errors.As(err, &sie) {
+		noteSignIn(ctx)
+	}
 	if errors.As(err, &big) || c.overLimit(err, &big) {
 		return ext.ErrorResult("%s", big.Error()), nil
 	}
@@ -784,7 +789,7 @@ func (c *conn) callSDK(ctx context.Context, req *ext.CallToolRequest, args json.
 	}
 	res, err := c.cs.CallTool(ctx, p)
 	if err != nil {
-		return c.callError(req.Name, err)
+		return c.callError(ctx, req.Name, err)
 	}
 	return toResult(res)
 }

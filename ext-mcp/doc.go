@@ -78,7 +78,13 @@
 // retried and the connection kept. Every OAuth request goes through the
 // address guard of the server's own connections (below): a user's own
 // server's discovery and token requests may not reach internal addresses
-// either.
+// either. A call that fails for want of the user's sign-in (the server
+// waits for one, or the call found its grant dead) answers a client that
+// declared URL-mode elicitation with MCP 2025-11-25's URL elicitation
+// required error (-32042, [ext.CodeURLElicitationRequired]) carrying the
+// sign-in link, at most once a minute per user and server; other calls
+// and clients get the error result with the link. Nothing waits for the
+// person.
 //
 // # Beyond tools
 //

@@ -316,7 +316,10 @@ func checkUser(user string) error {
 }
 
 // CallTool implements [ext.ToolCaller]. A call without an identifiable user
-// is refused before anything is looked up or read.
+// is refused before anything is looked up or read. A call that failed
+// because its server waits for the user to sign in fails, for a client
+// that declared URL-mode elicitation, with the error that asks it to
+// show the sign-in link (see signInRequired).
 func (x *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error) {
 	if req == nil {
 		return nil, fmt.Errorf("extmcp: nil request: %w", ext.ErrInvalidArgument)
@@ -328,9 +331,16 @@ func (x *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 	if err != nil {
 		return nil, err
 	}
+	var mark *signInMark
+	if caps := ext.SessionOf(req.Session).Capabilities(); bytes.Contains(caps, []byte(`"url"`)) && ext.URLElicitation(caps) {
+		mark = new(signInMark)
+		ctx = context.WithValue(ctx, signInMarkKey{}, mark)
+	}
 	res, err := e.Call(ctx, req)
-	if err == nil && res != nil && res.IsError {
-		x.offerSignIn(ctx, e, req)
+	if mark != nil && err == nil && res != nil && res.IsError {
+		if serr := x.signInRequired(e, req, mark.Load()); serr != nil {
+			return nil, serr
+		}
 	}
 	return res, err
 }

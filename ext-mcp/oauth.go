@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -282,7 +283,7 @@ type grantKey struct{ owner, server, issuer, client, resource string }
 // the step-up scopes servers asked for, and the sign-ins under way.
 type oauthState struct {
 	mu      sync.Mutex
-	offered map[[2]string]time.Time // (user, server) → when the client was last asked to open the link
+	offered map[[2]string]offer // (user, server) → the last time a client was asked to open the link
 	sources map[grantKey]*grantSource
 	stepUp  map[[2]string][]string // (owner, server) → scopes a server asked for
 	flows   map[string]*flow       // by OAuth state
@@ -762,16 +763,42 @@ func (x *Extension) connAuthFor(owner string, d catalog.ServerDecl, g *grant) (*
 // one server.
 const offerInterval = time.Minute
 
-// offerSignIn asks the calling client to open the sign-in link (MCP
-// URL-mode elicitation) after a call failed because its server waits for
-// the user to sign in, when the client declared it can, at most once a
-// minute per user and server. The call's result does not wait for the
-// person: the agent may call again once signed in.
-func (x *Extension) offerSignIn(ctx context.Context, e *catalog.Engine, req *ext.CallToolRequest) {
-	sess := ext.SessionOf(req.Session)
-	if !urlElicitation(sess.Capabilities()) {
-		return
+// offer is a sign-in link offered to a client: when, and the URL
+// elicitation's ID, which the notification of the sign-in's end names.
+type offer struct {
+	at time.Time
+	id string
+}
+
+// signInMark is set when a call failed because its server wants the user
+// to sign in (a grant revoked or expired during the call): the call's
+// connection sets the one in the call's context (noteSignIn).
+type signInMark struct{ atomic.Bool }
+
+type signInMarkKey struct{}
+
+// noteSignIn marks the call of ctx as failed for want of a sign-in, when
+// its caller asked to know (a client that declared URL elicitation).
+func noteSignIn(ctx context.Context) {
+	if m, _ := ctx.Value(signInMarkKey{}).(*signInMark); m != nil {
+		m.Store(true)
 	}
+}
+
+// signInRequired is the error to fail a call with instead of its isError
+// result res, when the call failed because its server waits for the user
+// to sign in (already before the call, or failed says the call found
+// out) and the client declared URL-mode elicitation: MCP
+// 2025-11-25's URL elicitation required error (-32042), whose one
+// elicitation is the server's sign-in link, so that the client shows the
+// person the link and the call returns at once (the agent may call again
+// once signed in). It offers the link at most once a minute per user and
+// server, whichever of the user's clients calls: a call in between, like
+// a client's retry before the person signed in, gets res, whose text
+// holds the link too, so a client that retries on -32042 does not loop.
+// nil: answer with res (no such client, not waiting for sign-in, a shared
+// server only the operator signs in to, no public URL to open).
+func (x *Extension) signInRequired(e *catalog.Engine, req *ext.CallToolRequest, failed bool) error {
 	server, _, _ := strings.Cut(req.Name, "/")
 	x.mu.Lock()
 	public, name, cfg := x.publicURL, x.name, x.cfg
@@ -781,44 +808,50 @@ func (x *Extension) offerSignIn(ctx context.Context, e *catalog.Engine, req *ext
 		shared = shared || (n == server && s.Credentials == catalog.CredentialsShared)
 	})
 	if public == "" || shared {
-		return // nothing the user can open, or only the operator can sign in
+		return nil // nothing the user can open, or only the operator can sign in
 	}
-	waiting := false
+	waiting := failed
 	for _, st := range e.Status(req.User) {
 		waiting = waiting || (st.Name == server && st.State == ext.StateNeedsSignIn)
 	}
 	if !waiting {
-		return
+		return nil
 	}
 	k, now := [2]string{req.User, server}, time.Now()
 	x.oauth.mu.Lock()
-	if now.Sub(x.oauth.offered[k]) < offerInterval {
+	if now.Sub(x.oauth.offered[k].at) < offerInterval {
 		x.oauth.mu.Unlock()
-		return
+		return nil
 	}
 	if x.oauth.offered == nil {
-		x.oauth.offered = map[[2]string]time.Time{}
+		x.oauth.offered = map[[2]string]offer{}
 	}
-	x.oauth.offered[k] = now
+	id := rand.Text()
+	x.oauth.offered[k] = offer{at: now, id: id}
 	x.oauth.mu.Unlock()
-	params, _ := json.Marshal(map[string]string{
-		"mode": "url", "elicitationId": rand.Text(), "url": ext.SignInURL(public, name, server),
-		"message": fmt.Sprintf("MCP server %q needs you to sign in with your account there. Open the link, sign in, then try again.", server),
-	})
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if _, err := sess.Request(rctx, ext.MethodElicit, params); err != nil {
-		x.log.Debug("extmcp: the client did not take the sign-in link", "user", req.User, "server", server, "error", err)
-	}
+	msg := fmt.Sprintf("MCP server %q needs you to sign in with your account there. Open the link, sign in, then try again.", server)
+	data, _ := json.Marshal(map[string][]map[string]string{"elicitations": {{
+		"mode": "url", "elicitationId": id, "url": ext.SignInURL(public, name, server), "message": msg,
+	}}})
+	return &ext.RPCError{Code: ext.CodeURLElicitationRequired, Message: msg, Data: data}
 }
 
-// urlElicitation reports whether client capabilities declare URL-mode
-// elicitation ({"elicitation":{"url":{}}}).
-func urlElicitation(caps json.RawMessage) bool {
-	var c struct {
-		Elicitation *struct {
-			URL json.RawMessage `json:"url"`
-		} `json:"elicitation"`
+// offerDone tells owner's clients that the sign-in link offered them for
+// server was used (notifications/elicitation/complete, which the host
+// hands only to sessions that declared URL elicitation), and forgets the
+// offer: the next call that finds the server waiting offers the link at
+// once.
+func (x *Extension) offerDone(ctx context.Context, h ext.Host, owner, server string) {
+	k := [2]string{owner, server}
+	x.oauth.mu.Lock()
+	o, ok := x.oauth.offered[k]
+	delete(x.oauth.offered, k)
+	x.oauth.mu.Unlock()
+	if !ok {
+		return
 	}
-	return json.Unmarshal(caps, &c) == nil && c.Elicitation != nil && len(c.Elicitation.URL) > 0 && string(c.Elicitation.URL) != "null"
+	params, _ := json.Marshal(map[string]string{"elicitationId": o.id})
+	if err := h.Notify(ctx, owner, ext.MethodElicitationComplete, params); err != nil {
+		x.log.Debug("extmcp: telling the clients the sign-in is done", "user", owner, "server", server, "error", err)
+	}
 }

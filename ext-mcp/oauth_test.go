@@ -660,38 +660,107 @@ func TestOAuthConfiguredClient(t *testing.T) {
 	}
 }
 
-// TestOAuthOfferSignIn checks that a call to a server waiting for a
-// sign-in asks a client that can open URLs (URL-mode elicitation) to open
-// the link, once a minute at most, and leaves other clients alone.
-func TestOAuthOfferSignIn(t *testing.T) {
+// TestOAuthSignInRequired checks that a call to a server waiting for the
+// user's sign-in fails, for a client that declared URL-mode elicitation,
+// with the URL elicitation required error (-32042) carrying the sign-in
+// link, without asking the client anything (its session blocks every
+// request until the call ends: a call that waited for an answer would
+// never return); that within the minute the next call of that user to
+// that server, like a client's retry, gets the isError result with the
+// link instead; that a client without URL elicitation gets that result;
+// that another user gets an elicitation of their own while the first,
+// signed in, gets their own data, no one else's; and that a call that
+// finds the grant revoked fails with the elicitation too.
+func TestOAuthSignInRequired(t *testing.T) {
 	as := startOAuth(t)
 	f := newFixtureAt(t, "grpc-socket", oauthConfig(as, ""), publicURL, nil)
 	f.activate("alice")
-	var mu sync.Mutex
-	var asked []string
-	sess := &exttest.Session{Caps: json.RawMessage(`{"elicitation":{"url":{}}}`),
-		Answer: func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-			mu.Lock()
-			asked = append(asked, method+" "+string(params))
-			mu.Unlock()
-			return json.RawMessage(`{"action":"accept"}`), nil
-		}}
-	plain := &exttest.Session{}
+	f.activate("bob")
+	link := publicURL + "/settings/connect/mcp/o"
+	blocking := func() *exttest.Session {
+		return &exttest.Session{Caps: json.RawMessage(`{"elicitation":{"url":{}}}`),
+			Answer: func(ctx context.Context, _ string, _ json.RawMessage) (json.RawMessage, error) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}}
+	}
 	tc := f.e.(ext.ToolCaller)
-	for _, s := range []*exttest.Session{sess, sess, plain} {
-		res, err := tc.CallTool(ctx(t), &ext.CallToolRequest{User: "alice", Name: "o/whoami", Arguments: json.RawMessage(`{}`), Session: s})
-		if err != nil || !res.IsError {
-			t.Fatalf("a call before signing in: %v %+v", err, res)
+	call := func(user string, s *exttest.Session) (*ext.CallToolResult, error) {
+		return tc.CallTool(ctx(t), &ext.CallToolRequest{User: user, Name: "o/whoami", Arguments: json.RawMessage(`{}`), Session: s})
+	}
+	elicitation := func(user string, err error) map[string]string {
+		t.Helper()
+		var re *ext.RPCError
+		if !errors.As(err, &re) || re.Code != ext.CodeURLElicitationRequired {
+			t.Fatalf("%s's call before signing in: %v; want the URL elicitation required error", user, err)
+		}
+		var data struct{ Elicitations []map[string]string }
+		if err := json.Unmarshal(re.Data, &data); err != nil || len(data.Elicitations) != 1 {
+			t.Fatalf("%s's error data %s (%v); want one elicitation", user, re.Data, err)
+		}
+		el := data.Elicitations[0]
+		if el["mode"] != "url" || el["url"] != link || el["elicitationId"] == "" || !strings.Contains(el["message"], `"o"`) {
+			t.Errorf("%s's elicitation %v; want mode url, the link %s, an ID and a message naming the server", user, el, link)
+		}
+		return el
+	}
+	aliceSess := blocking()
+	_, err := call("alice", aliceSess)
+	aliceEl := elicitation("alice", err)
+
+	// A retry within the minute, and a client without URL elicitation:
+	// the isError result with the link.
+	plain := &exttest.Session{}
+	for _, s := range []*exttest.Session{aliceSess, plain} {
+		res, err := call("alice", s)
+		if err != nil || !res.IsError || !strings.Contains(res.Text(), link) {
+			t.Errorf("a call within the minute: %v %+v; want the isError result with the link", err, res)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(asked) != 1 || !strings.HasPrefix(asked[0], ext.MethodElicit) || !strings.Contains(asked[0], `"mode":"url"`) ||
-		!strings.Contains(asked[0], publicURL+"/settings/connect/mcp/o") {
-		t.Errorf("the client was asked %q; want one URL elicitation with the link", asked)
+	if asked := append(aliceSess.Asked(), plain.Asked()...); len(asked) != 0 {
+		t.Errorf("the clients were asked %q; want nothing", asked)
 	}
-	if n := len(plain.Asked()); n != 0 {
-		t.Errorf("a client without URL elicitation was asked %d time(s)", n)
+
+	// Alice signs in: her clients hear that the elicitation is complete;
+	// bob, not signed in, hears nothing and gets an elicitation of his own.
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	eventually(t, "alice's grant is used", func() bool { return f.whoami("alice") == login })
+	var done []string
+	for _, n := range f.h.Notifications("") {
+		if n.Method == ext.MethodElicitationComplete {
+			done = append(done, n.User+" "+string(n.Params))
+		}
+	}
+	if want := `alice {"elicitationId":"` + aliceEl["elicitationId"] + `"}`; len(done) != 1 || done[0] != want {
+		t.Errorf("elicitation complete notifications %q; want %q", done, want)
+	}
+	bobSess := blocking()
+	_, err = call("bob", bobSess)
+	var re *ext.RPCError
+	_ = errors.As(err, &re)
+	bobEl := elicitation("bob", err)
+	if bobEl["elicitationId"] == aliceEl["elicitationId"] || strings.Contains(re.Message+string(re.Data), "alice") ||
+		strings.Contains(re.Message+string(re.Data), login) {
+		t.Errorf("bob's error %s %s names alice or her elicitation", re.Message, re.Data)
+	}
+	res, err := call("alice", blocking())
+	if err != nil || res.IsError || !strings.Contains(res.Text(), login) {
+		t.Errorf("alice's call after signing in: %v %+v", err, res)
+	}
+
+	// Carol's grant is revoked at the provider: the call that finds out
+	// (the server still connected) fails with the elicitation at once.
+	f.activate("carol")
+	carolLogin := canary("carol")
+	f.signIn("carol", "o", carolLogin)
+	eventually(t, "carol's grant is used", func() bool { return f.whoami("carol") == carolLogin })
+	as.revoke(carolLogin)
+	carolSess := blocking()
+	_, err = call("carol", carolSess)
+	elicitation("carol", err)
+	if asked := carolSess.Asked(); len(asked) != 0 {
+		t.Errorf("carol's client was asked %q; want nothing", asked)
 	}
 }
 

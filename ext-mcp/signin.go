@@ -495,7 +495,7 @@ func (x *Extension) CompleteAuth(ctx context.Context, req *ext.CompleteAuthReque
 		return nil, fmt.Errorf("signing in to MCP server %q failed: %s", f.server, signInFailure(redactCode(f.err, q.Get("code"))))
 	}
 	// The server is connected again with the new grant.
-	_, _, e, err := x.state()
+	h, _, e, err := x.state()
 	if err == nil {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		if f.owner == OperatorUser {
@@ -509,6 +509,9 @@ func (x *Extension) CompleteAuth(ctx context.Context, req *ext.CompleteAuthReque
 		}
 	}
 	x.log.Info("extmcp: signed in", "user", f.owner, "server", f.server)
+	if h != nil && f.owner != OperatorUser {
+		x.offerDone(ctx, h, f.owner, f.server)
+	}
 	return &ext.CompleteAuthResult{Message: fmt.Sprintf("Connected to %s.", f.server)}, nil
 }
 

@@ -509,7 +509,11 @@ func dispatchCall(ctx context.Context, impl Extension, open *extpb.CallOpen, ses
 	result, details, isError, err := runCall(ctx, impl, open, sess)
 	if err != nil {
 		code, msg := statusOf(err)
-		return &extpb.CallEnd{Code: code, Error: msg}
+		end := &extpb.CallEnd{Code: code, Error: msg}
+		if re := (*RPCError)(nil); errors.As(err, &re) {
+			end.RpcError = rpcErrorToProto(re)
+		}
+		return end
 	}
 	return &extpb.CallEnd{Result: result, Details: details, IsError: isError}
 }

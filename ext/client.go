@@ -84,7 +84,10 @@ func (c *Client) call(ctx context.Context, open *extpb.CallOpen, sess Session) (
 	if err != nil {
 		return nil, err
 	}
-	if end.GetCode() != 0 {
+	switch {
+	case end.GetRpcError() != nil:
+		return nil, rpcErrorFromProto(end.GetRpcError())
+	case end.GetCode() != 0:
 		return nil, errorOf(end.GetCode(), end.GetError())
 	}
 	return end, nil

@@ -36,7 +36,10 @@ type Extension interface {
 //
 // CallTool is called concurrently. A tool that fails returns a result with
 // IsError set; an error return means the call itself broke (an unknown tool
-// is [ErrNotFound]).
+// is [ErrNotFound]). An error that is (or wraps) an [*RPCError] with code
+// [CodeURLElicitationRequired] asks the client to open the URLs in its
+// data first: the host answers the client's tools/call with that JSON-RPC
+// error as it is, where it answers other errors with an isError result.
 type ToolCaller interface {
 	CallTool(ctx context.Context, req *CallToolRequest) (*CallToolResult, error)
 }

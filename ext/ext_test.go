@@ -96,6 +96,9 @@ func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.
 		return nil, ctx.Err()
 	case "test/fail":
 		return ext.ErrorResult("failed for %s", req.User), nil
+	case "test/elicit":
+		return nil, fmt.Errorf("wrapped: %w", &ext.RPCError{Code: ext.CodeURLElicitationRequired, Message: "open a link, " + req.User,
+			Data: json.RawMessage(`{"elicitations":[{"mode":"url","elicitationId":"e-` + req.User + `","url":"https://example.com/` + req.User + `","message":"m"}]}`)})
 	case "test/session":
 		return sessionTool(ctx, req)
 	case "test/secret":
@@ -240,6 +243,13 @@ func TestRoundTrip(t *testing.T) {
 			}
 			if f, _ := res.Fields(); !f.IsError || res.Text() != "failed for bob" {
 				t.Errorf("fail result = %s; want an IsError result", mustJSON(t, res))
+			}
+			// A call that fails with a JSON-RPC error: it arrives whole.
+			_, err = tc.CallTool(ctx, &ext.CallToolRequest{User: "bob", Name: "test/elicit"})
+			var re *ext.RPCError
+			if !errors.As(err, &re) || re.Code != ext.CodeURLElicitationRequired || re.Message != "open a link, bob" ||
+				string(re.Data) != `{"elicitations":[{"mode":"url","elicitationId":"e-bob","url":"https://example.com/bob","message":"m"}]}` {
+				t.Errorf("elicit error = %#v; want the tool's RPCError whole", err)
 			}
 			_, err = tc.CallTool(ctx, &ext.CallToolRequest{Name: "nope"})
 			if !errors.Is(err, ext.ErrNotFound) || !strings.Contains(err.Error(), `tool "nope"`) {

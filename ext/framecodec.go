@@ -15,8 +15,8 @@ import (
 // which cost each side a measurable share of a tool call (~10% of the
 // extension process's CPU per call, ~5% of the host's). The bytes are the
 // same protobuf: what the fast path does not know (another frame, an
-// unknown or repeated field, a string that is not UTF-8) goes through
-// proto, which then also gives its errors.
+// unknown or repeated field, an end's JSON-RPC error, a string that is
+// not UTF-8) goes through proto, which then also gives its errors.
 
 // appendFrame appends f's protobuf encoding to b.
 func appendFrame(b []byte, f *extpb.CallFrame) ([]byte, error) {
@@ -38,7 +38,7 @@ func appendFrame(b []byte, f *extpb.CallFrame) ([]byte, error) {
 			return appendBytes(b, 9, o.Capabilities), nil
 		}
 	case *extpb.CallFrame_End:
-		if e := body.End; e != nil && utf8.ValidString(e.Error) {
+		if e := body.End; e != nil && e.RpcError == nil && utf8.ValidString(e.Error) {
 			b = appendCall(b, f.Call)
 			b = protowire.AppendTag(b, 3, protowire.BytesType)
 			b = protowire.AppendVarint(b, uint64(endSize(e)))

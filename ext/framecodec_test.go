@@ -29,6 +29,8 @@ func frameSamples() []*extpb.CallFrame {
 		// Strings that are not UTF-8 are proto's to refuse.
 		{Call: 11, Body: &extpb.CallFrame_Open{Open: &extpb.CallOpen{Method: "tools/call", UserId: "\xff"}}},
 		{Call: 12, Body: &extpb.CallFrame_End{End: &extpb.CallEnd{Error: "\xfe"}}},
+		{Call: 13, Body: &extpb.CallFrame_End{End: &extpb.CallEnd{Code: 2, Error: "sign in (code -32042)",
+			RpcError: &extpb.RPCError{Code: -32042, Message: "sign in", Data: []byte(`{"elicitations":[]}`)}}}},
 	}
 }
 

@@ -24,8 +24,10 @@ type Host interface {
 	SetUserCatalog(ctx context.Context, user string, c *Catalog) error
 	// Notify sends a notification to every open client session of the user
 	// that wants it: [MethodLogMessage] (params as MCP defines them; the
-	// host filters by each session's log level) or
-	// [MethodResourceUpdated] (to the sessions subscribed to that URI).
+	// host filters by each session's log level), [MethodResourceUpdated]
+	// (to the sessions subscribed to that URI) or
+	// [MethodElicitationComplete] (to the sessions that declared URL
+	// elicitation).
 	Notify(ctx context.Context, user, method string, params json.RawMessage) error
 	// RequestUser asks the user's most recently active client session
 	// that declared the capability, outside any request: for instance

@@ -59,7 +59,23 @@ const (
 	// MethodRootsChanged is what the host tells extensions when a client
 	// reports that its roots changed ([SessionListener]).
 	MethodRootsChanged = "notifications/roots/list_changed"
+	// MethodElicitationComplete says the out-of-band interaction of a URL
+	// elicitation ended (MCP 2025-11-25): params {"elicitationId":...}.
+	// The host hands it only to the user's sessions that declared URL
+	// elicitation ([URLElicitation]).
+	MethodElicitationComplete = "notifications/elicitation/complete"
 )
+
+// URLElicitation reports whether the raw capabilities object caps
+// declares URL-mode elicitation ({"elicitation":{"url":{}}}).
+func URLElicitation(caps json.RawMessage) bool {
+	var c struct {
+		Elicitation *struct {
+			URL json.RawMessage `json:"url"`
+		} `json:"elicitation"`
+	}
+	return json.Unmarshal(caps, &c) == nil && c.Elicitation != nil && len(c.Elicitation.URL) > 0 && string(c.Elicitation.URL) != "null"
+}
 
 // SessionCapability returns the capability a session method needs
 // ("sampling", "elicitation", "roots"), or "" for methods that need none.
@@ -94,12 +110,19 @@ func HasCapability(caps json.RawMessage, name string) bool {
 
 // RPCError is a JSON-RPC error a client (or an MCP server) answered with.
 // It crosses the wire whole, so an extension can pass a client's refusal
-// on to the server that asked.
+// on to the server that asked; one that an extension's call returns
+// (or wraps) crosses whole too, for the host to answer its client with.
 type RPCError struct {
 	Code    int64
 	Message string
 	Data    json.RawMessage
 }
+
+// CodeURLElicitationRequired is the JSON-RPC error code of MCP
+// 2025-11-25's URLElicitationRequiredError: the request needs the user to
+// open the URLs of the error's data ({"elicitations":[{"mode":"url",
+// "elicitationId":…,"url":…,"message":…}]}) first.
+const CodeURLElicitationRequired = -32042
 
 func (e *RPCError) Error() string {
 	return fmt.Sprintf("%s (code %d)", e.Message, e.Code)

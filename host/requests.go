@@ -114,7 +114,7 @@ func (ss *sessions) of(user string) []*attached {
 // decides whether it wants it (log level, subscriptions).
 func (h *Host) notifyUser(ctx context.Context, user, method string, params json.RawMessage) error {
 	switch method {
-	case ext.MethodLogMessage, ext.MethodResourceUpdated:
+	case ext.MethodLogMessage, ext.MethodResourceUpdated, ext.MethodElicitationComplete:
 	default:
 		return fmt.Errorf("extensions may not send %q to clients: %w", method, ext.ErrInvalidArgument)
 	}

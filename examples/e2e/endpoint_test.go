@@ -32,19 +32,29 @@ type client struct {
 }
 
 func connect(t *testing.T, url, token string) (*client, error) {
+	return connectWith(t, url, token, nil, "")
+}
+
+// connectWith is connect with the client's options opts (nil: none; its
+// ToolListChangedHandler is connect's), pinned to protocol version ("":
+// go-sdk's choice).
+func connectWith(t *testing.T, url, token string, opts *mcp.ClientOptions, version string) (*client, error) {
 	c := &client{changed: make(chan struct{}, 16)}
-	mc := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			select {
-			case c.changed <- struct{}{}:
-			default:
-			}
-		},
-	})
+	o := mcp.ClientOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	o.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case c.changed <- struct{}{}:
+		default:
+		}
+	}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, &o)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerRT{token}}, MaxRetries: -1}, nil)
+		HTTPClient: &http.Client{Transport: bearerRT{token}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		return nil, err
 	}

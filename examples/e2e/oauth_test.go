@@ -2,9 +2,11 @@ package e2e_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,8 +16,12 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // provider is the example OAuth server (examples/servers/oauth): an MCP
@@ -313,16 +319,46 @@ func TestOAuthEndToEnd(t *testing.T) {
 		}
 	}
 
-	// Alice withdraws access at the provider: the next call says so, with
-	// the link; the server needs sign-in again; tools fails again.
-	resp, err := http.Post(as.base+"/admin/revoke?login="+url.QueryEscape(aliceLogin), "", nil)
+	// Alice withdraws access at the provider. Her next call, from a client
+	// (on a session) that declared URL elicitation, fails at once with the
+	// URL elicitation required error carrying the sign-in link (the
+	// client's handler is never asked: nothing waits for the person); the
+	// server needs sign-in again; tools fails again.
+	var elicited atomic.Int32
+	completed := make(chan string, 4)
+	ec, err := connectWith(t, host, tok, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			elicited.Add(1)
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			completed <- r.Params.ElicitationID
+		},
+	}, "2025-11-25")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	res, err := mc.call(t, "o__whoami", map[string]any{})
-	if err != nil || !res.IsError || !strings.Contains(text(res), "revoked") || !strings.Contains(text(res), link) {
-		t.Errorf("alice's call after the revocation: %v %q; want an error naming the sign-in, with the link", err, text(res))
+	revoke := func(login string) {
+		resp, err := http.Post(as.base+"/admin/revoke?login="+url.QueryEscape(login), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	revoke(aliceLogin)
+	_, err = ec.call(t, "o__whoami", map[string]any{})
+	var re *jsonrpc.Error
+	var data struct{ Elicitations []*mcp.ElicitParams }
+	if !errors.As(err, &re) || re.Code != mcp.CodeURLElicitationRequired || json.Unmarshal(re.Data, &data) != nil ||
+		len(data.Elicitations) != 1 || data.Elicitations[0].Mode != "url" || data.Elicitations[0].URL != link ||
+		data.Elicitations[0].ElicitationID == "" {
+		t.Errorf("alice's call after the revocation: %v; want -32042 with the link %s", err, link)
+	} else if answer := re.Message + string(re.Data); strings.Contains(answer, bobLogin) || strings.Contains(answer, aliceLogin) {
+		t.Errorf("the elicitation names an account: %s", answer)
+	}
+	if n := elicited.Load(); n != 0 {
+		t.Errorf("alice's client was asked to elicit %d time(s); want none", n)
 	}
 	eventually(t, "alice's server needs sign-in again", func() bool {
 		return strings.Contains(e.must("", "status", "--user", "alice"), "needs sign-in")
@@ -333,6 +369,50 @@ func TestOAuthEndToEnd(t *testing.T) {
 	// Bob is untouched.
 	if out := e.must("", "call", "--user", "bob", "o/whoami", "{}"); !strings.Contains(out, bobLogin) {
 		t.Errorf("bob after alice's revocation: %s", out)
+	}
+	// Alice signs in again: her client hears that the elicitation it was
+	// given is complete, and her calls work again.
+	out = e.must("", "auth", "login", "--user", "alice", "--no-wait", "o")
+	var againURL string
+	for _, l := range strings.Split(out, "\n") {
+		if s := strings.TrimSpace(l); strings.HasPrefix(s, "http") {
+			againURL = s
+		}
+	}
+	back = as.signInAt(againURL, aliceLogin)
+	if c, _, p := fetch(t, browse(), "GET", back, nil); c != http.StatusOK || !strings.Contains(p, "Connected to o.") {
+		t.Errorf("alice's second sign-in: %d\n%s", c, p)
+	}
+	if len(data.Elicitations) == 1 {
+		select {
+		case id := <-completed:
+			if id != data.Elicitations[0].ElicitationID {
+				t.Errorf("the completion names elicitation %q, want %q", id, data.Elicitations[0].ElicitationID)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("alice's client never heard that the sign-in was done")
+		}
+	}
+	eventually(t, "alice's calls work again", func() bool {
+		res, err := ec.call(t, "o__whoami", map[string]any{})
+		return err == nil && !res.IsError && strings.Contains(fmt.Sprint(res.StructuredContent), aliceLogin)
+	})
+	// Bob withdraws access too: his agent, which declared no URL
+	// elicitation, gets the isError result that says so, with the link,
+	// and nothing of alice's.
+	bc, err := connect(t, host, strings.TrimSpace(e.must("", "token", "create", "--user", "bob", "--name", "e2e")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := bc.call(t, "o__whoami", map[string]any{}); err != nil || res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), bobLogin) {
+		t.Fatalf("bob's agent calls o__whoami: %v %+v", err, res)
+	}
+	revoke(bobLogin)
+	res, err := bc.call(t, "o__whoami", map[string]any{})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "revoked") || !strings.Contains(text(res), link) {
+		t.Errorf("bob's call after the revocation: %v %+v; want an error naming the sign-in, with the link", err, res)
+	} else if strings.Contains(text(res), aliceLogin) || strings.Contains(text(res), "alice") {
+		t.Errorf("bob's error names alice: %q", text(res))
 	}
 }
 

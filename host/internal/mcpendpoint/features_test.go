@@ -700,3 +700,112 @@ func TestStatelessRevoked(t *testing.T) {
 		})
 	}
 }
+
+// TestURLElicitationRequired: a call whose extension fails it with the
+// URL elicitation required error (-32042, MCP 2025-11-25) is answered
+// with that JSON-RPC error, its message and data as the extension gave
+// them, on a session and on the stateless revision (the fast path's
+// answer is compared with go-sdk's in TestStatelessFastSameAnswers);
+// another JSON-RPC error of a call, or a -32042 without data, is still an
+// isError result that does not pass the extension's words on.
+func TestURLElicitationRequired(t *testing.T) {
+	e := newEnv(t, nil)
+	e.host.SetTools("alice", tool("gh/issues", "List issues.", ""), tool("gh/other", "", ""), tool("gh/nodata", "", ""))
+	data := `{"elicitations":[{"mode":"url","elicitationId":"e-alice","url":"https://host.example/signin/gh?u=alice","message":"Sign in to gh"}]}`
+	e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
+		switch req.Name {
+		case "gh/issues":
+			return nil, fmt.Errorf("extension %q: %w", "mcp", &ext.RPCError{Code: ext.CodeURLElicitationRequired, Message: "gh needs you to sign in", Data: json.RawMessage(data)})
+		case "gh/nodata":
+			return nil, &ext.RPCError{Code: ext.CodeURLElicitationRequired, Message: "secret words, no data"}
+		}
+		return nil, &ext.RPCError{Code: -1, Message: "secret words of another error", Data: json.RawMessage(`{}`)}
+	})
+	for _, version := range []string{"2025-11-25", ""} {
+		t.Run("version "+version, func(t *testing.T) {
+			c, err := e.connect(t, aliceTok, version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.tryCall("gh__issues", `{}`)
+			var re *jsonrpc.Error
+			if !errors.As(err, &re) || re.Code != mcp.CodeURLElicitationRequired || re.Message != "gh needs you to sign in" {
+				t.Fatalf("call = %v; want the -32042 error", err)
+			}
+			var got struct {
+				Elicitations []*mcp.ElicitParams `json:"elicitations"`
+			}
+			if err := json.Unmarshal(re.Data, &got); err != nil || len(got.Elicitations) != 1 ||
+				got.Elicitations[0].Mode != "url" || got.Elicitations[0].URL != "https://host.example/signin/gh?u=alice" ||
+				got.Elicitations[0].ElicitationID != "e-alice" {
+				t.Errorf("data = %s (%v)", re.Data, err)
+			}
+			for _, name := range []string{"gh__other", "gh__nodata"} {
+				res, err := c.tryCall(name, `{}`)
+				if err != nil || !res.IsError || strings.Contains(text(res), "secret words") {
+					t.Errorf("%s = %+v, %v; want an isError result without the extension's words", name, res, err)
+				}
+			}
+		})
+	}
+}
+
+// TestElicitationComplete: notifications/elicitation/complete that an
+// extension sends a user reaches that user's sessions that declared URL
+// elicitation, on their standalone streams, and no other session (one
+// that declared form elicitation only hears the log message sent after
+// it, on the same ordered stream, and nothing before).
+func TestElicitationComplete(t *testing.T) {
+	e := newEnv(t, nil)
+	done := make(chan string, 64)
+	elicit := func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}
+	e.session(t, aliceTok, "2025-11-25", &mcp.ClientOptions{
+		Capabilities:               &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler:         elicit,
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) { done <- r.Params.ElicitationID },
+	})
+	formDone := make(chan string, 64)
+	logs := make(chan *mcp.LoggingMessageParams, 64)
+	form := e.session(t, aliceTok, "2025-11-25", &mcp.ClientOptions{
+		ElicitationHandler: elicit,
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			formDone <- r.Params.ElicitationID
+		},
+		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { logs <- r.Params },
+	})
+	if err := form.SetLoggingLevel(tctx(t), &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStream(t, e, logs)
+	waitFor(t, "the URL elicitation session to hear the completion", func() bool {
+		e.host.Notify(context.Background(), "alice", ext.MethodElicitationComplete, json.RawMessage(`{"elicitationId":"e1"}`))
+		select {
+		case id := <-done:
+			if id != "e1" {
+				t.Errorf("completion of %q", id)
+			}
+			return true
+		case <-time.After(20 * time.Millisecond):
+			return false
+		}
+	})
+	for len(logs) > 0 {
+		<-logs
+	}
+	e.host.Notify(context.Background(), "alice", ext.MethodLogMessage, json.RawMessage(`{"level":"error","logger":"x","data":"after"}`))
+	for heard := false; !heard; {
+		select {
+		case l := <-logs:
+			heard = l.Data == "after"
+		case <-time.After(5 * time.Second):
+			t.Fatal("the log message sent after the completion did not arrive")
+		}
+	}
+	select {
+	case id := <-formDone:
+		t.Errorf("a session without URL elicitation heard the completion of %q", id)
+	default:
+	}
+}

@@ -212,10 +212,13 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 	if string(p.Task) == "null" {
 		p.Task = nil
 	}
-	res, failed := s.e.callHost(ctx, &api.CallRequest{
+	res, failed, rerr := s.e.callHost(ctx, &api.CallRequest{
 		User: s.p.User, Conversation: s.conv, Name: ent.original, Arguments: p.Arguments,
 		ProgressToken: rs.token, Meta: meta, Task: p.Task, Session: rs,
 	}, ent, s.isClosed)
+	if rerr != nil {
+		return nil, rerr
+	}
 	if failed != "" {
 		return errorResult(failed), nil
 	}
@@ -244,18 +247,39 @@ func (ent *entry) refusal() json.RawMessage {
 // callHost runs req, a call of ent, through the host (every revision's
 // calls do): the host's result, or when the call failed the text of the
 // error result to answer with, which words the kind of failure (the
-// host's own message may name internals: it is only logged). closed, when
-// set, reports whether the caller's session closed meanwhile.
-func (e *Endpoint) callHost(ctx context.Context, req *api.CallRequest, ent *entry, closed func() bool) (*ext.CallToolResult, string) {
+// host's own message may name internals: it is only logged), or the
+// JSON-RPC error to answer with when the extension asked for one the
+// client acts on (URL elicitation required: its data holds the links for
+// the user, see [elicitationRequired]). closed, when set, reports whether
+// the caller's session closed meanwhile.
+func (e *Endpoint) callHost(ctx context.Context, req *api.CallRequest, ent *entry, closed func() bool) (*ext.CallToolResult, string, *rpcError) {
 	res, err := e.host.CallTool(ctx, req)
 	if err == nil && res == nil {
 		err = fmt.Errorf("the host returned no result: %w", ext.ErrUnavailable)
 	}
+	if re := elicitationRequired(err); re != nil {
+		e.log.Info("mcp: a tool call needs the user to open a link first", "user", req.User, "tool", ent.original)
+		return nil, "", re
+	}
 	if err != nil {
 		e.log.Warn("mcp: a tool call failed", "user", req.User, "tool", ent.original, "err", err)
-		return nil, fmt.Sprintf(callErrorText(ctx, err, closed != nil && closed()), ent.name)
+		return nil, fmt.Sprintf(callErrorText(ctx, err, closed != nil && closed()), ent.name), nil
 	}
-	return res, ""
+	return res, "", nil
+}
+
+// elicitationRequired is the JSON-RPC error of a call that failed with
+// an extension's [ext.CodeURLElicitationRequired] error with data (MCP
+// 2025-11-25: the client shows the user the links of its elicitations,
+// and the request may be retried afterwards), nil for any other failure.
+// The extension words the message and data for the client: ext-mcp only
+// asks so of a client that declared URL elicitation.
+func elicitationRequired(err error) *rpcError {
+	var re *ext.RPCError
+	if !errors.As(err, &re) || re.Code != ext.CodeURLElicitationRequired || validOrNil(re.Data) == nil {
+		return nil
+	}
+	return &rpcError{code: int(re.Code), msg: clip(re.Message, 1000), data: re.Data}
 }
 
 // malformed is the error result of a call whose result cannot be sent.

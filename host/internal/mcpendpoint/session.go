@@ -425,8 +425,9 @@ func (s *session) Capabilities() json.RawMessage {
 }
 
 // Notify implements [ext.Session] for messages outside any request: log
-// messages at or above the session's level and updates of resources it
-// subscribed to go to its standalone stream; anything else is dropped.
+// messages at or above the session's level, updates of resources it
+// subscribed to and, when it declared URL elicitation, the completions of
+// URL elicitations go to its standalone stream; anything else is dropped.
 func (s *session) Notify(_ context.Context, method string, params json.RawMessage) error {
 	switch method {
 	case ext.MethodLogMessage:
@@ -444,6 +445,10 @@ func (s *session) Notify(_ context.Context, method string, params json.RawMessag
 		_, ok := s.subs[p.URI]
 		s.mu.Unlock()
 		if !ok {
+			return nil
+		}
+	case ext.MethodElicitationComplete:
+		if !ext.URLElicitation(s.caps) {
 			return nil
 		}
 	default:

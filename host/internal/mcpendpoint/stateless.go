@@ -329,28 +329,36 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 	if t := req.Params.GetProgressToken(); t != nil {
 		tok, _ = json.Marshal(t)
 	}
-	return toMCP(x.e.callStateless(ctx, x.u, ent, req.Params.Arguments, tok, sess)), nil
+	res, rerr := x.e.callStateless(ctx, x.u, ent, req.Params.Arguments, tok, sess)
+	if rerr != nil {
+		return nil, &jsonrpc.Error{Code: int64(rerr.code), Message: rerr.msg, Data: rerr.data}
+	}
+	return toMCP(res), nil
 }
 
 // callStateless runs a stateless request's call of ent for u (both
 // stateless paths do): its result as the revision sends it
-// (statelessFields), or the error result of a failed call. Stateless
-// calls have no conversation: no session stands for one.
-func (e *Endpoint) callStateless(ctx context.Context, u *userState, ent *entry, args, token json.RawMessage, sess ext.Session) *ext.CallToolResult {
+// (statelessFields), the error result of a failed call, or the JSON-RPC
+// error to answer with instead (see callHost). Stateless calls have no
+// conversation: no session stands for one.
+func (e *Endpoint) callStateless(ctx context.Context, u *userState, ent *entry, args, token json.RawMessage, sess ext.Session) (*ext.CallToolResult, *rpcError) {
 	e.calls.Add(1)
-	res, failed := e.callHost(ctx, &api.CallRequest{
+	res, failed, rerr := e.callHost(ctx, &api.CallRequest{
 		User: u.user, Name: ent.original, Arguments: args, ProgressToken: token, Session: sess,
 	}, ent, nil)
+	if rerr != nil {
+		return nil, rerr
+	}
 	var out json.RawMessage
 	if failed != "" {
 		out = errorResult(failed)
 	} else if f, ok := statelessFields(res); ok {
-		return f
+		return f, nil
 	} else {
 		out = e.malformed(u.user, ent)
 	}
 	f, _ := statelessFields(&ext.CallToolResult{Raw: out})
-	return f
+	return f, nil
 }
 
 // hostError is a host failure as go-sdk's JSON-RPC error.

@@ -87,17 +87,24 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 	if e.log.Enabled(ctx, slog.LevelDebug) { // the arguments would cost even then
 		e.log.Debug("mcp: a stateless tools/call took the fast path", "user", u.user, "tool", ent.original)
 	}
-	var result *ext.CallToolResult
+	var (
+		result *ext.CallToolResult
+		rerr   *rpcError
+	)
 	if refused := ent.refusal(); refused != nil {
 		result, _ = statelessFields(&ext.CallToolResult{Raw: refused})
 	} else {
 		sess := &sdkSession{ctx: ctx, caps: c.caps}
-		result = e.callStateless(ctx, u, ent, c.args, nil, sess)
+		result, rerr = e.callStateless(ctx, u, ent, c.args, nil, sess)
 		sess.end()
 	}
 	// One event, written as go-sdk writes it: with no deadline (a big
 	// result to a slow client takes its time, and holds up no one else).
 	sseHeaders(w)
+	if rerr != nil {
+		_ = sendEvent(w, "", errorMsg(c.id, rerr))
+		return true
+	}
 	_ = sendEvent(w, "", resultMsg(c.id, e.statelessResult(fieldsResult(result))))
 	return true
 }

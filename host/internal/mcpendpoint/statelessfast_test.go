@@ -117,7 +117,7 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 		tool("notes/add", "Add a note.", ""), tool("notes/list", "List notes.", ""),
 		tool("code/run", "Run code.", ext.ExposureCodemode), tool("more/hidden", "A deferred tool.", ext.ExposureDeferred),
 		tool("bad/err", "", ""), tool("bad/raw", "", ""), tool("bad/content", "", ""), tool("bad/fail", "", ""),
-		api.Tool{Tool: ext.Tool{Name: "geo/where", InputSchema: hdrSchema}, Extension: "mcp"})
+		tool("bad/signin", "", ""), api.Tool{Tool: ext.Tool{Name: "geo/where", InputSchema: hdrSchema}, Extension: "mcp"})
 	e.host.SetCallTool(func(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error) {
 		switch req.Name {
 		case "bad/err":
@@ -128,6 +128,9 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 			return &ext.CallToolResult{Content: json.RawMessage(`{"type":"text"}`)}, nil
 		case "bad/fail":
 			return nil, fmt.Errorf("secret host detail: %w", ext.ErrUnavailable)
+		case "bad/signin":
+			return nil, fmt.Errorf("extension %q: %w", "mcp", &ext.RPCError{Code: ext.CodeURLElicitationRequired, Message: "sign in, " + req.User,
+				Data: json.RawMessage(`{"elicitations":[{"mode":"url","elicitationId":"e1","url":"https://example.com/signin?u=<&>","message":"Open it"}]}`)})
 		}
 		return hosttest.Echo(req.User, req.Name, req.Arguments), nil
 	})
@@ -152,6 +155,7 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 		{"raw result", statelessCall("9", "bad__raw", `{}`), statelessHeaders("bad__raw"), true},
 		{"malformed content", statelessCall("10", "bad__content", `{}`), statelessHeaders("bad__content"), true},
 		{"host call fails", statelessCall("11", "bad__fail", `{}`), statelessHeaders("bad__fail"), true},
+		{"URL elicitation required", statelessCall("20", "bad__signin", `{}`), statelessHeaders("bad__signin"), true},
 		{"codemode tool", statelessCall("12", "code__run", `{}`), statelessHeaders("code__run"), true},
 		{"deferred tool", statelessCall("13", "more__hidden", `{"q":1}`), statelessHeaders("more__hidden"), true},
 		{"no arguments", statelessCall("14", "notes__add", ""), statelessHeaders("notes__add"), true},
@@ -233,7 +237,12 @@ func TestStatelessFastSameAnswers(t *testing.T) {
 			if !slices.Equal(gotCalls, wantCalls) {
 				t.Errorf("the host was asked %+v by the fast path, %+v through go-sdk", gotCalls, wantCalls)
 			}
-			if c.fast {
+			if c.name == "URL elicitation required" {
+				msg, _ := got.message.(map[string]any)
+				if e, _ := msg["error"].(map[string]any); e["code"] != float64(ext.CodeURLElicitationRequired) || e["message"] != "sign in, alice" || e["data"] == nil {
+					t.Errorf("message %v: want the extension's -32042 error with its data", msg)
+				}
+			} else if c.fast {
 				res, _ := got.message.(map[string]any)["result"].(map[string]any)
 				if res["resultType"] != "complete" || res["_meta"] == nil {
 					t.Errorf("result %v: want resultType complete and the server's identity in _meta", res)
