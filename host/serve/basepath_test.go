@@ -18,6 +18,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 )
 
 // pathProxy is a reverse proxy at the root of its own server that
@@ -177,7 +179,7 @@ func TestOAuthUnderPath(t *testing.T) {
 	if _, page, err = b.do("GET", link, nil); err != nil {
 		t.Fatal(err)
 	}
-	if resp, _, err := b.do("POST", public+"/settings/login", hiddenAll(page)); err != nil || resp.StatusCode != http.StatusSeeOther {
+	if resp, _, err := b.do("POST", public+"/settings/login", hosttest.HiddenFields(page, "")); err != nil || resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("signing in through the proxy: %v %v", resp, err)
 	}
 	through := *st

@@ -30,6 +30,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/agenthost/agenthost/host"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 	"github.com/agenthost/agenthost/host/serve"
 )
 
@@ -138,24 +139,8 @@ func (b *browser) do(method, u string, form url.Values) (*http.Response, string,
 }
 
 var (
-	hiddenRE        = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
 	consentActionRE = regexp.MustCompile(`<form method="post" action="([^"]*)" id="consent">`)
 )
-
-// hidden returns the hidden fields of the form with this id on a page.
-func hidden(page, formID string) url.Values {
-	i := strings.Index(page, `id="`+formID+`"`)
-	if i < 0 {
-		return nil
-	}
-	page = page[i:]
-	page = page[:strings.Index(page, "</form>")]
-	v := url.Values{}
-	for _, m := range hiddenRE.FindAllStringSubmatch(page, -1) {
-		v.Add(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
-	}
-	return v
-}
 
 // signIn signs the browser in to the settings UI with a one-time link.
 func (b *browser) signIn(st *oauthStack, user string) {
@@ -169,20 +154,11 @@ func (b *browser) signIn(st *oauthStack, user string) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	form := hiddenAll(page)
+	form := hosttest.HiddenFields(page, "")
 	resp, _, err := b.do("POST", st.url+"/settings/login", form)
 	if err != nil || resp.StatusCode != http.StatusSeeOther {
 		b.t.Fatalf("signing in: %v %v", resp, err)
 	}
-}
-
-// hiddenAll returns every hidden field of a page with one form.
-func hiddenAll(page string) url.Values {
-	v := url.Values{}
-	for _, m := range hiddenRE.FindAllStringSubmatch(page, -1) {
-		v.Add(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
-	}
-	return v
 }
 
 // consent opens an authorization URL as the signed-in user, allows it,
@@ -202,7 +178,7 @@ func (b *browser) consent(authURL, action string) (*url.URL, error) {
 	if got := resp.Header.Get("Content-Security-Policy"); !strings.Contains(got, "frame-ancestors 'none'") || resp.Header.Get("X-Frame-Options") != "DENY" {
 		return nil, fmt.Errorf("the consent page can be framed: CSP %q", got)
 	}
-	form := hidden(page, "consent")
+	form := hosttest.HiddenFields(page, "consent")
 	form.Set("action", action)
 	m := consentActionRE.FindStringSubmatch(page)
 	if m == nil {
@@ -832,7 +808,7 @@ func TestOAuthRefusals(t *testing.T) {
 		login := html.UnescapeString(m[1])
 		tok, _ := st.s.CreateToken(context.Background(), "alice", "browser")
 		_, lp, _ := stranger.do("GET", st.url+login, nil)
-		f := hiddenAll(lp)
+		f := hosttest.HiddenFields(lp, "")
 		f.Set("token", tok)
 		resp, _, err = stranger.do("POST", st.url+"/settings/login", f)
 		if err != nil || resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/oauth/authorize?") {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/auth"
+	"github.com/agenthost/agenthost/host/internal/hosttest"
 	"github.com/agenthost/agenthost/host/internal/oauthserver"
 	"github.com/agenthost/agenthost/host/internal/web"
 )
@@ -163,23 +164,6 @@ func (b *browser) do(method, u string, form url.Values) page {
 	return page{resp.StatusCode, resp.Header, string(raw)}
 }
 
-var hiddenRE = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
-
-// formOf returns the hidden fields of the form with this id.
-func formOf(body, id string) url.Values {
-	i := strings.Index(body, `id="`+id+`"`)
-	if i < 0 {
-		return nil
-	}
-	body = body[i:]
-	body = body[:strings.Index(body, "</form>")]
-	v := url.Values{}
-	for _, m := range hiddenRE.FindAllStringSubmatch(body, -1) {
-		v.Add(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
-	}
-	return v
-}
-
 const redirect = "http://127.0.0.1:9/callback"
 
 // register registers a public client and returns its oauth2 config.
@@ -211,7 +195,7 @@ func (e *env) config(clientID string) *oauth2.Config {
 func (b *browser) allow(authURL string) url.Values {
 	b.t.Helper()
 	p := b.get(authURL)
-	f := formOf(p.body, "consent")
+	f := hosttest.HiddenFields(p.body, "consent")
 	if p.code != http.StatusOK || f == nil {
 		b.t.Fatalf("no consent page: %d\n%s", p.code, p.body)
 	}
@@ -482,7 +466,7 @@ func TestPassphraseGate(t *testing.T) {
 	authURL := cfg.AuthCodeURL("state-0123456789", oauth2.S256ChallengeOption(v))
 	post := func(pass string) page {
 		p := b.get(authURL)
-		f := formOf(p.body, "passphrase-form")
+		f := hosttest.HiddenFields(p.body, "passphrase-form")
 		if f == nil {
 			t.Fatalf("no passphrase form: %d\n%s", p.code, p.body)
 		}
@@ -493,7 +477,7 @@ func TestPassphraseGate(t *testing.T) {
 		t.Errorf("a wrong passphrase: %d", r.code)
 	}
 	// No form token: refused before the passphrase is looked at.
-	f := formOf(b.get(authURL).body, "passphrase-form")
+	f := hosttest.HiddenFields(b.get(authURL).body, "passphrase-form")
 	f.Set("_csrf", "forged")
 	f.Set("passphrase", "correct horse battery")
 	if r := b.do("POST", e.srv.URL+"/oauth/authorize", f); r.code != http.StatusForbidden {
@@ -537,7 +521,7 @@ func TestPassphraseGateSpread(t *testing.T) {
 	try := func(client, pass string) int {
 		b := e.browser("")
 		p := b.get(authURL)
-		f := formOf(p.body, "passphrase-form")
+		f := hosttest.HiddenFields(p.body, "passphrase-form")
 		f.Set("passphrase", pass)
 		req, _ := http.NewRequest("POST", e.srv.URL+"/oauth/authorize", strings.NewReader(f.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
