@@ -187,12 +187,13 @@ func killMarked(marker string) {
 	}
 }
 
-// TestKilledHostLeavesNothing (issue 10, item 4): kill -9 of `agenthost
-// serve` leaves a wrapped server's grandchildren running (the server dies
-// with it); the next start kills them: 0 processes left.
-func TestKilledHostLeavesNothing(t *testing.T) {
+// serveWrapped serves alice a wrapped server (a wrapper whose children
+// carry a marker of name) with `agenthost serve`, and waits until the
+// wrapper's three processes run; they are killed when the test ends.
+func serveWrapped(t *testing.T, name string) (*env, string) {
+	t.Helper()
 	b := build(t)
-	marker := fmt.Sprintf("killed-host-%d", time.Now().UnixNano())
+	marker := fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
 	t.Cleanup(func() { killMarked(marker) })
 	e := newEnv(t, b, map[string]any{"mcpServers": map[string]any{"w": wrapped(b, marker)}})
 	e.startServe()
@@ -200,6 +201,14 @@ func TestKilledHostLeavesNothing(t *testing.T) {
 		t.Fatalf("the wrapped server is not listed: %v", names)
 	}
 	eventually(t, "the wrapper's children run", func() bool { return len(pidsWithEnv("MARKER="+marker)) == 3 })
+	return e, marker
+}
+
+// TestKilledHostLeavesNothing (issue 10, item 4): kill -9 of `agenthost
+// serve` leaves a wrapped server's grandchildren running (the server dies
+// with it); the next start kills them: 0 processes left.
+func TestKilledHostLeavesNothing(t *testing.T) {
+	e, marker := serveWrapped(t, "killed-host")
 	needCgroup(t, pidsWithEnv("MARKER=" + marker)[0])
 	_ = e.serve.Process.Kill()
 	_, _ = e.serve.Process.Wait()
@@ -216,15 +225,7 @@ func TestKilledHostLeavesNothing(t *testing.T) {
 // `agenthost serve` with a running wrapped server whose grandchildren
 // hold its stderr ends the host within 3 s, and leaves no process.
 func TestSIGTERMWithGrandchildHoldingStderr(t *testing.T) {
-	b := build(t)
-	marker := fmt.Sprintf("sigterm-%d", time.Now().UnixNano())
-	t.Cleanup(func() { killMarked(marker) })
-	e := newEnv(t, b, map[string]any{"mcpServers": map[string]any{"w": wrapped(b, marker)}})
-	e.startServe()
-	if names := e.toolNames("alice"); !hasPrefix(names, "w/") {
-		t.Fatalf("the wrapped server is not listed: %v", names)
-	}
-	eventually(t, "the wrapper's children run", func() bool { return len(pidsWithEnv("MARKER="+marker)) == 3 })
+	e, marker := serveWrapped(t, "sigterm")
 	// Without a cgroup the setsid grandchild outlives the host (and is
 	// killed at the next start); the host must exit in time all the same.
 	cgErr := inCgroup(pidsWithEnv("MARKER=" + marker)[0])
