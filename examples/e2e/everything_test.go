@@ -46,24 +46,6 @@ func everythingBin(t *testing.T) string {
 	return ""
 }
 
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // everythingHTTP starts server-everything's Streamable HTTP transport on a
 // free loopback port; its output (one line per request it receives) is
 // in out. It is stopped when the test ends.

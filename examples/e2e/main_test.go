@@ -59,7 +59,7 @@ type env struct {
 	dir      string
 	cfg      string
 	serve    *exec.Cmd
-	serveOut *syncWriter
+	serveOut *lockedBuffer
 	// serveEnv is added to the environment of `agenthost serve`.
 	serveEnv []string
 	// url is the base URL the running host serves.
@@ -107,13 +107,13 @@ func (e *env) startServe(flags ...string) {
 	}
 	pr, pw, _ := os.Pipe()
 	cmd.Stdout = pw
-	var logs bytes.Buffer
-	cmd.Stderr = &syncWriter{w: &logs}
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
 	_ = pw.Close()
-	e.serve, e.serveOut = cmd, cmd.Stderr.(*syncWriter)
+	e.serve, e.serveOut = cmd, logs
 	e.t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan error, 1)
@@ -137,24 +137,6 @@ func (e *env) startServe(flags ...string) {
 	if i := strings.Index(line, " at "); i >= 0 {
 		e.url = strings.Fields(line[i+4:])[0]
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
-// String returns what was written so far.
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.String()
 }
 
 // run runs the CLI; stdin may be empty.
@@ -243,4 +225,22 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// lockedBuffer collects a process's output (safe for concurrent use).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
