@@ -157,6 +157,16 @@ func (e *env) connect(t testing.TB, token, protocolVersion string) (*client, err
 			}
 		},
 	})
+	cs, err := e.dial(t, c, token, protocolVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &client{cs, changed}, nil
+}
+
+// dial connects c to the endpoint with token, speaking protocolVersion
+// ("" lets go-sdk choose); the session ends with the test.
+func (e *env) dial(t testing.TB, c *mcp.Client, token, protocolVersion string) (*mcp.ClientSession, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
@@ -168,7 +178,7 @@ func (e *env) connect(t testing.TB, token, protocolVersion string) (*client, err
 		return nil, err
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	return &client{cs, changed}, nil
+	return cs, nil
 }
 
 func (e *env) mustConnect(t testing.TB, token string) *client {

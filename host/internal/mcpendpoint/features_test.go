@@ -29,17 +29,10 @@ func (e *env) session(t testing.TB, token, version string, opts *mcp.ClientOptio
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts)
 	c.AddRoots(roots...)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   e.srv.URL,
-		HTTPClient: &http.Client{Transport: &bearerRT{base: e.tr, token: token}},
-		MaxRetries: -1,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	cs, err := e.dial(t, c, token, version)
 	if err != nil {
 		t.Fatalf("connecting: %v", err)
 	}
-	t.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
 
