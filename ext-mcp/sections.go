@@ -3,6 +3,7 @@ package extmcp
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/invopop/jsonschema"
@@ -43,7 +44,10 @@ func ServerListSchema() (json.RawMessage, error) {
 }
 
 // httpsOnly is the pattern of a user's server URL when the operator does
-// not allow plain http (userServerAllowHTTP): https, or http to loopback.
+// not allow plain http (userServerAllowHTTP): https, or http to loopback,
+// which is no clear-text risk (netguard.CheckURL). The address is not
+// checked here: the dial refuses loopback, private and link-local ones
+// unless userServerAllowCIDRs opens them (guard.go).
 const httpsOnly = `^(https://|http://(localhost|127\.[0-9.]+|\[::1\])([:/?#]|$))`
 
 // userListSchema is [ServerListSchema] for the users' own lists: without
@@ -68,7 +72,8 @@ func userListSchema(allowHTTP bool) (json.RawMessage, error) {
 			return nil, fmt.Errorf("the server list schema has no %s url", key)
 		}
 		u["pattern"] = httpsOnly
-		u["description"] = "Endpoint of a remote server: https (plain http only to localhost: your token would cross the network in clear text)."
+		u["description"] = "Endpoint of a remote server: https (plain http would send your token across the network in clear text). " +
+			"This machine (localhost), private and link-local addresses are refused unless the operator opened them."
 	}
 	return json.Marshal(doc)
 }
@@ -121,7 +126,15 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 			allowed = "remote servers (url) and local programs (command)"
 		}
 		if !cfg.UserServerAllowHTTP {
-			allowed += "; a url must be https (plain http only to localhost)"
+			allowed += "; a url must be https"
+		}
+		// The dial refuses what the guard refuses (guard.go): this machine
+		// included, whatever the scheme.
+		if len(cfg.UserServerAllowCIDRs) == 0 {
+			allowed += "; a url may not point at this machine (localhost, 127.0.0.1), a private network or a link-local address"
+		} else {
+			allowed += "; a url may point at this machine (localhost), a private network or a link-local address only within " +
+				strings.Join(cfg.UserServerAllowCIDRs, ", ")
 		}
 		help := fmt.Sprintf(`Paste a {"mcpServers": {...}} list, as Claude Desktop or VS Code reads it. The operator allows %s. `+
 			`Their tools are named u_<name>/<tool>. Store a server's token as the secret token:u_<name>; an Authorization header written here is not sent.`, allowed)
