@@ -37,7 +37,7 @@ func TestDependencies(t *testing.T) {
 			ok = ok || imp == a || strings.HasPrefix(imp, a)
 		}
 		if !ok || imp == "github.com/agenthost/agenthost/ext/exttest" {
-			t.Errorf("ext-mcp imports %s; DESIGN.md §1 allows ext, catalog, settings, go-sdk (and invopop for schemas, jsonparser for the raw path, x/sync for fan-outs)", imp)
+			t.Errorf("ext-mcp imports %s; DESIGN.md §1 allows ext, catalog, settings, go-sdk (and invopop for schemas, jsonparser for the raw path, x/sync for fan-outs, x/oauth2 for OAuth grants)", imp)
 		}
 	}
 	for _, dep := range goList(t, "-deps", "./...") {

@@ -8,8 +8,9 @@ import (
 )
 
 // allowedModules are the only modules outside the standard library that
-// the settings packages may import (DESIGN.md §1: "stdlib and their own
-// storage/protocol libraries"). What those import in turn is theirs.
+// the settings packages may import (DESIGN.md §1: the standard library and
+// their own storage and schema libraries). What those import in turn is
+// theirs.
 var allowedModules = []string{
 	"github.com/invopop/jsonschema",   // JSON Schema from Go types
 	"github.com/google/jsonschema-go", // JSON Schema validation (the one go-sdk uses)
