@@ -34,24 +34,32 @@ run: build
 	trap 'kill $$bearer 2>/dev/null' EXIT INT TERM; \
 	./bin/agenthost --config $(CONFIG) serve --demo-user demo
 
-## test: lint, then every module's tests with -race (ext alone with GOWORK=off)
+## test: lint, then every module's tests with -race (ext alone with GOWORK=off).
+## gotestsum prints a line per package as it finishes and, at the end, every
+## skipped test with its reason (a missing part skips loudly on a laptop and
+## fails under CI=true), then the failures.
+GOTESTSUM := $(TOOLBIN)/gotestsum --format pkgname --format-icons text --format-hide-empty-pkg
 test: lint test-go
 
 test-go: tools
-	cd ext && GOWORK=off $(GO) test -race -count=1 ./...
-	$(GO) test -race -count=1 $(foreach m,$(filter-out ext,$(MODULES)),$(PKG)/$(m)/...)
+	@echo "== tests: ext (GOWORK=off)"
+	cd ext && GOWORK=off $(GOTESTSUM) -- -race -count=1 ./...
+	@echo "== tests: $(filter-out ext,$(MODULES))"
+	$(GOTESTSUM) -- -race -count=1 $(foreach m,$(filter-out ext,$(MODULES)),$(PKG)/$(m)/...)
 
 lint: fmt vet staticcheck
 
 fmt:
+	@echo "== lint: gofmt"
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
+	@echo "== lint: go vet"
 	cd ext && GOWORK=off $(GO) vet ./...
 	$(GO) vet $(foreach m,$(filter-out ext,$(MODULES)),$(PKG)/$(m)/...)
 
 staticcheck: tools
-	for m in $(MODULES); do (cd $$m && $(TOOLBIN)/staticcheck ./...) || exit 1; done
+	@for m in $(MODULES); do echo "== lint: staticcheck $$m"; (cd $$m && $(TOOLBIN)/staticcheck ./...) || exit 1; done
 
 ## bench: every benchmark, each printing our figure beside its baseline
 bench:
