@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/agenthost/agenthost/ext v0.0.0
+	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/go-cmp v0.7.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0

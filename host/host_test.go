@@ -87,7 +87,7 @@ type testExt struct {
 func (e *testExt) Describe(context.Context) (*ext.Descriptor, error) {
 	return &ext.Descriptor{Name: "t", Version: "v1", Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers, ext.CapabilityServices},
 		Settings: []ext.SettingsSection{{ID: "prefs", Title: "Preferences", Scope: "user",
-			Form: json.RawMessage(`{"v":1,"root":{"type":"form","children":[{"type":"text","name":"greeting"},{"type":"secret","name":"token"}]}}`)}}}, nil
+			Form: json.RawMessage(`{"v":1,"root":{"type":"form","children":[{"type":"text","name":"greeting"},{"type":"text","name":"farewell"},{"type":"secret","name":"token"}]}}`)}}}, nil
 }
 
 func (e *testExt) Configure(ctx context.Context, req *ext.ConfigureRequest) error {

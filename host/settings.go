@@ -1,10 +1,13 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
@@ -103,6 +106,51 @@ func (h *Host) SetSettings(ctx context.Context, user, extName, section string, v
 	return h.setSettings(ctx, extName, user, section, values, true)
 }
 
+// PatchSettings changes some of a user's values of one settings section:
+// patch is a JSON Merge Patch (RFC 7396) over the stored values, so a key
+// it names is set, a key it sets to null goes back to its default, and a
+// key it leaves out keeps its value (a secret field in it: a string sets,
+// null clears, absent keeps). The merged values are validated as
+// [Host.SetSettings] validates, stored, and the user is refreshed. The
+// read, the merge and the write are one step against other writes of
+// this host, so two patches never lose each other's keys.
+func (h *Host) PatchSettings(ctx context.Context, user, extName, section string, patch json.RawMessage) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	f, err := h.form(extName, section)
+	if err != nil {
+		return err
+	}
+	if t := bytes.TrimSpace(patch); len(t) == 0 || t[0] != '{' {
+		return ext.Mark(settings.FieldErrors{{Msg: "a merge patch of a settings section must be a JSON object"}}, ext.ErrInvalidArgument)
+	}
+	plainPatch, secretVals, err := settings.SplitSecrets(f, patch)
+	if err != nil {
+		return ext.Mark(err, ext.ErrInvalidArgument)
+	}
+	h.settingsWrite.Lock()
+	current, err := h.settings.Get(ctx, extName, user, section)
+	if err != nil {
+		h.settingsWrite.Unlock()
+		return mapSettingsErr(err)
+	}
+	if len(bytes.TrimSpace(current)) == 0 || bytes.Equal(bytes.TrimSpace(current), []byte("null")) {
+		current = json.RawMessage("{}")
+	}
+	merged, err := jsonpatch.MergePatch(current, plainPatch)
+	if err != nil {
+		h.settingsWrite.Unlock()
+		return ext.Mark(fmt.Errorf("merging the patch into the values of %s/%s: %w", extName, section, err), ext.ErrInvalidArgument)
+	}
+	err = h.storeSettings(ctx, f, extName, user, section, merged, secretVals)
+	h.settingsWrite.Unlock()
+	if err != nil {
+		return err
+	}
+	return h.refreshUser(ctx, extName, user)
+}
+
 func (h *Host) setSettings(ctx context.Context, extName, user, section string, values json.RawMessage, refresh bool) error {
 	f, err := h.form(extName, section)
 	if err != nil {
@@ -112,6 +160,23 @@ func (h *Host) setSettings(ctx context.Context, extName, user, section string, v
 	if err != nil {
 		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
+	h.settingsWrite.Lock()
+	err = h.storeSettings(ctx, f, extName, user, section, plain, secretVals)
+	h.settingsWrite.Unlock()
+	if err != nil {
+		return err
+	}
+	if refresh {
+		return h.refreshUser(ctx, extName, user)
+	}
+	return nil
+}
+
+// storeSettings validates plain values against the form, stores them and
+// then the secret fields (a value sets, nil clears). The caller holds
+// settingsWrite.
+func (h *Host) storeSettings(ctx context.Context, f settings.Form, extName, user, section string,
+	plain json.RawMessage, secretVals map[string]*string) error {
 	normalized, err := settings.ValidateValues(f, plain)
 	if err != nil {
 		return ext.Mark(err, ext.ErrInvalidArgument)
@@ -134,9 +199,6 @@ func (h *Host) setSettings(ctx context.Context, extName, user, section string, v
 		if err != nil {
 			return fmt.Errorf("storing secret field %q: %w", n, err)
 		}
-	}
-	if refresh {
-		return h.refreshUser(ctx, extName, user)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,5 +94,85 @@ func TestSecretsAndSettings(t *testing.T) {
 	}
 	if _, err := h2.Call(ctx, "alice", "", "t/token", nil); !errors.Is(err, ext.ErrNotFound) {
 		t.Errorf("after clearing: %v", err)
+	}
+}
+
+// TestPatchSettings: a JSON Merge Patch changes only the keys it names
+// (null resets one, a secret field in it sets or clears the secret),
+// refuses what is no object or no valid value and stores nothing then,
+// and patches written at once never lose each other's keys.
+func TestPatchSettings(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir(), nil)
+	cfg.Secrets.Backend = "file"
+	h, err := host.New(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	values := func() string {
+		t.Helper()
+		v, err := h.GetSettings(ctx, "alice", "t", "prefs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(v.Values)
+	}
+	patch := func(p string) error { return h.PatchSettings(ctx, "alice", "t", "prefs", json.RawMessage(p)) }
+	if err := patch(`{"greeting":"hi"}`); err != nil { // nothing stored yet
+		t.Fatal(err)
+	}
+	if err := patch(`{"farewell":"bye","token":"alice-canary-2"}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(); got != `{"farewell":"bye","greeting":"hi"}` {
+		t.Errorf("after two patches: %s; want both keys", got)
+	}
+	if res, err := h.Call(ctx, "alice", "", "t/token", nil); err != nil || res.Text() != "alice-canary-2" {
+		t.Errorf("the secret set by a patch: %v, %v", res, err)
+	}
+	if err := patch(`{"greeting":null}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(); got != `{"farewell":"bye"}` {
+		t.Errorf("after resetting greeting: %s", got)
+	}
+	if res, _ := h.Call(ctx, "alice", "", "t/token", nil); res == nil || res.Text() != "alice-canary-2" {
+		t.Error("a patch without the secret field changed the secret")
+	}
+	for _, bad := range []string{`[]`, `"x"`, `null`, `{"greeting":42}`, `{"colour":"red"}`} {
+		if err := patch(bad); !errors.Is(err, ext.ErrInvalidArgument) {
+			t.Errorf("patch %s: %v; want invalid argument", bad, err)
+		}
+	}
+	if got := values(); got != `{"farewell":"bye"}` {
+		t.Errorf("refused patches changed the values: %s", got)
+	}
+	if err := patch(`{"token":null}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Call(ctx, "alice", "", "t/token", nil); !errors.Is(err, ext.ErrNotFound) {
+		t.Errorf("a patch clearing the secret: %v", err)
+	}
+	// Patches at once: each names its own key; none is lost.
+	if err := h.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 40)
+	for i := range 40 {
+		key := "greeting"
+		if i%2 == 1 {
+			key = "farewell"
+		}
+		go func() { errs <- patch(`{"` + key + `":"v` + strconv.Itoa(i) + `"}`) }()
+	}
+	for range 40 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(values()), &got); err != nil || got["greeting"] == "" || got["farewell"] == "" {
+		t.Errorf("after concurrent patches: %v %v; want both keys", got, err)
 	}
 }

@@ -70,9 +70,10 @@ func (a *app) settingsCmd() *cobra.Command {
 	get.Flags().StringVar(&user, "user", "", "the user")
 	get.Flags().StringVar(&extName, "ext", "", "only this extension")
 	var setUser, setExt string
+	var merge bool
 	set := &cobra.Command{
-		Use:   "set --user U [--ext E] SECTION VALUES_JSON",
-		Short: "Replace a user's values of one section (VALUES_JSON '-' reads stdin); the running host applies them at once",
+		Use:   "set --user U [--ext E] [--merge] SECTION VALUES_JSON",
+		Short: "Replace a user's values of one section, or with --merge change only the keys given (JSON Merge Patch: null resets a key); VALUES_JSON '-' reads stdin; the running host applies them at once",
 		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if setUser == "" {
@@ -94,7 +95,11 @@ func (a *app) settingsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := b.SetSettings(ctx, setUser, e, args[0], raw); err != nil {
+				write := b.SetSettings
+				if merge {
+					write = b.PatchSettings
+				}
+				if err := write(ctx, setUser, e, args[0], raw); err != nil {
 					var fe settings.FieldErrors
 					if errors.As(err, &fe) {
 						for _, f := range fe {
@@ -110,6 +115,7 @@ func (a *app) settingsCmd() *cobra.Command {
 	}
 	set.Flags().StringVar(&setUser, "user", "", "the user")
 	set.Flags().StringVar(&setExt, "ext", "", "the extension (default: the only one with settings)")
+	set.Flags().BoolVar(&merge, "merge", false, "merge VALUES_JSON into the stored values (RFC 7396 JSON Merge Patch) instead of replacing them")
 	cmd.AddCommand(get, set)
 	return cmd
 }

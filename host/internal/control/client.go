@@ -111,6 +111,12 @@ func (c *Client) SetSettings(ctx context.Context, user, extName, section string,
 	return c.do(ctx, "PUT", "/v1/settings", nil, settingsRequest{User: user, Extension: extName, Section: section, Values: values}, nil)
 }
 
+// PatchSettings merges a JSON Merge Patch into a user's values of one
+// section.
+func (c *Client) PatchSettings(ctx context.Context, user, extName, section string, patch json.RawMessage) error {
+	return c.do(ctx, "PATCH", "/v1/settings", nil, settingsRequest{User: user, Extension: extName, Section: section, Values: patch}, nil)
+}
+
 // SetSecret stores a secret.
 func (c *Client) SetSecret(ctx context.Context, user, extName, name, value string) error {
 	return c.do(ctx, "PUT", "/v1/secret", nil, secretRequest{User: user, Extension: extName, Name: name, Value: value}, nil)

@@ -33,6 +33,7 @@ type Host interface {
 	Sections(ctx context.Context) ([]api.Section, error)
 	GetSettings(ctx context.Context, user, extension, section string) (*api.SettingsValues, error)
 	SetSettings(ctx context.Context, user, extension, section string, values json.RawMessage) error
+	PatchSettings(ctx context.Context, user, extension, section string, patch json.RawMessage) error
 	SetSecret(ctx context.Context, user, extension, name, value string) error
 	DeleteSecret(ctx context.Context, user, extension, name string) error
 	Status(ctx context.Context, user string) ([]api.StatusEntry, error)

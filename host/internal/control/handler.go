@@ -56,6 +56,9 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 	do(mux, "PUT /v1/settings", func(r *http.Request, req *settingsRequest) (any, error) {
 		return ok, h.SetSettings(r.Context(), req.User, req.Extension, req.Section, req.Values)
 	})
+	do(mux, "PATCH /v1/settings", func(r *http.Request, req *settingsRequest) (any, error) {
+		return ok, h.PatchSettings(r.Context(), req.User, req.Extension, req.Section, req.Values)
+	})
 	do(mux, "PUT /v1/secret", func(r *http.Request, req *secretRequest) (any, error) {
 		return ok, h.SetSecret(r.Context(), req.User, req.Extension, req.Name, req.Value)
 	})

@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
+
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/settings"
@@ -359,6 +361,22 @@ func (h *Host) GetSettings(_ context.Context, user, extension, section string) (
 		}
 	}
 	return out, nil
+}
+
+// PatchSettings merges a JSON Merge Patch into the stored values (as
+// host.Host does) and stores the result as SetSettings does.
+func (h *Host) PatchSettings(ctx context.Context, user, extension, section string, patch json.RawMessage) error {
+	h.mu.Lock()
+	cur := h.values[key(user, extension, section)]
+	h.mu.Unlock()
+	if len(cur) == 0 {
+		cur = json.RawMessage("{}")
+	}
+	merged, err := jsonpatch.MergePatch(cur, patch)
+	if err != nil {
+		return ext.Mark(err, ext.ErrInvalidArgument)
+	}
+	return h.SetSettings(ctx, user, extension, section, merged)
 }
 
 // SetSettings validates values against the section's form (package

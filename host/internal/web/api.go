@@ -165,6 +165,18 @@ func (s *server) apiGetSettings(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) apiPutSettings(w http.ResponseWriter, r *http.Request) {
+	s.apiWriteSettings(w, r, s.h.SetSettings)
+}
+
+// apiPatchSettings takes a JSON Merge Patch (RFC 7396; Content-Type
+// application/merge-patch+json or application/json) of the section's
+// values.
+func (s *server) apiPatchSettings(w http.ResponseWriter, r *http.Request) {
+	s.apiWriteSettings(w, r, s.h.PatchSettings)
+}
+
+func (s *server) apiWriteSettings(w http.ResponseWriter, r *http.Request,
+	write func(ctx context.Context, user, extension, section string, values json.RawMessage) error) {
 	p := principalFrom(r.Context())
 	sec, ok := s.userSection(r.Context(), chi.URLParam(r, "ext"), chi.URLParam(r, "section"))
 	if !ok {
@@ -175,7 +187,7 @@ func (s *server) apiPutSettings(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.h.SetSettings(r.Context(), p.User, sec.Extension, sec.ID, body); err != nil {
+	if err := write(r.Context(), p.User, sec.Extension, sec.ID, body); err != nil {
 		s.apiHostError(w, r, err)
 		return
 	}

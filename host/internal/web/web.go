@@ -98,6 +98,7 @@ type Host interface {
 	Sections(ctx context.Context) ([]api.Section, error)
 	GetSettings(ctx context.Context, user, extension, section string) (*api.SettingsValues, error)
 	SetSettings(ctx context.Context, user, extension, section string, values json.RawMessage) error
+	PatchSettings(ctx context.Context, user, extension, section string, patch json.RawMessage) error
 	SetSecret(ctx context.Context, user, extension, name, value string) error
 	DeleteSecret(ctx context.Context, user, extension, name string) error
 	SecretNames(ctx context.Context, user, extension string) ([]string, error)
@@ -212,6 +213,7 @@ func (s *server) routes(r chi.Router) {
 		r.Get("/sections", s.apiSections)
 		r.Get("/settings/{ext}/{section}", s.apiGetSettings)
 		r.Put("/settings/{ext}/{section}", s.apiPutSettings)
+		r.Patch("/settings/{ext}/{section}", s.apiPatchSettings)
 		r.Get("/secrets/{ext}", s.apiSecretNames)
 		r.Put("/secrets/{ext}/{name}", s.apiPutSecret)
 		r.Delete("/secrets/{ext}/{name}", s.apiDeleteSecret)
