@@ -481,6 +481,7 @@ func (h *Host) ensureActive(ctx context.Context, user string) error {
 	h.seen[user] = time.Now()
 	a, ok := h.active[user]
 	if !ok {
+		h.reg.wake(user)
 		a = &activation{done: make(chan struct{})}
 		h.active[user] = a
 		h.acts.Add(1)
@@ -558,7 +559,8 @@ func (h *Host) reactivate(ctx context.Context, e *extension) {
 // Deactivate retires everything of user in every extension that keeps
 // per-user state (Retire with an empty name) and forgets the activation:
 // the user's next Tools or Call activates them again (after this
-// returns). The host does it by itself for users idle for
+// returns). The user sleeps meanwhile: their tools stay listed and their
+// sessions hear no change. The host does it by itself for users idle for
 // services.idleMinutes; call it for users you know went away, to free
 // their connections and processes.
 func (h *Host) Deactivate(ctx context.Context, user string) error {
@@ -600,6 +602,9 @@ func (h *Host) deactivate(ctx context.Context, user string, a *activation, done 
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// The user's tools stay listed while they sleep: their sessions hear
+	// no change, which would only make them list again and wake the user.
+	h.reg.sleep(user)
 	var errs []error
 	for _, e := range sortedExtensions(h.exts) {
 		if !e.descriptor().Has(ext.CapabilityUsers) {

@@ -50,6 +50,9 @@ func (s *hostServices) SetUserCatalog(_ context.Context, user string, c *ext.Cat
 	if err := validateExtras(c); err != nil {
 		return err
 	}
+	if len(c.Tools)+len(c.Prompts)+len(c.Resources)+len(c.ResourceTemplates)+len(c.Instructions) == 0 && s.h.reg.sleeping(user) {
+		return nil // retired for idleness: the catalog stays (see registry.asleep)
+	}
 	if err := s.h.reg.setUser(s.ext, user, c.Tools); err != nil {
 		return err
 	}

@@ -26,12 +26,17 @@ func (h *Host) busyUser(user string) (leave func()) {
 }
 
 // watchIdle deactivates the users who went idle: no call in flight, no
-// client session attached and no request for services.idleMinutes,
-// counted from the end of their activation or their last request,
-// whichever is later. Their connections close and their processes stop,
-// so that the slots of services.maxProcesses free up for others (a user
-// whose connect waits for one gets it; one who was quarantined for want of
-// one is refreshed at once, slots.go). It runs until Close.
+// resource subscription of a session and no request for
+// services.idleMinutes, counted from the end of their activation or their
+// last request, whichever is later. An open session that says nothing
+// does not keep its user awake: the processes stop by their own clock.
+// Their connections close and their processes stop, so that the slots of
+// services.maxProcesses free up for others (a user whose connect waits for
+// one gets it; one who was quarantined for want of one is refreshed at
+// once, slots.go). The user's tools stay listed while they sleep (the
+// registry keeps them, see registry.sleep), so their sessions hear no
+// tools/list_changed and nothing wakes them but their next request. It
+// runs until Close.
 func (h *Host) watchIdle() {
 	defer h.bg.Done()
 	t := time.NewTicker(min(max(h.userIdle/4, 20*time.Millisecond), 30*time.Second))
@@ -47,7 +52,7 @@ func (h *Host) watchIdle() {
 }
 
 func (h *Host) deactivateIdle() {
-	attached := h.sess.users()
+	subscribed := h.sess.subscribed()
 	now := time.Now()
 	type job struct {
 		user string
@@ -57,7 +62,7 @@ func (h *Host) deactivateIdle() {
 	var jobs []job
 	h.mu.Lock()
 	for u, a := range h.active {
-		if h.busy[u] > 0 || attached[u] || now.Sub(h.seen[u]) < h.userIdle || !isClosed(a.done) {
+		if h.busy[u] > 0 || subscribed[u] || now.Sub(h.seen[u]) < h.userIdle || !isClosed(a.done) {
 			continue
 		}
 		jobs = append(jobs, job{u, a, h.beginDeactivationLocked(u)})

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"sort"
 	"sync"
 
@@ -34,6 +36,11 @@ type registry struct {
 	subs map[string]map[chan struct{}]struct{}
 	// allSubs hear every change (status pages, all-user surfaces).
 	allSubs map[chan struct{}]struct{}
+	// asleep are the users deactivated for idleness (or by Deactivate)
+	// and not active since: the empty lists their extensions publish as
+	// they retire them are not taken, so their tools stay listed, their
+	// sessions hear no change, and nothing wakes them but a request.
+	asleep map[string]bool
 }
 
 func newRegistry(logger *slog.Logger) *registry {
@@ -42,7 +49,30 @@ func newRegistry(logger *slog.Logger) *registry {
 		sysIdx: map[string]Tool{}, userIdx: map[string]map[string]Tool{},
 		gone: map[string]map[string]string{},
 		subs: map[string]map[chan struct{}]struct{}{}, allSubs: map[chan struct{}]struct{}{},
+		asleep: map[string]bool{},
 	}
+}
+
+// sleep marks user as deactivated: until wake, an empty list published
+// for them keeps the one they have.
+func (r *registry) sleep(user string) {
+	r.mu.Lock()
+	r.asleep[user] = true
+	r.mu.Unlock()
+}
+
+// wake ends sleep: user is being activated again.
+func (r *registry) wake(user string) {
+	r.mu.Lock()
+	delete(r.asleep, user)
+	r.mu.Unlock()
+}
+
+// sleeping reports whether user is asleep.
+func (r *registry) sleeping(user string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.asleep[user]
 }
 
 func validateTools(tools []ext.Tool) error {
@@ -140,6 +170,10 @@ func (r *registry) setUser(extName, user string, tools []ext.Tool) error {
 		return err
 	}
 	r.mu.Lock()
+	if len(tools) == 0 && r.asleep[user] {
+		r.mu.Unlock()
+		return nil // retired for idleness: the list stays (see asleep)
+	}
 	for _, t := range tools {
 		if other := r.ownerLocked(t.Name, user, extName); other != "" {
 			r.mu.Unlock()
@@ -154,6 +188,10 @@ func (r *registry) setUser(extName, user string, tools []ext.Tool) error {
 		r.userIdx[user] = map[string]Tool{}
 	}
 	old, now := r.user[user][extName], normalize(tools)
+	if slices.EqualFunc(old, now, func(a, b ext.Tool) bool { return reflect.DeepEqual(a, b) }) {
+		r.mu.Unlock()
+		return nil // the same list again (a user woken up): nothing changed
+	}
 	r.rememberGoneLocked(user, extName, old, now)
 	reindexLocked(r.userIdx[user], extName, old, now)
 	if len(now) == 0 {

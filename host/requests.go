@@ -86,13 +86,14 @@ func (h *Host) AttachSession(user string, s ext.Session) (touch, detach func()) 
 	return touch, detach
 }
 
-// users returns the users with a session attached.
-func (ss *sessions) users() map[string]bool {
+// subscribed returns the users whose sessions wait for updates of a
+// resource: their servers' connections must stay open to send them.
+func (ss *sessions) subscribed() map[string]bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	out := make(map[string]bool, len(ss.byUser))
-	for u, set := range ss.byUser {
-		if len(set) > 0 {
+	out := make(map[string]bool, len(ss.subs))
+	for u, m := range ss.subs {
+		if len(m) > 0 {
 			out[u] = true
 		}
 	}

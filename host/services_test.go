@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,47 +122,142 @@ func newHostOpts(t *testing.T, opts *host.Options) *host.Host {
 	return h
 }
 
-// TestIdleUsersAreDeactivated (issue 10, item 7): a user with no call in
-// flight, no session attached and no request for services.idleMinutes is
-// deactivated (their connections and processes freed); a user with a
-// long call, or with an open session, is not.
+// sleepyExt is testExt as ext-mcp behaves for the idle clock: Retire of a
+// whole user publishes an empty catalog, and each activation publishes the
+// user's tool and a resource, which sessions may subscribe to. It counts
+// activations per user.
+type sleepyExt struct {
+	testExt
+	mu2   sync.Mutex
+	acts  map[string]int
+	hostc ext.Host
+}
+
+func (e *sleepyExt) Describe(ctx context.Context) (*ext.Descriptor, error) {
+	d, err := e.testExt.Describe(ctx)
+	if err == nil {
+		d.Capabilities = append(d.Capabilities, ext.CapabilityResources)
+	}
+	return d, err
+}
+
+func (e *sleepyExt) Configure(ctx context.Context, req *ext.ConfigureRequest) error {
+	e.mu2.Lock()
+	e.hostc = req.Host
+	e.mu2.Unlock()
+	return e.testExt.Configure(ctx, req)
+}
+
+func (e *sleepyExt) Activate(ctx context.Context, user string) error {
+	e.mu2.Lock()
+	e.acts[user]++
+	h := e.hostc
+	e.mu2.Unlock()
+	return h.SetUserCatalog(ctx, user, &ext.Catalog{
+		Tools:     []ext.Tool{{Name: "t/mine_" + user}},
+		Resources: []ext.Resource{{URI: "test://" + user + "/r", Definition: json.RawMessage(`{"uri":"test://` + user + `/r","name":"r"}`)}},
+	})
+}
+
+func (e *sleepyExt) Retire(ctx context.Context, user, name string) error {
+	if name != "" {
+		return nil
+	}
+	e.mu2.Lock()
+	h := e.hostc
+	e.mu2.Unlock()
+	return h.SetUserCatalog(ctx, user, nil)
+}
+
+func (e *sleepyExt) activations(user string) int {
+	e.mu2.Lock()
+	defer e.mu2.Unlock()
+	return e.acts[user]
+}
+
+func (e *sleepyExt) ReadResource(context.Context, *ext.ReadResourceRequest) (json.RawMessage, error) {
+	return json.RawMessage(`{"contents":[]}`), nil
+}
+
+func (e *sleepyExt) SubscribeResource(context.Context, *ext.SubscribeRequest) error { return nil }
+
+// TestIdleUsersAreDeactivated (issue 10, item 7; issue 17, item 8): a user
+// with no call in flight, no resource subscription and no request for
+// services.idleMinutes is deactivated (their connections and processes
+// freed), also when a silent session of theirs is open; a user with a
+// long call, or whose session subscribed to a resource, is not. A
+// deactivated user's tools stay listed and their sessions hear no change,
+// so nothing re-activates them until their next request (they were
+// re-activated by the refresh their own deactivation sent, and flapped).
 func TestIdleUsersAreDeactivated(t *testing.T) {
 	idle := 0.01 // minutes: 600 ms
+	x := &sleepyExt{acts: map[string]int{}}
 	h, err := host.New(context.Background(), &host.Config{DataDir: t.TempDir(), Services: host.ServicesConfig{IdleMinutes: idle}},
-		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: &testExt{}}}})
+		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: x}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Close() })
 	ctx := context.Background()
-	for _, u := range []string{"idle", "busy", "attached"} {
+	for _, u := range []string{"idle", "busy", "attached", "subscribed"} {
 		if _, err := h.Tools(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
 	_, detach := h.AttachSession("attached", ext.NoSession)
 	defer detach()
+	_, detach2 := h.AttachSession("subscribed", ext.NoSession)
+	defer detach2()
+	if err := h.SubscribeResource(ctx, "subscribed", "test://subscribed/r", false); err != nil {
+		t.Fatal(err)
+	}
+	changes, cancel := h.Subscribe(ctx, "attached")
+	defer cancel()
 	slow := make(chan error, 1)
 	go func() {
 		_, err := h.Call(ctx, "busy", "", "t/slow", json.RawMessage(`{"millis":2500}`))
 		slow <- err
 	}()
 	deadline := time.Now().Add(2 * time.Second)
-	for slices.Contains(h.ActiveUsers(), "idle") {
+	for slices.Contains(h.ActiveUsers(), "idle") || slices.Contains(h.ActiveUsers(), "attached") {
 		if time.Now().After(deadline) {
-			t.Fatalf("the idle user is still active after %v: %v", time.Since(deadline.Add(-2*time.Second)), h.ActiveUsers())
+			t.Fatalf("the idle users are still active after %v: %v", time.Since(deadline.Add(-2*time.Second)), h.ActiveUsers())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := h.ActiveUsers(); !slices.Equal(got, []string{"attached", "busy"}) {
-		t.Errorf("active users %v: the one with a call in flight and the one with a session must stay", got)
+	if got := h.ActiveUsers(); !slices.Equal(got, []string{"busy", "subscribed"}) {
+		t.Errorf("active users %v: the one with a call in flight and the one with a subscription must stay", got)
 	}
 	if err := <-slow; err != nil {
 		t.Fatal(err)
 	}
-	// The idle user comes back on their next request.
-	if _, err := h.Tools(ctx, "idle"); err != nil || !slices.Contains(h.ActiveUsers(), "idle") {
-		t.Errorf("the deactivated user was not activated again: %v %v", err, h.ActiveUsers())
+	// Asleep, the silent session's user heard no change, and nothing woke
+	// them over several idle periods.
+	time.Sleep(5 * 600 * time.Millisecond)
+	select {
+	case <-changes:
+		t.Error("the deactivation of a user with an open session sent it a tools change (which makes clients list again and wake the user)")
+	default:
+	}
+	if n := x.activations("attached"); n != 1 || slices.Contains(h.ActiveUsers(), "attached") {
+		t.Errorf("the sleeping user was activated %d times (still active: %v); want once", n, slices.Contains(h.ActiveUsers(), "attached"))
+	}
+	// The idle user comes back on their next request, with the same tools
+	// and no change heard.
+	tools, err := h.Tools(ctx, "attached")
+	if err != nil || !slices.Contains(h.ActiveUsers(), "attached") || len(tools) == 0 || !slices.ContainsFunc(tools, func(t host.Tool) bool { return t.Name == "t/mine_attached" }) {
+		t.Errorf("the deactivated user was not activated again with their tools: %v %v %v", err, h.ActiveUsers(), tools)
+	}
+	if n := x.activations("attached"); n != 2 {
+		t.Errorf("activations of the woken user: %d, want 2", n)
+	}
+	select {
+	case <-changes:
+		t.Error("waking a user with the same tools sent a tools change")
+	default:
+	}
+	if res, err := h.Call(ctx, "idle", "", "t/echo", json.RawMessage(`{}`)); err != nil || res.IsError {
+		t.Errorf("a call wakes the idle user: %v %v", res, err)
 	}
 }
 
