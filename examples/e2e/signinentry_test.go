@@ -73,6 +73,13 @@ func TestSignInEntryEndToEnd(t *testing.T) {
 		t.Fatalf("alice's call of o__sign_in with URL elicitation: %v; want -32042 with the link %s", err, link)
 	}
 
+	// A tool of o the agent expected is unknown, and the error names
+	// the entry.
+	_, err = ec.call(t, "o__whoami", map[string]any{})
+	if !errors.As(err, &re) || re.Code != jsonrpc.CodeInvalidParams || !strings.Contains(re.Message, `o__sign_in ("Sign in to o")`) {
+		t.Errorf("alice's call of o__whoami before signing in: %v; want unknown tool naming o__sign_in", err)
+	}
+
 	pc, err := connect(t, host, aliceTok)
 	if err != nil {
 		t.Fatal(err)
