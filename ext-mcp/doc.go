@@ -84,7 +84,12 @@
 // required error (-32042, [ext.CodeURLElicitationRequired]) carrying the
 // sign-in link, at most once a minute per user and server; other calls
 // and clients get the error result with the link. Nothing waits for the
-// person.
+// person. So that an agent hears of a server before the user's first
+// sign-in, when it has no tools, each catalog published for the user
+// holds, for each of the user's servers S that waits for the user's own
+// sign-in (never a shared one), the tool "S/sign_in" ([SignInTool]),
+// whose call answers as above, and an instruction naming the servers that
+// wait with their links; the next publish after the sign-in drops them.
 //
 // # Beyond tools
 //

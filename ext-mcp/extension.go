@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -210,7 +211,12 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		maxResult = DefaultMaxResultBytes
 	}
 	conn := &connector{x: x, guard: newGuard(ctx, cfg, req, x.log), maxResult: maxResult}
-	engine := catalog.New(planner, conn, catalog.PublisherFunc(h.SetUserCatalog), &o)
+	// The publisher adds the sign-in entries of the servers that wait
+	// (signinentry.go); it reads the engine's status, so it learns the
+	// engine once it is made (before any user is activated on it).
+	var engineRef atomic.Pointer[catalog.Engine]
+	engine := catalog.New(planner, conn, x.signInPublisher(h, cfg, engineRef.Load), &o)
+	engineRef.Store(engine)
 
 	x.mu.Lock()
 	if x.shut {

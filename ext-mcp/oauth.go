@@ -803,11 +803,7 @@ func (x *Extension) signInRequired(e *catalog.Engine, req *ext.CallToolRequest, 
 	x.mu.Lock()
 	public, name, cfg := x.publicURL, x.name, x.cfg
 	x.mu.Unlock()
-	shared := false
-	cfg.each(func(n string, s Server) {
-		shared = shared || (n == server && s.Credentials == catalog.CredentialsShared)
-	})
-	if public == "" || shared {
+	if public == "" || cfg.shared(server) {
 		return nil // nothing the user can open, or only the operator can sign in
 	}
 	waiting := failed

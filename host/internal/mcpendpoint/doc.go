@@ -121,7 +121,11 @@
 // carries its host name in _meta "agenthost/name". Prompt names are mapped
 // the same way (and mapped back for completions); resource URIs travel as
 // they are, and the host routes them. Calls map back through the user's
-// table, never by parsing.
+// table, never by parsing. A call of a name the table lacks is -32602
+// "unknown tool"; when the name starts with the mapped prefix of a server
+// the user has listed tools of (the longest such), the message names
+// those tools with their titles (five at most), so that an agent calling
+// a tool of a server that waits for a sign-in learns of its sign-in entry.
 //
 // Every list (tools, prompts, resources, templates) is the user's own:
 // it is sorted (by name, URI or URI template), paged (1,000 a page, an

@@ -120,3 +120,49 @@ func mapNames(originals []string, sep string) map[string]string {
 	}
 	return out
 }
+
+// maxNamedInUnknown bounds the tools an unknown tool's error names.
+const maxNamedInUnknown = 5
+
+// unknownTool is the message of a call of a tool the user's table does
+// not hold. When name starts with the MCP prefix of a server whose tools
+// the user has ("S" then sep; the longest such prefix), it names that
+// server's listed tools, with their titles (up to maxNamedInUnknown): a
+// server that waits for the user's sign-in lists only its sign-in entry
+// ("S/sign_in", "Sign in to S"), so an agent that calls a tool it
+// expected learns why there is none and what to call. Only the caller's
+// own table is read.
+func (t *toolTable) unknownTool(name, sep string) string {
+	msg := fmt.Sprintf("unknown tool %q", name)
+	server, prefix := "", ""
+	for _, ent := range t.base {
+		s, _, _ := strings.Cut(ent.original, "/")
+		if p := sanitize(s, sep) + sep; len(p) > len(prefix) && strings.HasPrefix(name, p) {
+			server, prefix = s, p
+		}
+	}
+	if server == "" {
+		return msg
+	}
+	var named []string
+	more := 0
+	for _, ent := range t.base {
+		if s, _, _ := strings.Cut(ent.original, "/"); s != server {
+			continue
+		}
+		if len(named) == maxNamedInUnknown {
+			more++
+			continue
+		}
+		n := ent.name
+		if ent.src.Title != "" {
+			n += fmt.Sprintf(" (%q)", clipUTF8(ent.src.Title, 80))
+		}
+		named = append(named, n)
+	}
+	msg += fmt.Sprintf("; the tools of %q are: %s", server, strings.Join(named, ", "))
+	if more > 0 {
+		msg += fmt.Sprintf(" and %d more", more)
+	}
+	return msg
+}

@@ -317,7 +317,7 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 			}
 			return &res, nil
 		}
-		return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: fmt.Sprintf("unknown tool %q", req.Params.Name)}
+		return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: t.unknownTool(req.Params.Name, x.e.sep)}
 	}
 	if refused := ent.refusal(); refused != nil {
 		f, _ := statelessFields(&ext.CallToolResult{Raw: refused})
