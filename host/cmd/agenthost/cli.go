@@ -194,11 +194,21 @@ Demo user %[1]q is ready.
 
 Connect a real MCP client, for example:
   claude mcp add --transport http agenthost %[2]s/mcp --header "Authorization: Bearer %[4]s"
-  npx @modelcontextprotocol/inspector --cli %[2]s/mcp --transport http --header "Authorization: Bearer %[4]s" --method tools/list
+  npx -y %[5]s --cli %[2]s/mcp --transport http --header "Authorization: Bearer %[4]s" --method tools/list
 
-`, user, s.URL(), link, tok)
+`, user, s.URL(), link, tok, inspectorCLI)
 	return nil
 }
+
+// inspectorCLI is the MCP Inspector the demo banner prints a command
+// for, pinned: npx resolves an unpinned @modelcontextprotocol/inspector to
+// whatever it finds, and on the Node 20 the README asks for that was an old
+// inspector that refused URL arguments, or one that needs Node 22. 1.0.3
+// runs on Node 20 (npm warns that it declares Node 22, nothing more) and
+// its --cli mode takes the URL, --transport http and --header (0.15.0, the
+// last to declare no engine, takes no header). examples/e2e/testdata/inspector
+// pins the same version for the test that runs the printed command.
+const inspectorCLI = "@modelcontextprotocol/inspector@1.0.3"
 
 func (a *app) toolsCmd() *cobra.Command {
 	var (
