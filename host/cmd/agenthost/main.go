@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/agenthost/agenthost/ext/termsafe"
 )
 
 // gcPercent is the GC target unless GOGC is set: go-sdk's JSON decoder (on
@@ -52,7 +54,13 @@ func exitCode(err error, stderr *os.File) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "agenthost:", err)
+	// An error's text may carry a server's or a user's words: escaped
+	// whole, it cannot forge a line (linesError's own lines excepted).
+	msg := esc(err.Error())
+	if le, ok := err.(*linesError); ok {
+		msg = le.msg
+	}
+	fmt.Fprintln(termsafe.NewWriter(stderr), "agenthost:", msg)
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return 2
