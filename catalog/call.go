@@ -516,7 +516,7 @@ func (e *Engine) Status(userID string) []ext.StatusEntry {
 	for _, u := range users {
 		u.mu.Lock()
 		for name, c := range u.conns {
-			out = append(out, ext.StatusEntry{User: u.id, Name: name, State: "connected", Tools: len(c.built)})
+			out = append(out, ext.StatusEntry{User: u.id, Name: name, State: "connected", Tools: len(c.built), Reason: refusedReason(c.refused)})
 		}
 		for c := range u.retiring {
 			out = append(out, ext.StatusEntry{User: u.id, Name: c.name, State: "retiring",
@@ -545,4 +545,14 @@ func (e *Engine) Status(userID string) []ext.StatusEntry {
 		return strings.Compare(a.State, b.State)
 	})
 	return out
+}
+
+// refusedReason words the tools of a connected server that were refused
+// for the control characters in their names (already escaped), or is
+// empty.
+func refusedReason(refused []string) string {
+	if len(refused) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("refused %d tool(s) whose name has control characters: \"%s\"", len(refused), strings.Join(refused, `", "`))
 }

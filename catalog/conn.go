@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/termsafe"
 )
 
 // connState is where a connection is in its life.
@@ -36,6 +37,7 @@ type conn struct {
 	tools    []ToolInfo
 	index    map[string]struct{} // registered (visible) tool names
 	built    []ext.Tool
+	refused  []string            // tool names refused for their control characters, escaped
 	extras   *Extras             // prompts, resources, templates, instructions
 	prompts  map[string]struct{} // the server's prompt names
 	uris     map[string]struct{} // the server's resource URIs
@@ -270,11 +272,19 @@ func (c *conn) rebuildLocked() {
 	c.index = make(map[string]struct{}, len(c.tools))
 	built := make([]ext.Tool, 0, len(c.tools))
 	seen := make(map[string]bool, len(c.tools))
+	c.refused = nil
 	for _, t := range c.tools {
 		if t.Name == "" || seen[t.Name] {
 			continue
 		}
 		seen[t.Name] = true
+		if termsafe.HasUnsafe(t.Name) {
+			// A name is shown raw by clients and terminals: one with
+			// control characters (an escape sequence, a forged line) is
+			// refused; the status names it, escaped.
+			c.refused = append(c.refused, termsafe.String(t.Name))
+			continue
+		}
 		exp, hidden := c.decl.Tools.Resolve(t.Name)
 		if hidden {
 			continue

@@ -24,6 +24,9 @@
 //     sign in instead ([ext.StateNeedsSignIn]): no retries, its calls answer
 //     with how to sign in, and it is connected again when its fingerprint
 //     changes (a new credential);
+//   - a tool whose name has control characters (see package
+//     ext/termsafe: an escape sequence, a forged line) is refused, and the
+//     connected server's status names it, escaped; its other tools stay;
 //   - each tool becomes "server/tool" with the exposure of the server's
 //     [ToolPolicy]; hidden tools are neither registered nor callable; a
 //     missing description reads "MCP tool T on server S."; a missing schema

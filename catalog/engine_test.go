@@ -793,6 +793,40 @@ func TestStatusAndProblems(t *testing.T) {
 	}
 }
 
+// TestToolNamesWithControlCharactersRefused checks that a tool whose name
+// has control characters (an escape sequence, a bell, a forged line, a
+// bidi override) is neither published nor callable, that the server's
+// other tools are, and that the status names the refused ones, escaped.
+func TestToolNamesWithControlCharactersRefused(t *testing.T) {
+	r := newRig(t, nil)
+	s := r.conn.add("s", newServer("ok"))
+	s.set(func(s *fakeServer) {
+		s.tools = append(s.tools,
+			catalog.ToolInfo{Name: "t\x1b[2J\x1b]0;pwned\a"},
+			catalog.ToolInfo{Name: "x\r\nforged"},
+			catalog.ToolInfo{Name: "gnp\u202eexe"},
+			catalog.ToolInfo{Name: "desc", Description: "a description keeps its text\x1b]52;c;ZXZpbA==\a"},
+		)
+	})
+	r.plan.set("alice", decl("s"))
+	mustActivate(t, r.e, "alice")
+	var names []string
+	for _, tl := range r.pub.tools("alice") {
+		names = append(names, tl.Name)
+	}
+	if want := []string{"s/ok", "s/desc"}; !slices.Equal(names, want) {
+		t.Errorf("published %q, want %q", names, want)
+	}
+	if _, err := call(t, r.e, "alice", "s/x\r\nforged"); !errors.Is(err, ext.ErrNotFound) {
+		t.Errorf("calling a refused tool: %v; want ErrNotFound", err)
+	}
+	st := r.e.Status("alice")
+	want := `refused 3 tool(s) whose name has control characters: "t\u001b[2J\u001b]0;pwned\u0007", "x\u000d\u000aforged", "gnp\u202eexe"`
+	if len(st) != 1 || st[0].State != "connected" || st[0].Tools != 2 || st[0].Reason != want {
+		t.Errorf("status %+v, want connected with 2 tools and reason %s", st, want)
+	}
+}
+
 // TestPlannerAndPublisherErrors checks that a failing planner or publisher
 // fails the refresh and leaves the engine usable.
 func TestPlannerAndPublisherErrors(t *testing.T) {

@@ -35,7 +35,9 @@ type Config struct {
 	// UserServerAllowCIDRs lists the address prefixes (or single
 	// addresses) the users' own remote servers may reach although they
 	// are refused by default: loopback, private, link-local, CGNAT,
-	// multicast and reserved ranges (see package netguard).
+	// multicast and reserved ranges (see package netguard); the OAuth
+	// requests of every server, the operator's included, may reach them
+	// too (see guard.go).
 	UserServerAllowCIDRs []string `json:"userServerAllowCIDRs,omitempty" jsonschema_description:"Address prefixes such as 10.20.0.0/16 the users' own servers may reach although private, loopback or link-local."`
 	// UserServerAllowHTTP lets the users' own servers use plain http to a
 	// host that is not loopback (their tokens would cross the network in

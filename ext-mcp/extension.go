@@ -274,13 +274,14 @@ func (x *Extension) Shutdown(ctx context.Context) error {
 }
 
 // oauthClient returns the client of the OAuth requests (discovery,
-// registration, tokens) of a user's own server (own) or an operator's:
-// they dial through the same netguard policy as the server's connections
-// (a user's own server's are refused loopback, private and link-local
-// addresses unless userServerAllowCIDRs opens them; no server's reach the
-// host itself), with netguard's redirect rules and a bound on each
-// request.
-func (x *Extension) oauthClient(own bool) *http.Client {
+// registration, tokens, refresh) of a user's own server (own) or of the
+// operator's server at serverURL: they dial through netguard's users'
+// policy (loopback, private and link-local addresses refused unless
+// userServerAllowCIDRs opens them), except an operator's server's own
+// host, which they reach as its connections do (guard.oauthTransport); no
+// server's reach the host itself. Redirects follow netguard's rules, each
+// hop dialed so; each request is bounded.
+func (x *Extension) oauthClient(own bool, serverURL string) *http.Client {
 	x.mu.Lock()
 	c := x.conn
 	x.mu.Unlock()
@@ -288,7 +289,7 @@ func (x *Extension) oauthClient(own bool) *http.Client {
 	if c == nil {
 		return strict // not configured: refuse everything internal
 	}
-	return &http.Client{Transport: c.guard.transport(own), Timeout: 30 * time.Second, CheckRedirect: strict.CheckRedirect}
+	return &http.Client{Transport: c.guard.oauthTransport(own, serverURL), Timeout: 30 * time.Second, CheckRedirect: strict.CheckRedirect}
 }
 
 // state returns the configured host, planner and engine.

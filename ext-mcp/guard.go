@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
@@ -31,6 +32,19 @@ import (
 // its listen address and its public URL, when that resolves to this
 // machine, are denied to both, so that a server cannot be the host's own
 // /mcp calling back into ext-mcp in a loop.
+//
+// OAuth requests (discovery, registration, token, refresh) go where a
+// server's metadata points, which the server chooses: a remote operator's
+// server could point its token endpoint at a loopback port and be sent
+// the code, the PKCE verifier and the operator's client secret. So every
+// server's OAuth requests dial through the users' policy (loopback,
+// private, link-local... refused unless userServerAllowCIDRs opens them),
+// the operator's servers included, with one exception: an operator's
+// server's own host (the host name or address of its url, any port) may
+// be reached as its connections reach it, since the operator chose that
+// host (an MCP server on this machine with its authorization server on
+// another port of it). OAuth requests use no proxy: a proxy would dial
+// for us, unchecked.
 
 // guard is what one config lets remote connections reach. It is
 // immutable once built and safe for concurrent use.
@@ -41,6 +55,11 @@ type guard struct {
 	// The keep-alive pools of each kind of server: one transport each, so
 	// that a connection dialed under one policy never serves the other.
 	userTransport, operatorTransport *http.Transport
+
+	oauthMu sync.Mutex
+	// oauthTransports are the pools of the OAuth requests of the
+	// operator's servers, by the server's host (see oauthTransport).
+	oauthTransports map[string]*http.Transport
 }
 
 // everywhere lets the operator's servers reach any address.
@@ -70,6 +89,58 @@ func newGuard(ctx context.Context, cfg *Config, req *ext.ConfigureRequest, log *
 func (g *guard) closeIdle() {
 	g.userTransport.CloseIdleConnections()
 	g.operatorTransport.CloseIdleConnections()
+	g.oauthMu.Lock()
+	defer g.oauthMu.Unlock()
+	for _, t := range g.oauthTransports {
+		t.CloseIdleConnections()
+	}
+}
+
+// oauthTransport is the pool of the OAuth requests of a user's own server
+// (own: its connections' pool) or of the operator's server at serverURL:
+// a dial to that server's own host goes through the operator's policy,
+// any other through the users' policy.
+func (g *guard) oauthTransport(own bool, serverURL string) *http.Transport {
+	if own {
+		return g.userTransport
+	}
+	host := ""
+	if u, err := url.Parse(serverURL); err == nil {
+		host = hostKey(u.Hostname())
+	}
+	g.oauthMu.Lock()
+	defer g.oauthMu.Unlock()
+	if t := g.oauthTransports[host]; t != nil {
+		return t
+	}
+	t := g.user.Transport() // no proxy
+	strict, open := g.user.Dialer(10*time.Second), g.operator.Dialer(10*time.Second)
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if h, _, err := net.SplitHostPort(addr); err == nil && host != "" && hostKey(h) == host {
+			return open.DialContext(ctx, network, addr)
+		}
+		c, err := strict.DialContext(ctx, network, addr)
+		if errors.Is(err, netguard.ErrBlocked) {
+			err = fmt.Errorf("%w; userServerAllowCIDRs opens it", err)
+		}
+		return c, err
+	}
+	t.MaxIdleConnsPerHost = 4
+	if g.oauthTransports == nil {
+		g.oauthTransports = map[string]*http.Transport{}
+	}
+	g.oauthTransports[host] = t
+	return t
+}
+
+// hostKey is a URL's host in one spelling: lower case, without a final
+// dot or brackets, an IPv4-mapped address unmapped.
+func hostKey(h string) string {
+	h = strings.ToLower(strings.TrimSuffix(strings.Trim(h, "[]"), "."))
+	if ip, err := netip.ParseAddr(h); err == nil {
+		return ip.Unmap().String()
+	}
+	return h
 }
 
 // transport is the pool for a user's own server (own) or an operator's.

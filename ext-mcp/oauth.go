@@ -450,7 +450,7 @@ func (s *grantSource) refreshLocked() error {
 	}
 	cfg := &oauth2.Config{ClientID: s.g.ClientID, ClientSecret: secret,
 		Endpoint: oauth2.Endpoint{TokenURL: s.g.TokenURL, AuthStyle: s.g.AuthStyle}}
-	hc := x.oauthClient(strings.HasPrefix(s.server, catalog.UserServerPrefix))
+	hc := x.oauthClient(strings.HasPrefix(s.server, catalog.UserServerPrefix), s.g.Resource)
 	hc.Transport = &refreshResource{base: hc.Transport, resource: s.g.Resource}
 	octx := context.WithValue(ctx, oauth2.HTTPClient, hc)
 	var tok *oauth2.Token

@@ -231,7 +231,7 @@ func (x *Extension) probe(ctx context.Context, us *userSpec) (*http.Request, *ht
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := x.oauthClient(us.own).Do(req)
+	resp, err := x.oauthClient(us.own, us.server.URL).Do(req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reaching MCP server %q: %v: %w", name, err, ext.ErrUnavailable)
 	}
@@ -245,7 +245,7 @@ func (x *Extension) probe(ctx context.Context, us *userSpec) (*http.Request, *ht
 		// It opened a session for the probe: end it.
 		if del, err := http.NewRequestWithContext(ctx, http.MethodDelete, us.server.URL, nil); err == nil {
 			del.Header.Set("Mcp-Session-Id", sid)
-			if r, err := x.oauthClient(us.own).Do(del); err == nil {
+			if r, err := x.oauthClient(us.own, us.server.URL).Do(del); err == nil {
 				_ = r.Body.Close()
 			}
 		}
@@ -262,7 +262,7 @@ func (x *Extension) probe(ctx context.Context, us *userSpec) (*http.Request, *ht
 func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAuthRequest, us *userSpec,
 	probeReq *http.Request, probeResp *http.Response, release func()) (*flow, <-chan string, error) {
 	owner, name, s := req.User, req.Name, us.server
-	hc := x.oauthClient(us.own)
+	hc := x.oauthClient(us.own, s.URL)
 	rec := &asRecorder{base: hc.Transport}
 	client := &http.Client{Transport: rec, Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect}
 	old := us.grant

@@ -6,9 +6,14 @@
 // Tools: add_note, list_notes, slow (sleeps, for drain tests), echo (for
 // benchmarks), big (a text of any size, for tests of result limits) and
 // whoami (the token's hash; the token itself with -reveal-token, for
-// canary tests only).
+// canary tests only). With -hostile it also attacks the terminal of the
+// operator who lists its tools (for tests of agenthost's escaping):
+// -hostile=tools adds a tool whose name clears the screen and sets the
+// window title, and one whose description and error write the clipboard
+// (OSC 52) and forge a line; -hostile=list fails tools/list with such an
+// error.
 //
-//	notes [-token T] [-reveal-token]
+//	notes [-token T] [-reveal-token] [-hostile tools|list]
 package main
 
 import (
@@ -25,6 +30,7 @@ import (
 func main() {
 	token := flag.String("token", "", "the caller's token when MCP_ACCESS_TOKEN is not set (for manual runs)")
 	reveal := flag.Bool("reveal-token", false, "let whoami return the token itself (tests only)")
+	hostile := flag.String("hostile", "", "tools or list: attack the operator's terminal (tests only)")
 	flag.Parse()
 	tok := os.Getenv("MCP_ACCESS_TOKEN")
 	if tok == "" {
@@ -33,7 +39,18 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Run returns when stdin reaches EOF (the client went away) or ctx ends.
-	if err := newServer(tok, *reveal).Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+	s := newServer(tok, *reveal)
+	switch *hostile {
+	case "":
+	case "tools":
+		addHostileTools(s)
+	case "list":
+		failToolsList(s)
+	default:
+		fmt.Fprintf(os.Stderr, "notes: -hostile %q: want tools or list\n", *hostile)
+		os.Exit(2)
+	}
+	if err := s.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "notes:", err)
 		stop()
 		os.Exit(1)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -30,6 +31,9 @@ type options struct {
 	admin bool
 	// scopes are the scopes the MCP endpoint requires.
 	scopes []string
+	// tokenEndpoint, when set, is the token endpoint the metadata names
+	// instead of its own (tests of a client that must not follow it).
+	tokenEndpoint string
 }
 
 // authServer is a small OAuth 2.1 authorization server: RFC 8414
@@ -124,7 +128,7 @@ func (a *authServer) metadata(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, &oauthex.AuthServerMeta{
 		Issuer:                                     a.base,
 		AuthorizationEndpoint:                      a.base + "/authorize",
-		TokenEndpoint:                              a.base + "/token",
+		TokenEndpoint:                              cmp.Or(a.o.tokenEndpoint, a.base+"/token"),
 		RegistrationEndpoint:                       a.base + "/register",
 		RevocationEndpoint:                         a.base + "/revoke",
 		ScopesSupported:                            append(slices.Clone(a.o.scopes), "offline_access"),

@@ -8,7 +8,10 @@
 // to. It is the authorization server of agenthost's OAuth tests; state is in
 // memory.
 //
-//	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-admin]
+//	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-admin] [-token-endpoint URL]
+//
+// With -token-endpoint (tests only) its metadata names that URL as the
+// token endpoint, as a hostile server would.
 //
 // The MCP endpoint is /mcp. With -admin (tests only), GET /admin/stats
 // counts registrations, authorizations, code exchanges, refreshes (and
@@ -41,8 +44,9 @@ func main() {
 	scopes := flag.String("scopes", "mcp", "comma-separated scopes the MCP endpoint requires")
 	cimd := flag.Bool("cimd", false, "accept client ID metadata documents (https client IDs)")
 	admin := flag.Bool("admin", false, "serve /admin/ (tests only)")
+	tokenEndpoint := flag.String("token-endpoint", "", "the token endpoint the metadata names instead of its own (tests only)")
 	flag.Parse()
-	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin}
+	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin, tokenEndpoint: *tokenEndpoint}
 	for _, s := range strings.Split(*scopes, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.scopes = append(o.scopes, s)

@@ -153,7 +153,7 @@ func pickAuthExtension(ctx context.Context, c interface {
 }
 
 func (a *app) printSignIn(who, name string, st *serve.AuthStart) {
-	fmt.Fprintf(a.stdout, "To sign %s in to %s, open this URL in a browser:\n\n  %s\n\n", displayOwner(who), name, st.URL)
+	fmt.Fprintf(a.stdout, "To sign %s in to %s, open this URL in a browser:\n\n  %s\n\n", esc(displayOwner(who)), esc(name), esc(st.URL))
 	fmt.Fprintf(a.stderr, "Waiting for the browser to come back (until %s; Ctrl-C to stop waiting)...\n", st.Expires.Local().Format(time.Kitchen))
 }
 
@@ -164,6 +164,6 @@ func (a *app) signInResult(res *serve.AuthResult, err error) error {
 	if !res.OK {
 		return errors.New(res.Message)
 	}
-	fmt.Fprintln(a.stdout, res.Message)
+	fmt.Fprintln(a.stdout, esc(res.Message))
 	return nil
 }

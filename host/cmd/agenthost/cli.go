@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/termsafe"
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/host/internal/control"
 	"github.com/agenthost/agenthost/host/serve"
@@ -51,6 +52,10 @@ type app struct {
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	// Every byte the CLI prints passes a terminal-safe writer; the fields
+	// that come from servers, users and extensions are escaped whole
+	// (newlines and tabs too) by esc and row.
+	stdout, stderr = termsafe.NewWriter(stdout), termsafe.NewWriter(stderr)
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "agenthost",
@@ -194,11 +199,21 @@ Demo user %[1]q is ready.
 
 Connect a real MCP client, for example:
   claude mcp add --transport http agenthost %[2]s/mcp --header "Authorization: Bearer %[4]s"
-  npx @modelcontextprotocol/inspector --cli %[2]s/mcp --transport http --header "Authorization: Bearer %[4]s" --method tools/list
+  npx -y %[5]s --cli %[2]s/mcp --transport http --header "Authorization: Bearer %[4]s" --method tools/list
 
-`, user, s.URL(), link, tok)
+`, user, s.URL(), link, tok, inspectorCLI)
 	return nil
 }
+
+// inspectorCLI is the MCP Inspector the demo banner prints a command
+// for, pinned: npx resolves an unpinned @modelcontextprotocol/inspector to
+// whatever it finds, and on the Node 20 the README asks for that was an old
+// inspector that refused URL arguments, or one that needs Node 22. 1.0.3
+// runs on Node 20 (npm warns that it declares Node 22, nothing more) and
+// its --cli mode takes the URL, --transport http and --header (0.15.0, the
+// last to declare no engine, takes no header). examples/e2e/testdata/inspector
+// pins the same version for the test that runs the printed command.
+const inspectorCLI = "@modelcontextprotocol/inspector@1.0.3"
 
 func (a *app) toolsCmd() *cobra.Command {
 	var (
@@ -241,13 +256,13 @@ func needsSignIn(ctx context.Context, b *control.Client, user string) error {
 	var missing []string
 	for _, e := range st {
 		if e.State == ext.StateNeedsSignIn {
-			missing = append(missing, fmt.Sprintf("%s/%s needs sign-in: %s", e.Extension, e.Name, e.Reason))
+			missing = append(missing, esc(fmt.Sprintf("%s/%s needs sign-in: %s", e.Extension, e.Name, e.Reason)))
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("the tools of %d server(s) are missing until %s signs in:\n  %s", len(missing), user, strings.Join(missing, "\n  "))
+	return &linesError{fmt.Sprintf("the tools of %d server(s) are missing until %s signs in:\n  %s", len(missing), esc(user), strings.Join(missing, "\n  "))}
 }
 
 // printTools prints tools as a table, or with --json in their one JSON
@@ -265,7 +280,7 @@ func printTools(w io.Writer, tools []host.Tool, asJSON bool) error {
 	fmt.Fprintln(tw, "NAME\tEXPOSURE\tEXTENSION\tDESCRIPTION")
 	for _, t := range tools {
 		desc := strings.SplitN(t.Description, "\n", 2)[0]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Exposure, t.Extension, desc)
+		row(tw, t.Name, t.Exposure, t.Extension, desc)
 	}
 	return tw.Flush()
 }
@@ -294,7 +309,7 @@ func (a *app) callCmd() *cobra.Command {
 					return err
 				}
 				if res.IsError {
-					return fmt.Errorf("tool %q failed: %s", args[0], res.Text())
+					return fmt.Errorf("tool %q failed: %s", args[0], esc(res.Text()))
 				}
 				return nil
 			})
@@ -349,7 +364,7 @@ func (a *app) extCmd() *cobra.Command {
 					for i, c := range e.Capabilities {
 						caps[i] = string(c)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", e.Name, e.Version, e.State, e.Restarts, strings.Join(caps, ","))
+					row(tw, e.Name, e.Version, e.State, e.Restarts, strings.Join(caps, ","))
 				}
 				return tw.Flush()
 			})
@@ -372,3 +387,26 @@ func (a *app) versionCmd() *cobra.Command {
 		},
 	}
 }
+
+// esc escapes a string that comes from a server, a user or an extension
+// (a tool's name or description, a status reason, an error) for the
+// terminal: control characters, newlines and tabs included, so that it
+// can neither send escape sequences nor forge a line or a cell. The CLI's
+// streams escape control characters again (keeping its own newlines and
+// tabs), so JSON output is covered as well.
+func esc(s string) string { return termsafe.String(s) }
+
+// row writes one table row, each cell escaped, cells separated by tabs.
+func row(w io.Writer, cells ...any) {
+	parts := make([]string, len(cells))
+	for i, c := range cells {
+		parts[i] = esc(fmt.Sprint(c))
+	}
+	fmt.Fprintln(w, strings.Join(parts, "\t"))
+}
+
+// linesError is an error of several lines the CLI wrote itself, every
+// outside part already escaped: it is printed as it is.
+type linesError struct{ msg string }
+
+func (e *linesError) Error() string { return e.msg }

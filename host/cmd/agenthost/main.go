@@ -12,7 +12,10 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
+
+	"github.com/agenthost/agenthost/ext/termsafe"
 )
 
 // gcPercent is the GC target unless GOGC is set: go-sdk's JSON decoder (on
@@ -52,10 +55,30 @@ func exitCode(err error, stderr *os.File) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "agenthost:", err)
+	fmt.Fprintln(termsafe.NewWriter(stderr), "agenthost:", errorText(err))
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return 2
 	}
 	return 1
+}
+
+// errorText is err's message for the terminal. An error's text may carry a
+// server's or a user's words: escaped whole, it cannot forge a line. The
+// lines of a linesError, and of errors.Join's errors, are the CLI's own:
+// each joined error is escaped on its own line.
+func errorText(err error) string {
+	if le, ok := err.(*linesError); ok {
+		return le.msg
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var raw, parts []string
+		for _, e := range j.Unwrap() {
+			raw, parts = append(raw, e.Error()), append(parts, errorText(e))
+		}
+		if len(raw) > 1 && strings.Join(raw, "\n") == err.Error() {
+			return strings.Join(parts, "\n")
+		}
+	}
+	return esc(err.Error())
 }

@@ -103,12 +103,12 @@ func (a *app) settingsCmd() *cobra.Command {
 					var fe settings.FieldErrors
 					if errors.As(err, &fe) {
 						for _, f := range fe {
-							fmt.Fprintf(a.stderr, "  %s: %s\n", orRoot(f.Field), f.Msg)
+							fmt.Fprintf(a.stderr, "  %s: %s\n", esc(orRoot(f.Field)), esc(f.Msg))
 						}
 					}
 					return err
 				}
-				fmt.Fprintf(a.stdout, "saved %s/%s for %s\n", e, args[0], setUser)
+				fmt.Fprintf(a.stdout, "saved %s/%s for %s\n", esc(e), esc(args[0]), esc(setUser))
 				return nil
 			})
 		},
@@ -170,7 +170,7 @@ func (a *app) secretCmd() *cobra.Command {
 				if err := b.SetSecret(ctx, who, e, args[0], value); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "stored secret %q for %s in %s\n", args[0], displayOwner(who), e)
+				fmt.Fprintf(a.stdout, "stored secret %q for %s in %s\n", args[0], esc(displayOwner(who)), esc(e))
 				return nil
 			})
 		},
@@ -199,7 +199,7 @@ func (a *app) secretCmd() *cobra.Command {
 				if err := b.DeleteSecret(ctx, who, e, args[0]); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "deleted secret %q for %s in %s\n", args[0], displayOwner(who), e)
+				fmt.Fprintf(a.stdout, "deleted secret %q for %s in %s\n", args[0], esc(displayOwner(who)), esc(e))
 				return nil
 			})
 		},
@@ -252,11 +252,11 @@ func (a *app) statusCmd() *cobra.Command {
 					}{ov, st})
 				}
 				fmt.Fprintf(a.stdout, "agenthost %s, up %s, %d active user(s), %d service process(es), secrets in %s\n",
-					ov.Version, ov.Uptime, ov.ActiveUsers, ov.ServiceProcesses, ov.SecretsBackend)
+					esc(ov.Version), esc(ov.Uptime), ov.ActiveUsers, ov.ServiceProcesses, esc(ov.SecretsBackend))
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "\nEXTENSION\tSTATE\tRESTARTS\tERROR")
 				for _, e := range ov.Extensions {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", e.Name, e.State, e.Restarts, e.Error)
+					row(tw, e.Name, e.State, e.Restarts, e.Error)
 				}
 				if len(st) > 0 {
 					fmt.Fprintln(tw, "\nUSER\tEXTENSION\tNAME\tSTATE\tTOOLS\tNEXT RETRY\tREASON")
@@ -265,7 +265,7 @@ func (a *app) statusCmd() *cobra.Command {
 						if !s.NextRetry.IsZero() {
 							retry = time.Until(s.NextRetry).Round(time.Second).String()
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.User, s.Extension, s.Name, s.State, s.Tools, retry, s.Reason)
+						row(tw, s.User, s.Extension, s.Name, s.State, s.Tools, retry, s.Reason)
 					}
 				}
 				return tw.Flush()
@@ -301,7 +301,7 @@ func (a *app) tokenCmd() *cobra.Command {
 					return err
 				}
 				fmt.Fprintln(a.stdout, tok)
-				fmt.Fprintf(a.stderr, "token %s (%s) for %s; it is shown only this once\n", info.ID, info.Name, ownerOf(info.User, info.Operator))
+				fmt.Fprintf(a.stderr, "token %s (%s) for %s; it is shown only this once\n", esc(info.ID), esc(info.Name), esc(ownerOf(info.User, info.Operator)))
 				return nil
 			})
 		},
@@ -335,7 +335,7 @@ func (a *app) tokenCmd() *cobra.Command {
 					if !t.LastUsed.IsZero() {
 						last = t.LastUsed.Format(time.RFC3339)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, ownerOf(t.User, t.Operator), t.Name, t.Created.Format(time.RFC3339), last)
+					row(tw, t.ID, ownerOf(t.User, t.Operator), t.Name, t.Created.Format(time.RFC3339), last)
 				}
 				return tw.Flush()
 			})
@@ -352,7 +352,7 @@ func (a *app) tokenCmd() *cobra.Command {
 				if err := b.RevokeToken(ctx, args[0]); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "revoked %s\n", args[0])
+				fmt.Fprintf(a.stdout, "revoked %s\n", esc(args[0]))
 				return nil
 			})
 		},
