@@ -30,6 +30,10 @@ type options struct {
 	admin bool
 	// scopes are the scopes the MCP endpoint requires.
 	scopes []string
+	// openInitialize lets a request without a token through when it opens
+	// or ends a session (initialize, notifications, DELETE): the token is
+	// asked for from tools/list on, as some hosted servers do.
+	openInitialize bool
 }
 
 // authServer is a small OAuth 2.1 authorization server: RFC 8414

@@ -8,7 +8,11 @@
 // to. It is the authorization server of agenthost's OAuth tests; state is in
 // memory.
 //
-//	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-admin]
+//	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-open-initialize] [-admin]
+//
+// With -open-initialize, a request without a token that opens or ends a
+// session (initialize, a notification, DELETE) is let through, and the
+// token is asked for from tools/list on.
 //
 // The MCP endpoint is /mcp. With -admin (tests only), GET /admin/stats
 // counts registrations, authorizations, code exchanges, refreshes (and
@@ -41,8 +45,9 @@ func main() {
 	scopes := flag.String("scopes", "mcp", "comma-separated scopes the MCP endpoint requires")
 	cimd := flag.Bool("cimd", false, "accept client ID metadata documents (https client IDs)")
 	admin := flag.Bool("admin", false, "serve /admin/ (tests only)")
+	openInit := flag.Bool("open-initialize", false, "let initialize, notifications and DELETE through without a token (ask for one from tools/list on)")
 	flag.Parse()
-	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin}
+	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin, openInitialize: *openInit}
 	for _, s := range strings.Split(*scopes, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.scopes = append(o.scopes, s)
