@@ -56,6 +56,8 @@ type authServer struct {
 	stats   stats
 	seen    []seenRequest
 	failing int // the next token requests that answer 503 (tests)
+	// sessions counts the MCP endpoint's open sessions (set by routes).
+	sessions func() int
 }
 
 type client struct {
@@ -94,6 +96,7 @@ type stats struct {
 	Revocations              int `json:"revocations"`
 	Rejected                 int `json:"rejected"`    // MCP requests refused for their token
 	Unavailable              int `json:"unavailable"` // token requests answered 503 on purpose
+	Sessions                 int `json:"sessions"`    // MCP sessions open now
 }
 
 // seenRequest is one request the MCP endpoint accepted: whose token it
@@ -388,8 +391,12 @@ func (a *authServer) lookup(token, resource string) (*grantFamily, time.Time, bo
 
 func (a *authServer) adminStats(w http.ResponseWriter, _ *http.Request) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	writeJSON(w, http.StatusOK, a.stats)
+	st, sessions := a.stats, a.sessions
+	a.mu.Unlock()
+	if sessions != nil {
+		st.Sessions = sessions()
+	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (a *authServer) adminSeen(w http.ResponseWriter, _ *http.Request) {

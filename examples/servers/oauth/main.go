@@ -17,7 +17,7 @@
 // The MCP endpoint is /mcp. With -admin (tests only), GET /admin/stats
 // counts registrations, authorizations, code exchanges, refreshes (and
 // those without the resource parameter), refresh-token reuses,
-// revocations and refused MCP requests; GET
+// revocations, refused MCP requests and the MCP sessions open; GET
 // /admin/seen lists the account of every accepted MCP request; POST
 // /admin/revoke?login=A revokes every grant of account A; POST
 // /admin/fail-tokens?n=N makes the next N token requests answer 503; GET

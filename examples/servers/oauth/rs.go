@@ -42,6 +42,15 @@ func routes(mux *http.ServeMux, a *authServer) {
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
+	a.mu.Lock()
+	a.sessions = func() int {
+		n := 0
+		for range s.Sessions() {
+			n++
+		}
+		return n
+	}
+	a.mu.Unlock()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{PropagateRequestCancellation: true})
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
