@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -231,12 +232,19 @@ func TestConnectInABrowser(t *testing.T) {
 		t.Errorf("alice's agent calls o__whoami: %v %+v", err, res)
 	}
 
-	// The link an agent is given asks first, then leads the same way.
+	// The link an agent is given, followed from its app's page (another
+	// site, to which the settings page's SameSite=Strict cookie is not
+	// sent), asks first, then leads the same way.
+	agentPage := "data:text/html," + url.PathEscape(`<a id="signin" href="`+e.url+`/settings/connect/mcp/o">Sign in to o</a>`)
 	do("the agent's sign-in link",
-		chromedp.Navigate(e.url+"/settings/connect/mcp/o"),
+		chromedp.Navigate(agentPage),
+		chromedp.Click(css(`#signin`)),
 		chromedp.WaitVisible(css(`main form button[type="submit"]`)),
-		chromedp.Click(css(`main form button[type="submit"]`)),
 	)
+	if u := location(); u != e.url+"/settings/connect/mcp/o" {
+		t.Fatalf("the agent's sign-in link leads to %q", u)
+	}
+	do("Connect on the link's page", chromedp.Click(css(`main form button[type="submit"]`)))
 	signIn("the sign-in link")
 }
 

@@ -1371,6 +1371,24 @@ func TestConnect(t *testing.T) {
 	if r := b.postCSRF("/settings/connect/nosuch/o", nil); r.code != http.StatusNotFound {
 		t.Errorf("an unknown extension: %d", r.code)
 	}
+	// The link followed from another site (an agent's web app) arrives
+	// without the SameSite=Strict session cookie: a page of this site
+	// leads to the same URL, which the cookie then comes with; a signed-out
+	// browser gets there to the sign-in page.
+	crossSite := func(b *browser) resp {
+		req, _ := http.NewRequest("GET", e.url("/settings/connect/mcp/o"), nil)
+		for k, v := range map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"} {
+			req.Header.Set(k, v)
+		}
+		return b.do(req)
+	}
+	out, started := e.browser(), len(calls)
+	if r := crossSite(out); r.code != http.StatusOK || !strings.Contains(r.body, `id="continue" data-follow href=""`) || len(calls) != started {
+		t.Errorf("the link from another site: %d, %d sign-ins started\n%s", r.code, len(calls)-started, r.body)
+	}
+	if r := out.get("/settings/connect/mcp/o"); r.code != http.StatusSeeOther || !strings.HasSuffix(r.hdr.Get("Location"), "/settings/login") {
+		t.Errorf("the same link from this site, signed out: %d %q", r.code, r.hdr.Get("Location"))
+	}
 	// Without sign-ins, no buttons and no page.
 	e2 := newEnv(t, nil)
 	b2 := e2.signIn("alice")
