@@ -283,6 +283,28 @@ func TestOAuthChallengeFromToolsList(t *testing.T) {
 	}
 }
 
+// TestOAuthChallengeFromToolCall: a server that lists its tools without a
+// token and asks for one only from tools/call on (-open-initialize
+// -open-list) is connected, and its call fails asking for a sign-in;
+// BeginAuth, whose probe meets no refusal (it calls no tool), starts from
+// the refusal that call met, and the sign-in completes.
+func TestOAuthChallengeFromToolCall(t *testing.T) {
+	as := startOAuth(t, "-open-initialize", "-open-list")
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") })
+	res, err := f.call("alice", "o/whoami", `{}`)
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "sign in") {
+		t.Fatalf("a call before signing in: %v %q; want an error result asking for a sign-in", err, res.Text())
+	}
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	eventually(t, "alice's calls carry her token", func() bool {
+		res, err := f.call("alice", "o/whoami", `{}`)
+		return err == nil && !res.IsError && strings.Contains(string(res.StructuredContent), login)
+	})
+}
+
 // eventually retries cond for up to 20 s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()

@@ -221,7 +221,9 @@ func (x *Extension) signInTarget(ctx context.Context, user, name string) (ext.Ho
 // in the session it opened as a connection would, with
 // notifications/initialized and tools/list, and ends the session. It
 // returns the refused request and its 401 (or 403) response. It sends
-// nothing that could act (no tool call).
+// nothing that could act (no tool call): a server that asks only from a
+// tool call on is signed in to from the refusal a connection of the
+// owner met last (noteChallenge).
 func (x *Extension) probe(ctx context.Context, us *userSpec) (*http.Request, *http.Response, error) {
 	name := us.name
 	hc := x.oauthClient(us.own)
@@ -301,6 +303,16 @@ func (x *Extension) probe(ctx context.Context, us *userSpec) (*http.Request, *ht
 		if resp.StatusCode/100 != 2 {
 			return nil, nil, fmt.Errorf("MCP server %q answered %s to %s instead of asking for a sign-in: %w", name, resp.Status, step.method, ext.ErrUnavailable)
 		}
+	}
+	if c, ok := x.lastChallenge(us.owner, name); ok {
+		// It asks further on (a tool call), which the probe does not
+		// make: the refusal a connection of the owner met says where.
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, us.server.URL, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("MCP server %q: the url does not parse: %w", name, ext.ErrInvalidArgument)
+		}
+		return req, &http.Response{StatusCode: c.status, Status: fmt.Sprintf("%d %s", c.status, http.StatusText(c.status)),
+			Header: http.Header{"Www-Authenticate": slices.Clone(c.header)}, Body: http.NoBody, Request: req}, nil
 	}
 	return nil, nil, fmt.Errorf("MCP server %q does not ask for a sign-in (it answered initialize and tools/list without one): %w", name, ext.ErrInvalidArgument)
 }
@@ -480,6 +492,7 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 			scancel()
 			x.oauth.mu.Lock()
 			delete(x.oauth.stepUp, [2]string{owner, name}) // asked for, and granted or not
+			delete(x.oauth.challenges, [2]string{owner, name})
 			x.oauth.mu.Unlock()
 		}
 		f.err = err

@@ -34,6 +34,9 @@ type options struct {
 	// or ends a session (initialize, notifications, DELETE): the token is
 	// asked for from tools/list on, as some hosted servers do.
 	openInitialize bool
+	// openList also lets tools/list through without a token: the token is
+	// asked for from tools/call on.
+	openList bool
 }
 
 // authServer is a small OAuth 2.1 authorization server: RFC 8414

@@ -8,11 +8,12 @@
 // to. It is the authorization server of agenthost's OAuth tests; state is in
 // memory.
 //
-//	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-open-initialize] [-admin]
+//	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-open-initialize [-open-list]] [-admin]
 //
 // With -open-initialize, a request without a token that opens or ends a
 // session (initialize, a notification, DELETE) is let through, and the
-// token is asked for from tools/list on.
+// token is asked for from tools/list on; with -open-list too, tools/list
+// passes as well and the token is asked for from tools/call on.
 //
 // The MCP endpoint is /mcp. With -admin (tests only), GET /admin/stats
 // counts registrations, authorizations, code exchanges, refreshes (and
@@ -46,8 +47,9 @@ func main() {
 	cimd := flag.Bool("cimd", false, "accept client ID metadata documents (https client IDs)")
 	admin := flag.Bool("admin", false, "serve /admin/ (tests only)")
 	openInit := flag.Bool("open-initialize", false, "let initialize, notifications and DELETE through without a token (ask for one from tools/list on)")
+	openList := flag.Bool("open-list", false, "with -open-initialize, let tools/list through without a token too (ask for one from tools/call on)")
 	flag.Parse()
-	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin, openInitialize: *openInit}
+	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin, openInitialize: *openInit, openList: *openList}
 	for _, s := range strings.Split(*scopes, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.scopes = append(o.scopes, s)

@@ -67,7 +67,7 @@ func routes(mux *http.ServeMux, a *authServer) {
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prm, Scopes: a.o.scopes})(
 		stepUp(a, prm, h))
 	if a.o.openInitialize {
-		protected = openSession(h, protected)
+		protected = openSession(h, protected, a.o.openList)
 	}
 	mux.Handle("/mcp", protected)
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
@@ -112,9 +112,9 @@ func stepUp(a *authServer, prm string, next http.Handler) http.Handler {
 }
 
 // openSession lets a request without a token that opens or ends a session
-// (initialize, a notification, DELETE) through to open; everything else
-// goes to protected, which asks for the token.
-func openSession(open, protected http.Handler) http.Handler {
+// (initialize, a notification, DELETE), and with list tools/list, through
+// to open; everything else goes to protected, which asks for the token.
+func openSession(open, protected http.Handler, list bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "" {
 			protected.ServeHTTP(w, r)
@@ -138,7 +138,7 @@ func openSession(open, protected http.Handler) http.Handler {
 			Method string `json:"method"`
 		}
 		_ = json.Unmarshal(body, &msg)
-		if msg.Method == "initialize" || strings.HasPrefix(msg.Method, "notifications/") {
+		if msg.Method == "initialize" || strings.HasPrefix(msg.Method, "notifications/") || (list && msg.Method == "tools/list") {
 			open.ServeHTTP(w, r)
 			return
 		}
