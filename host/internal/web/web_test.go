@@ -1335,6 +1335,9 @@ func TestConnect(t *testing.T) {
 		if name == "broken" {
 			return "", fmt.Errorf(`extension "mcp": starting a sign-in of %s to "broken": MCP server "broken" does not ask for a sign-in: %w`, user, ext.ErrInvalidArgument)
 		}
+		if name == "js" {
+			return "javascript:alert(1)", nil
+		}
 		return "https://as.example/authorize?state=s1", nil
 	}})
 	b := e.signIn("alice")
@@ -1366,6 +1369,10 @@ func TestConnect(t *testing.T) {
 	if r := b.postCSRF("/settings/connect/mcp/broken", nil); r.code != http.StatusBadRequest ||
 		!strings.Contains(r.body, `MCP server &#34;broken&#34; does not ask for a sign-in`) || strings.Contains(r.body, "invalid argument") {
 		t.Errorf("a sign-in that cannot start: %d\n%s", r.code, r.body)
+	}
+	b.get("/settings")
+	if r := b.postCSRF("/settings/connect/mcp/js", nil); r.code != http.StatusBadGateway || strings.Contains(r.body, "javascript:") {
+		t.Errorf("a sign-in whose address is no web address: %d\n%s", r.code, r.body)
 	}
 	b.get("/settings")
 	if r := b.postCSRF("/settings/connect/nosuch/o", nil); r.code != http.StatusNotFound {
