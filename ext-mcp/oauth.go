@@ -291,6 +291,11 @@ type oauthState struct {
 	// flow ends (admitFlow).
 	underway map[string]int
 
+	// challenges are the last refusals of owner's connections to a
+	// server that asked for a sign-in, where a probe may not meet one (a
+	// server that asks only from tools/call on).
+	challenges map[[2]string]challenge
+
 	keyMu   sync.Mutex
 	sealKey []byte // GrantKeySecret's value, once read
 
@@ -692,6 +697,7 @@ func (a *connAuth) Authorize(_ context.Context, req *http.Request, resp *http.Re
 		if challengeParam(challenges, "error") != "insufficient_scope" {
 			return nil // not ours to fix: the retry reports the 403
 		}
+		a.x.noteChallenge(a.owner, a.server, resp)
 		scopes := strings.Fields(challengeParam(challenges, "scope"))
 		a.x.noteStepUp(a.owner, a.server, scopes)
 		why := fmt.Sprintf("MCP server %q asks for more permissions than you granted", a.server)
@@ -700,6 +706,7 @@ func (a *connAuth) Authorize(_ context.Context, req *http.Request, resp *http.Re
 		}
 		return a.x.signInError(a.owner, a.server, why)
 	}
+	a.x.noteChallenge(a.owner, a.server, resp)
 	switch {
 	case a.src != nil:
 		return a.src.renew(strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer "))
@@ -734,6 +741,39 @@ func (x *Extension) noteStepUp(owner, server string, scopes []string) {
 			o.stepUp[k] = append(o.stepUp[k], s)
 		}
 	}
+}
+
+// challenge is a refusal that asked for a sign-in: its status and its
+// WWW-Authenticate values.
+type challenge struct {
+	status int
+	header []string
+}
+
+// noteChallenge remembers the refusal resp of owner's connection to
+// server, for a sign-in whose probe meets none.
+func (x *Extension) noteChallenge(owner, server string, resp *http.Response) {
+	h := resp.Header.Values("WWW-Authenticate")
+	if len(h) == 0 {
+		return
+	}
+	o := &x.oauth
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.challenges == nil {
+		o.challenges = map[[2]string]challenge{}
+	}
+	o.challenges[[2]string{owner, server}] = challenge{status: resp.StatusCode, header: slices.Clone(h)}
+}
+
+// lastChallenge returns the refusal owner's connection to server met
+// last, if any.
+func (x *Extension) lastChallenge(owner, server string) (challenge, bool) {
+	o := &x.oauth
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c, ok := o.challenges[[2]string{owner, server}]
+	return c, ok
 }
 
 // stepUpScopes returns the scopes a server asked owner for.

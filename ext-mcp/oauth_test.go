@@ -58,6 +58,7 @@ func (s *oauthServer) mcpURL() string { return s.base + "/mcp" }
 type asStats struct {
 	Registrations, Authorizations, CodeExchanges, Refreshes, RefreshReuses, Revocations, Rejected, Unavailable int
 	RefreshesWithoutResource                                                                                   int
+	Sessions                                                                                                   int // open now
 }
 
 func (s *oauthServer) stats() asStats {
@@ -250,6 +251,58 @@ func TestOAuthSignIn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOAuthChallengeFromToolsList: a server that lets initialize through
+// without a token and asks for one from tools/list on (the example's
+// -open-initialize) needs sign-in, and BeginAuth finds its challenge on
+// tools/list, in a session of the probe's own that it ends; the sign-in
+// completes and calls carry the user's token.
+func TestOAuthChallengeFromToolsList(t *testing.T) {
+	as := startOAuth(t, "-open-initialize")
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	if st := f.statusOf("alice", "o"); st.State != ext.StateNeedsSignIn {
+		t.Fatalf("before signing in: %+v; want needs sign-in", st)
+	}
+	open := as.stats().Sessions
+	a := f.e.(ext.Authorizer)
+	begin, err := a.BeginAuth(ctx(t), &ext.BeginAuthRequest{User: "alice", Name: "o", RedirectURL: redirectURL})
+	if err != nil {
+		t.Fatalf("BeginAuth: %v", err)
+	}
+	eventually(t, "the probe's session ends", func() bool { return as.stats().Sessions == open })
+	login := canary("alice")
+	q := follow(t, begin.URL, login, true)
+	if _, err := a.CompleteAuth(ctx(t), &ext.CompleteAuthRequest{User: "alice", Name: "o", State: begin.State, Query: q}); err != nil {
+		t.Fatalf("CompleteAuth: %v", err)
+	}
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") })
+	if got := f.whoami("alice"); got != login {
+		t.Errorf("alice's calls carry the token of %q, want %q", got, login)
+	}
+}
+
+// TestOAuthChallengeFromToolCall: a server that lists its tools without a
+// token and asks for one only from tools/call on (-open-initialize
+// -open-list) is connected, and its call fails asking for a sign-in;
+// BeginAuth, whose probe meets no refusal (it calls no tool), starts from
+// the refusal that call met, and the sign-in completes.
+func TestOAuthChallengeFromToolCall(t *testing.T) {
+	as := startOAuth(t, "-open-initialize", "-open-list")
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") })
+	res, err := f.call("alice", "o/whoami", `{}`)
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "sign in") {
+		t.Fatalf("a call before signing in: %v %q; want an error result asking for a sign-in", err, res.Text())
+	}
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	eventually(t, "alice's calls carry her token", func() bool {
+		res, err := f.call("alice", "o/whoami", `{}`)
+		return err == nil && !res.IsError && strings.Contains(string(res.StructuredContent), login)
+	})
 }
 
 // eventually retries cond for up to 20 s.

@@ -2,6 +2,7 @@ package extmcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -214,46 +215,125 @@ func (x *Extension) signInTarget(ctx context.Context, user, name string) (ext.Ho
 	return h, us, nil
 }
 
-// probe sends the server an unauthenticated initialize and returns its
-// 401 (or 403), whose challenge starts the sign-in.
+// probe finds the challenge that starts the sign-in where the server
+// gives it: it sends an unauthenticated initialize and, when that is let
+// through (some servers ask for a token only from tools/list on), goes on
+// in the session it opened as a connection would, with
+// notifications/initialized and tools/list, and ends the session. It
+// returns the refused request and its 401 (or 403) response. It sends
+// nothing that could act (no tool call): a server that asks only from a
+// tool call on is signed in to from the refusal a connection of the
+// owner met last (noteChallenge).
 func (x *Extension) probe(ctx context.Context, us *userSpec) (*http.Request, *http.Response, error) {
 	name := us.name
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"agenthost-ext-mcp","version":%q}}}`,
-		DefaultProtocolVersion, Version)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, us.server.URL, strings.NewReader(body))
-	if err != nil {
-		return nil, nil, fmt.Errorf("MCP server %q: the url does not parse: %w", name, ext.ErrInvalidArgument)
-	}
-	for k, v := range us.server.Headers {
-		if !isAuthorization(k) {
-			req.Header.Set(k, v)
+	hc := x.oauthClient(us.own, us.server.URL)
+	send := func(method, sid, version, body string) (*http.Request, *http.Response, error) {
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
 		}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := x.oauthClient(us.own, us.server.URL).Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reaching MCP server %q: %v: %w", name, err, ext.ErrUnavailable)
-	}
-	switch resp.StatusCode {
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return req, resp, nil
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxOAuthBody))
-	_ = resp.Body.Close()
-	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
-		// It opened a session for the probe: end it.
-		if del, err := http.NewRequestWithContext(ctx, http.MethodDelete, us.server.URL, nil); err == nil {
-			del.Header.Set("Mcp-Session-Id", sid)
-			if r, err := x.oauthClient(us.own, us.server.URL).Do(del); err == nil {
-				_ = r.Body.Close()
+		req, err := http.NewRequestWithContext(ctx, method, us.server.URL, rd)
+		if err != nil {
+			return nil, nil, fmt.Errorf("MCP server %q: the url does not parse: %w", name, ext.ErrInvalidArgument)
+		}
+		for k, v := range us.server.Headers {
+			if !isAuthorization(k) {
+				req.Header.Set(k, v)
 			}
 		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+		}
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", version)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reaching MCP server %q: %v: %w", name, err, ext.ErrUnavailable)
+		}
+		return req, resp, nil
 	}
-	if resp.StatusCode/100 == 2 {
-		return nil, nil, fmt.Errorf("MCP server %q does not ask for a sign-in (it answered without one): %w", name, ext.ErrInvalidArgument)
+	challenged := func(resp *http.Response) bool {
+		return resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden
 	}
-	return nil, nil, fmt.Errorf("MCP server %q answered %s instead of asking for a sign-in: %w", name, resp.Status, ext.ErrUnavailable)
+	version := cmp.Or(us.server.ProtocolVersion, DefaultProtocolVersion)
+	if version == ProtocolLatest {
+		version = DefaultProtocolVersion
+	}
+	req, resp, err := send(http.MethodPost, "", "", fmt.Sprintf(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"agenthost-ext-mcp","version":%q}}}`,
+		version, Version))
+	if err != nil {
+		return nil, nil, err
+	}
+	if challenged(resp) {
+		return req, resp, nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxOAuthBody))
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return nil, nil, fmt.Errorf("MCP server %q answered %s instead of asking for a sign-in: %w", name, resp.Status, ext.ErrUnavailable)
+	}
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid != "" {
+		// The probe's session ends with the probe, whatever it found.
+		defer func() {
+			if _, r, err := send(http.MethodDelete, sid, version, ""); err == nil {
+				_ = r.Body.Close()
+			}
+		}()
+	}
+	version = cmp.Or(negotiatedVersion(b), version)
+	for _, step := range []struct{ method, body string }{
+		{"notifications/initialized", `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+		{"tools/list", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`},
+	} {
+		req, resp, err := send(http.MethodPost, sid, version, step.body)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxOAuthBody))
+		_ = resp.Body.Close()
+		if challenged(resp) {
+			resp.Body = io.NopCloser(bytes.NewReader(b)) // read before the session ends
+			return req, resp, nil
+		}
+		if resp.StatusCode/100 != 2 {
+			return nil, nil, fmt.Errorf("MCP server %q answered %s to %s instead of asking for a sign-in: %w", name, resp.Status, step.method, ext.ErrUnavailable)
+		}
+	}
+	if c, ok := x.lastChallenge(us.owner, name); ok {
+		// It asks further on (a tool call), which the probe does not
+		// make: the refusal a connection of the owner met says where.
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, us.server.URL, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("MCP server %q: the url does not parse: %w", name, ext.ErrInvalidArgument)
+		}
+		return req, &http.Response{StatusCode: c.status, Status: fmt.Sprintf("%d %s", c.status, http.StatusText(c.status)),
+			Header: http.Header{"Www-Authenticate": slices.Clone(c.header)}, Body: http.NoBody, Request: req}, nil
+	}
+	return nil, nil, fmt.Errorf("MCP server %q does not ask for a sign-in (it answered initialize and tools/list without one): %w", name, ext.ErrInvalidArgument)
+}
+
+// negotiatedVersion returns the protocol version of an initialize answer,
+// sent as JSON or as an event stream; "" when it has none.
+func negotiatedVersion(body []byte) string {
+	var msg struct {
+		Result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(body, &msg) == nil {
+		return msg.Result.ProtocolVersion
+	}
+	for line := range strings.Lines(string(body)) {
+		if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data:"); ok && json.Unmarshal([]byte(data), &msg) == nil {
+			return msg.Result.ProtocolVersion
+		}
+	}
+	return ""
 }
 
 // startFlow runs go-sdk's handler on a goroutine of the extension. It
@@ -412,6 +492,7 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 			scancel()
 			x.oauth.mu.Lock()
 			delete(x.oauth.stepUp, [2]string{owner, name}) // asked for, and granted or not
+			delete(x.oauth.challenges, [2]string{owner, name})
 			x.oauth.mu.Unlock()
 		}
 		f.err = err

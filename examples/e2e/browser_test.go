@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,12 +25,7 @@ const chromiumPath = "/usr/bin/chromium"
 // servers" and see the error next to the field, store a token; each step
 // is checked afterwards through the CLI talking to the same host.
 func TestSettingsPageInABrowser(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing in CI (apt-get install chromium): %v", chromiumPath, err)
-		}
-		t.Skipf("SKIPPING THE BROWSER TEST: %s is missing (apt-get install chromium)", chromiumPath)
-	}
+	needChromium(t)
 	b := build(t)
 	e := newEnv(t, b, map[string]any{
 		"userServers": "url",
@@ -45,32 +42,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 		t.Fatal("notes is not on before the browser switches it off")
 	}
 
-	dataDir := filepath.Join(t.TempDir(), "chromium")
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(dataDir),
-	)
-	bctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
-	defer func() {
-		cancelTimeout()
-		cctx, cancelClose := context.WithTimeout(bctx, 10*time.Second)
-		_ = chromedp.Cancel(cctx)
-		cancelClose()
-		cancelCtx()
-		cancelAlloc()
-		if n := leftoverChromium(dataDir, 5*time.Second); n > 0 {
-			t.Errorf("%d Chromium processes outlived the test (killed now)", n)
-		}
-	}()
+	ctx := newBrowser(t)
 	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, actions...); err != nil {
@@ -176,6 +148,150 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	if out := e.must("", "call", "--user", "alice", "notes/whoami", "{}"); !strings.Contains(out, canary) {
 		t.Errorf("the token stored in the browser did not reach the server: %s", out)
 	}
+}
+
+// TestConnectInABrowser drives headless Chromium through the headline
+// journey with the real binaries: alice, signed in to the settings page,
+// clicks the status panel's Connect for a hosted server behind OAuth (the
+// example provider), lands on the provider's sign-in page, signs in there
+// as her account, comes back through the host's callback, and the
+// settings page shows the server connected; the server's tool then
+// answers as that account, through the CLI and through /mcp. The sign-in
+// link an agent is given (the Connect page) leads the same way.
+func TestConnectInABrowser(t *testing.T) {
+	needChromium(t)
+	b := build(t)
+	as := startProvider(t, b.oauth)
+	e := newEnv(t, b, map[string]any{
+		"mcpServers": map[string]any{"o": map[string]any{"url": as.base + "/mcp"}},
+	}, map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", freePort(t))})
+	e.startServe()
+	eventually(t, "o needs alice's sign-in", func() bool {
+		return strings.Contains(e.must("", "status", "--user", "alice"), "needs sign-in")
+	})
+	link := strings.TrimSpace(e.must("", "login-link", "--user", "alice"))
+
+	ctx := newBrowser(t)
+	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	location := func() string {
+		t.Helper()
+		u, err := chromedp.Run(ctx, chromedp.Location())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	// signIn plays alice at the provider's login page: her account, Allow.
+	account := canaryLogin("alice")
+	signIn := func(step string) {
+		t.Helper()
+		do(step+": the provider's login page", chromedp.WaitVisible(css(`input[name="login"]`)))
+		if u := location(); !strings.HasPrefix(u, as.base+"/authorize?") {
+			t.Fatalf("%s: the browser is at %q, want the provider's sign-in page", step, u)
+		}
+		do(step+": sign in at the provider",
+			chromedp.SendKeys(css(`input[name="login"]`), account),
+			chromedp.Click(css(`button[value="allow"]`)),
+			chromedp.WaitVisible(css(`p.flash`)),
+		)
+		if u := location(); !strings.HasPrefix(u, e.url+"/oauth/callback?") {
+			t.Errorf("%s: back at %q, want the host's callback", step, u)
+		}
+		if msg, err := chromedp.Run(ctx, chromedp.Text(css(`p.flash`))); err != nil || !strings.Contains(msg, "Connected to o.") {
+			t.Errorf("%s: the callback page says %q (%v)", step, msg, err)
+		}
+	}
+	connectButton := `#status form[action="/settings/connect/mcp/o"] button`
+
+	do("sign in to the settings page",
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(css(`#continue`)),
+		chromedp.Click(css(`#continue`)),
+		chromedp.WaitVisible(css(connectButton)),
+	)
+	do("click Connect on the status panel", chromedp.Click(css(connectButton)))
+	signIn("Connect")
+	do("the settings page", chromedp.Navigate(e.url+"/settings#status"), chromedp.WaitVisible(css(`#status tr.state-connected`)))
+	if row, err := chromedp.Run(ctx, chromedp.Text(css(`#status tr.state-connected th`))); err != nil || row != "o" {
+		t.Errorf("the connected row names %q (%v), want o", row, err)
+	}
+	if out := e.must("", "call", "--user", "alice", "o/whoami", "{}"); !strings.Contains(out, account) {
+		t.Errorf("o/whoami after Connect: %s", out)
+	}
+	mc, err := connect(t, e.url, strings.TrimSpace(e.must("", "token", "create", "--user", "alice", "--name", "e2e")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := mc.call(t, "o__whoami", map[string]any{}); err != nil || res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), account) {
+		t.Errorf("alice's agent calls o__whoami: %v %+v", err, res)
+	}
+
+	// The link an agent is given, followed from its app's page (another
+	// site, to which the settings page's SameSite=Strict cookie is not
+	// sent), asks first, then leads the same way.
+	agentPage := "data:text/html," + url.PathEscape(`<a id="signin" href="`+e.url+`/settings/connect/mcp/o">Sign in to o</a>`)
+	do("the agent's sign-in link",
+		chromedp.Navigate(agentPage),
+		chromedp.Click(css(`#signin`)),
+		chromedp.WaitVisible(css(`main form button[type="submit"]`)),
+	)
+	if u := location(); u != e.url+"/settings/connect/mcp/o" {
+		t.Fatalf("the agent's sign-in link leads to %q", u)
+	}
+	do("Connect on the link's page", chromedp.Click(css(`main form button[type="submit"]`)))
+	signIn("the sign-in link")
+}
+
+// needChromium skips the test, loudly, without Chromium; in CI it fails.
+func needChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing in CI (apt-get install chromium): %v", chromiumPath, err)
+		}
+		t.Skipf("SKIPPING THE BROWSER TEST: %s is missing (apt-get install chromium)", chromiumPath)
+	}
+}
+
+// newBrowser starts headless Chromium with a profile of its own and
+// returns the context of its first tab, which gives up after 60s; the
+// test's cleanup closes Chromium and fails the test if any of its
+// processes outlived it.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	dataDir := filepath.Join(t.TempDir(), "chromium")
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(dataDir),
+	)
+	bctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cctx, cancelClose := context.WithTimeout(bctx, 10*time.Second)
+		_ = chromedp.Cancel(cctx)
+		cancelClose()
+		cancelCtx()
+		cancelAlloc()
+		if n := leftoverChromium(dataDir, 5*time.Second); n > 0 {
+			t.Errorf("%d Chromium processes outlived the test (killed now)", n)
+		}
+	})
+	return ctx
 }
 
 // leftoverChromium waits up to grace for the processes started with

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -133,6 +134,21 @@ func csrfOf(t *testing.T, page string) string {
 	return m[1]
 }
 
+var followLink = regexp.MustCompile(`data-follow href="([^"]+)"`)
+
+// connectAt clicks a Connect button (the form at action, on page, whose
+// CSRF token it sends) and returns where the answer's link goes on: the
+// provider's authorization URL, which must be under provider.
+func connectAt(t *testing.T, hc *http.Client, action, page, provider string) string {
+	t.Helper()
+	c, _, answer := fetch(t, hc, "POST", action, url.Values{"_csrf": {csrfOf(t, page)}})
+	m := followLink.FindStringSubmatch(answer)
+	if c != http.StatusOK || m == nil || !strings.HasPrefix(html.UnescapeString(m[1]), provider+"/authorize?") {
+		t.Fatalf("Connect at %s: %d, want a page leading to %s/authorize\n%s", action, c, provider, answer)
+	}
+	return html.UnescapeString(m[1])
+}
+
 func canaryLogin(who string) string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -215,22 +231,14 @@ func TestOAuthEndToEnd(t *testing.T) {
 	if !strings.Contains(page, `action="/settings/connect/mcp/o"`) {
 		t.Fatalf("no Connect button for o on bob's settings page:\n%s", page)
 	}
-	c, hdr, _ := fetch(t, br, "POST", host+"/settings/connect/mcp/o", url.Values{"_csrf": {csrfOf(t, page)}})
-	if c != http.StatusSeeOther || !strings.HasPrefix(hdr.Get("Location"), as.base+"/authorize?") {
-		t.Fatalf("Connect: %d %q", c, hdr.Get("Location"))
-	}
-	back = as.signInAt(hdr.Get("Location"), bobLogin)
+	back = as.signInAt(connectAt(t, br, host+"/settings/connect/mcp/o", page, as.base), bobLogin)
 	// The callback in another browser (without the Connect's cookie) is
 	// refused; bob's own browser would have completed it.
 	if c, _, p := fetch(t, browse(), "GET", back, nil); c != http.StatusForbidden || !strings.Contains(p, "another browser") {
 		t.Errorf("bob's callback in another browser: %d\n%s", c, p)
 	}
 	_, _, page = fetch(t, br, "GET", host+"/settings", nil)
-	c, hdr, _ = fetch(t, br, "POST", host+"/settings/connect/mcp/o", url.Values{"_csrf": {csrfOf(t, page)}})
-	if c != http.StatusSeeOther {
-		t.Fatalf("Connect again: %d", c)
-	}
-	back = as.signInAt(hdr.Get("Location"), bobLogin)
+	back = as.signInAt(connectAt(t, br, host+"/settings/connect/mcp/o", page, as.base), bobLogin)
 	if c, _, p := fetch(t, br, "GET", back, nil); c != http.StatusOK || !strings.Contains(p, "Connected to o.") {
 		t.Errorf("bob's callback: %d\n%s", c, p)
 	}
@@ -413,6 +421,64 @@ func TestOAuthEndToEnd(t *testing.T) {
 		t.Errorf("bob's call after the revocation: %v %+v; want an error naming the sign-in, with the link", err, res)
 	} else if strings.Contains(text(res), aliceLogin) || strings.Contains(text(res), "alice") {
 		t.Errorf("bob's error names alice: %q", text(res))
+	}
+}
+
+// TestOAuthSignInAskedFromToolsList runs the real binaries against a
+// server that lets initialize through without a token and asks for one
+// from tools/list on (the example provider's -open-initialize): the
+// server needs sign-in, and both `agenthost auth login` (alice) and the
+// settings page's Connect (bob) start the sign-in from the challenge of
+// tools/list, complete it, and the tool answers as each one's account.
+func TestOAuthSignInAskedFromToolsList(t *testing.T) {
+	b := build(t)
+	as := startProvider(t, b.oauth, "-open-initialize")
+	e := newEnv(t, b, map[string]any{
+		"mcpServers": map[string]any{"o": map[string]any{"url": as.base + "/mcp"}},
+	}, map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", freePort(t))})
+	e.startServe()
+	host := e.url
+	eventually(t, "o needs alice's sign-in", func() bool {
+		return strings.Contains(e.must("", "status", "--user", "alice"), "needs sign-in")
+	})
+
+	aliceLogin := canaryLogin("alice")
+	out, errOut, code := e.run("", "auth", "login", "--user", "alice", "--no-wait", "o")
+	var authURL string
+	for _, l := range strings.Split(out, "\n") {
+		if s := strings.TrimSpace(l); strings.HasPrefix(s, as.base+"/authorize?") {
+			authURL = s
+		}
+	}
+	if code != 0 || authURL == "" {
+		t.Fatalf("auth login: exit %d, no authorization URL\n%s\n%s", code, out, errOut)
+	}
+	if c, _, p := fetch(t, browse(), "GET", as.signInAt(authURL, aliceLogin), nil); c != http.StatusOK || !strings.Contains(p, "Connected to o.") {
+		t.Errorf("alice's callback: %d\n%s", c, p)
+	}
+
+	bobLogin := canaryLogin("bob")
+	br := browse()
+	signInLink := strings.TrimSpace(e.must("", "login-link", "--user", "bob"))
+	_, _, page := fetch(t, br, "GET", signInLink, nil)
+	loginCode, _ := url.Parse(signInLink)
+	if c, _, p := fetch(t, br, "POST", host+"/settings/login", url.Values{"_csrf": {csrfOf(t, page)}, "code": {loginCode.Query().Get("code")}}); c != http.StatusSeeOther {
+		t.Fatalf("bob's sign-in to the settings page: %d\n%s", c, p)
+	}
+	_, _, page = fetch(t, br, "GET", host+"/settings", nil)
+	back := as.signInAt(connectAt(t, br, host+"/settings/connect/mcp/o", page, as.base), bobLogin)
+	if c, _, p := fetch(t, br, "GET", back, nil); c != http.StatusOK || !strings.Contains(p, "Connected to o.") {
+		t.Errorf("bob's callback: %d\n%s", c, p)
+	}
+
+	for user, login := range map[string]string{"alice": aliceLogin, "bob": bobLogin} {
+		eventually(t, user+"'s tools appear", func() bool {
+			_, _, code := e.run("", "tools", "--user", user)
+			return code == 0 && hasPrefix(e.toolNames(user), "o/whoami")
+		})
+		if out := e.must("", "call", "--user", user, "o/whoami", "{}"); !strings.Contains(out, login) {
+			t.Errorf("%s's call carried another grant: %s", user, out)
+		}
 	}
 }
 

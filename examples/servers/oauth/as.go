@@ -34,6 +34,13 @@ type options struct {
 	// tokenEndpoint, when set, is the token endpoint the metadata names
 	// instead of its own (tests of a client that must not follow it).
 	tokenEndpoint string
+	// openInitialize lets a request without a token through when it opens
+	// or ends a session (initialize, notifications, DELETE): the token is
+	// asked for from tools/list on, as some hosted servers do.
+	openInitialize bool
+	// openList also lets tools/list through without a token: the token is
+	// asked for from tools/call on.
+	openList bool
 }
 
 // authServer is a small OAuth 2.1 authorization server: RFC 8414
@@ -56,6 +63,8 @@ type authServer struct {
 	stats   stats
 	seen    []seenRequest
 	failing int // the next token requests that answer 503 (tests)
+	// sessions counts the MCP endpoint's open sessions (set by routes).
+	sessions func() int
 }
 
 type client struct {
@@ -94,6 +103,7 @@ type stats struct {
 	Revocations              int `json:"revocations"`
 	Rejected                 int `json:"rejected"`    // MCP requests refused for their token
 	Unavailable              int `json:"unavailable"` // token requests answered 503 on purpose
+	Sessions                 int `json:"sessions"`    // MCP sessions open now
 }
 
 // seenRequest is one request the MCP endpoint accepted: whose token it
@@ -388,8 +398,12 @@ func (a *authServer) lookup(token, resource string) (*grantFamily, time.Time, bo
 
 func (a *authServer) adminStats(w http.ResponseWriter, _ *http.Request) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	writeJSON(w, http.StatusOK, a.stats)
+	st, sessions := a.stats, a.sessions
+	a.mu.Unlock()
+	if sessions != nil {
+		st.Sessions = sessions()
+	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (a *authServer) adminSeen(w http.ResponseWriter, _ *http.Request) {

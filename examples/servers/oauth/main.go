@@ -8,15 +8,19 @@
 // to. It is the authorization server of agenthost's OAuth tests; state is in
 // memory.
 //
-//	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-admin] [-token-endpoint URL]
+//	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-open-initialize [-open-list]] [-admin] [-token-endpoint URL]
 //
-// With -token-endpoint (tests only) its metadata names that URL as the
-// token endpoint, as a hostile server would.
+// With -open-initialize, a request without a token that opens or ends a
+// session (initialize, a notification, DELETE) is let through, and the
+// token is asked for from tools/list on; with -open-list too, tools/list
+// passes as well and the token is asked for from tools/call on. With
+// -token-endpoint (tests only) its metadata names that URL as the token
+// endpoint, as a hostile server would.
 //
 // The MCP endpoint is /mcp. With -admin (tests only), GET /admin/stats
 // counts registrations, authorizations, code exchanges, refreshes (and
 // those without the resource parameter), refresh-token reuses,
-// revocations and refused MCP requests; GET
+// revocations, refused MCP requests and the MCP sessions open; GET
 // /admin/seen lists the account of every accepted MCP request; POST
 // /admin/revoke?login=A revokes every grant of account A; POST
 // /admin/fail-tokens?n=N makes the next N token requests answer 503; GET
@@ -44,9 +48,11 @@ func main() {
 	scopes := flag.String("scopes", "mcp", "comma-separated scopes the MCP endpoint requires")
 	cimd := flag.Bool("cimd", false, "accept client ID metadata documents (https client IDs)")
 	admin := flag.Bool("admin", false, "serve /admin/ (tests only)")
+	openInit := flag.Bool("open-initialize", false, "let initialize, notifications and DELETE through without a token (ask for one from tools/list on)")
+	openList := flag.Bool("open-list", false, "with -open-initialize, let tools/list through without a token too (ask for one from tools/call on)")
 	tokenEndpoint := flag.String("token-endpoint", "", "the token endpoint the metadata names instead of its own (tests only)")
 	flag.Parse()
-	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin, tokenEndpoint: *tokenEndpoint}
+	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin, openInitialize: *openInit, openList: *openList, tokenEndpoint: *tokenEndpoint}
 	for _, s := range strings.Split(*scopes, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.scopes = append(o.scopes, s)

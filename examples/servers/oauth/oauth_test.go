@@ -174,3 +174,51 @@ func TestPKCERotationRevocation(t *testing.T) {
 		t.Errorf("a revoked token on /mcp: %d %q; want 401 with resource_metadata", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 }
+
+// TestOpenInitialize checks -open-initialize: without a token, initialize
+// and its notification pass and open a session, tools/list on that
+// session is refused with 401 and the challenge, DELETE ends the session;
+// without the mode, initialize is refused already.
+func TestOpenInitialize(t *testing.T) {
+	post := func(base, sid, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	open := serve(t, options{accessTTL: time.Hour, scopes: []string{"mcp"}, openInitialize: true})
+	resp := post(open, "", initialize)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize without a token: %s, session %q", resp.Status, sid)
+	}
+	if resp := post(open, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode/100 != 2 {
+		t.Errorf("notifications/initialized without a token: %s", resp.Status)
+	}
+	resp = post(open, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata=") {
+		t.Errorf("tools/list without a token: %s %q", resp.Status, resp.Header.Get("WWW-Authenticate"))
+	}
+	del, _ := http.NewRequest(http.MethodDelete, open+"/mcp", nil)
+	del.Header.Set("Mcp-Session-Id", sid)
+	if resp, err := http.DefaultClient.Do(del); err != nil || resp.StatusCode/100 != 2 {
+		t.Errorf("ending the session without a token: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	closed := serve(t, options{accessTTL: time.Hour, scopes: []string{"mcp"}})
+	if resp := post(closed, "", initialize); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("initialize without a token and without the mode: %s", resp.Status)
+	}
+}

@@ -42,6 +42,15 @@ func routes(mux *http.ServeMux, a *authServer) {
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
+	a.mu.Lock()
+	a.sessions = func() int {
+		n := 0
+		for range s.Sessions() {
+			n++
+		}
+		return n
+	}
+	a.mu.Unlock()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{PropagateRequestCancellation: true})
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -55,8 +64,12 @@ func routes(mux *http.ServeMux, a *authServer) {
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "admin: " + in.Text}}}, nil, nil
 		})
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prm, Scopes: a.o.scopes})(
-		stepUp(a, prm, h)))
+	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prm, Scopes: a.o.scopes})(
+		stepUp(a, prm, h))
+	if a.o.openInitialize {
+		protected = openSession(h, protected, a.o.openList)
+	}
+	mux.Handle("/mcp", protected)
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, &oauthex.ProtectedResourceMetadata{Resource: resource, AuthorizationServers: []string{a.base},
 			ScopesSupported: a.o.scopes, BearerMethodsSupported: []string{"header"}})
@@ -95,5 +108,40 @@ func stepUp(a *authServer, prm string, next http.Handler) http.Handler {
 			}
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// openSession lets a request without a token that opens or ends a session
+// (initialize, a notification, DELETE), and with list tools/list, through
+// to open; everything else goes to protected, which asks for the token.
+func openSession(open, protected http.Handler, list bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			protected.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodDelete {
+			open.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodPost {
+			protected.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "reading the body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		if msg.Method == "initialize" || strings.HasPrefix(msg.Method, "notifications/") || (list && msg.Method == "tools/list") {
+			open.ServeHTTP(w, r)
+			return
+		}
+		protected.ServeHTTP(w, r)
 	})
 }

@@ -2,15 +2,18 @@ package web
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agenthost/agenthost/host/internal/oauthflow"
 )
 
-// connectView is what connect.html shows: the resource a sign-in is for.
+// connectView is what connect.html shows: the resource a sign-in is for,
+// and once the sign-in started, where it goes on (AuthURL, at Provider).
 type connectView struct {
 	Base, CSRF, Ext, Name, Action string
+	AuthURL, Provider             string
 }
 
 // connectPage asks before it starts a sign-in: the link in a status line
@@ -27,7 +30,13 @@ func (s *server) connectPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // connect starts the extension's sign-in of the session's user to the
-// resource and sends the browser to the authorization server.
+// resource and sends the browser on to the authorization server. Not by a
+// redirect: a browser checks every redirect of a form's submission against
+// the submitting page's form-action ('self'), so a 303 to the provider is
+// blocked. The answer is a page of our own whose link to the provider
+// app.js follows at once (a link is no form submission; without script,
+// the person clicks it). The sign-in's binding cookie is set on this
+// answer, as it would be on a redirect.
 func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 	ws := sessionFrom(r.Context())
 	extName, name := chi.URLParam(r, "ext"), chi.URLParam(r, "name")
@@ -40,7 +49,14 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusBadRequest, "Could not connect "+name, oauthflow.Explain(err))
 		return
 	}
-	http.Redirect(w, r, authURL, http.StatusSeeOther)
+	u, err := url.Parse(authURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		s.logger.Warn("a sign-in's authorization URL is not a web address", "user", ws.User, "extension", extName, "resource", name)
+		s.errorPage(w, r, http.StatusBadGateway, "Could not connect "+name, "The sign-in's address is not a web address.")
+		return
+	}
+	s.render(w, r, http.StatusOK, "connect.html", &connectView{Base: s.base, Ext: extName, Name: name,
+		AuthURL: u.String(), Provider: u.Host})
 }
 
 // canConnect answers the requests that cannot start a sign-in.

@@ -23,7 +23,13 @@
 // the page asks to continue with a POST (CSRF-protected, same-origin
 // only), so that a cross-site navigation neither uses a link nor counts as
 // a failed attempt. The session cookie is HttpOnly, SameSite=Strict,
-// Path=/, and Secure with the __Host- prefix when served over TLS. Every
+// Path=/, and Secure with the __Host- prefix when served over TLS; a GET
+// navigation from another site that arrives without it gets a page that
+// opens the same address again from this site, which the cookie comes
+// with (the sign-in link in an agent's web app). Connect (a sign-in to
+// another service) answers with a page whose link goes on to the
+// provider, not a redirect, which the pages' form-action 'self' would
+// block. Every
 // state-changing form carries the session's CSRF token, and cross-origin
 // browser posts are refused (http.CrossOriginProtection). A request that
 // reached a loopback address naming a foreign Host (DNS rebinding) gets

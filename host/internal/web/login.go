@@ -50,13 +50,29 @@ func (s *server) currentSession(w http.ResponseWriter, r *http.Request) *webSess
 	return &webSession{ID: c.Value, Session: ss}
 }
 
+// crossSiteNavigation reports whether r is a top-level navigation that
+// another site started (Fetch Metadata).
+func crossSiteNavigation(r *http.Request) bool {
+	return r.Header.Get("Sec-Fetch-Site") == "cross-site" && r.Header.Get("Sec-Fetch-Mode") == "navigate" &&
+		r.Header.Get("Sec-Fetch-Dest") == "document"
+}
+
 // requireSession lets through requests of a signed-in browser and sends
-// the others to the sign-in page. State-changing requests must carry the
-// session's CSRF token.
+// the others to the sign-in page (a navigation from another site first to
+// the same page again, from this site). State-changing requests must
+// carry the session's CSRF token.
 func (s *server) requireSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws := s.currentSession(w, r)
 		if ws == nil {
+			if r.Method == http.MethodGet && crossSiteNavigation(r) {
+				// The session cookie is SameSite=Strict, so a link from
+				// another site (the sign-in link in an agent's web app)
+				// arrives without it: go on to the same page by a
+				// navigation of this site, which carries it.
+				s.render(w, r, http.StatusOK, "continue.html", s.base)
+				return
+			}
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
 				s.redirect(w, r, "/settings/login")
 				return

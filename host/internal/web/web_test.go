@@ -1335,6 +1335,9 @@ func TestConnect(t *testing.T) {
 		if name == "broken" {
 			return "", fmt.Errorf(`extension "mcp": starting a sign-in of %s to "broken": MCP server "broken" does not ask for a sign-in: %w`, user, ext.ErrInvalidArgument)
 		}
+		if name == "js" {
+			return "javascript:alert(1)", nil
+		}
 		return "https://as.example/authorize?state=s1", nil
 	}})
 	b := e.signIn("alice")
@@ -1351,9 +1354,13 @@ func TestConnect(t *testing.T) {
 	if r := b.post("/settings/connect/mcp/o", url.Values{}); r.code != http.StatusForbidden || len(calls) != 0 {
 		t.Errorf("Connect without the CSRF token: %d, %d sign-ins", r.code, len(calls))
 	}
+	// Not a redirect, which the page's form-action would block: a page of
+	// ours whose link (followed by app.js) goes on to the provider.
 	r := b.postCSRF("/settings/connect/mcp/o", nil)
-	if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "https://as.example/authorize?state=s1" {
-		t.Errorf("Connect: %d %q", r.code, r.hdr.Get("Location"))
+	if r.code != http.StatusOK || r.hdr.Get("Location") != "" ||
+		!strings.Contains(r.body, `data-follow href="https://as.example/authorize?state=s1"`) ||
+		!strings.Contains(r.body, "Continue to sign in at as.example") {
+		t.Errorf("Connect: %d %q\n%s", r.code, r.hdr.Get("Location"), r.body)
 	}
 	if len(calls) != 1 || calls[0] != (call{"alice", "mcp", "o"}) {
 		t.Errorf("sign-ins started: %+v", calls)
@@ -1364,8 +1371,30 @@ func TestConnect(t *testing.T) {
 		t.Errorf("a sign-in that cannot start: %d\n%s", r.code, r.body)
 	}
 	b.get("/settings")
+	if r := b.postCSRF("/settings/connect/mcp/js", nil); r.code != http.StatusBadGateway || strings.Contains(r.body, "javascript:") {
+		t.Errorf("a sign-in whose address is no web address: %d\n%s", r.code, r.body)
+	}
+	b.get("/settings")
 	if r := b.postCSRF("/settings/connect/nosuch/o", nil); r.code != http.StatusNotFound {
 		t.Errorf("an unknown extension: %d", r.code)
+	}
+	// The link followed from another site (an agent's web app) arrives
+	// without the SameSite=Strict session cookie: a page of this site
+	// leads to the same URL, which the cookie then comes with; a signed-out
+	// browser gets there to the sign-in page.
+	crossSite := func(b *browser) resp {
+		req, _ := http.NewRequest("GET", e.url("/settings/connect/mcp/o"), nil)
+		for k, v := range map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"} {
+			req.Header.Set(k, v)
+		}
+		return b.do(req)
+	}
+	out, started := e.browser(), len(calls)
+	if r := crossSite(out); r.code != http.StatusOK || !strings.Contains(r.body, `id="continue" data-follow href=""`) || len(calls) != started {
+		t.Errorf("the link from another site: %d, %d sign-ins started\n%s", r.code, len(calls)-started, r.body)
+	}
+	if r := out.get("/settings/connect/mcp/o"); r.code != http.StatusSeeOther || !strings.HasSuffix(r.hdr.Get("Location"), "/settings/login") {
+		t.Errorf("the same link from this site, signed out: %d %q", r.code, r.hdr.Get("Location"))
 	}
 	// Without sign-ins, no buttons and no page.
 	e2 := newEnv(t, nil)

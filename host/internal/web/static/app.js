@@ -1,7 +1,13 @@
-// agenthost settings: a live JSON check for JSON editors. The page works
-// without it; the server checks every value again on save.
+// agenthost settings: a live JSON check for JSON editors, and the step
+// of a Connect that goes on to the provider's sign-in page. The pages work
+// without it; the server checks every value again on save, and the
+// Connect page's link can be clicked.
 "use strict";
 document.addEventListener("DOMContentLoaded", function () {
+  // A link, not a form's redirect: the settings page's form-action
+  // ('self') does not govern it.
+  var follow = document.querySelector("a[data-follow]");
+  if (follow) { window.location.assign(follow.href); return; }
   document.querySelectorAll('textarea[data-syntax="json"]').forEach(function (ta) {
     var out = document.getElementById(ta.id + "-live");
     if (!out) return;
