@@ -147,11 +147,11 @@ func TestQuarantine(t *testing.T) {
 	}
 	f.mustCall("alice", "ok/echo", `{"text":"fine"}`)
 	for server, want := range map[string]string{
-		"missing": "no such file or directory",
-		"crash":   "connecting failed",
+		"missing": "the command could not start: fork/exec /nonexistent/agenthost-no-such-server: no such file or directory",
+		"crash":   "it exited with status 3 before answering: crash: giving up",
 		"hang":    "timed out after 2s",
-		"garbage": "connecting failed",
-		"flaky":   "connecting failed",
+		"garbage": "it answered something that is not MCP: Welcome to my server v1.2 (this banner breaks the protocol)",
+		"flaky":   "it exited with status 4 before answering",
 	} {
 		st := f.statusOf("alice", server)
 		if st.State != "quarantined" || !strings.Contains(st.Reason, want) {

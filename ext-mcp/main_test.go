@@ -85,6 +85,9 @@ func serveMode(mode string) int {
 	case "crash": // exits at once
 		fmt.Fprintln(os.Stderr, "crash: giving up")
 		return 3
+	case "leak": // fails, printing its token on stderr
+		fmt.Fprintln(os.Stderr, "auth failed for "+os.Getenv("MCP_ACCESS_TOKEN"))
+		return 1
 	case "hang": // reads requests, never answers
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		return 0

@@ -331,7 +331,7 @@ func (h *FakeHost) start(name, user string, spec *ext.ProcessSpec) (ext.ServiceC
 		for _, f := range []*os.File{stdinR, stdinW, stdoutR, stdoutW} {
 			_ = f.Close()
 		}
-		return nil, ext.Mark(fmt.Errorf("starting service %q: %w", name, err), ext.ErrCannotStart)
+		return nil, ext.Mark(fmt.Errorf("starting service %q (%s): %w", name, spec.Command, err), ext.ErrCannotStart)
 	}
 	_ = stdinR.Close()
 	_ = stdoutW.Close()
