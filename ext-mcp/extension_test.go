@@ -131,8 +131,9 @@ func TestQuarantine(t *testing.T) {
 		"crash": %s,
 		"hang": %s,
 		"garbage": %s,
+		"noexec": %s,
 		"flaky": %s}}`,
-		notesServer(""), selfServer("crash", ""), selfServer("hang", ""), selfServer("garbage", ""),
+		notesServer(""), selfServer("crash", ""), selfServer("hang", ""), selfServer("garbage", ""), selfServer("noexec", ""),
 		selfServerEnv("flaky", map[string]string{"FLAKY_FILE": flag}, ""))
 	f := newFixture(t, "inprocess", cfg, &extmcp.Options{Catalog: &catalog.Options{
 		ConnectTimeout: 2 * time.Second, Backoff: catalog.Backoff{Min: 300 * time.Millisecond, Max: 600 * time.Millisecond}}})
@@ -152,6 +153,7 @@ func TestQuarantine(t *testing.T) {
 		"hang":    "timed out after 2s",
 		"garbage": "it answered something that is not MCP: Welcome to my server v1.2 (this banner breaks the protocol)",
 		"flaky":   "it exited with status 4 before answering",
+		"noexec":  "the command could not start: /nonexistent/server: No such file or directory",
 	} {
 		st := f.statusOf("alice", server)
 		if st.State != "quarantined" || !strings.Contains(st.Reason, want) {

@@ -196,6 +196,10 @@ func (c *conn) processFailure(before bool) error {
 		if err != nil {
 			return nil
 		}
+		if why, ok := sandboxExecFailure(e); ok {
+			// The sandbox ran, the command in it could not.
+			return fmt.Errorf("the command could not start: %s", c.output.line(why))
+		}
 		sentence = fmt.Sprintf("it exited with status %d", e.Code)
 		if e.Signal != "" {
 			sentence = "it was ended by signal " + e.Signal
@@ -215,4 +219,15 @@ func (c *conn) processFailure(before bool) error {
 		return &catalog.OperatorOnlyError{User: sentence + " (what it wrote is shown to the operator only)", Operator: full}
 	}
 	return errors.New(full)
+}
+
+// sandboxExecFailure reports whether the sandbox (bubblewrap) could not
+// run the command, and why: bwrap's last word "bwrap: execvp CMD: why"
+// and status 1.
+func sandboxExecFailure(e *ext.ServiceExit) (string, bool) {
+	if e.Code != 1 || len(e.Stderr) == 0 {
+		return "", false
+	}
+	why, ok := strings.CutPrefix(e.Stderr[len(e.Stderr)-1], "bwrap: execvp ")
+	return why, ok
 }

@@ -85,6 +85,9 @@ func serveMode(mode string) int {
 	case "crash": // exits at once
 		fmt.Fprintln(os.Stderr, "crash: giving up")
 		return 3
+	case "noexec": // what bubblewrap says when the command is missing
+		fmt.Fprintln(os.Stderr, "bwrap: execvp /nonexistent/server: No such file or directory")
+		return 1
 	case "leak": // fails, printing its token on stderr
 		fmt.Fprintln(os.Stderr, "auth failed for "+os.Getenv("MCP_ACCESS_TOKEN"))
 		return 1
