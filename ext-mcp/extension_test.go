@@ -301,3 +301,23 @@ func TestCallTimeout(t *testing.T) {
 	}
 	f.mustCall("alice", "notes/echo", `{"text":"still here"}`)
 }
+
+// TestServerDiesAfterAnswering: a stdio server that worked and then exits
+// shows why in its status: its status and its last stderr lines.
+func TestServerDiesAfterAnswering(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"dyn": %s}}`, selfServer("dynamic", "")), &extmcp.Options{
+		Catalog: &catalog.Options{Backoff: catalog.Backoff{Min: time.Minute, Max: time.Minute}}})
+	f.activate("alice")
+	if res, err := f.call("alice", "dyn/die", `{}`); err == nil && !res.IsError {
+		t.Errorf("a call whose server died: %q", res.Text())
+	}
+	want := "the connection ended: it exited with status 5: fatal: lost the database"
+	deadline := time.Now().Add(20 * time.Second)
+	for st := f.statusOf("alice", "dyn"); !strings.Contains(st.Reason, want); st = f.statusOf("alice", "dyn") {
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v; want %q", st, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

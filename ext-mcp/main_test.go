@@ -141,6 +141,12 @@ func serveDynamic() int {
 			s.RemoveTools("vanish")
 			return text("gone"), nil
 		})
+	s.AddTool(&mcp.Tool{Name: "die", InputSchema: obj},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			fmt.Fprintln(os.Stderr, "fatal: lost the database")
+			os.Exit(5)
+			return nil, nil
+		})
 	s.AddTool(&mcp.Tool{Name: "env", InputSchema: obj},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(os.Getenv("MCP_ACCESS_TOKEN")), nil
