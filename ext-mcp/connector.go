@@ -276,7 +276,10 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	}
 	if err != nil {
 		cancel()
-		pf := cn.processFailure(true) // before the release, which ends the handle
+		var pf error
+		if ctx.Err() == nil { // a timeout is its own reason: the process may still run
+			pf = cn.processFailure(true) // before the release, which ends the handle
+		}
 		cn.release()
 		if gerr := explain(d.Name, us.own, err); gerr != nil {
 			return nil, gerr
