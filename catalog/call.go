@@ -495,7 +495,8 @@ func (e *Engine) release(c *conn) {
 }
 
 // Status reports on one user's servers, or on every active user's when
-// user is empty: connected, retiring (draining), quarantined (with the
+// user is empty (the operator's view, the only one with the details of an
+// [OperatorOnlyError]): connected, retiring (draining), quarantined (with the
 // reason and the next retry), waiting for a sign-in
 // ([ext.StateNeedsSignIn], with how to sign in) and left out (with the
 // reason).
@@ -527,7 +528,11 @@ func (e *Engine) Status(userID string) []ext.StatusEntry {
 				out = append(out, ext.StatusEntry{User: u.id, Name: name, State: ext.StateNeedsSignIn, Reason: q.reason})
 				continue
 			}
-			out = append(out, ext.StatusEntry{User: u.id, Name: name, State: "quarantined", Reason: q.reason,
+			reason := q.reason
+			if userID == "" && q.opReason != "" {
+				reason = q.opReason
+			}
+			out = append(out, ext.StatusEntry{User: u.id, Name: name, State: "quarantined", Reason: reason,
 				NextRetry: q.next, Detail: fmt.Sprintf("failed %d time(s)", q.failures)})
 		}
 		for _, p := range u.problems {

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
@@ -224,3 +225,29 @@ type SignInError struct {
 }
 
 func (e *SignInError) Error() string { return e.Reason }
+
+// OperatorOnlyError is what a [Connector] returns (alone or wrapped), or
+// what a [Conn]'s Err is, when a failure has details only the operator may
+// see: the output of a shared server's process, which holds the operator's
+// credential. Its text (Error) is the user's reason; the engine shows
+// Operator in the operator's status ([Engine.Status] of every user) only.
+// Neither may hold a secret.
+type OperatorOnlyError struct {
+	// User is the reason every user sees (their status, their calls'
+	// errors).
+	User string
+	// Operator is the reason with the details.
+	Operator string
+}
+
+func (e *OperatorOnlyError) Error() string { return e.User }
+
+// operatorReason returns reason with err's operator-only details, or ""
+// when err has none. what is the step that failed (reason's prefix).
+func operatorReason(what string, err error) string {
+	var oe *OperatorOnlyError
+	if !errors.As(err, &oe) {
+		return ""
+	}
+	return what + oe.Operator
+}

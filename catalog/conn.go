@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,6 +62,7 @@ type connectResult struct {
 	decl      ServerDecl
 	c         *conn
 	reason    string // why it failed, for the user
+	opReason  string // reason with details for the operator only, or ""
 	signIn    bool   // it failed for want of a sign-in (reason says how)
 	cancelled bool   // it failed because the refresh was cancelled
 	busy      bool   // it failed for want of a resource of the host (ext.ErrBusy)
@@ -105,6 +107,7 @@ func (e *Engine) connect(ctx context.Context, u *user, d ServerDecl) connectResu
 			r.reason = fmt.Sprintf("%s timed out after %v", what, e.opts.ConnectTimeout)
 		default:
 			r.reason = fmt.Sprintf("%s failed: %v", what, err)
+			r.opReason = operatorReason(what+" failed: ", err)
 			r.busy = errors.Is(err, ext.ErrBusy)
 		}
 		return r
@@ -169,9 +172,10 @@ func (e *Engine) connDied(c *conn) {
 		return // Close takes over
 	}
 	defer u.lock.unlock()
-	reason := "the connection ended"
+	reason, opReason := "the connection ended", ""
 	if err := c.c.Err(); err != nil {
 		reason = "the connection ended: " + err.Error()
+		opReason = operatorReason("the connection ended: ", err)
 	}
 	var toClose []*conn
 	u.mu.Lock()
@@ -189,11 +193,11 @@ func (e *Engine) connDied(c *conn) {
 				u.quarantine[c.name] = q
 			}
 			q.failures++
-			q.reason, q.busy = reason, false
+			q.reason, q.opReason, q.busy = reason, opReason, false
 			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
 			delete(u.disabled, c.name)
 			e.log.Warn("catalog: connection died; server quarantined", "user", u.id, "server", c.name,
-				"reason", reason, "retry", q.next)
+				"reason", cmp.Or(opReason, reason), "retry", q.next)
 		}
 	case stateRetiring:
 		// Running calls fail on their own; the last one closes it.

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -160,8 +161,11 @@ type user struct {
 type quarantine struct {
 	fingerprint string
 	reason      string
-	failures    int
-	next        time.Time
+	// opReason is reason with details only the operator sees
+	// ([OperatorOnlyError]), or "".
+	opReason string
+	failures int
+	next     time.Time
 	// signIn parks the server until its fingerprint changes: it waits
 	// for the user to sign in, not for a retry.
 	signIn bool
@@ -454,7 +458,7 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 					q = &quarantine{fingerprint: r.decl.Fingerprint}
 					u.quarantine[name] = q
 				}
-				q.reason = "connecting was interrupted; it will be tried again"
+				q.reason, q.opReason = "connecting was interrupted; it will be tried again", ""
 				q.next = time.Now().Add(e.opts.Backoff.Min)
 			}
 		case r.signIn:
@@ -467,10 +471,10 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 				u.quarantine[name] = q
 			}
 			q.failures++
-			q.reason, q.busy = r.reason, r.busy
+			q.reason, q.opReason, q.busy = r.reason, r.opReason, r.busy
 			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
 			e.log.Warn("catalog: server quarantined", "user", u.id, "server", name,
-				"reason", r.reason, "failures", q.failures, "retry", q.next)
+				"reason", cmp.Or(r.opReason, r.reason), "failures", q.failures, "retry", q.next)
 		}
 	}
 	cat := u.catalogLocked()

@@ -1045,3 +1045,32 @@ func TestFIFOOrder(t *testing.T) {
 		t.Errorf("refresh order (-want +got):\n%s", diff)
 	}
 }
+
+// TestOperatorOnlyReason: a failure whose details are the operator's
+// (OperatorOnlyError) shows the user's reason in the user's status and
+// calls, and the details only in the status of every user.
+func TestOperatorOnlyReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, &catalog.Options{Backoff: catalog.Backoff{Min: time.Minute, Max: time.Minute}})
+		bad := r.conn.add("shared", newServer("s"))
+		bad.set(func(s *fakeServer) {
+			s.connectErr = fmt.Errorf("starting: %w", &catalog.OperatorOnlyError{
+				User:     "it exited with status 3 before answering (its output is shown to the operator only)",
+				Operator: "it exited with status 3 before answering: auth failed for [redacted]"})
+		})
+		r.plan.set("bob", decl("shared"))
+		mustActivate(t, r.e, "bob")
+		synctest.Wait()
+		st := statusOf(r.e, "bob", "shared")
+		if st.State != "quarantined" || !strings.Contains(st.Reason, "shown to the operator only") || strings.Contains(st.Reason, "auth failed") {
+			t.Errorf("bob's status: %+v", st)
+		}
+		if res, err := r.e.Call(context.Background(), &ext.CallToolRequest{User: "bob", Name: "shared/s"}); err != nil || !res.IsError ||
+			strings.Contains(res.Text(), "auth failed") {
+			t.Errorf("bob's call: %v %q", err, res.Text())
+		}
+		if st := statusOf(r.e, "", "shared"); st.User != "bob" || !strings.Contains(st.Reason, "auth failed for [redacted]") {
+			t.Errorf("the operator's status: %+v", st)
+		}
+	})
+}

@@ -134,6 +134,13 @@ type Server struct {
 	// host that is not loopback: the users' tokens cross the network in
 	// clear text.
 	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty" jsonschema_description:"Allow plain http beyond loopback (the operator's servers only; tokens in clear text)."`
+	// ShowOutputToUsers (a shared stdio server) shows the users it is lent
+	// to why its process failed: its exit status and the last lines of its
+	// stderr, with the secrets it was handed redacted. Without it only the
+	// operator sees them (agenthost status without --user): the process
+	// holds the operator's credential, and its output may tell what the
+	// credential reaches.
+	ShowOutputToUsers bool `json:"showOutputToUsers,omitempty" jsonschema_description:"Show the users a shared stdio server is lent to its exit status and last stderr lines when it fails (secrets redacted); otherwise only the operator sees them."`
 	// OAuth tunes the OAuth sign-in of a remote server that asks for one
 	// (see [OAuthConfig]); without it, sign-ins discover everything.
 	OAuth *OAuthConfig `json:"oauth,omitempty" jsonschema_description:"OAuth sign-in of a remote server: a client registered with its authorization server, and the scopes to ask for. Optional: without it the client is registered on the fly."`
@@ -421,7 +428,7 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 	n := len(*errs)
 	known := []string{"command", "args", "env", "cwd", "url", "headers", "type", "credentials", "availability",
 		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion",
-		"maxResultBytes", "allowInsecureHTTP", "oauth", "sandbox", "readablePaths"}
+		"maxResultBytes", "allowInsecureHTTP", "oauth", "sandbox", "readablePaths", "showOutputToUsers"}
 	for _, k := range sortedKeys(fields) {
 		v, at := fields[k], where+"."+k
 		switch k {
@@ -478,6 +485,8 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 			}
 		case "readablePaths":
 			s.ReadablePaths, _ = strList(v, at, errs)
+		case "showOutputToUsers":
+			s.ShowOutputToUsers, _ = boolean(v, at, errs)
 		default:
 			errs.add(at, "unknown field%s", suggest(k, known...))
 		}
@@ -570,7 +579,8 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 				errs.add(where+"."+k, "is for the operator's servers only; your servers always use your own credentials")
 			}
 		}
-		for k, set := range map[string]bool{"maxResultBytes": s.MaxResultBytes != 0, "allowInsecureHTTP": s.AllowInsecureHTTP} {
+		for k, set := range map[string]bool{"maxResultBytes": s.MaxResultBytes != 0, "allowInsecureHTTP": s.AllowInsecureHTTP,
+			"showOutputToUsers": s.ShowOutputToUsers} {
 			if set {
 				errs.add(where+"."+k, "is for the operator's servers only; the operator sets it for the users' servers")
 			}
@@ -586,6 +596,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 		}
 		if s.SharedAuthority != "" && !user {
 			errs.add(where+".sharedAuthority", "applies to shared servers only (credentials: shared)")
+		}
+		if s.ShowOutputToUsers && !user {
+			errs.add(where+".showOutputToUsers", "applies to shared servers only (credentials: shared); users always see why their own processes failed")
 		}
 	case catalog.CredentialsShared:
 		if s.Availability == catalog.AvailabilityDefault {

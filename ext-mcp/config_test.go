@@ -47,6 +47,7 @@ func TestParseConfigValid(t *testing.T) {
 			  "availability": "opt-in", "users": ["alice"], "sharedAuthority": "why", "timeout": "90s", "enabled": false,
 			  "tools": {"delete_*": "hidden", "search": "deferred"}, "protocolVersion": "2025-11-25", "maxResultBytes": 16777216},
 			  "b": {"command": "b", "cwd": "/tmp", "timeout": 2.5, "protocolVersion": "latest"},
+			  "db": {"command": "db", "credentials": "shared", "users": ["alice"], "showOutputToUsers": true},
 			  "intranet": {"url": "http://search.corp/mcp", "allowInsecureHTTP": true}}}`,
 			&extmcp.Config{UserServers: "all", UserServerAllowCIDRs: []string{"10.20.0.0/16", "fd00::1"}, UserServerAllowHTTP: true,
 				MaxResultBytes: 1 << 20, ServerList: extmcp.ServerList{MCPServers: map[string]extmcp.Server{
@@ -55,6 +56,7 @@ func TestParseConfigValid(t *testing.T) {
 						Tools: map[string]string{"delete_*": "hidden", "search": "deferred"}, ProtocolVersion: "2025-11-25",
 						MaxResultBytes: 16 << 20},
 					"b":        {Command: "b", Cwd: "/tmp", Timeout: extmcp.Duration(2500 * time.Millisecond), ProtocolVersion: "latest"},
+					"db":       {Command: "db", Credentials: "shared", Users: []string{"alice"}, ShowOutputToUsers: true},
 					"intranet": {URL: "http://search.corp/mcp", AllowInsecureHTTP: true},
 				}}},
 		},
@@ -185,6 +187,10 @@ func TestParseConfigErrors(t *testing.T) {
 			"mcpServers.a.allowInsecureHTTP: must be true or false",
 			"mcpServers.a.maxResultBytes: must be a whole number of bytes from 1024 (1 KiB) to 1073741824 (1 GiB)",
 		}},
+		"showOutputToUsers on a server of the users' own credentials": {`{"mcpServers": {"a": {"command": "x", "showOutputToUsers": true}, "b": {"command": "x", "credentials": "shared", "users": ["u"], "showOutputToUsers": "yes"}}}`, []string{
+			"mcpServers.a.showOutputToUsers: applies to shared servers only (credentials: shared); users always see why their own processes failed",
+			"mcpServers.b.showOutputToUsers: must be true or false",
+		}},
 		"timeouts": {`{"mcpServers": {"a": {"command": "x", "timeout": -1}, "b": {"command": "x", "timeout": "48h"}}}`, []string{
 			"mcpServers.a.timeout: -1 seconds is out of range",
 			"mcpServers.b.timeout: must be between 0 and 24h0m0s",
@@ -212,7 +218,7 @@ func TestParseServerList(t *testing.T) {
 	_, err := extmcp.ParseServerList(json.RawMessage(`{"userServers": "all", "sandbox": false, "mcpServers": {"x": {"command": "c", "sandbox": false, "readablePaths": ["/"],
 		"credentials": "shared", "users": ["bob"], "availability": "opt-in", "sharedAuthority": "s",
 		"env": {"LD_PRELOAD": "/evil.so", "NODE_OPTIONS": "--require x", "OK": "1"}},
-		"y": {"url": "http://plain.example/mcp", "maxResultBytes": 1073741824, "allowInsecureHTTP": true}}}`))
+		"y": {"url": "http://plain.example/mcp", "maxResultBytes": 1073741824, "allowInsecureHTTP": true, "showOutputToUsers": true}}}`))
 	var ce *extmcp.ConfigError
 	if !errors.As(err, &ce) {
 		t.Fatalf("ParseServerList: %v", err)
@@ -229,6 +235,7 @@ func TestParseServerList(t *testing.T) {
 		"mcpServers.x.users: is for the operator's servers only; your servers always use your own credentials",
 		"mcpServers.y.allowInsecureHTTP: is for the operator's servers only; the operator sets it for the users' servers",
 		"mcpServers.y.maxResultBytes: is for the operator's servers only; the operator sets it for the users' servers",
+		"mcpServers.y.showOutputToUsers: is for the operator's servers only; the operator sets it for the users' servers",
 	}
 	got := append([]string(nil), ce.Problems...)
 	if diff := cmp.Diff(sorted(want), sorted(got)); diff != "" {

@@ -198,8 +198,15 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	var oa *connAuth
 	if s.URL == "" {
 		// The spec goes with the connect: the host need not ask for it.
-		svc, err := h.ConnectServiceSpec(ctx, x.serviceName(d.Name), user, x.processSpec(d.Name, us))
+		spec := x.processSpec(d.Name, us)
+		cn.output = newOutputRedactor(spec, token)
+		cn.operatorsOutput = us.owner == OperatorUser && user != OperatorUser && !s.ShowOutputToUsers
+		svc, err := h.ConnectServiceSpec(ctx, x.serviceName(d.Name), user, spec)
 		if err != nil {
+			if sf := cn.startFailure(spec.Command, err); sf != nil {
+				x.log.Warn("a stdio MCP server could not start", "server", d.Name, "user", user, "error", cn.redact(err))
+				return nil, sf
+			}
 			return nil, cn.redact(fmt.Errorf("starting the server: %w", err))
 		}
 		cn.svc = svc
@@ -269,9 +276,17 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	}
 	if err != nil {
 		cancel()
+		var pf error
+		if ctx.Err() == nil { // a timeout is its own reason: the process may still run
+			pf = cn.processFailure(true) // before the release, which ends the handle
+		}
 		cn.release()
 		if gerr := explain(d.Name, us.own, err); gerr != nil {
 			return nil, gerr
+		}
+		if pf != nil {
+			x.log.Warn("a stdio MCP server failed before answering", "server", d.Name, "user", user, "error", cn.redact(err))
+			return nil, pf
 		}
 		return nil, cn.redact(explainConnect(err))
 	}
@@ -325,20 +340,24 @@ func explainConnect(err error) error {
 // session, and beside it ext-mcp's own requests on the same connection
 // (stdio) or in the same session (Streamable HTTP), whose results stay raw.
 type conn struct {
-	x        *Extension
-	host     ext.Host
-	user     string
-	server   string
-	limit    int64 // bounds each message from the server (limits.go)
-	cs       *mcp.ClientSession
-	init     *mcp.InitializeResult
-	svc      ext.ServiceConn // stdio servers only
-	stdio    *stdioConn      // stdio servers only
-	http     *httpRaw        // Streamable HTTP servers on a session-bound revision
-	secrets  []string        // redacted from every error
-	protocol string
-	cancel   context.CancelFunc // ends the connection's context
-	done     chan struct{}
+	x       *Extension
+	host    ext.Host
+	user    string
+	server  string
+	limit   int64 // bounds each message from the server (limits.go)
+	cs      *mcp.ClientSession
+	init    *mcp.InitializeResult
+	svc     ext.ServiceConn // stdio servers only
+	stdio   *stdioConn      // stdio servers only
+	http    *httpRaw        // Streamable HTTP servers on a session-bound revision
+	secrets []string        // redacted from every error
+	// output redacts what a stdio server's process wrote (failure.go);
+	// operatorsOutput: what it wrote is for the operator only.
+	output          *outputRedactor
+	operatorsOutput bool
+	protocol        string
+	cancel          context.CancelFunc // ends the connection's context
+	done            chan struct{}
 
 	mu      sync.Mutex
 	err     error
@@ -537,11 +556,23 @@ func (c *conn) release() {
 func (c *conn) wait() {
 	err := c.cs.Wait()
 	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	var pf error
+	if !closing {
+		pf = c.processFailure(false)
+	}
+	c.mu.Lock()
 	if !c.closing {
 		if err == nil {
 			err = errors.New("the server closed the connection")
 		}
-		c.err = c.redact(explainConnect(err))
+		if pf != nil {
+			c.x.log.Warn("a stdio MCP server failed", "server", c.server, "user", c.user, "error", c.redact(err))
+			c.err = pf
+		} else {
+			c.err = c.redact(explainConnect(err))
+		}
 	}
 	c.mu.Unlock()
 	close(c.done)

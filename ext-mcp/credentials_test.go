@@ -18,9 +18,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
 	extmcp "github.com/agenthost/agenthost/ext-mcp"
 	"github.com/agenthost/agenthost/ext/exttest"
@@ -375,5 +377,49 @@ func TestBearerExample(t *testing.T) {
 	}
 	if strings.Contains(f.logs.String(), "CANARY-") {
 		t.Error("a token in the logs")
+	}
+}
+
+// TestSharedServerOutput: a shared server's process that prints the
+// operator's token on stderr and exits shows its users the plain sentence
+// alone; the operator's status (every user's) shows what it wrote with
+// the token redacted; with showOutputToUsers its users see that too.
+func TestSharedServerOutput(t *testing.T) {
+	t.Parallel()
+	tok := canary("OPERATOR")
+	for _, show := range []bool{false, true} {
+		extra := `"credentials": "shared", "users": ["alice"]`
+		if show {
+			extra += `, "showOutputToUsers": true`
+		}
+		f := newFixture(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"db": %s}}`, selfServer("leak", extra)), &extmcp.Options{
+			Catalog: &catalog.Options{Backoff: catalog.Backoff{Min: time.Minute, Max: time.Minute}}})
+		f.setSecret(extmcp.OperatorUser, extmcp.TokenSecret("db"), tok)
+		f.setToggles("alice", `{"db": true}`)
+		f.activate("alice")
+		st := f.statusOf("alice", "db")
+		want := "it exited with status 1 before answering (what it wrote is shown to the operator only)"
+		if show {
+			want = "it exited with status 1 before answering: auth failed for [redacted]"
+		}
+		if st.State != "quarantined" || !strings.Contains(st.Reason, want) {
+			t.Errorf("show %v: alice's status %+v, want %q", show, st, want)
+		}
+		res, err := f.call("alice", "db/x", `{}`)
+		if err != nil || strings.Contains(res.Text(), tok) || strings.Contains(res.Text(), "auth failed") != show {
+			t.Errorf("show %v: alice's call: %v %q", show, err, res.Text())
+		}
+		var op ext.StatusEntry
+		for _, e := range f.status("") {
+			if e.User == "alice" && e.Name == "db" {
+				op = e
+			}
+		}
+		if !strings.Contains(op.Reason, "it exited with status 1 before answering: auth failed for [redacted]") {
+			t.Errorf("show %v: the operator's status %+v", show, op)
+		}
+		if strings.Contains(fmt.Sprint(f.status("alice"), f.status("")), tok) {
+			t.Errorf("show %v: the operator's token in a status", show)
+		}
 	}
 }

@@ -11,8 +11,10 @@
 // string such as "30s", or a number of seconds), maxDuration (a hard limit,
 // none by default), enabled, tools (exposure per tool name or glob),
 // protocolVersion, maxResultBytes (the largest message the server may
-// send), allowInsecureHTTP (plain http beyond loopback) and oauth (see
-// OAuth below). "userServers"
+// send), allowInsecureHTTP (plain http beyond loopback),
+// showOutputToUsers (a shared stdio server's users see what its process
+// wrote when it failed; otherwise only the operator does, see failure.go)
+// and oauth (see OAuth below). "userServers"
 // (none, url, all) says which servers of their own users may add in the
 // "Your MCP servers" section; userServerAllowCIDRs and
 // userServerAllowHTTP open what those may reach, and maxResultBytes

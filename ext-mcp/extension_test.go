@@ -131,8 +131,9 @@ func TestQuarantine(t *testing.T) {
 		"crash": %s,
 		"hang": %s,
 		"garbage": %s,
+		"noexec": %s,
 		"flaky": %s}}`,
-		notesServer(""), selfServer("crash", ""), selfServer("hang", ""), selfServer("garbage", ""),
+		notesServer(""), selfServer("crash", ""), selfServer("hang", ""), selfServer("garbage", ""), selfServer("noexec", ""),
 		selfServerEnv("flaky", map[string]string{"FLAKY_FILE": flag}, ""))
 	f := newFixture(t, "inprocess", cfg, &extmcp.Options{Catalog: &catalog.Options{
 		ConnectTimeout: 2 * time.Second, Backoff: catalog.Backoff{Min: 300 * time.Millisecond, Max: 600 * time.Millisecond}}})
@@ -147,11 +148,12 @@ func TestQuarantine(t *testing.T) {
 	}
 	f.mustCall("alice", "ok/echo", `{"text":"fine"}`)
 	for server, want := range map[string]string{
-		"missing": "no such file or directory",
-		"crash":   "connecting failed",
+		"missing": "the command could not start: fork/exec /nonexistent/agenthost-no-such-server: no such file or directory",
+		"crash":   "it exited with status 3 before answering: crash: giving up",
 		"hang":    "timed out after 2s",
-		"garbage": "connecting failed",
-		"flaky":   "connecting failed",
+		"garbage": "it answered something that is not MCP: Welcome to my server v1.2 (this banner breaks the protocol)",
+		"flaky":   "it exited with status 4 before answering",
+		"noexec":  "the command could not start: /nonexistent/server: No such file or directory",
 	} {
 		st := f.statusOf("alice", server)
 		if st.State != "quarantined" || !strings.Contains(st.Reason, want) {
@@ -298,4 +300,24 @@ func TestCallTimeout(t *testing.T) {
 		t.Errorf("the timeout took %v", d)
 	}
 	f.mustCall("alice", "notes/echo", `{"text":"still here"}`)
+}
+
+// TestServerDiesAfterAnswering: a stdio server that worked and then exits
+// shows why in its status: its status and its last stderr lines.
+func TestServerDiesAfterAnswering(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"dyn": %s}}`, selfServer("dynamic", "")), &extmcp.Options{
+		Catalog: &catalog.Options{Backoff: catalog.Backoff{Min: time.Minute, Max: time.Minute}}})
+	f.activate("alice")
+	if res, err := f.call("alice", "dyn/die", `{}`); err == nil && !res.IsError {
+		t.Errorf("a call whose server died: %q", res.Text())
+	}
+	want := "the connection ended: it exited with status 5: fatal: lost the database"
+	deadline := time.Now().Add(20 * time.Second)
+	for st := f.statusOf("alice", "dyn"); !strings.Contains(st.Reason, want); st = f.statusOf("alice", "dyn") {
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v; want %q", st, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

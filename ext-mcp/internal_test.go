@@ -262,3 +262,27 @@ func TestCallParamsName(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputRedactor: what a process wrote loses every secret it was
+// handed (the token whatever its length, env values of 8 bytes or more,
+// as written and escaped), and a cut line loses the start of one at its
+// end (4 bytes or more); short env values stay.
+func TestOutputRedactor(t *testing.T) {
+	r := newOutputRedactor(&ext.ProcessSpec{Env: []string{"MCP_ACCESS_TOKEN=tok", "LEVEL=debug", "DB_PASSWORD=hunter2-\x1bpw"}}, "tok")
+	for in, want := range map[string]string{
+		"auth failed for tok at level debug":     "auth failed for [redacted] at level debug",
+		`password hunter2-\x1bpw refused`:        "password [redacted] refused",
+		"password hunter2-\x1bpw refused":        "password [redacted] refused",
+		"a long line ending in hunt…":            "a long line ending in [redacted]…",
+		"a long line ending in hun…":             "a long line ending in hun…",
+		"a line that ends in hunt without a cut": "a line that ends in hunt without a cut",
+		"token tokens, tok and a cut in the to…": "[redacted]en [redacted]ens, [redacted] and a cut in the to…",
+	} {
+		if got := r.line(in); got != want {
+			t.Errorf("line(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := r.lines([]string{"1", "2", "3", "4", "5", "6 tok", ""}); got != "2 | 3 | 4 | 5 | 6 [redacted]" {
+		t.Errorf("lines = %q", got)
+	}
+}

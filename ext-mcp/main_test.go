@@ -85,6 +85,12 @@ func serveMode(mode string) int {
 	case "crash": // exits at once
 		fmt.Fprintln(os.Stderr, "crash: giving up")
 		return 3
+	case "noexec": // what bubblewrap says when the command is missing
+		fmt.Fprintln(os.Stderr, "bwrap: execvp /nonexistent/server: No such file or directory")
+		return 1
+	case "leak": // fails, printing its token on stderr
+		fmt.Fprintln(os.Stderr, "auth failed for "+os.Getenv("MCP_ACCESS_TOKEN"))
+		return 1
 	case "hang": // reads requests, never answers
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		return 0
@@ -134,6 +140,12 @@ func serveDynamic() int {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			s.RemoveTools("vanish")
 			return text("gone"), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "die", InputSchema: obj},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			fmt.Fprintln(os.Stderr, "fatal: lost the database")
+			os.Exit(5)
+			return nil, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "env", InputSchema: obj},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -149,7 +149,7 @@ func (c *stdioConn) dispatch(line []byte) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("the server wrote something that is not MCP JSON-RPC (a banner or log line on stdout?): %w", err)
+		return newNotMCPError(line, err)
 	}
 	switch {
 	case method == nil && idType == jsonparser.String && bytes.HasPrefix(id, []byte(rawPrefix)):
@@ -188,7 +188,7 @@ func (c *stdioConn) dispatch(line []byte) error {
 	}
 	msg, err := jsonrpc.DecodeMessage(line)
 	if err != nil {
-		return fmt.Errorf("the server wrote a malformed JSON-RPC message: %w", err)
+		return newNotMCPError(line, fmt.Errorf("a malformed JSON-RPC message: %w", err))
 	}
 	select {
 	case c.in <- msg:

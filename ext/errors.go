@@ -24,6 +24,10 @@ var (
 	// refused so once one has. (gRPC's own ResourceExhausted, a message
 	// over its size limit, arrives as ErrBusy too.)
 	ErrBusy = errors.New("busy")
+	// ErrCannotStart is a service process whose command could not be
+	// started at all (not found, not executable): [Host.ConnectService]
+	// says why.
+	ErrCannotStart = errors.New("the command could not start")
 )
 
 // codeErrs is the one table that ties sentinels to gRPC codes.
@@ -37,6 +41,7 @@ var codeErrs = []struct {
 	{codes.InvalidArgument, ErrInvalidArgument},
 	{codes.Unimplemented, ErrUnimplemented},
 	{codes.ResourceExhausted, ErrBusy},
+	{codes.FailedPrecondition, ErrCannotStart},
 	{codes.Canceled, context.Canceled},
 	{codes.DeadlineExceeded, context.DeadlineExceeded},
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,12 @@ func TestMain(m *testing.M) {
 	case "canary":
 		fmt.Println(os.Getenv("CANARY"))
 		os.Exit(0)
+	case "fatal":
+		// A service process that fails: a line on stderr (with an escape
+		// sequence), status 3.
+		fmt.Fprintln(os.Stderr, "starting up")
+		fmt.Fprintln(os.Stderr, "fatal: cannot open database \x1b[31mred")
+		os.Exit(3)
 	}
 	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
 }
@@ -434,6 +441,30 @@ func TestServices(t *testing.T) {
 			_ = c.Release()
 			if _, err := host.ConnectServiceSpec(ctx, "own", "carol", nil); !errors.Is(err, ext.ErrInvalidArgument) {
 				t.Errorf("nil spec: %v, want ErrInvalidArgument", err)
+			}
+			// How a process ended crosses the carrier: its status and the
+			// last lines of its stderr, the escape sequence escaped.
+			c, err = host.ConnectServiceSpec(ctx, "fatal", "carol", &ext.ProcessSpec{Command: os.Args[0],
+				Env: []string{"EXT_TEST_MODE=fatal"}, OneSession: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex, ok := c.(ext.ServiceExiter)
+			if !ok {
+				t.Fatalf("%T does not tell how its process ended", c)
+			}
+			e, err := ex.Exit(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"starting up", `fatal: cannot open database \x1b[31mred`}
+			if e.Status() != "exit status 3" || !slices.Equal(e.Stderr, want) {
+				t.Errorf("exit = %s %q, want exit status 3 %q", e.Status(), e.Stderr, want)
+			}
+			_ = c.Release()
+			// A command that cannot start says so.
+			if _, err := host.ConnectServiceSpec(ctx, "none", "carol", &ext.ProcessSpec{Command: "/nonexistent/server"}); !errors.Is(err, ext.ErrCannotStart) {
+				t.Errorf("missing command: %v, want ErrCannotStart", err)
 			}
 		})
 	}

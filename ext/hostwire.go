@@ -132,6 +132,37 @@ func (s *hostServer) ConnectService(stream grpc.BidiStreamingServer[extpb.Servic
 	}
 	defer conn.Release()
 
+	// One goroutine at a time sends; every goroutine started here is
+	// joined before return (and before the handle is released).
+	var (
+		sendMu sync.Mutex
+		wg     sync.WaitGroup
+	)
+	relayCtx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	send := func(f *extpb.ServiceFrame) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(f)
+	}
+	// How the process ended goes to the extension once it has.
+	sendExit := func() {
+		ex, ok := conn.(ServiceExiter)
+		if !ok {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if e, err := ex.Exit(relayCtx); err == nil {
+				_ = send(&extpb.ServiceFrame{Frame: &extpb.ServiceFrame_Exited{Exited: serviceExitToProto(e)}})
+			}
+		}()
+	}
+
 	if open.GetTransport() == transportFD && s.fds != nil {
 		if fc, ok := conn.(FileServiceConn); ok {
 			stdin, stdout := fc.Files()
@@ -139,11 +170,12 @@ func (s *hostServer) ConnectService(stream grpc.BidiStreamingServer[extpb.Servic
 			if err != nil {
 				return fmt.Errorf("passing the service's descriptors: %w", err)
 			}
-			if err := stream.Send(&extpb.ServiceFrame{Frame: &extpb.ServiceFrame_Opened{Opened: &extpb.ServiceOpened{
+			if err := send(&extpb.ServiceFrame{Frame: &extpb.ServiceFrame_Opened{Opened: &extpb.ServiceOpened{
 				Transport: transportFD, FdToken: token, Pid: int32(conn.PID()),
 			}}}); err != nil {
 				return err
 			}
+			sendExit()
 			// The stream now only holds the handle: wait for the release.
 			for {
 				if _, err := stream.Recv(); err != nil {
@@ -155,20 +187,14 @@ func (s *hostServer) ConnectService(stream grpc.BidiStreamingServer[extpb.Servic
 			}
 		}
 	}
-	if err := stream.Send(&extpb.ServiceFrame{Frame: &extpb.ServiceFrame_Opened{Opened: &extpb.ServiceOpened{
+	if err := send(&extpb.ServiceFrame{Frame: &extpb.ServiceFrame_Opened{Opened: &extpb.ServiceOpened{
 		Transport: transportStream, Pid: int32(conn.PID()),
 	}}}); err != nil {
 		return err
 	}
+	sendExit()
 
 	// Relay: stdout to frames on one goroutine, frames to stdin on this one.
-	// The stdout goroutine is joined before return.
-	var (
-		sendMu sync.Mutex
-		wg     sync.WaitGroup
-	)
-	relayCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stdout := conn.Stdout()
 	wg.Add(1)
 	go func() {
@@ -177,18 +203,13 @@ func (s *hostServer) ConnectService(stream grpc.BidiStreamingServer[extpb.Servic
 		for {
 			n, rerr := stdout.Read(buf)
 			if n > 0 {
-				sendMu.Lock()
-				serr := stream.Send(&extpb.ServiceFrame{Frame: &extpb.ServiceFrame_Data{Data: append([]byte(nil), buf[:n]...)}})
-				sendMu.Unlock()
-				if serr != nil {
+				if serr := send(&extpb.ServiceFrame{Frame: &extpb.ServiceFrame_Data{Data: append([]byte(nil), buf[:n]...)}}); serr != nil {
 					return
 				}
 			}
 			if rerr != nil {
 				if relayCtx.Err() == nil {
-					sendMu.Lock()
-					_ = stream.Send(&extpb.ServiceFrame{Frame: &extpb.ServiceFrame_StdoutClosed{StdoutClosed: true}})
-					sendMu.Unlock()
+					_ = send(&extpb.ServiceFrame{Frame: &extpb.ServiceFrame_StdoutClosed{StdoutClosed: true}})
 				}
 				return
 			}
@@ -351,9 +372,12 @@ func (h *hostClient) connectService(ctx context.Context, name, user string, spec
 			cancel()
 			return nil, fmt.Errorf("receiving the service's descriptors: %w", err)
 		}
-		return &fdServiceConn{stream: stream, cancel: cancel, stdin: stdin, stdout: stdout, pid: int(opened.GetPid())}, nil
+		c := &fdServiceConn{stream: stream, cancel: cancel, stdin: stdin, stdout: stdout, pid: int(opened.GetPid()),
+			exit: newExitBox(), recvDone: make(chan struct{})}
+		go c.recv()
+		return c, nil
 	}
-	c := &streamServiceConn{stream: stream, cancel: cancel, pid: int(opened.GetPid())}
+	c := &streamServiceConn{stream: stream, cancel: cancel, pid: int(opened.GetPid()), exit: newExitBox()}
 	c.pr, c.pw = io.Pipe()
 	c.wg.Add(1)
 	go c.pump()
@@ -361,15 +385,37 @@ func (h *hostClient) connectService(ctx context.Context, name, user string, spec
 }
 
 // fdServiceConn is a handle whose pipes were passed as descriptors: reads
-// and writes go straight to the process. The stream only holds the handle.
+// and writes go straight to the process. The stream holds the handle and
+// brings how the process ended; its one reader, recv, is joined by
+// Release.
 type fdServiceConn struct {
 	stream      grpc.BidiStreamingClient[extpb.ServiceFrame, extpb.ServiceFrame]
 	cancel      context.CancelFunc
 	stdin       *os.File
 	stdout      *os.File
 	pid         int
+	exit        *exitBox
+	recvDone    chan struct{}
 	releaseOnce sync.Once
 }
+
+// recv reads the stream until the host ends it, keeping the exit it tells.
+func (c *fdServiceConn) recv() {
+	defer close(c.recvDone)
+	defer c.exit.set(nil)
+	for {
+		f, err := c.stream.Recv()
+		if err != nil {
+			return
+		}
+		if e := f.GetExited(); e != nil {
+			c.exit.set(serviceExitFromProto(e))
+		}
+	}
+}
+
+// Exit implements [ServiceExiter].
+func (c *fdServiceConn) Exit(ctx context.Context) (*ServiceExit, error) { return c.exit.wait(ctx) }
 
 func (c *fdServiceConn) Stdin() io.WriteCloser { return c.stdin }
 func (c *fdServiceConn) Stdout() io.ReadCloser { return c.stdout }
@@ -381,11 +427,7 @@ func (c *fdServiceConn) Release() error {
 		_ = c.stream.CloseSend()
 		// Wait for the host to end the stream so the release is ordered
 		// before Release returns.
-		for {
-			if _, err := c.stream.Recv(); err != nil {
-				break
-			}
-		}
+		<-c.recvDone
 		c.cancel()
 	})
 	return nil
@@ -399,6 +441,7 @@ type streamServiceConn struct {
 	pr     *io.PipeReader
 	pw     *io.PipeWriter
 	wg     sync.WaitGroup
+	exit   *exitBox
 
 	sendMu      sync.Mutex
 	stdinClosed bool
@@ -408,6 +451,7 @@ type streamServiceConn struct {
 // pump moves stdout frames into the pipe until the stream ends.
 func (c *streamServiceConn) pump() {
 	defer c.wg.Done()
+	defer c.exit.set(nil)
 	for {
 		f, err := c.stream.Recv()
 		if err != nil {
@@ -421,6 +465,8 @@ func (c *streamServiceConn) pump() {
 		switch {
 		case f.GetStdoutClosed():
 			_ = c.pw.Close()
+		case f.GetExited() != nil:
+			c.exit.set(serviceExitFromProto(f.GetExited()))
 		case f.GetData() != nil:
 			if _, err := c.pw.Write(f.GetData()); err != nil {
 				// The reader closed: drain the stream until it ends.
@@ -433,6 +479,9 @@ func (c *streamServiceConn) pump() {
 func (c *streamServiceConn) Stdin() io.WriteCloser { return (*streamStdin)(c) }
 func (c *streamServiceConn) Stdout() io.ReadCloser { return c.pr }
 func (c *streamServiceConn) PID() int              { return c.pid }
+
+// Exit implements [ServiceExiter].
+func (c *streamServiceConn) Exit(ctx context.Context) (*ServiceExit, error) { return c.exit.wait(ctx) }
 
 func (c *streamServiceConn) Release() error {
 	c.releaseOnce.Do(func() {

@@ -313,7 +313,9 @@ func (h *FakeHost) start(name, user string, spec *ext.ProcessSpec) (ext.ServiceC
 	if cmd.Dir == "" {
 		cmd.Dir = home
 	}
-	cmd.Stderr = io.Discard
+	tail := &ext.StderrTail{}
+	cmd.Stderr = tail
+	cmd.WaitDelay = 250 * time.Millisecond // a grandchild holding stderr is not waited for
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -329,13 +331,17 @@ func (h *FakeHost) start(name, user string, spec *ext.ProcessSpec) (ext.ServiceC
 		for _, f := range []*os.File{stdinR, stdinW, stdoutR, stdoutW} {
 			_ = f.Close()
 		}
-		return nil, fmt.Errorf("starting service %q: %w", name, err)
+		return nil, ext.Mark(fmt.Errorf("starting service %q (%s): %w", name, spec.Command, err), ext.ErrCannotStart)
 	}
 	_ = stdinR.Close()
 	_ = stdoutW.Close()
-	s := &fakeService{h: h, cmd: cmd, stdin: stdinW, stdout: stdoutR, waited: make(chan struct{})}
+	s := &fakeService{h: h, cmd: cmd, stdin: stdinW, stdout: stdoutR, tail: tail, waited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
+		s.exit = &ext.ServiceExit{Code: cmd.ProcessState.ExitCode(), Stderr: tail.Lines()}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			s.exit.Signal = ws.Signal().String()
+		}
 		close(s.waited)
 	}()
 	h.mu.Lock()
@@ -362,8 +368,20 @@ type fakeService struct {
 	cmd    *exec.Cmd
 	stdin  *os.File
 	stdout *os.File
+	tail   *ext.StderrTail
 	waited chan struct{}
+	exit   *ext.ServiceExit // set before waited closes
 	once   sync.Once
+}
+
+// Exit implements [ext.ServiceExiter].
+func (s *fakeService) Exit(ctx context.Context) (*ext.ServiceExit, error) {
+	select {
+	case <-s.waited:
+		return s.exit, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (s *fakeService) Stdin() io.WriteCloser           { return s.stdin }

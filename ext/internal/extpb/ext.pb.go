@@ -3802,6 +3802,7 @@ type ServiceFrame struct {
 	//	*ServiceFrame_Data
 	//	*ServiceFrame_CloseStdin
 	//	*ServiceFrame_StdoutClosed
+	//	*ServiceFrame_Exited
 	Frame         isServiceFrame_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3889,6 +3890,15 @@ func (x *ServiceFrame) GetStdoutClosed() bool {
 	return false
 }
 
+func (x *ServiceFrame) GetExited() *ServiceExited {
+	if x != nil {
+		if x, ok := x.Frame.(*ServiceFrame_Exited); ok {
+			return x.Exited
+		}
+	}
+	return nil
+}
+
 type isServiceFrame_Frame interface {
 	isServiceFrame_Frame()
 }
@@ -3917,6 +3927,12 @@ type ServiceFrame_StdoutClosed struct {
 	StdoutClosed bool `protobuf:"varint,5,opt,name=stdout_closed,json=stdoutClosed,proto3,oneof"`
 }
 
+type ServiceFrame_Exited struct {
+	// From the host: the process ended (sent once, after its stderr was
+	// read).
+	Exited *ServiceExited `protobuf:"bytes,6,opt,name=exited,proto3,oneof"`
+}
+
 func (*ServiceFrame_Open) isServiceFrame_Frame() {}
 
 func (*ServiceFrame_Opened) isServiceFrame_Frame() {}
@@ -3926,6 +3942,73 @@ func (*ServiceFrame_Data) isServiceFrame_Frame() {}
 func (*ServiceFrame_CloseStdin) isServiceFrame_Frame() {}
 
 func (*ServiceFrame_StdoutClosed) isServiceFrame_Frame() {}
+
+func (*ServiceFrame_Exited) isServiceFrame_Frame() {}
+
+// ServiceExited is how a service process ended.
+type ServiceExited struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The exit code, or -1 when a signal ended it.
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The signal that ended it ("killed"), or empty.
+	Signal string `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	// The last lines it wrote to stderr, control characters escaped. They
+	// may hold secrets the process was handed.
+	Stderr        []string `protobuf:"bytes,3,rep,name=stderr,proto3" json:"stderr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceExited) Reset() {
+	*x = ServiceExited{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceExited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceExited) ProtoMessage() {}
+
+func (x *ServiceExited) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceExited.ProtoReflect.Descriptor instead.
+func (*ServiceExited) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ServiceExited) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ServiceExited) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+func (x *ServiceExited) GetStderr() []string {
+	if x != nil {
+		return x.Stderr
+	}
+	return nil
+}
 
 type ServiceOpen struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -3942,7 +4025,7 @@ type ServiceOpen struct {
 
 func (x *ServiceOpen) Reset() {
 	*x = ServiceOpen{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3954,7 +4037,7 @@ func (x *ServiceOpen) String() string {
 func (*ServiceOpen) ProtoMessage() {}
 
 func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3967,7 +4050,7 @@ func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpen.ProtoReflect.Descriptor instead.
 func (*ServiceOpen) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ServiceOpen) GetName() string {
@@ -4010,7 +4093,7 @@ type ServiceOpened struct {
 
 func (x *ServiceOpened) Reset() {
 	*x = ServiceOpened{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4022,7 +4105,7 @@ func (x *ServiceOpened) String() string {
 func (*ServiceOpened) ProtoMessage() {}
 
 func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4035,7 +4118,7 @@ func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpened.ProtoReflect.Descriptor instead.
 func (*ServiceOpened) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ServiceOpened) GetTransport() string {
@@ -4292,15 +4375,20 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x10GetPathsResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\tR\x04data\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
-	"\x05cache\x18\x03 \x01(\tR\x05cache\"\xe7\x01\n" +
+	"\x05cache\x18\x03 \x01(\tR\x05cache\"\xa2\x02\n" +
 	"\fServiceFrame\x123\n" +
 	"\x04open\x18\x01 \x01(\v2\x1d.agenthost.ext.v1.ServiceOpenH\x00R\x04open\x129\n" +
 	"\x06opened\x18\x02 \x01(\v2\x1f.agenthost.ext.v1.ServiceOpenedH\x00R\x06opened\x12\x14\n" +
 	"\x04data\x18\x03 \x01(\fH\x00R\x04data\x12!\n" +
 	"\vclose_stdin\x18\x04 \x01(\bH\x00R\n" +
 	"closeStdin\x12%\n" +
-	"\rstdout_closed\x18\x05 \x01(\bH\x00R\fstdoutClosedB\a\n" +
-	"\x05frame\"\x8b\x01\n" +
+	"\rstdout_closed\x18\x05 \x01(\bH\x00R\fstdoutClosed\x129\n" +
+	"\x06exited\x18\x06 \x01(\v2\x1f.agenthost.ext.v1.ServiceExitedH\x00R\x06exitedB\a\n" +
+	"\x05frame\"S\n" +
+	"\rServiceExited\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x16\n" +
+	"\x06stderr\x18\x03 \x03(\tR\x06stderr\"\x8b\x01\n" +
 	"\vServiceOpen\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1c\n" +
@@ -4363,7 +4451,7 @@ func file_agenthost_ext_v1_ext_proto_rawDescGZIP() []byte {
 }
 
 var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(Exposure)(0),                     // 0: agenthost.ext.v1.Exposure
 	(Replay)(0),                       // 1: agenthost.ext.v1.Replay
@@ -4433,8 +4521,9 @@ var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(*GetPathsRequest)(nil),           // 65: agenthost.ext.v1.GetPathsRequest
 	(*GetPathsResponse)(nil),          // 66: agenthost.ext.v1.GetPathsResponse
 	(*ServiceFrame)(nil),              // 67: agenthost.ext.v1.ServiceFrame
-	(*ServiceOpen)(nil),               // 68: agenthost.ext.v1.ServiceOpen
-	(*ServiceOpened)(nil),             // 69: agenthost.ext.v1.ServiceOpened
+	(*ServiceExited)(nil),             // 68: agenthost.ext.v1.ServiceExited
+	(*ServiceOpen)(nil),               // 69: agenthost.ext.v1.ServiceOpen
+	(*ServiceOpened)(nil),             // 70: agenthost.ext.v1.ServiceOpened
 }
 var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	7,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
@@ -4458,68 +4547,69 @@ var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	45, // 18: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
 	46, // 19: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
 	11, // 20: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	68, // 21: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
-	69, // 22: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	32, // 23: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	16, // 24: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
-	20, // 25: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
-	22, // 26: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
-	6,  // 27: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
-	24, // 28: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
-	26, // 29: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
-	28, // 30: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
-	30, // 31: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
-	33, // 32: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
-	12, // 33: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
-	14, // 34: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
-	2,  // 35: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
-	4,  // 36: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
-	37, // 37: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	39, // 38: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	41, // 39: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
-	47, // 40: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
-	49, // 41: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
-	51, // 42: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	53, // 43: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	55, // 44: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	57, // 45: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	59, // 46: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	61, // 47: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	63, // 48: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	65, // 49: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	67, // 50: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	17, // 51: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	21, // 52: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	23, // 53: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	6,  // 54: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
-	25, // 55: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	27, // 56: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	29, // 57: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	31, // 58: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	34, // 59: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	13, // 60: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
-	15, // 61: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
-	3,  // 62: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
-	5,  // 63: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
-	38, // 64: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	40, // 65: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	42, // 66: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
-	48, // 67: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
-	50, // 68: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
-	52, // 69: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	54, // 70: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	56, // 71: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	58, // 72: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	60, // 73: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	62, // 74: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	64, // 75: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	66, // 76: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	67, // 77: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	51, // [51:78] is the sub-list for method output_type
-	24, // [24:51] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	69, // 21: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
+	70, // 22: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
+	68, // 23: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
+	32, // 24: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	16, // 25: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
+	20, // 26: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
+	22, // 27: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
+	6,  // 28: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
+	24, // 29: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
+	26, // 30: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
+	28, // 31: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
+	30, // 32: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
+	33, // 33: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
+	12, // 34: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
+	14, // 35: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
+	2,  // 36: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
+	4,  // 37: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
+	37, // 38: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	39, // 39: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	41, // 40: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	47, // 41: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	49, // 42: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	51, // 43: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	53, // 44: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	55, // 45: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	57, // 46: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	59, // 47: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	61, // 48: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	63, // 49: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	65, // 50: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	67, // 51: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	17, // 52: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	21, // 53: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	23, // 54: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	6,  // 55: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	25, // 56: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	27, // 57: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	29, // 58: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	31, // 59: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	34, // 60: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	13, // 61: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	15, // 62: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	3,  // 63: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
+	5,  // 64: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
+	38, // 65: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	40, // 66: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	42, // 67: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	48, // 68: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	50, // 69: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	52, // 70: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	54, // 71: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	56, // 72: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	58, // 73: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	60, // 74: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	62, // 75: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	64, // 76: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	66, // 77: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	67, // 78: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	52, // [52:79] is the sub-list for method output_type
+	25, // [25:52] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_agenthost_ext_v1_ext_proto_init() }
@@ -4541,6 +4631,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 		(*ServiceFrame_Data)(nil),
 		(*ServiceFrame_CloseStdin)(nil),
 		(*ServiceFrame_StdoutClosed)(nil),
+		(*ServiceFrame_Exited)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4548,7 +4639,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthost_ext_v1_ext_proto_rawDesc), len(file_agenthost_ext_v1_ext_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   68,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -9,7 +9,9 @@
 // group and, where the host may create cgroups (cgroup v2), its own
 // cgroup, and whatever is left in either when it exits or is stopped is
 // killed; the process is reaped only after that, so its group ID cannot
-// have been reused. Its stderr is logged, never waited for past its exit.
+// have been reused. Its stderr is logged, never waited for past its exit;
+// its last lines (bounded, control characters escaped) and its exit status
+// are kept for its handles ([Handle.Exit]), which the extension shows.
 // A record per process group (RunDir) lets the next manager on the same
 // folder kill what a killed host left, checking start times so that a
 // reused pid is never touched.

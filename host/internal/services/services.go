@@ -202,7 +202,13 @@ type proc struct {
 	stderr *os.File // read end, drained
 	cgroup string   // its cgroup, "" without
 	record string   // its pidfile, "" without
-	exited chan struct{}
+	tail   *ext.StderrTail
+	// drained is closed when its stderr has been read to the end (or for
+	// drainAfterExit past its exit).
+	drained chan struct{}
+	exited  chan struct{}
+	// exit says how it ended; set by wait before exited closes.
+	exit *ext.ServiceExit
 	// oneSession processes serve one handle and stop on its release.
 	oneSession bool
 
@@ -640,13 +646,13 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 	if err != nil {
 		_, _, _ = stdinW.Close(), stdoutR.Close(), stderrR.Close()
 		_ = removeCgroup(cgroup, 0)
-		return nil, fmt.Errorf("starting %s (%s): %w", key, spec.Command, err)
+		return nil, ext.Mark(fmt.Errorf("starting %s (%s): %w", key, spec.Command, err), ext.ErrCannotStart)
 	}
 	p := &proc{m: m, key: key, cmd: cmd, pgid: cmd.Process.Pid, stdin: stdinW, stdout: stdoutR, stderr: stderrR,
-		cgroup: cgroup, exited: make(chan struct{}), oneSession: spec.OneSession}
+		cgroup: cgroup, tail: &ext.StderrTail{}, drained: make(chan struct{}), exited: make(chan struct{}), oneSession: spec.OneSession}
 	m.writeRecord(p)
 	m.wg.Add(1)
-	go m.drainStderr(key, cmd.Process.Pid, stderrR)
+	go m.drainStderr(key, cmd.Process.Pid, stderrR, p.tail, p.drained)
 	m.logger.Info("service process started", "extension", key.Extension, "service", key.Service, "user", key.User,
 		"pid", cmd.Process.Pid, "sandbox", sb.kind)
 	started = true // register ends the count
@@ -655,7 +661,9 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 
 // Stderr is logged line by line, at most stderrLinesPerSec lines a second
 // and stderrLineMax bytes a line; the rest is drained and counted, never
-// blocking the process. Once the process has exited, what it wrote is read
+// blocking the process. Every line also goes to the process's tail (the
+// last lines, bounded, escaped: [ext.StderrTail]), which its handles'
+// [Handle.Exit] reports, rate limit or not. Once the process has exited, what it wrote is read
 // for at most drainAfterExit more: a grandchild that kept the pipe open
 // never holds up a stop or Close.
 const (
@@ -664,8 +672,9 @@ const (
 	drainAfterExit    = 250 * time.Millisecond
 )
 
-func (m *Manager) drainStderr(key Key, pid int, r *os.File) {
+func (m *Manager) drainStderr(key Key, pid int, r *os.File, tail *ext.StderrTail, drained chan struct{}) {
 	defer m.wg.Done()
+	defer close(drained)
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 64<<10)
 	var (
@@ -676,6 +685,7 @@ func (m *Manager) drainStderr(key Key, pid int, r *os.File) {
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
+			tail.Add(line)
 			if time.Since(window) > time.Second {
 				if dropped > 0 {
 					m.logger.Warn("service stderr rate-limited", "extension", key.Extension, "service", key.Service, "user", key.User, "dropped_lines", dropped)
@@ -757,12 +767,26 @@ func (p *proc) wait() {
 	stopping := p.stopping
 	p.m.signalLocked()
 	p.m.mu.Unlock()
+	<-p.drained // bounded: reap set the read deadline
+	p.exit = exitOf(p.cmd, p.tail.Lines())
 	close(p.exited)
 	_ = p.stdin.Close()
 	_ = p.stdout.Close()
 	if !stopping {
 		p.m.logger.Warn("service process exited", "extension", p.key.Extension, "service", p.key.Service, "user", p.key.User, "error", errString(err))
 	}
+}
+
+// exitOf says how cmd, reaped, ended.
+func exitOf(cmd *exec.Cmd, stderr []string) *ext.ServiceExit {
+	e := &ext.ServiceExit{Code: -1, Stderr: stderr}
+	if st := cmd.ProcessState; st != nil {
+		e.Code = st.ExitCode()
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Signal = ws.Signal().String()
+		}
+	}
+	return e
 }
 
 func errString(err error) string {
@@ -889,7 +913,23 @@ type Handle struct {
 	once   sync.Once
 }
 
-var _ ext.FileServiceConn = (*Handle)(nil)
+var (
+	_ ext.FileServiceConn = (*Handle)(nil)
+	_ ext.ServiceExiter   = (*Handle)(nil)
+)
+
+// Exit waits until the process has ended and its stderr was read (or ctx
+// ends), and says how it ended: its status and the last lines of its
+// stderr. It implements [ext.ServiceExiter]; the lines may hold what the
+// process was handed, for the extension to redact.
+func (h *Handle) Exit(ctx context.Context) (*ext.ServiceExit, error) {
+	select {
+	case <-h.p.exited:
+		return h.p.exit, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
 // Stdin returns the process's stdin (this handle's copy).
 func (h *Handle) Stdin() io.WriteCloser { return h.stdin }

@@ -46,6 +46,14 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "hold":
 		select {}
+	case "fatal":
+		// Fails before answering: many lines (more than the tail keeps),
+		// an escape sequence, status 3.
+		for i := range 30 {
+			fmt.Fprintf(os.Stderr, "noise %d\n", i)
+		}
+		fmt.Fprintln(os.Stderr, "fatal: cannot open database \x1b]0;title\x07")
+		os.Exit(3)
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -420,5 +428,35 @@ func TestHandleWithoutDescriptorsStopsProcess(t *testing.T) {
 			echoOnce(t, h)
 			_ = h.Release()
 		})
+	}
+}
+
+// TestExitStatusAndStderrTail: a handle tells how its process ended: the
+// status and the last lines of its stderr, bounded and escaped; a command
+// that cannot start is ErrCannotStart.
+func TestExitStatusAndStderrTail(t *testing.T) {
+	m := newManager(t, Options{})
+	ctx := context.Background()
+	h, err := m.Connect(ctx, Key{"e", "fatal", "alice"}, t.TempDir(), spec("fatal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	e, err := h.Exit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status() != "exit status 3" {
+		t.Errorf("status %q, want exit status 3", e.Status())
+	}
+	if len(e.Stderr) != ext.StderrTailLines || e.Stderr[0] != "noise 11" ||
+		e.Stderr[len(e.Stderr)-1] != `fatal: cannot open database \x1b]0;title\x07` {
+		t.Errorf("stderr tail = %q, want the last %d lines, escaped", e.Stderr, ext.StderrTailLines)
+	}
+	_, err = m.Connect(ctx, Key{"e", "missing", "alice"}, t.TempDir(), func(context.Context) (*ext.ProcessSpec, error) {
+		return &ext.ProcessSpec{Command: "/nonexistent/server"}, nil
+	})
+	if !errors.Is(err, ext.ErrCannotStart) {
+		t.Errorf("missing command: %v, want ErrCannotStart", err)
 	}
 }
