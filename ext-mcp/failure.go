@@ -12,6 +12,7 @@ import (
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/termsafe"
 )
 
 // Why a stdio server's process failed is told in one plain sentence, with
@@ -39,7 +40,7 @@ const (
 )
 
 // notMCPError is a line from a stdio server that is not MCP JSON-RPC;
-// head is its start, escaped ([ext.EscapeText]).
+// head is its start, escaped ([termsafe.String]).
 type notMCPError struct {
 	head string
 	err  error
@@ -56,7 +57,7 @@ func newNotMCPError(line []byte, err error) *notMCPError {
 	if cut {
 		line = line[:notMCPHeadMax]
 	}
-	head := ext.EscapeText(strings.TrimRight(string(line), "\r\n"))
+	head := termsafe.String(strings.TrimRight(string(line), "\r\n"))
 	if cut {
 		head += "…"
 	}
@@ -68,7 +69,7 @@ func newNotMCPError(line []byte, err error) *notMCPError {
 // server) whatever its length, and every other environment value of at
 // least minEnvSecret bytes (the config's env may hold a key; shorter
 // values are settings such as "1" or "debug", and redacting them would
-// garble every line). Each is matched as written and as [ext.EscapeText]
+// garble every line). Each is matched as written and as [termsafe.String]
 // writes it. A line that was cut ("…" at its end) may end with the start
 // of a secret: a tail of at least minPartial bytes that begins one is
 // redacted too (fewer bytes tell next to nothing of a secret, and would
@@ -89,7 +90,7 @@ func newOutputRedactor(spec *ext.ProcessSpec, token string) *outputRedactor {
 			return
 		}
 		secrets = append(secrets, v)
-		if e := ext.EscapeText(v); e != v {
+		if e := termsafe.String(v); e != v {
 			secrets = append(secrets, e)
 		}
 	}
@@ -157,7 +158,7 @@ func (c *conn) startFailure(command string, err error) error {
 	if _, after, ok := strings.Cut(why, command+"): "); ok {
 		why = after // the host's own prefix names the service and user
 	}
-	return fmt.Errorf("the command could not start: %s", c.output.line(ext.EscapeText(why)))
+	return fmt.Errorf("the command could not start: %s", c.output.line(termsafe.String(why)))
 }
 
 // processFailure says in one plain sentence why a stdio server's process

@@ -271,7 +271,7 @@ func TestOutputRedactor(t *testing.T) {
 	r := newOutputRedactor(&ext.ProcessSpec{Env: []string{"MCP_ACCESS_TOKEN=tok", "LEVEL=debug", "DB_PASSWORD=hunter2-\x1bpw"}}, "tok")
 	for in, want := range map[string]string{
 		"auth failed for tok at level debug":     "auth failed for [redacted] at level debug",
-		`password hunter2-\x1bpw refused`:        "password [redacted] refused",
+		`password hunter2-\u001bpw refused`:      "password [redacted] refused",
 		"password hunter2-\x1bpw refused":        "password [redacted] refused",
 		"a long line ending in hunt…":            "a long line ending in [redacted]…",
 		"a long line ending in hun…":             "a long line ending in hun…",

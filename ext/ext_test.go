@@ -457,7 +457,7 @@ func TestServices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"starting up", `fatal: cannot open database \x1b[31mred`}
+			want := []string{"starting up", `fatal: cannot open database \u001b[31mred`}
 			if e.Status() != "exit status 3" || !slices.Equal(e.Stderr, want) {
 				t.Errorf("exit = %s %q, want exit status 3 %q", e.Status(), e.Stderr, want)
 			}

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/agenthost/agenthost/ext/internal/extpb"
+	"github.com/agenthost/agenthost/ext/termsafe"
 )
 
 // ServiceExit is how a service process ended: its exit status and the
@@ -54,7 +53,7 @@ const (
 // StderrTail keeps the last lines a process wrote to stderr: at most
 // [StderrTailLines] lines and [StderrTailBytes] bytes in all (the oldest
 // lines go first), each line cut at [StderrTailLineMax] bytes (a cut line
-// ends with "…"), control characters escaped by [EscapeText]. Its zero
+// ends with "…"), control characters escaped by [termsafe.String]. Its zero
 // value is ready; it is safe for concurrent use.
 type StderrTail struct {
 	mu      sync.Mutex
@@ -70,7 +69,7 @@ func (t *StderrTail) Add(line []byte) {
 	if len(s) > StderrTailLineMax {
 		s, cut = s[:StderrTailLineMax], true
 	}
-	s = EscapeText(s)
+	s = termsafe.String(s)
 	if cut {
 		s += "…"
 	}
@@ -121,45 +120,6 @@ func (t *StderrTail) Lines() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]string(nil), t.lines...)
-}
-
-// EscapeText makes text a process wrote safe to put on a terminal or a
-// page: control characters (tab, ESC, C1 codes), format characters (bidi
-// overrides, zero-width ones) and invalid UTF-8 are written as Go escapes
-// (\t, \x1b, \u202e); everything else stays as it is.
-func EscapeText(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r < 0x80 && unicode.IsControl(r):
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case unicode.IsControl(r), unicode.Is(unicode.Cf, r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
 }
 
 // exitBox holds a handle's [ServiceExit] once the host has told it.

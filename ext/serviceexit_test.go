@@ -14,7 +14,7 @@ func TestStderrTail(t *testing.T) {
 	var tl ext.StderrTail
 	_, _ = tl.Write([]byte("first\nsec"))
 	_, _ = tl.Write([]byte("ond\r\nred \x1b[31m, rtl \u202e, tab\t, bad \xff\nunfinished"))
-	want := []string{"first", "second", `red \x1b[31m, rtl \u202e, tab\t, bad \xff`, "unfinished"}
+	want := []string{"first", "second", `red \u001b[31m, rtl \u202e, tab\u0009, bad \xff`, "unfinished"}
 	if got := tl.Lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lines = %q, want %q", got, want)
 	}

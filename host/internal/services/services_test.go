@@ -450,7 +450,7 @@ func TestExitStatusAndStderrTail(t *testing.T) {
 		t.Errorf("status %q, want exit status 3", e.Status())
 	}
 	if len(e.Stderr) != ext.StderrTailLines || e.Stderr[0] != "noise 11" ||
-		e.Stderr[len(e.Stderr)-1] != `fatal: cannot open database \x1b]0;title\x07` {
+		e.Stderr[len(e.Stderr)-1] != `fatal: cannot open database \u001b]0;title\u0007` {
 		t.Errorf("stderr tail = %q, want the last %d lines, escaped", e.Stderr, ext.StderrTailLines)
 	}
 	_, err = m.Connect(ctx, Key{"e", "missing", "alice"}, t.TempDir(), func(context.Context) (*ext.ProcessSpec, error) {
