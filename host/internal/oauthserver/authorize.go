@@ -2,6 +2,7 @@ package oauthserver
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -87,6 +88,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	r.Form.Set("audience", resource)
 	r.Form.Set("scope", strings.Join(s.requestedScopes(r.Form.Get("scope")), " "))
 
+	if ru := r.Form.Get("redirect_uri"); ru != "" {
+		r = r.WithContext(context.WithValue(ctx, redirectKey{}, ru))
+		ctx = r.Context()
+	}
 	ar, err := s.provider.NewAuthorizeRequest(ctx, r)
 	if err != nil {
 		s.authorizeError(w, r, ar, err)

@@ -48,7 +48,8 @@
 // Every client is public (token_endpoint_auth_method "none") and must
 // use PKCE with S256. A client registers (POST /oauth/register: redirect
 // URIs https, or http to a loopback address; the operator may restrict
-// https hosts), or its client_id is the https URL of a client ID metadata
+// https hosts; a loopback http one, localhost included, matches on any
+// port, RFC 8252 §7.3), or its client_id is the https URL of a client ID metadata
 // document: fetched through package netguard's dial-time guard (no
 // loopback, private, link-local or other internal address, however the
 // name resolves; [Options.DocumentAllow] opens prefixes), at most 5 KiB,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -462,7 +463,39 @@ func (f *fositeStorage) GetClient(ctx context.Context, id string) (fosite.Client
 		}
 		return nil, fosite.ErrNotFound.WithWrap(err).WithHint(clientHint(err))
 	}
-	return f.s.toFosite(c), nil
+	fc := f.s.toFosite(c)
+	if req, ok := ctx.Value(redirectKey{}).(string); ok && localhostMatch(req, c.RedirectURIs) {
+		// fosite lets only IP literals change port; the requested
+		// localhost URI is the registered one on another port.
+		fc.RedirectURIs = append(slices.Clone(fc.RedirectURIs), req)
+	}
+	return fc, nil
+}
+
+// redirectKey carries an authorization request's redirect_uri to
+// GetClient, for [localhostMatch].
+type redirectKey struct{}
+
+// localhostMatch reports whether the redirect URI requested is
+// http://localhost on some port with the path and query of one of the
+// registered ones on another port: RFC 8252 §7.3 lets a native app's
+// loopback redirect use any port, and an app whose usual port is busy
+// moves to the next. fosite does that only for 127.0.0.1 and [::1];
+// this is the same rule for "localhost" (http only; any other host, or
+// https, must match exactly).
+func localhostMatch(requested string, registered []string) bool {
+	q, err := url.Parse(requested)
+	if err != nil || q.Scheme != "http" || !strings.EqualFold(q.Hostname(), "localhost") || q.User != nil || q.Fragment != "" {
+		return false
+	}
+	for _, raw := range registered {
+		r, err := url.Parse(raw)
+		if err == nil && r.Scheme == "http" && strings.EqualFold(r.Hostname(), "localhost") &&
+			r.Path == q.Path && r.RawQuery == q.RawQuery {
+			return true
+		}
+	}
+	return false
 }
 
 // clientHint is what an unusable client is told.

@@ -1,0 +1,141 @@
+package e2e_test
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The host's own OAuth authorization server (/oauth/*), attacked from
+// outside: the real `agenthost serve` over HTTP.
+
+const gatePassphrase = "correct horse battery staple"
+
+// gateHost is a host whose OAuth server has the passphrase gate (for
+// bob), its config merged with more; it is not started.
+func gateHost(t *testing.T, b bins, more ...map[string]any) *env {
+	t.Helper()
+	hash := strings.TrimSpace(newEnv(t, b, nil).must(gatePassphrase+"\n", "oauth", "hash-passphrase"))
+	cfg := map[string]any{"oauth": map[string]any{"passphraseHash": hash, "passphraseUser": "bob"}}
+	return newEnv(t, b, nil, append([]map[string]any{cfg}, more...)...)
+}
+
+// register registers a client (RFC 7591) with these redirect URIs and
+// returns its client_id.
+func (e *env) register(redirects ...string) string {
+	e.t.Helper()
+	code, body := e.registerFrom(nil, redirects...)
+	if code != http.StatusCreated {
+		e.t.Fatalf("registering %v: %d %s", redirects, code, body)
+	}
+	var r struct {
+		ClientID string `json:"client_id"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil || r.ClientID == "" {
+		e.t.Fatalf("registration answer %q: %v", body, err)
+	}
+	return r.ClientID
+}
+
+// registerFrom posts a registration with extra headers.
+func (e *env) registerFrom(hdr http.Header, redirects ...string) (int, string) {
+	e.t.Helper()
+	meta, _ := json.Marshal(map[string]any{"client_name": "Test app", "redirect_uris": redirects,
+		"grant_types": []string{"authorization_code", "refresh_token"}})
+	req, _ := http.NewRequest("POST", e.url+"/oauth/register", strings.NewReader(string(meta)))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// pkceVerifier is the test's PKCE verifier; authorizeURL sends its S256
+// challenge.
+const pkceVerifier = "e2e-verifier-0123456789-0123456789-0123456789-abcdef"
+
+// authorizeURL is an authorization request of client to redirect,
+// with PKCE S256; extra parameters replace the defaults.
+func (e *env) authorizeURL(client, redirect string, extra url.Values) string {
+	sum := sha256.Sum256([]byte(pkceVerifier))
+	q := url.Values{"client_id": {client}, "redirect_uri": {redirect}, "response_type": {"code"},
+		"state": {"state-0123456789"}, "scope": {"mcp offline_access"},
+		"code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])}, "code_challenge_method": {"S256"}}
+	for k, v := range extra {
+		q[k] = v
+	}
+	return e.url + "/oauth/authorize?" + q.Encode()
+}
+
+var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+
+// passphraseForm opens an authorization request in browser hc and
+// returns the passphrase form's fields.
+func passphraseForm(t *testing.T, hc *http.Client, authURL string) url.Values {
+	t.Helper()
+	code, _, page := fetch(t, hc, "GET", authURL, nil)
+	i := strings.Index(page, `id="passphrase-form"`)
+	if code != http.StatusOK || i < 0 {
+		t.Fatalf("no passphrase form at %s: %d\n%s", authURL, code, page)
+	}
+	page = page[i:]
+	page = page[:strings.Index(page, "</form>")]
+	f := url.Values{}
+	for _, m := range hiddenInput.FindAllStringSubmatch(page, -1) {
+		f.Add(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
+	}
+	return f
+}
+
+// TestOAuthLocalhostAnyPort: a native app registered with
+// http://localhost:PORT/callback whose port is busy moves to another and
+// still completes its sign-in (RFC 8252 §7.3), as with 127.0.0.1; the path
+// and scheme must still match, and https or another host must match
+// exactly.
+func TestOAuthLocalhostAnyPort(t *testing.T) {
+	e := gateHost(t, build(t))
+	e.startServe()
+	client := e.register("http://localhost:33418/callback", "http://127.0.0.1:33418/callback", "https://app.example/cb")
+	hc := browse()
+	for _, redirect := range []string{"http://localhost:33419/callback", "http://127.0.0.1:40000/callback"} {
+		authURL := e.authorizeURL(client, redirect, nil)
+		f := passphraseForm(t, hc, authURL)
+		f.Set("passphrase", gatePassphrase)
+		code, hdr, body := fetch(t, hc, "POST", e.url+"/oauth/authorize", f)
+		loc, _ := url.Parse(hdr.Get("Location"))
+		if code != http.StatusSeeOther || loc == nil || loc.Query().Get("code") == "" ||
+			!strings.HasPrefix(loc.String(), redirect+"?") {
+			t.Fatalf("%s: %d %q\n%s", redirect, code, hdr.Get("Location"), body)
+		}
+		// The code is redeemed at that redirect URI.
+		code, _, body = fetch(t, hc, "POST", e.url+"/oauth/token", url.Values{"grant_type": {"authorization_code"},
+			"code": {loc.Query().Get("code")}, "redirect_uri": {redirect}, "client_id": {client}, "code_verifier": {pkceVerifier}})
+		if code != http.StatusOK || !strings.Contains(body, "access_token") {
+			t.Errorf("%s: the code's exchange: %d %s", redirect, code, body)
+		}
+	}
+	for _, redirect := range []string{
+		"http://localhost:33419/other",     // another path
+		"https://localhost:33418/callback", // https: exact only
+		"https://app.example:8443/cb",      // not loopback: exact only
+		"http://localhost.evil.example:80/callback",
+	} {
+		code, hdr, body := fetch(t, hc, "GET", e.authorizeURL(client, redirect, nil), nil)
+		if code == http.StatusSeeOther || hdr.Get("Location") != "" || !strings.Contains(body, "redirect_uri") {
+			t.Errorf("%s: %d %q, want the error page naming redirect_uri\n%s", redirect, code, hdr.Get("Location"), body)
+		}
+	}
+}
