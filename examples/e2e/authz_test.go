@@ -139,3 +139,49 @@ func TestOAuthLocalhostAnyPort(t *testing.T) {
 		}
 	}
 }
+
+// TestOAuthNoOpenRedirect: anyone may register https://evil.example, but
+// an erroneous authorization request to it is answered on the host's
+// error page, not with a 303 there (RFC 9700 §4.11.2): no sign-in, no
+// consent, no redirect. A native app's loopback redirect URI, and the
+// https one of a client a user has consented to, still get the error at
+// their redirect URI (RFC 6749 §4.1.2.1).
+func TestOAuthNoOpenRedirect(t *testing.T) {
+	e := gateHost(t, build(t))
+	e.startServe()
+	hc := browse()
+	bad := url.Values{"response_type": {"token"}}
+	evil := e.register("https://evil.example/landing")
+	code, hdr, body := fetch(t, hc, "GET", e.authorizeURL(evil, "https://evil.example/landing", bad), nil)
+	if code == http.StatusSeeOther || hdr.Get("Location") != "" || !strings.Contains(body, `id="oauth-error"`) {
+		t.Errorf("an error for a fresh https registration: %d %q, want the error page\n%s", code, hdr.Get("Location"), body)
+	}
+	// Nor a missing PKCE challenge, or a foreign resource.
+	for _, extra := range []url.Values{{"code_challenge": {""}}, {"resource": {"https://other.example/mcp"}}} {
+		if code, hdr, _ := fetch(t, hc, "GET", e.authorizeURL(evil, "https://evil.example/landing", extra), nil); code == http.StatusSeeOther {
+			t.Errorf("%v for a fresh https registration: redirected to %q", extra, hdr.Get("Location"))
+		}
+	}
+
+	// A native app on the user's machine gets its error back.
+	native := e.register("http://127.0.0.1:33418/cb")
+	code, hdr, _ = fetch(t, hc, "GET", e.authorizeURL(native, "http://127.0.0.1:40001/cb", bad), nil)
+	if loc, _ := url.Parse(hdr.Get("Location")); code != http.StatusSeeOther || loc.Host != "127.0.0.1:40001" ||
+		loc.Query().Get("error") != "unsupported_response_type" || loc.Query().Get("state") != "state-0123456789" {
+		t.Errorf("an error for a loopback client: %d %q, want 303 to it with the error", code, hdr.Get("Location"))
+	}
+
+	// An https app bob consented to gets its errors back, too.
+	good := e.register("https://app.example/cb")
+	f := passphraseForm(t, hc, e.authorizeURL(good, "https://app.example/cb", nil))
+	f.Set("passphrase", gatePassphrase)
+	if code, hdr, _ := fetch(t, hc, "POST", e.url+"/oauth/authorize", f); code != http.StatusSeeOther ||
+		!strings.HasPrefix(hdr.Get("Location"), "https://app.example/cb?code=") {
+		t.Fatalf("consent to app.example: %d %q", code, hdr.Get("Location"))
+	}
+	code, hdr, _ = fetch(t, hc, "GET", e.authorizeURL(good, "https://app.example/cb", bad), nil)
+	if loc, _ := url.Parse(hdr.Get("Location")); code != http.StatusSeeOther || loc.Host != "app.example" ||
+		loc.Query().Get("error") != "unsupported_response_type" {
+		t.Errorf("an error for a consented https client: %d %q, want 303 to it with the error", code, hdr.Get("Location"))
+	}
+}

@@ -143,7 +143,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 			}
 			if action == "deny" {
 				s.log.Info("oauth: the user denied a client", "user", user, "client", clip(fc.c.ID))
-				s.authorizeError(w, r, ar, fosite.ErrAccessDenied.WithHint("The user denied the request."))
+				s.errorRedirect(w, r, ar, fosite.ErrAccessDenied.WithHint("The user denied the request."))
 				return
 			}
 			s.grant(w, r, ar, fc.c, user)
@@ -312,13 +312,13 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, ar fosite.Authori
 		Scopes: ar.GetGrantedScopes(), Created: s.now().Truncate(time.Second)}
 	if err := s.store.CreateGrant(ctx, g); err != nil {
 		s.log.Error("oauth: storing a grant", "err", err)
-		s.authorizeError(w, r, ar, fosite.ErrServerError.WithHint("The grant could not be stored."))
+		s.errorRedirect(w, r, ar, fosite.ErrServerError.WithHint("The grant could not be stored."))
 		return
 	}
 	sess := &fosite.DefaultSession{Subject: user, Username: user}
 	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, sess)
 	if err != nil {
-		s.authorizeError(w, r, ar, err)
+		s.errorRedirect(w, r, ar, err)
 		return
 	}
 	// RFC 9207: the client checks who answered.
@@ -327,29 +327,74 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, ar fosite.Authori
 	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
 }
 
-// authorizeError answers a refused authorization request: back to the
-// client's redirect URI with error, state and iss when that URI is valid,
-// else on a page here (a redirect to an unchecked URI would be an open
-// redirector).
+// authorizeError answers an authorization request refused before the
+// user decided anything: back to the client's redirect URI with error,
+// state and iss when that URI is registered and trusted
+// ([Server.trustedRedirect]), else on a page here. A redirect to an
+// unchecked URI would be an open redirector; so would one to any URI
+// anyone may register (RFC 9700 §4.11.2).
 func (s *Server) authorizeError(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, err error) {
-	s.logRefused(r, "authorize", err)
-	var rfc *fosite.RFC6749Error
-	if errors.Is(err, errInvalidTarget) {
-		rfc = s.invalidTarget()
-	} else {
-		rfc = fosite.ErrorToRFC6749Error(err)
-	}
-	if ar == nil || !ar.IsRedirectURIValid() || ar.GetRedirectURI() == nil {
-		msg := rfc.GetDescription()
-		if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField {
-			// fosite hides why; the reason is the client's, safe to show.
-			if _, cerr := s.client(r.Context(), r.Form.Get("client_id")); cerr != nil {
-				msg = "The app's client_id is not usable here: " + clientHint(cerr)
-			}
-		}
-		s.page(w, r, rfc.CodeField, &pageView{Mode: "error", Title: "This app's request was refused", Error: msg})
+	if ar != nil && ar.IsRedirectURIValid() && ar.GetRedirectURI() != nil && !s.trustedRedirect(r.Context(), ar) {
+		s.refusedPage(w, r, err)
 		return
 	}
+	s.errorRedirect(w, r, ar, err)
+}
+
+// trustedRedirect reports whether an error may be sent to a request's
+// registered redirect URI without the user having seen where it goes. RFC
+// 9700 §4.11.2: a server that lets anyone register redirect URIs must not
+// redirect to them on an error unless it trusts them. Trusted are a
+// loopback http URI (a native app on the user's own machine, RFC 8252:
+// nobody else's site) and the URI of a client a user of this host has
+// consented to (its grant is on record: that user saw the host it sends
+// people back to). A fresh registration or a metadata document naming
+// https://evil.example is neither: its errors are shown here.
+func (s *Server) trustedRedirect(ctx context.Context, ar fosite.AuthorizeRequester) bool {
+	u := ar.GetRedirectURI()
+	if u.Scheme == "http" && isLoopback(u.Hostname()) {
+		return true
+	}
+	ok, err := s.store.ClientGranted(ctx, ar.GetClient().GetID())
+	if err != nil {
+		s.log.Warn("oauth: looking up a client's grants", "client", clip(ar.GetClient().GetID()), "err", err)
+	}
+	return ok
+}
+
+// refusedPage shows a refused authorization request's error here.
+func (s *Server) refusedPage(w http.ResponseWriter, r *http.Request, err error) {
+	s.logRefused(r, "authorize", err)
+	rfc := s.toRFC6749(err)
+	msg := rfc.GetDescription()
+	if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField {
+		// fosite hides why; the reason is the client's, safe to show.
+		if _, cerr := s.client(r.Context(), r.Form.Get("client_id")); cerr != nil {
+			msg = "The app's client_id is not usable here: " + clientHint(cerr)
+		}
+	}
+	s.page(w, r, rfc.CodeField, &pageView{Mode: "error", Title: "This app's request was refused", Error: msg})
+}
+
+func (s *Server) toRFC6749(err error) *fosite.RFC6749Error {
+	if errors.Is(err, errInvalidTarget) {
+		return s.invalidTarget()
+	}
+	return fosite.ErrorToRFC6749Error(err)
+}
+
+// errorRedirect answers a refused authorization request back at the
+// client's redirect URI with error, state and iss when that URI is
+// valid (registered), else on a page here. Called directly, without the
+// trust check, only once the user decided (denied, or consented and the
+// grant failed): they saw where the app sends them back.
+func (s *Server) errorRedirect(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, err error) {
+	if ar == nil || !ar.IsRedirectURIValid() || ar.GetRedirectURI() == nil {
+		s.refusedPage(w, r, err)
+		return
+	}
+	s.logRefused(r, "authorize", err)
+	rfc := s.toRFC6749(err)
 	u := *ar.GetRedirectURI()
 	q := u.Query()
 	for k, vs := range rfc.ToValues() {

@@ -62,6 +62,13 @@
 // over the limits is refused (invalid_client, saying so) without a fetch,
 // and logged rate-limited.
 //
+// An authorization request refused before the user decided is sent back
+// to its redirect URI only when that URI is trusted (RFC 9700 §4.11.2):
+// a loopback http one, or one of a client with a grant on record (a user
+// consented to it, seeing where it sends people back). Anyone may
+// register any https URI, so another one's errors are shown on the page
+// here: no open redirect.
+//
 // # Scopes
 //
 // [ScopeMCP] ("mcp": use the user's tools on /mcp) is always granted;

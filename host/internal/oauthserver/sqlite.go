@@ -629,6 +629,23 @@ func (s *SQLite) TouchGrant(ctx context.Context, id string, t time.Time) error {
 	})
 }
 
+// ClientGranted reports whether a grant of client id is on record.
+func (s *SQLite) ClientGranted(ctx context.Context, id string) (bool, error) {
+	q, err := s.q(ctx)
+	if err != nil {
+		return false, err
+	}
+	var one int
+	err = q.QueryRowContext(ctx, `SELECT 1 FROM grants WHERE client_id = ? LIMIT 1`, id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("looking up client %q's grants: %w", clip(id), s.mapErr(err))
+	}
+	return true, nil
+}
+
 // hmacSecretName names the token signing secret in the secrets table.
 const hmacSecretName = "hmac"
 

@@ -60,6 +60,10 @@ type Store interface {
 	// RevokeGrant revokes every token of grant id, which must be user's
 	// (else [ErrNotFound]).
 	RevokeGrant(ctx context.Context, user, id string) error
+	// ClientGranted reports whether any user's grant of client id is on
+	// record (one not swept yet): a user consented to it, having seen
+	// where it sends them back.
+	ClientGranted(ctx context.Context, id string) (bool, error)
 	// TouchGrant records that grant id was used at t.
 	TouchGrant(ctx context.Context, id string, t time.Time) error
 	// Sweep deletes what has expired: tokens and codes (used, rotated
