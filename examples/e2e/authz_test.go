@@ -4,12 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -183,5 +185,55 @@ func TestOAuthNoOpenRedirect(t *testing.T) {
 	if loc, _ := url.Parse(hdr.Get("Location")); code != http.StatusSeeOther || loc.Host != "app.example" ||
 		loc.Query().Get("error") != "unsupported_response_type" {
 		t.Errorf("an error for a consented https client: %d %q, want 303 to it with the error", code, hdr.Get("Location"))
+	}
+}
+
+// TestOAuthPassphraseBurst: a guess at the passphrase gate is counted
+// before it is checked. After four wrong guesses (the lockout's limit is
+// five), a burst of 100 concurrent posts of the right passphrase gets
+// exactly one code: the other 99 are refused unchecked (they all passed
+// the lock before any was recorded, and each won a code). Then the gate
+// is locked, the right passphrase included.
+func TestOAuthPassphraseBurst(t *testing.T) {
+	e := gateHost(t, build(t))
+	e.startServe()
+	hc := browse()
+	client := e.register("http://127.0.0.1:33418/cb")
+	f := passphraseForm(t, hc, e.authorizeURL(client, "http://127.0.0.1:33418/cb", nil))
+	post := func(pass string) (int, http.Header) {
+		g := url.Values{}
+		for k, v := range f {
+			g[k] = v
+		}
+		g.Set("passphrase", pass)
+		code, hdr, _ := fetch(t, hc, "POST", e.url+"/oauth/authorize", g)
+		return code, hdr
+	}
+	for i := range 4 {
+		if code, _ := post(fmt.Sprintf("wrong guess %d", i)); code != http.StatusUnauthorized {
+			t.Fatalf("wrong guess %d: %d, want 401", i, code)
+		}
+	}
+	codes := make([]int, 100)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range codes {
+		wg.Go(func() {
+			<-start
+			codes[i], _ = post(gatePassphrase)
+		})
+	}
+	close(start)
+	wg.Wait()
+	count := map[int]int{}
+	for _, c := range codes {
+		count[c]++
+	}
+	if count[http.StatusSeeOther] != 1 || count[http.StatusTooManyRequests] != 99 {
+		t.Errorf("100 concurrent right passphrases after 4 wrong ones: %v, want {303: 1, 429: 99}", count)
+	}
+	code, hdr := post(gatePassphrase)
+	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || hdr.Get("Location") != "" {
+		t.Errorf("the right passphrase once locked out: %d %q, want 429 with Retry-After", code, hdr.Get("Location"))
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ory/fosite"
@@ -226,27 +225,47 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, code int, v *pag
 const passphraseCredential = "oauth passphrase gate"
 
 // checkPassphrase checks a posted passphrase; on a wrong one, or while
-// the gate is locked, it answers itself and returns false. Unlike a
-// token, a passphrase can be guessed: while the limiter refuses failures
-// from the client's address, or of the gate, no guess is even checked.
+// the gate is locked or busy, it answers itself and returns false. Unlike
+// a token, a passphrase can be guessed, and its check is slow (bcrypt),
+// so the guess is counted before it is checked (the limiter's Attempt):
+// once the client's address or the gate is locked out no guess is
+// checked, not even one that was sent at the same time as those that
+// locked it. The checks run one at a time ([maxCompares]); at most
+// [maxWaiting] wait for their turn, others are refused at once (429).
 func (s *Server) checkPassphrase(w http.ResponseWriter, r *http.Request, v *pageView, c *Client, passphrase string) bool {
 	addr := s.opts.AddrKey(r)
-	if wait, ok := s.gate.locked(addr, s.now()); ok {
-		s.locked(w, r, v, wait)
+	if n := s.waiting.Add(1); n > maxWaiting {
+		s.waiting.Add(-1)
+		s.opts.Refusals.Refused(s.log, "oauth: passphrase refused unchecked: too many being checked", "addr", addr)
+		s.busy(w, r, v)
 		return false
-	}
-	if bcrypt.CompareHashAndPassword([]byte(s.opts.Passphrase.Hash), []byte(passphrase)) == nil {
-		return true
 	}
 	var lerr error
 	if s.opts.Limiter != nil {
-		lerr = s.opts.Limiter.Fail(addr, passphraseCredential)
+		var refused error
+		lerr, refused = s.opts.Limiter.Attempt(addr, passphraseCredential)
+		if refused != nil {
+			s.waiting.Add(-1)
+			s.opts.Refusals.Refused(s.log, "oauth: passphrase refused unchecked: locked out", "addr", addr, "client", clip(c.ID))
+			s.locked(w, r, v, refused)
+			return false
+		}
+	}
+	select {
+	case s.compares <- struct{}{}:
+	case <-r.Context().Done():
+		s.waiting.Add(-1)
+		return false
+	}
+	ok := bcrypt.CompareHashAndPassword([]byte(s.opts.Passphrase.Hash), []byte(passphrase)) == nil
+	<-s.compares
+	s.waiting.Add(-1)
+	if ok {
+		return true
 	}
 	s.opts.Refusals.Refused(s.log, "oauth: wrong passphrase", "addr", addr, "client", clip(c.ID), "locked_out", lerr != nil)
-	var le *auth.LockoutError
-	if errors.As(lerr, &le) {
-		s.gate.lock(addr, le.Credential, le.Until)
-		s.locked(w, r, v, le.RetryAfter)
+	if lerr != nil {
+		s.locked(w, r, v, lerr)
 		return false
 	}
 	v.Error = "That passphrase is not right."
@@ -254,48 +273,37 @@ func (s *Server) checkPassphrase(w http.ResponseWriter, r *http.Request, v *page
 	return false
 }
 
-// locked answers a locked-out passphrase gate (429).
-func (s *Server) locked(w http.ResponseWriter, r *http.Request, v *pageView, wait time.Duration) {
-	secs := int((wait + time.Second - 1) / time.Second)
+// Bounds of passphrase checks (bcrypt: a core for tens to hundreds of
+// milliseconds each), so that guesses cannot take the host's cores from
+// its users' calls: maxCompares run at once, maxWaiting (those running
+// included) are admitted; the limiter admits only a few guesses a window
+// anyway.
+const (
+	maxCompares = 1
+	maxWaiting  = 8
+)
+
+// locked answers a locked-out passphrase gate (429); lerr is the
+// limiter's *auth.LockoutError.
+func (s *Server) locked(w http.ResponseWriter, r *http.Request, v *pageView, lerr error) {
+	wait := time.Second
+	var le *auth.LockoutError
+	if errors.As(lerr, &le) {
+		wait = le.RetryAfter
+	}
+	secs := max(1, int((wait+time.Second-1)/time.Second))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	v.Mode, v.Title, v.Locked = "error", "Locked out", true
-	v.Error = fmt.Sprintf("Too many wrong passphrases: try again in %d seconds, or sign in to agenthost instead.", secs)
+	v.Error = fmt.Sprintf("Too many passphrases tried: try again in %d seconds, or sign in to agenthost instead.", secs)
 	s.page(w, r, http.StatusTooManyRequests, v)
 }
 
-// gateLock remembers the limiter's lockouts of the passphrase gate, per
-// client key and for the gate as a whole, so that no guess is checked
-// while they last. It is safe for concurrent use.
-type gateLock struct {
-	mu    sync.Mutex
-	addrs map[string]time.Time
-	all   time.Time
-}
-
-func (g *gateLock) locked(addr string, now time.Time) (time.Duration, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	until := g.all
-	if u := g.addrs[addr]; u.After(until) {
-		until = u
-	}
-	if now.Before(until) {
-		return until.Sub(now), true
-	}
-	return 0, false
-}
-
-func (g *gateLock) lock(addr string, all bool, until time.Time) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if all {
-		g.all = until
-		return
-	}
-	if g.addrs == nil || len(g.addrs) >= 4096 {
-		g.addrs = map[string]time.Time{}
-	}
-	g.addrs[addr] = until
+// busy answers a passphrase posted while too many wait to be checked.
+func (s *Server) busy(w http.ResponseWriter, r *http.Request, v *pageView) {
+	w.Header().Set("Retry-After", "1")
+	v.Mode, v.Title, v.Locked = "error", "Busy", true
+	v.Error = "Too many passphrases are being checked: try again in a second."
+	s.page(w, r, http.StatusTooManyRequests, v)
 }
 
 // grant issues the authorization code for user after consent.

@@ -31,10 +31,13 @@
 // from package web): a signed-in browser sees the consent page at once;
 // another is offered the settings sign-in (which comes back), or, when
 // the operator set one ([Options.Passphrase]), a passphrase that stands
-// for one user (a single-user install). Wrong passphrases count in the
+// for one user (a single-user install). Passphrases tried count in the
 // sign-in's lockout ([Limiter]), per client and for the gate as a whole;
-// unlike a token a passphrase can be guessed, so while either is locked
-// out no passphrase is even checked. Every route refuses a foreign Host
+// unlike a token a passphrase can be guessed, so each is counted before
+// it is checked (a right one too), and while either is locked out no
+// passphrase is even checked: a burst of guesses sent at once gets no
+// more checks than guesses sent one by one. The bcrypt checks run one at
+// a time, a few waiting, more refused at once (429). Every route refuses a foreign Host
 // on a loopback connection (DNS rebinding), as the other surfaces do. The consent page names the client (its
 // client_name, marked unverified unless it comes from a metadata document
 // at the client's own URL, its home page, the host it sends the user back

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ory/fosite"
@@ -77,12 +78,13 @@ type Sessions interface {
 	LoginURL(next string) string
 }
 
-// Limiter counts failed passphrases with every other failed sign-in (the
-// host's auth.Limiter is one): Fail after a wrong one, with the client's
-// key and the credential; it returns an error (an *auth.LockoutError)
-// when further failures are to be refused.
+// Limiter counts passphrase guesses with every other failed sign-in (the
+// host's auth.Limiter is one): Attempt, with the client's key and the
+// credential, counts a guess before it is checked; refused (an
+// *auth.LockoutError) means it must not be checked, locked that it is
+// the last one allowed (a wrong one is answered 429).
 type Limiter interface {
-	Fail(addr, credential string) error
+	Attempt(addr, credential string) (locked, refused error)
 }
 
 // Passphrase is the operator's gate of a single-user install: whoever
@@ -170,7 +172,8 @@ type Server struct {
 	touchMu sync.Mutex
 	touched map[string]time.Time
 
-	gate gateLock
+	compares chan struct{} // a slot per passphrase check running
+	waiting  atomic.Int32  // passphrase checks running or waiting
 
 	stopSweep context.CancelFunc
 	sweeper   sync.WaitGroup
@@ -226,9 +229,10 @@ func New(store Store, opts *Options) (*Server, error) {
 	}
 	s := &Server{
 		store: store, opts: o, log: o.Logger, now: o.Now,
-		policy:  redirectPolicy{hosts: hosts},
-		tmpl:    template.Must(template.New("").ParseFS(templateFS, "templates/*.html")),
-		touched: map[string]time.Time{},
+		policy:   redirectPolicy{hosts: hosts},
+		tmpl:     template.Must(template.New("").ParseFS(templateFS, "templates/*.html")),
+		touched:  map[string]time.Time{},
+		compares: make(chan struct{}, maxCompares),
 		// Registration is open to anyone: bound its rate (it writes).
 		registers: rate.NewLimiter(rate.Every(time.Second), 30),
 	}
