@@ -237,3 +237,68 @@ func TestOAuthPassphraseBurst(t *testing.T) {
 		t.Errorf("the right passphrase once locked out: %d %q, want 429 with Retry-After", code, hdr.Get("Location"))
 	}
 }
+
+// TestOAuthRevokedTokenNotLockedOut: a revoked OAuth access token is
+// answered 401 with the resource metadata, not 429, even while its
+// address is locked out by others' failures (a stale header in an app's
+// config is enough for that on loopback): the app must learn to sign in
+// again. Unknown tokens are still counted and refused with 429. A
+// refresh after the revoke says the grant was revoked, not "already
+// used".
+func TestOAuthRevokedTokenNotLockedOut(t *testing.T) {
+	e := gateHost(t, build(t))
+	e.startServe()
+	hc := browse()
+	const redirect = "http://127.0.0.1:33418/cb"
+	client := e.register(redirect)
+	f := passphraseForm(t, hc, e.authorizeURL(client, redirect, nil))
+	f.Set("passphrase", gatePassphrase)
+	_, hdr, _ := fetch(t, hc, "POST", e.url+"/oauth/authorize", f)
+	loc, _ := url.Parse(hdr.Get("Location"))
+	code, _, body := fetch(t, hc, "POST", e.url+"/oauth/token", url.Values{"grant_type": {"authorization_code"},
+		"code": {loc.Query().Get("code")}, "redirect_uri": {redirect}, "client_id": {client}, "code_verifier": {pkceVerifier}})
+	var tok struct {
+		AccessToken  string `json:"access_token"`
+		RefreshToken string `json:"refresh_token"`
+	}
+	if err := json.Unmarshal([]byte(body), &tok); code != http.StatusOK || err != nil || tok.RefreshToken == "" {
+		t.Fatalf("tokens: %d %s", code, body)
+	}
+	mcp := func(token string) (int, http.Header) {
+		req, _ := http.NewRequest("POST", e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header
+	}
+	if code, _, body := fetch(t, hc, "POST", e.url+"/oauth/revoke", url.Values{"token": {tok.AccessToken}, "client_id": {client}}); code != http.StatusOK {
+		t.Fatalf("revoking: %d %s", code, body)
+	}
+	// A stale token in some app's config locks loopback out.
+	locked := false
+	for i := 0; i < 10 && !locked; i++ {
+		code, _ := mcp(fmt.Sprintf("stale-token-%d", i))
+		locked = code == http.StatusTooManyRequests
+	}
+	if !locked {
+		t.Fatal("ten unknown tokens did not lock loopback out")
+	}
+	code, hdr = mcp(tok.AccessToken)
+	if code != http.StatusUnauthorized || !strings.Contains(hdr.Get("WWW-Authenticate"), "resource_metadata=") {
+		t.Errorf("the revoked token while loopback is locked out: %d %q, want 401 naming the resource metadata", code, hdr.Get("WWW-Authenticate"))
+	}
+	if code, _ := mcp("another-unknown-token"); code != http.StatusTooManyRequests {
+		t.Errorf("an unknown token while locked out: %d, want 429", code)
+	}
+	code, _, body = fetch(t, hc, "POST", e.url+"/oauth/token", url.Values{"grant_type": {"refresh_token"},
+		"refresh_token": {tok.RefreshToken}, "client_id": {client}})
+	if code != http.StatusBadRequest || !strings.Contains(body, "invalid_grant") || !strings.Contains(body, "revoked") ||
+		strings.Contains(body, "already used") {
+		t.Errorf("a refresh after the revoke: %d %s, want invalid_grant saying revoked", code, body)
+	}
+}

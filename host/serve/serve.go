@@ -535,7 +535,9 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 		switch {
 		case errors.Is(err, oauthserver.ErrUnavailable):
 			return mcpendpoint.Principal{}, fmt.Errorf("%w: %v", mcpendpoint.ErrUnavailable, err)
-		case errors.Is(err, oauthserver.ErrExpired):
+		case errors.Is(err, oauthserver.ErrExpired), errors.Is(err, oauthserver.ErrRevoked):
+			// Issued here, so no guess: 401 and not counted, also while
+			// the address is locked out, so that the app signs in again.
 			return mcpendpoint.Principal{}, fmt.Errorf("%w: %w", mcpendpoint.ErrExpired, err)
 		case err != nil:
 			return mcpendpoint.Principal{}, err

@@ -85,7 +85,10 @@
 // tokens [Options.RefreshTokenTTL] (30 days); codes 10 minutes, once. A
 // refresh returns a new refresh token and retires the old one; a retired
 // refresh token or a used code that comes back revokes the whole grant
-// (someone else holds a copy). The resource (RFC 8707) must be this
+// (someone else holds a copy). Revoked tokens stay in the store, marked,
+// until swept: [Server.Verify] tells one ([ErrRevoked]) from an unknown
+// token (a guess), and a refresh of a revoked grant is refused saying
+// so, not as a reused token. The resource (RFC 8707) must be this
 // server's /mcp, or is defaulted to it; it is the token's audience, and
 // [Server.Verify] refuses a token for another one. Tokens are HMAC-signed
 // random values; the [Store] keeps only their signatures (keyed with a

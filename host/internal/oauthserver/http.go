@@ -185,6 +185,17 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(nil), s.invalidTarget())
 		return
 	}
+	if r.PostForm.Get("grant_type") == "refresh_token" {
+		// fosite takes a revoked refresh token for a reused one ("already
+		// used"); its app must be told to sign in again.
+		sig := s.strategy.RefreshTokenSignature(ctx, r.PostForm.Get("refresh_token"))
+		if _, err := s.store.GetRefreshTokenSession(ctx, sig, &fosite.DefaultSession{}); errors.Is(err, ErrRevoked) {
+			err := fosite.ErrInvalidGrant.WithHint("The grant was revoked: sign in again.")
+			s.logRefused(r, "token", err)
+			s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(nil), err)
+			return
+		}
+	}
 	sess := &fosite.DefaultSession{}
 	ar, err := s.provider.NewAccessRequest(ctx, r, sess)
 	if err != nil {

@@ -335,12 +335,16 @@ const touchEvery = time.Minute
 
 // Verify checks an access token for the MCP endpoint: issued by this
 // server, unexpired, not revoked, granting [ScopeMCP], for this very
-// resource (its audience). Anything else is [ErrInvalidToken]; a store
-// failure is [ErrUnavailable].
+// resource (its audience). Anything else is [ErrInvalidToken] (also
+// [ErrExpired] for an expired one, [ErrRevoked] for a revoked one: tokens
+// issued here, no guesses); a store failure is [ErrUnavailable].
 func (s *Server) Verify(ctx context.Context, token string) (Principal, error) {
 	sess := &fosite.DefaultSession{}
 	req, err := s.store.GetAccessTokenSession(ctx, s.strategy.AccessTokenSignature(ctx, token), sess)
 	switch {
+	case errors.Is(err, ErrRevoked):
+		// Found by its signature, so issued here: no guess.
+		return Principal{}, fmt.Errorf("%w: %w", ErrRevoked, ErrInvalidToken)
 	case errors.Is(err, fosite.ErrNotFound):
 		return Principal{}, ErrInvalidToken
 	case err != nil:

@@ -19,6 +19,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrClosed is returned by a store used after Close.
 	ErrClosed = errors.New("oauth store closed")
+	// ErrRevoked marks (errors.Is) the fosite.ErrInactiveToken of a
+	// stored token that was revoked, not only used or rotated; and, from
+	// [Server.Verify], an [ErrInvalidToken] for a revoked access token.
+	ErrRevoked = errors.New("token revoked")
 )
 
 // Store keeps everything the authorization server must not lose on a
