@@ -302,3 +302,31 @@ func TestOAuthRevokedTokenNotLockedOut(t *testing.T) {
 		t.Errorf("a refresh after the revoke: %d %s, want invalid_grant saying revoked", code, body)
 	}
 }
+
+// TestOAuthClientRoutesOwnHost: the host's OAuth client routes
+// (/oauth/callback, /oauth/client-metadata.json) refuse a foreign Host on
+// a loopback connection (DNS rebinding), as every other surface does.
+func TestOAuthClientRoutesOwnHost(t *testing.T) {
+	e := newEnv(t, build(t), nil)
+	e.startServe()
+	get := func(path, host string) int {
+		req, _ := http.NewRequest("GET", e.url+path, nil)
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("/oauth/client-metadata.json", ""); code != http.StatusOK {
+		t.Errorf("the client metadata document at the host's own address: %d, want 200", code)
+	}
+	for _, path := range []string{"/oauth/client-metadata.json", "/oauth/callback?state=x&code=y"} {
+		if code := get(path, "evil.example"); code != http.StatusForbidden {
+			t.Errorf("%s with Host evil.example: %d, want 403", path, code)
+		}
+	}
+}

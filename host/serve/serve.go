@@ -217,8 +217,20 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	// OAuth sign-ins of extensions (ext.Authorizer): the redirect URI and
 	// the client ID metadata document.
-	mux.HandleFunc(oauthflow.CallbackPath, s.flows.ServeCallback)
-	mux.HandleFunc("GET "+oauthflow.ClientMetadataPath, s.flows.ServeClientMetadata)
+	// They refuse a foreign Host on a loopback connection, as every
+	// other surface does (DNS rebinding).
+	ownHost := func(next http.HandlerFunc) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !guard.HostAllowed(r, hosts) {
+				s.refusals.Refused(logger, "oauth: refused a foreign Host", "host", r.Host, "addr", proxies.Key(r))
+				http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
+				return
+			}
+			next(w, r)
+		})
+	}
+	mux.Handle(oauthflow.CallbackPath, ownHost(s.flows.ServeCallback))
+	mux.Handle("GET "+oauthflow.ClientMetadataPath, ownHost(s.flows.ServeClientMetadata))
 	mux.Handle("/mcp", s.ep)
 	mux.Handle("/mcp/", s.ep)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
