@@ -330,3 +330,54 @@ func TestOAuthClientRoutesOwnHost(t *testing.T) {
 		}
 	}
 }
+
+// TestOAuthFloodPerAddress: registrations and client metadata document
+// fetches are budgeted per client address first, then overall. One
+// client flooding either (here behind the operator's trusted proxy, so
+// that X-Forwarded-For names the client) is refused, while a real app
+// from another address still registers, and still has its document
+// fetched.
+func TestOAuthFloodPerAddress(t *testing.T) {
+	e := newEnv(t, build(t), nil, map[string]any{"trustedProxies": []string{"127.0.0.1/32"}})
+	e.startServe()
+	flooder := http.Header{"X-Forwarded-For": {"203.0.113.9"}}
+	app := http.Header{"X-Forwarded-For": {"198.51.100.7"}}
+	refused := 0
+	for range 40 {
+		if code, _ := e.registerFrom(flooder, "https://junk.example/cb"); code == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Error("40 registrations at once from one address: none refused")
+	}
+	if code, body := e.registerFrom(app, "https://app.example/cb"); code != http.StatusCreated {
+		t.Errorf("a real app's registration from another address during the flood: %d %s, want 201", code, body)
+	}
+
+	// Documents at made-up private addresses: each is a fetch (refused at
+	// dial time by the SSRF guard), each of another host.
+	authorize := func(hdr http.Header, docURL string) string {
+		req, _ := http.NewRequest("GET", e.authorizeURL(docURL, "https://app.example/cb", nil), nil)
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		resp, err := browse().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for i := range 70 {
+		authorize(flooder, fmt.Sprintf("https://10.9.%d.%d/client.json", i/200, i%200+1))
+	}
+	if page := authorize(flooder, "https://10.8.0.1/client.json"); !strings.Contains(page, "from your address") {
+		t.Errorf("the flooder's next document: want refused for its address\n%s", page)
+	}
+	page := authorize(app, "https://10.7.0.1/client.json")
+	if strings.Contains(page, "too many") || !strings.Contains(page, "could not be fetched") {
+		t.Errorf("a real app's document from another address after the flood: want fetched (and failing here)\n%s", page)
+	}
+}

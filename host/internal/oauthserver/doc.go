@@ -50,7 +50,8 @@
 //
 // Every client is public (token_endpoint_auth_method "none") and must
 // use PKCE with S256. A client registers (POST /oauth/register: redirect
-// URIs https, or http to a loopback address; the operator may restrict
+// URIs https, or http to a loopback address; 10 a minute per client
+// address, then 30 and 1 a second in all; the operator may restrict
 // https hosts; a loopback http one, localhost included, matches on any
 // port, RFC 8252 §7.3), or its client_id is the https URL of a client ID metadata
 // document: fetched through package netguard's dial-time guard (no
@@ -59,8 +60,10 @@
 // within 5 s, no redirects, cached for [Options.DocumentTTL] (and up to a
 // day longer while it cannot be fetched again: its host down), its
 // client_id must be its own URL and the redirect URI must be listed.
-// Anyone may name any URL, so fetches are bounded: 16 at once and 60 a
-// minute in all, 4 and 20 per host of the document URL; a URL that failed
+// Anyone may name any URL, so fetches are bounded: 20 a minute per
+// client address asking (checked first, so that one client cannot use up
+// the rest for everyone), 16 at once and 60 a minute in all, 4 and 20
+// per host of the document URL; a URL that failed
 // is not fetched again for 30 s; the cache keeps 256 documents. A client
 // over the limits is refused (invalid_client, saying so) without a fetch,
 // and logged rate-limited.

@@ -1,6 +1,7 @@
 package oauthserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -78,7 +79,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 			http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), addrCtxKey{}, s.opts.AddrKey(r))))
 	})
 }
 
@@ -239,11 +240,16 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, regError{"invalid_request", "POST the client's metadata as JSON"})
 		return
 	}
-	if !s.registers.Allow() {
-		w.Header().Set("Retry-After", "5")
+	// Per client address first, so that one client cannot use up the
+	// overall budget for everyone; then the overall one.
+	now, addr := s.now(), s.opts.AddrKey(r)
+	if !s.addrRegisters.has(addr, now) || !s.registers.AllowN(now, 1) {
+		s.opts.Refusals.Refused(s.log, "oauth: too many registrations", "addr", addr)
+		w.Header().Set("Retry-After", "10")
 		writeJSON(w, http.StatusTooManyRequests, regError{"temporarily_unavailable", "too many registrations; try again shortly"})
 		return
 	}
+	s.addrRegisters.take(addr, now)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRegistrationBodyBytes))
 	if err != nil {
 		writeJSON(w, http.StatusRequestEntityTooLarge, regError{"invalid_client_metadata", "the metadata is larger than 16 KiB"})

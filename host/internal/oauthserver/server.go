@@ -166,6 +166,8 @@ type Server struct {
 	policy    redirectPolicy
 	tmpl      *template.Template
 	registers *rate.Limiter
+	// addrRegisters bound the registrations of one client address.
+	addrRegisters *addrRates
 
 	revoked api.Callbacks[string] // revocation listeners, by token or grant ID
 
@@ -235,6 +237,8 @@ func New(store Store, opts *Options) (*Server, error) {
 		compares: make(chan struct{}, maxCompares),
 		// Registration is open to anyone: bound its rate (it writes).
 		registers: rate.NewLimiter(rate.Every(time.Second), 30),
+		// One client address: 10 a minute.
+		addrRegisters: newAddrRates(6*time.Second, 10),
 	}
 	guard := &netguard.Policy{Allow: o.DocumentAllow, Deny: o.DocumentDeny}
 	s.docs = newDocuments(documentClient(guard, o.DocumentTLS), o.DocumentTTL, s.policy, o.Now)
