@@ -264,30 +264,11 @@ func TestOAuthRevokedTokenNotLockedOut(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &tok); code != http.StatusOK || err != nil || tok.RefreshToken == "" {
 		t.Fatalf("tokens: %d %s", code, body)
 	}
-	mcp := func(token string) (int, http.Header) {
-		req, _ := http.NewRequest("POST", e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header
-	}
+	mcp := func(token string) (int, http.Header) { return e.mcpPing(token) }
 	if code, _, body := fetch(t, hc, "POST", e.url+"/oauth/revoke", url.Values{"token": {tok.AccessToken}, "client_id": {client}}); code != http.StatusOK {
 		t.Fatalf("revoking: %d %s", code, body)
 	}
-	// A stale token in some app's config locks loopback out.
-	locked := false
-	for i := 0; i < 10 && !locked; i++ {
-		code, _ := mcp(fmt.Sprintf("stale-token-%d", i))
-		locked = code == http.StatusTooManyRequests
-	}
-	if !locked {
-		t.Fatal("ten unknown tokens did not lock loopback out")
-	}
+	e.lockOutLoopback()
 	code, hdr = mcp(tok.AccessToken)
 	if code != http.StatusUnauthorized || !strings.Contains(hdr.Get("WWW-Authenticate"), "resource_metadata=") {
 		t.Errorf("the revoked token while loopback is locked out: %d %q, want 401 naming the resource metadata", code, hdr.Get("WWW-Authenticate"))
@@ -379,5 +360,58 @@ func TestOAuthFloodPerAddress(t *testing.T) {
 	page := authorize(app, "https://10.7.0.1/client.json")
 	if strings.Contains(page, "too many") || !strings.Contains(page, "could not be fetched") {
 		t.Errorf("a real app's document from another address after the flood: want fetched (and failing here)\n%s", page)
+	}
+}
+
+// mcpPing posts a ping to /mcp with a bearer token.
+func (e *env) mcpPing(token string) (int, http.Header) {
+	e.t.Helper()
+	req, _ := http.NewRequest("POST", e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// lockOutLoopback sends unknown tokens (as a stale header in some app's
+// config does) until loopback is locked out.
+func (e *env) lockOutLoopback() {
+	e.t.Helper()
+	for i := range 10 {
+		if code, _ := e.mcpPing(fmt.Sprintf("stale-token-%d", i)); code == http.StatusTooManyRequests {
+			return
+		}
+	}
+	e.t.Fatal("ten unknown tokens did not lock loopback out")
+}
+
+// TestRevokedHostTokenNotLockedOut: a revoked host token (ah_...) is
+// answered 401, not 429, on /mcp and the JSON API even while its address
+// is locked out: it was issued here, so it is no guess, and its client
+// must learn to get a new one. Unknown tokens are still refused with 429.
+func TestRevokedHostTokenNotLockedOut(t *testing.T) {
+	e := newEnv(t, build(t), nil)
+	e.startServe()
+	tok, stderr, code := e.run("", "token", "create", "--user", "alice", "--name", "laptop")
+	id := regexp.MustCompile(`tok_[0-9a-f]+`).FindString(stderr)
+	if code != 0 || id == "" {
+		t.Fatalf("token create: %d %s", code, stderr)
+	}
+	tok = strings.TrimSpace(tok)
+	e.must("", "token", "revoke", id)
+	e.lockOutLoopback()
+	if code, hdr := e.mcpPing(tok); code != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") == "" {
+		t.Errorf("/mcp with the revoked token while loopback is locked out: %d %q, want 401", code, hdr.Get("WWW-Authenticate"))
+	}
+	if code, body := e.api("GET", "/api/v1/tokens", tok, ""); code != http.StatusUnauthorized {
+		t.Errorf("/api/v1 with the revoked token while loopback is locked out: %d %s, want 401", code, body)
+	}
+	if code, _ := e.mcpPing("ah_" + strings.Repeat("0", 43)); code != http.StatusTooManyRequests {
+		t.Errorf("an unknown host token while locked out: %d, want 429", code)
 	}
 }

@@ -560,6 +560,9 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 	}
 	p, err := v.s.Verify(ctx, tok)
 	switch {
+	case errors.Is(err, auth.ErrRevoked):
+		// Issued here, so no guess: 401 and not counted (see above).
+		return mcpendpoint.Principal{}, fmt.Errorf("%w: %w", mcpendpoint.ErrExpired, err)
 	case errors.Is(err, auth.ErrInvalidToken):
 		return mcpendpoint.Principal{}, err
 	case err != nil:

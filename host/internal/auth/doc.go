@@ -14,7 +14,10 @@
 // # Revocation
 //
 // [Store.RevokeToken] deletes the token and, in the same transaction, every
-// web session opened with it. Every check reads the database, so a revoked
+// web session opened with it; its hash is kept 90 days as revoked, so
+// that the token coming back is [ErrRevoked] (no guess: not counted
+// towards the lockout, answered 401 even from a locked-out address)
+// rather than unknown. Every check reads the database, so a revoked
 // token or session is refused by the very next request; subscribers
 // registered with [Store.OnRevoke] hear of it at once, so that the MCP
 // endpoint can close that token's open sessions.
