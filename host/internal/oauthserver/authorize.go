@@ -9,9 +9,11 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ory/fosite"
@@ -257,7 +259,7 @@ func (s *Server) checkPassphrase(w http.ResponseWriter, r *http.Request, v *page
 		s.waiting.Add(-1)
 		return false
 	}
-	ok := bcrypt.CompareHashAndPassword([]byte(s.opts.Passphrase.Hash), []byte(passphrase)) == nil
+	ok := compareOwnP([]byte(s.opts.Passphrase.Hash), []byte(passphrase))
 	<-s.compares
 	s.waiting.Add(-1)
 	if ok {
@@ -272,6 +274,26 @@ func (s *Server) checkPassphrase(w http.ResponseWriter, r *http.Request, v *page
 	s.signIn(w, r, http.StatusUnauthorized, v)
 	return false
 }
+
+// compareOwnP is bcrypt's check, on a P (GOMAXPROCS) of its own: the
+// host may run on fewer Ps than cores (on two, one), and a check holds
+// its P for its whole time (a quarter of a second at cost 12; Go
+// preempts every 10 ms), which would make every other request of the
+// host wait behind it. An extra P for the time of the check leaves the
+// others theirs; the kernel shares the cores. Checks run one at a time
+// in the process (ownP), so the count goes back to where it was; nothing
+// else in the host changes GOMAXPROCS once it runs.
+func compareOwnP(hash, passphrase []byte) bool {
+	ownP.Lock()
+	defer ownP.Unlock()
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + 1)
+	defer runtime.GOMAXPROCS(procs)
+	return bcrypt.CompareHashAndPassword(hash, passphrase) == nil
+}
+
+// ownP serialises compareOwnP across servers.
+var ownP sync.Mutex
 
 // Bounds of passphrase checks (bcrypt: a core for tens to hundreds of
 // milliseconds each), so that guesses cannot take the host's cores from
