@@ -61,6 +61,12 @@
 // addresses (a revoked token in a fleet of clients, a botnet) without
 // touching anyone else's.
 //
+// A guessable credential (the OAuth passphrase gate's) is the exception:
+// [Limiter.Attempt] counts the guess before it is checked and refuses
+// to have it checked at all while its address or the credential is
+// locked out, so that a burst of guesses sent at once gets no more
+// checks than MaxFailures.
+//
 // [Store.Authenticate] combines [Store.Verify] with the limiter and logs
 // failures without the token, naming it at most by [Fingerprint].
 //

@@ -107,7 +107,7 @@ type Options struct {
 	BaseURL func() string
 	// Sessions is the settings sign-in. Required.
 	Sessions Sessions
-	// Limiter counts failed passphrases; nil counts nothing.
+	// Limiter counts the passphrases tried; nil counts nothing.
 	Limiter Limiter
 	// AddrKey returns the limiter's key of a request's client (default:
 	// guard.AddrKey of RemoteAddr; behind a proxy, the host's trusted
