@@ -139,13 +139,14 @@ type served struct {
 
 // serveHost runs `agenthost serve` (the binary agenthost with the ext-mcp
 // binary extMCP) with notes as an operator's stdio server, until the
-// benchmark ends.
-func serveHost(b *testing.B, agenthost, extMCP, notes string) served {
+// benchmark ends; more are further top-level config fields (JSON,
+// `"name":value`).
+func serveHost(b *testing.B, agenthost, extMCP, notes string, more ...string) served {
 	b.Helper()
 	dir := b.TempDir()
 	cfg := fmt.Sprintf(`{"listen":"127.0.0.1:0","dataDir":%q,"secrets":{"backend":"memory"},
-		"extensions":{"mcp":{"path":%q,"config":{"mcpServers":{"notes":{"command":%q}}}}}}`,
-		filepath.Join(dir, "data"), extMCP, notes)
+		"extensions":{"mcp":{"path":%q,"config":{"mcpServers":{"notes":{"command":%q}}}}}%s}`,
+		filepath.Join(dir, "data"), extMCP, notes, strings.Join(append([]string{""}, more...), ","))
 	cfgPath := filepath.Join(dir, "agenthost.json")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		b.Fatal(err)

@@ -217,8 +217,20 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	// OAuth sign-ins of extensions (ext.Authorizer): the redirect URI and
 	// the client ID metadata document.
-	mux.HandleFunc(oauthflow.CallbackPath, s.flows.ServeCallback)
-	mux.HandleFunc("GET "+oauthflow.ClientMetadataPath, s.flows.ServeClientMetadata)
+	// They refuse a foreign Host on a loopback connection, as every
+	// other surface does (DNS rebinding).
+	ownHost := func(next http.HandlerFunc) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !guard.HostAllowed(r, hosts) {
+				s.refusals.Refused(logger, "oauth: refused a foreign Host", "host", r.Host, "addr", proxies.Key(r))
+				http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
+				return
+			}
+			next(w, r)
+		})
+	}
+	mux.Handle(oauthflow.CallbackPath, ownHost(s.flows.ServeCallback))
+	mux.Handle("GET "+oauthflow.ClientMetadataPath, ownHost(s.flows.ServeClientMetadata))
 	mux.Handle("/mcp", s.ep)
 	mux.Handle("/mcp/", s.ep)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -535,7 +547,9 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 		switch {
 		case errors.Is(err, oauthserver.ErrUnavailable):
 			return mcpendpoint.Principal{}, fmt.Errorf("%w: %v", mcpendpoint.ErrUnavailable, err)
-		case errors.Is(err, oauthserver.ErrExpired):
+		case errors.Is(err, oauthserver.ErrExpired), errors.Is(err, oauthserver.ErrRevoked):
+			// Issued here, so no guess: 401 and not counted, also while
+			// the address is locked out, so that the app signs in again.
 			return mcpendpoint.Principal{}, fmt.Errorf("%w: %w", mcpendpoint.ErrExpired, err)
 		case err != nil:
 			return mcpendpoint.Principal{}, err
@@ -546,6 +560,9 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 	}
 	p, err := v.s.Verify(ctx, tok)
 	switch {
+	case errors.Is(err, auth.ErrRevoked):
+		// Issued here, so no guess: 401 and not counted (see above).
+		return mcpendpoint.Principal{}, fmt.Errorf("%w: %w", mcpendpoint.ErrExpired, err)
 	case errors.Is(err, auth.ErrInvalidToken):
 		return mcpendpoint.Principal{}, err
 	case err != nil:

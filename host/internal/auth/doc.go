@@ -14,7 +14,10 @@
 // # Revocation
 //
 // [Store.RevokeToken] deletes the token and, in the same transaction, every
-// web session opened with it. Every check reads the database, so a revoked
+// web session opened with it; its hash is kept 90 days as revoked, so
+// that the token coming back is [ErrRevoked] (no guess: not counted
+// towards the lockout, answered 401 even from a locked-out address)
+// rather than unknown. Every check reads the database, so a revoked
 // token or session is refused by the very next request; subscribers
 // registered with [Store.OnRevoke] hear of it at once, so that the MCP
 // endpoint can close that token's open sessions.
@@ -57,6 +60,12 @@
 // per credential too locks out a credential that is replayed from many
 // addresses (a revoked token in a fleet of clients, a botnet) without
 // touching anyone else's.
+//
+// A guessable credential (the OAuth passphrase gate's) is the exception:
+// [Limiter.Attempt] counts the guess before it is checked and refuses
+// to have it checked at all while its address or the credential is
+// locked out, so that a burst of guesses sent at once gets no more
+// checks than MaxFailures.
 //
 // [Store.Authenticate] combines [Store.Verify] with the limiter and logs
 // failures without the token, naming it at most by [Fingerprint].

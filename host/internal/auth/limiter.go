@@ -149,7 +149,12 @@ func (l *Limiter) Fail(addr, credential string) error {
 	l.mu.Lock()
 	now := l.now()
 	l.sweep(now, time.Minute)
-	a := entry(l, l.addrs, addr, now)
+	return l.fail(addr, credential, entry(l, l.addrs, addr, now), fp, now)
+}
+
+// fail records a failure against a (addr's state; nil when untracked)
+// and the credential fp. l.mu is held; fail releases it.
+func (l *Limiter) fail(addr, credential string, a *failState, fp [sha256.Size]byte, now time.Time) error {
 	if a != nil && now.Before(a.lockedUntil) {
 		l.mu.Unlock()
 		return l.lockedErr(addr, false, a.lockedUntil, now)
@@ -180,6 +185,40 @@ func (l *Limiter) Fail(addr, credential string) error {
 			"failures", l.max, "window", l.window.String(), "until", until)
 	}
 	return err
+}
+
+// Attempt counts a guess before it is checked, as a failure whatever
+// the check finds: for a credential that can be guessed and is slow to
+// check (a passphrase's bcrypt hash), where checking first and counting
+// the failure after would let a burst of concurrent guesses all pass a
+// lock that none of them has recorded yet. So at most MaxFailures
+// guesses are checked per address, and per credential, within a Window,
+// however many arrive at once; a right one counts too (it clears
+// nothing, as with [Limiter.Fail]).
+//
+// refused, a [*LockoutError], means the address or the credential was
+// locked out already: do not check the guess (answer 429). Otherwise
+// check it; locked, when not nil, is the lockout this very attempt began
+// (it was the last one allowed): a wrong guess is then answered 429 with
+// it, a right one is accepted.
+//
+// Unlike [Limiter.Fail] this refuses to check a credential from a
+// locked-out address: use it only for guessable credentials (see the
+// package doc), never for tokens.
+func (l *Limiter) Attempt(addr, credential string) (locked, refused error) {
+	fp := l.fingerprint(credential)
+	l.mu.Lock()
+	now := l.now()
+	l.sweep(now, time.Minute)
+	a := entry(l, l.addrs, addr, now)
+	c := entry(l, l.creds, fp, now)
+	for _, st := range []*failState{a, c} {
+		if st != nil && now.Before(st.lockedUntil) {
+			l.mu.Unlock()
+			return nil, l.lockedErr(addr, st == c, st.lockedUntil, now)
+		}
+	}
+	return l.fail(addr, credential, a, fp, now), nil
 }
 
 // record adds a failure at now to st and reports whether that locked it

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,5 +201,42 @@ func TestAuthenticateValidFirst(t *testing.T) {
 	s.Authenticate(ctx, addr, guess(1000))
 	if out := logs.String(); !strings.Contains(out, "similar refusals suppressed") || !strings.Contains(out, "suppressed=100") {
 		t.Errorf("no summary of the suppressed lines:\n%s", out)
+	}
+}
+
+// TestLimiterAttempt: a guess is counted before it is checked, so 100
+// concurrent guesses get at most MaxFailures checks; the fifth is told
+// it locked the gate, and later ones (from other addresses too, on the
+// same credential) are refused unchecked.
+func TestLimiterAttempt(t *testing.T) {
+	c := newClock()
+	l := NewLimiter(&LimiterOptions{Now: c.Now})
+	const gate = "the gate"
+	var checked, lockedBy, refused atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() {
+			locked, ref := l.Attempt(fmt.Sprintf("192.0.2.%d", i), gate)
+			switch {
+			case ref != nil:
+				if !errors.Is(ref, ErrLockedOut) {
+					t.Errorf("refused with %v", ref)
+				}
+				refused.Add(1)
+			case locked != nil:
+				lockedBy.Add(1)
+				checked.Add(1)
+			default:
+				checked.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if checked.Load() != 5 || lockedBy.Load() != 1 || refused.Load() != 95 {
+		t.Errorf("100 concurrent attempts: %d checked (%d locking), %d refused; want 5 (1), 95", checked.Load(), lockedBy.Load(), refused.Load())
+	}
+	c.Add(16 * time.Minute)
+	if locked, ref := l.Attempt("192.0.2.1", gate); locked != nil || ref != nil {
+		t.Errorf("after the lockout: %v, %v", locked, ref)
 	}
 }

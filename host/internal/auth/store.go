@@ -26,6 +26,11 @@ var (
 	// ErrInvalidToken is returned for a token that is malformed, unknown
 	// or revoked. It never says which.
 	ErrInvalidToken = errors.New("invalid or revoked token")
+	// ErrRevoked marks (errors.Is) the [ErrInvalidToken] of a token this
+	// store issued and then revoked (within keepRevoked): no guess, so
+	// it counts nothing towards the lockout; its client must be told to
+	// get a new one (401), never 429.
+	ErrRevoked = errors.New("token revoked")
 	// ErrInvalidCode is returned for a login code that is unknown, used or
 	// expired.
 	ErrInvalidCode = errors.New("invalid, used or expired login link")
@@ -125,7 +130,17 @@ var migrations = []string{
 	) STRICT, WITHOUT ROWID`,
 	5: `CREATE INDEX sessions_token ON sessions (token_id)`,
 	6: `CREATE INDEX sessions_user ON sessions (user_id)`,
+	// The hashes of revoked tokens, kept keepRevoked, so that one coming
+	// back is known as revoked, not taken for a guess.
+	7: `CREATE TABLE revoked_tokens (
+		hash       BLOB    PRIMARY KEY,
+		revoked_at INTEGER NOT NULL
+	) STRICT, WITHOUT ROWID`,
 }
+
+// keepRevoked is how long a revoked token is remembered as revoked
+// (then it is unknown, as if never issued).
+const keepRevoked = 90 * 24 * time.Hour
 
 // FileName is the auth database's name in the host's data folder.
 const FileName = "auth.db"

@@ -113,7 +113,14 @@ func (s *Store) ListTokens(ctx context.Context, user string) ([]Token, error) {
 // the [Store.OnRevoke] subscribers. From the moment it returns, the token
 // and those sessions are refused. Revoking an unknown ID is [ErrNotFound].
 func (s *Store) RevokeToken(ctx context.Context, id string) error {
+	now := s.now()
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM revoked_tokens WHERE revoked_at < ?`, ms(now.Add(-keepRevoked))); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO revoked_tokens (hash, revoked_at) SELECT hash, ? FROM tokens WHERE id = ?`, ms(now), id); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE id = ?`, id)
 		if err != nil {
 			return err
@@ -140,7 +147,8 @@ func (s *Store) OnRevoke(fn func(tokenID string)) (cancel func()) {
 }
 
 // Verify checks a bearer token and returns its principal, recording its
-// last use. A malformed, unknown or revoked token is [ErrInvalidToken].
+// last use. A malformed, unknown or revoked token is [ErrInvalidToken]; a
+// revoked one is also [ErrRevoked].
 // Verify counts nothing towards the lockout: use [Store.Authenticate] for
 // requests from the network.
 func (s *Store) Verify(ctx context.Context, token string) (Principal, error) {
@@ -160,6 +168,11 @@ func (s *Store) Verify(ctx context.Context, token string) (Principal, error) {
 	err := s.db.QueryRowContext(ctx, `SELECT id, user_id, operator, hash, last_used_at FROM tokens WHERE hash = ?`, want).
 		Scan(&p.TokenID, &p.User, &op, &stored, &lastUsed)
 	if errors.Is(err, sql.ErrNoRows) {
+		var one int
+		rerr := s.db.QueryRowContext(ctx, `SELECT 1 FROM revoked_tokens WHERE hash = ?`, want).Scan(&one)
+		if rerr == nil {
+			return Principal{}, fmt.Errorf("%w: %w", ErrRevoked, ErrInvalidToken)
+		}
 		return Principal{}, ErrInvalidToken
 	}
 	if err != nil {
@@ -192,6 +205,11 @@ func (s *Store) Authenticate(ctx context.Context, addr, token string) (Principal
 	p, err := s.Verify(ctx, token)
 	if !errors.Is(err, ErrInvalidToken) {
 		return p, err
+	}
+	if errors.Is(err, ErrRevoked) {
+		// Issued here: no guess; its client must learn to get a new one.
+		s.refusals.Refused(s.logger, "revoked bearer token refused", "addr", addr, "token_sha256", Fingerprint(token))
+		return Principal{}, err
 	}
 	lerr := s.limiter.Fail(addr, token)
 	s.refusals.Refused(s.logger, "bearer token refused", "addr", addr, "token_sha256", Fingerprint(token),

@@ -2,12 +2,14 @@ package oauthserver
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,6 +89,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	r.Form.Set("audience", resource)
 	r.Form.Set("scope", strings.Join(s.requestedScopes(r.Form.Get("scope")), " "))
 
+	if ru := r.Form.Get("redirect_uri"); ru != "" {
+		r = r.WithContext(context.WithValue(ctx, redirectKey{}, ru))
+		ctx = r.Context()
+	}
 	ar, err := s.provider.NewAuthorizeRequest(ctx, r)
 	if err != nil {
 		s.authorizeError(w, r, ar, err)
@@ -138,7 +144,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 			}
 			if action == "deny" {
 				s.log.Info("oauth: the user denied a client", "user", user, "client", clip(fc.c.ID))
-				s.authorizeError(w, r, ar, fosite.ErrAccessDenied.WithHint("The user denied the request."))
+				s.errorRedirect(w, r, ar, fosite.ErrAccessDenied.WithHint("The user denied the request."))
 				return
 			}
 			s.grant(w, r, ar, fc.c, user)
@@ -221,27 +227,47 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, code int, v *pag
 const passphraseCredential = "oauth passphrase gate"
 
 // checkPassphrase checks a posted passphrase; on a wrong one, or while
-// the gate is locked, it answers itself and returns false. Unlike a
-// token, a passphrase can be guessed: while the limiter refuses failures
-// from the client's address, or of the gate, no guess is even checked.
+// the gate is locked or busy, it answers itself and returns false. Unlike
+// a token, a passphrase can be guessed, and its check is slow (bcrypt),
+// so the guess is counted before it is checked (the limiter's Attempt):
+// once the client's address or the gate is locked out no guess is
+// checked, not even one that was sent at the same time as those that
+// locked it. The checks run one at a time ([maxCompares]); at most
+// [maxWaiting] wait for their turn, others are refused at once (429).
 func (s *Server) checkPassphrase(w http.ResponseWriter, r *http.Request, v *pageView, c *Client, passphrase string) bool {
 	addr := s.opts.AddrKey(r)
-	if wait, ok := s.gate.locked(addr, s.now()); ok {
-		s.locked(w, r, v, wait)
+	if n := s.waiting.Add(1); n > maxWaiting {
+		s.waiting.Add(-1)
+		s.opts.Refusals.Refused(s.log, "oauth: passphrase refused unchecked: too many being checked", "addr", addr)
+		s.busy(w, r, v)
 		return false
-	}
-	if bcrypt.CompareHashAndPassword([]byte(s.opts.Passphrase.Hash), []byte(passphrase)) == nil {
-		return true
 	}
 	var lerr error
 	if s.opts.Limiter != nil {
-		lerr = s.opts.Limiter.Fail(addr, passphraseCredential)
+		var refused error
+		lerr, refused = s.opts.Limiter.Attempt(addr, passphraseCredential)
+		if refused != nil {
+			s.waiting.Add(-1)
+			s.opts.Refusals.Refused(s.log, "oauth: passphrase refused unchecked: locked out", "addr", addr, "client", clip(c.ID))
+			s.locked(w, r, v, refused)
+			return false
+		}
+	}
+	select {
+	case s.compares <- struct{}{}:
+	case <-r.Context().Done():
+		s.waiting.Add(-1)
+		return false
+	}
+	ok := compareOwnP([]byte(s.opts.Passphrase.Hash), []byte(passphrase))
+	<-s.compares
+	s.waiting.Add(-1)
+	if ok {
+		return true
 	}
 	s.opts.Refusals.Refused(s.log, "oauth: wrong passphrase", "addr", addr, "client", clip(c.ID), "locked_out", lerr != nil)
-	var le *auth.LockoutError
-	if errors.As(lerr, &le) {
-		s.gate.lock(addr, le.Credential, le.Until)
-		s.locked(w, r, v, le.RetryAfter)
+	if lerr != nil {
+		s.locked(w, r, v, lerr)
 		return false
 	}
 	v.Error = "That passphrase is not right."
@@ -249,48 +275,57 @@ func (s *Server) checkPassphrase(w http.ResponseWriter, r *http.Request, v *page
 	return false
 }
 
-// locked answers a locked-out passphrase gate (429).
-func (s *Server) locked(w http.ResponseWriter, r *http.Request, v *pageView, wait time.Duration) {
-	secs := int((wait + time.Second - 1) / time.Second)
+// compareOwnP is bcrypt's check, on a P (GOMAXPROCS) of its own: the
+// host may run on fewer Ps than cores (on two, one), and a check holds
+// its P for its whole time (a quarter of a second at cost 12; Go
+// preempts every 10 ms), which would make every other request of the
+// host wait behind it. An extra P for the time of the check leaves the
+// others theirs; the kernel shares the cores. Checks run one at a time
+// in the process (ownP), so the count goes back to where it was; nothing
+// else in the host changes GOMAXPROCS once it runs.
+func compareOwnP(hash, passphrase []byte) bool {
+	ownP.Lock()
+	defer ownP.Unlock()
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + 1)
+	defer runtime.GOMAXPROCS(procs)
+	return bcrypt.CompareHashAndPassword(hash, passphrase) == nil
+}
+
+// ownP serialises compareOwnP across servers.
+var ownP sync.Mutex
+
+// Bounds of passphrase checks (bcrypt: a core for tens to hundreds of
+// milliseconds each), so that guesses cannot take the host's cores from
+// its users' calls: maxCompares run at once, maxWaiting (those running
+// included) are admitted; the limiter admits only a few guesses a window
+// anyway.
+const (
+	maxCompares = 1
+	maxWaiting  = 8
+)
+
+// locked answers a locked-out passphrase gate (429); lerr is the
+// limiter's *auth.LockoutError.
+func (s *Server) locked(w http.ResponseWriter, r *http.Request, v *pageView, lerr error) {
+	wait := time.Second
+	var le *auth.LockoutError
+	if errors.As(lerr, &le) {
+		wait = le.RetryAfter
+	}
+	secs := max(1, int((wait+time.Second-1)/time.Second))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	v.Mode, v.Title, v.Locked = "error", "Locked out", true
-	v.Error = fmt.Sprintf("Too many wrong passphrases: try again in %d seconds, or sign in to agenthost instead.", secs)
+	v.Error = fmt.Sprintf("Too many passphrases tried: try again in %d seconds, or sign in to agenthost instead.", secs)
 	s.page(w, r, http.StatusTooManyRequests, v)
 }
 
-// gateLock remembers the limiter's lockouts of the passphrase gate, per
-// client key and for the gate as a whole, so that no guess is checked
-// while they last. It is safe for concurrent use.
-type gateLock struct {
-	mu    sync.Mutex
-	addrs map[string]time.Time
-	all   time.Time
-}
-
-func (g *gateLock) locked(addr string, now time.Time) (time.Duration, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	until := g.all
-	if u := g.addrs[addr]; u.After(until) {
-		until = u
-	}
-	if now.Before(until) {
-		return until.Sub(now), true
-	}
-	return 0, false
-}
-
-func (g *gateLock) lock(addr string, all bool, until time.Time) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if all {
-		g.all = until
-		return
-	}
-	if g.addrs == nil || len(g.addrs) >= 4096 {
-		g.addrs = map[string]time.Time{}
-	}
-	g.addrs[addr] = until
+// busy answers a passphrase posted while too many wait to be checked.
+func (s *Server) busy(w http.ResponseWriter, r *http.Request, v *pageView) {
+	w.Header().Set("Retry-After", "1")
+	v.Mode, v.Title, v.Locked = "error", "Busy", true
+	v.Error = "Too many passphrases are being checked: try again in a second."
+	s.page(w, r, http.StatusTooManyRequests, v)
 }
 
 // grant issues the authorization code for user after consent.
@@ -307,13 +342,13 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, ar fosite.Authori
 		Scopes: ar.GetGrantedScopes(), Created: s.now().Truncate(time.Second)}
 	if err := s.store.CreateGrant(ctx, g); err != nil {
 		s.log.Error("oauth: storing a grant", "err", err)
-		s.authorizeError(w, r, ar, fosite.ErrServerError.WithHint("The grant could not be stored."))
+		s.errorRedirect(w, r, ar, fosite.ErrServerError.WithHint("The grant could not be stored."))
 		return
 	}
 	sess := &fosite.DefaultSession{Subject: user, Username: user}
 	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, sess)
 	if err != nil {
-		s.authorizeError(w, r, ar, err)
+		s.errorRedirect(w, r, ar, err)
 		return
 	}
 	// RFC 9207: the client checks who answered.
@@ -322,29 +357,74 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, ar fosite.Authori
 	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
 }
 
-// authorizeError answers a refused authorization request: back to the
-// client's redirect URI with error, state and iss when that URI is valid,
-// else on a page here (a redirect to an unchecked URI would be an open
-// redirector).
+// authorizeError answers an authorization request refused before the
+// user decided anything: back to the client's redirect URI with error,
+// state and iss when that URI is registered and trusted
+// ([Server.trustedRedirect]), else on a page here. A redirect to an
+// unchecked URI would be an open redirector; so would one to any URI
+// anyone may register (RFC 9700 §4.11.2).
 func (s *Server) authorizeError(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, err error) {
-	s.logRefused(r, "authorize", err)
-	var rfc *fosite.RFC6749Error
-	if errors.Is(err, errInvalidTarget) {
-		rfc = s.invalidTarget()
-	} else {
-		rfc = fosite.ErrorToRFC6749Error(err)
-	}
-	if ar == nil || !ar.IsRedirectURIValid() || ar.GetRedirectURI() == nil {
-		msg := rfc.GetDescription()
-		if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField {
-			// fosite hides why; the reason is the client's, safe to show.
-			if _, cerr := s.client(r.Context(), r.Form.Get("client_id")); cerr != nil {
-				msg = "The app's client_id is not usable here: " + clientHint(cerr)
-			}
-		}
-		s.page(w, r, rfc.CodeField, &pageView{Mode: "error", Title: "This app's request was refused", Error: msg})
+	if ar != nil && ar.IsRedirectURIValid() && ar.GetRedirectURI() != nil && !s.trustedRedirect(r.Context(), ar) {
+		s.refusedPage(w, r, err)
 		return
 	}
+	s.errorRedirect(w, r, ar, err)
+}
+
+// trustedRedirect reports whether an error may be sent to a request's
+// registered redirect URI without the user having seen where it goes. RFC
+// 9700 §4.11.2: a server that lets anyone register redirect URIs must not
+// redirect to them on an error unless it trusts them. Trusted are a
+// loopback http URI (a native app on the user's own machine, RFC 8252:
+// nobody else's site) and the URI of a client a user of this host has
+// consented to (its grant is on record: that user saw the host it sends
+// people back to). A fresh registration or a metadata document naming
+// https://evil.example is neither: its errors are shown here.
+func (s *Server) trustedRedirect(ctx context.Context, ar fosite.AuthorizeRequester) bool {
+	u := ar.GetRedirectURI()
+	if u.Scheme == "http" && isLoopback(u.Hostname()) {
+		return true
+	}
+	ok, err := s.store.ClientGranted(ctx, ar.GetClient().GetID())
+	if err != nil {
+		s.log.Warn("oauth: looking up a client's grants", "client", clip(ar.GetClient().GetID()), "err", err)
+	}
+	return ok
+}
+
+// refusedPage shows a refused authorization request's error here.
+func (s *Server) refusedPage(w http.ResponseWriter, r *http.Request, err error) {
+	s.logRefused(r, "authorize", err)
+	rfc := s.toRFC6749(err)
+	msg := rfc.GetDescription()
+	if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField {
+		// fosite hides why; the reason is the client's, safe to show.
+		if _, cerr := s.client(r.Context(), r.Form.Get("client_id")); cerr != nil {
+			msg = "The app's client_id is not usable here: " + clientHint(cerr)
+		}
+	}
+	s.page(w, r, rfc.CodeField, &pageView{Mode: "error", Title: "This app's request was refused", Error: msg})
+}
+
+func (s *Server) toRFC6749(err error) *fosite.RFC6749Error {
+	if errors.Is(err, errInvalidTarget) {
+		return s.invalidTarget()
+	}
+	return fosite.ErrorToRFC6749Error(err)
+}
+
+// errorRedirect answers a refused authorization request back at the
+// client's redirect URI with error, state and iss when that URI is
+// valid (registered), else on a page here. Called directly, without the
+// trust check, only once the user decided (denied, or consented and the
+// grant failed): they saw where the app sends them back.
+func (s *Server) errorRedirect(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, err error) {
+	if ar == nil || !ar.IsRedirectURIValid() || ar.GetRedirectURI() == nil {
+		s.refusedPage(w, r, err)
+		return
+	}
+	s.logRefused(r, "authorize", err)
+	rfc := s.toRFC6749(err)
 	u := *ar.GetRedirectURI()
 	q := u.Query()
 	for k, vs := range rfc.ToValues() {

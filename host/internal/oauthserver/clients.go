@@ -233,13 +233,74 @@ const (
 	hostFetchesInFlight  = 4
 	fetchesPerMinute     = 60
 	hostFetchesPerMinute = 20
+	// addrFetchesPerMinute bounds the fetches one client address (the
+	// requester's, [Options.AddrKey]) causes, checked before the overall
+	// budget: one client cannot empty it for everyone.
+	addrFetchesPerMinute = 20
 	failedDocTTL         = 30 * time.Second
 	maxFailedDocs        = 1024
 	maxFetchHosts        = 1024
 )
 
-// errTooManyFetches refuses a fetch over the limits.
-var errTooManyFetches = errors.New("too many client metadata document fetches")
+// errTooManyFetches refuses a fetch over the limits; errAddrFetches over
+// those of the requester's address.
+var (
+	errTooManyFetches = errors.New("too many client metadata document fetches")
+	errAddrFetches    = fmt.Errorf("%w from one client address", errTooManyFetches)
+)
+
+// addrCtxKey carries the requester's address key ([Options.AddrKey]) in
+// a request's context, for the per-address limits of fetches.
+type addrCtxKey struct{}
+
+func requesterAddr(ctx context.Context) string {
+	a, _ := ctx.Value(addrCtxKey{}).(string)
+	return a
+}
+
+// addrRates is a rate limit per client address key, remembering at most
+// maxAddrs of them (a key forgotten starts again with its burst, which
+// the overall limits still bound). It is safe for concurrent use.
+type addrRates struct {
+	every time.Duration
+	burst int
+
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+// maxAddrs bounds the addresses an addrRates remembers.
+const maxAddrs = 4096
+
+func newAddrRates(every time.Duration, burst int) *addrRates {
+	return &addrRates{every: every, burst: burst, m: map[string]*rate.Limiter{}}
+}
+
+func (a *addrRates) limiter(key string) *rate.Limiter {
+	l := a.m[key]
+	if l == nil {
+		if len(a.m) >= maxAddrs {
+			clear(a.m)
+		}
+		l = rate.NewLimiter(rate.Every(a.every), a.burst)
+		a.m[key] = l
+	}
+	return l
+}
+
+// has reports whether key may take one now, without taking it.
+func (a *addrRates) has(key string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.limiter(key).TokensAt(now) >= 1
+}
+
+// take takes one of key's, and reports whether there was one.
+func (a *addrRates) take(key string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.limiter(key).AllowN(now, 1)
+}
 
 // documents fetches and caches client ID metadata documents. It is safe
 // for concurrent use; concurrent fetches of one URL share one request.
@@ -258,6 +319,7 @@ type documents struct {
 	// inFlight and hostsBusy the fetches at once.
 	rate      *rate.Limiter
 	hosts     map[string]*rate.Limiter
+	addrs     *addrRates
 	inFlight  int
 	hostsBusy map[string]int
 }
@@ -276,7 +338,8 @@ func newDocuments(client *http.Client, ttl time.Duration, policy redirectPolicy,
 	return &documents{client: client, ttl: ttl, policy: policy, now: now,
 		cache: map[string]cachedDoc{}, failed: map[string]failedDoc{},
 		rate:  rate.NewLimiter(rate.Every(time.Minute/fetchesPerMinute), fetchesPerMinute),
-		hosts: map[string]*rate.Limiter{}, hostsBusy: map[string]int{}}
+		hosts: map[string]*rate.Limiter{}, hostsBusy: map[string]int{},
+		addrs: newAddrRates(time.Minute/addrFetchesPerMinute, addrFetchesPerMinute)}
 }
 
 // get returns the client the document at id describes, from the cache
@@ -350,7 +413,7 @@ func (d *documents) limitedFetch(ctx context.Context, id string) (*Client, error
 	}
 	u, _ := url.Parse(id)
 	host := strings.ToLower(u.Hostname())
-	release, err := d.acquire(host)
+	release, err := d.acquire(host, requesterAddr(ctx))
 	if err != nil {
 		return nil, &fetchError{url: id, err: err}
 	}
@@ -372,11 +435,15 @@ func (d *documents) limitedFetch(ctx context.Context, id string) (*Client, error
 	return c, nil
 }
 
-// acquire takes a fetch from the limits of host, or refuses it with
-// errTooManyFetches; release gives the in-flight slot back.
-func (d *documents) acquire(host string) (release func(), err error) {
+// acquire takes a fetch from the limits of the requester's address addr
+// (first: one client cannot use up the rest) and of host, or refuses it
+// with errTooManyFetches; release gives the in-flight slot back.
+func (d *documents) acquire(host, addr string) (release func(), err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !d.addrs.has(addr, d.now()) {
+		return nil, errAddrFetches
+	}
 	if d.inFlight >= fetchesInFlight || d.hostsBusy[host] >= hostFetchesInFlight {
 		return nil, fmt.Errorf("%w at once", errTooManyFetches)
 	}
@@ -395,6 +462,7 @@ func (d *documents) acquire(host string) (release func(), err error) {
 		return nil, fmt.Errorf("%w a minute", errTooManyFetches)
 	}
 	hl.AllowN(now, 1)
+	d.addrs.take(addr, now)
 	d.inFlight++
 	d.hostsBusy[host]++
 	return func() {
@@ -469,6 +537,9 @@ func (e *fetchError) Unwrap() error { return e.err }
 
 // public is what the client and the person are told.
 func (e *fetchError) public() string {
+	if errors.Is(e.err, errAddrFetches) {
+		return fmt.Sprintf("its metadata document %s was not fetched: too many client metadata documents were asked for from your address; try again in a minute.", clip(e.url))
+	}
 	if errors.Is(e.err, errTooManyFetches) {
 		return fmt.Sprintf("its metadata document %s was not fetched: this server is fetching too many client metadata documents; try again in a minute.", clip(e.url))
 	}

@@ -31,10 +31,13 @@
 // from package web): a signed-in browser sees the consent page at once;
 // another is offered the settings sign-in (which comes back), or, when
 // the operator set one ([Options.Passphrase]), a passphrase that stands
-// for one user (a single-user install). Wrong passphrases count in the
+// for one user (a single-user install). Passphrases tried count in the
 // sign-in's lockout ([Limiter]), per client and for the gate as a whole;
-// unlike a token a passphrase can be guessed, so while either is locked
-// out no passphrase is even checked. Every route refuses a foreign Host
+// unlike a token a passphrase can be guessed, so each is counted before
+// it is checked (a right one too), and while either is locked out no
+// passphrase is even checked: a burst of guesses sent at once gets no
+// more checks than guesses sent one by one. The bcrypt checks run one at
+// a time, a few waiting, more refused at once (429). Every route refuses a foreign Host
 // on a loopback connection (DNS rebinding), as the other surfaces do. The consent page names the client (its
 // client_name, marked unverified unless it comes from a metadata document
 // at the client's own URL, its home page, the host it sends the user back
@@ -47,19 +50,30 @@
 //
 // Every client is public (token_endpoint_auth_method "none") and must
 // use PKCE with S256. A client registers (POST /oauth/register: redirect
-// URIs https, or http to a loopback address; the operator may restrict
-// https hosts), or its client_id is the https URL of a client ID metadata
+// URIs https, or http to a loopback address; 10 a minute per client
+// address, then 30 and 1 a second in all; the operator may restrict
+// https hosts; a loopback http one, localhost included, matches on any
+// port, RFC 8252 §7.3), or its client_id is the https URL of a client ID metadata
 // document: fetched through package netguard's dial-time guard (no
 // loopback, private, link-local or other internal address, however the
 // name resolves; [Options.DocumentAllow] opens prefixes), at most 5 KiB,
 // within 5 s, no redirects, cached for [Options.DocumentTTL] (and up to a
 // day longer while it cannot be fetched again: its host down), its
 // client_id must be its own URL and the redirect URI must be listed.
-// Anyone may name any URL, so fetches are bounded: 16 at once and 60 a
-// minute in all, 4 and 20 per host of the document URL; a URL that failed
+// Anyone may name any URL, so fetches are bounded: 20 a minute per
+// client address asking (checked first, so that one client cannot use up
+// the rest for everyone), 16 at once and 60 a minute in all, 4 and 20
+// per host of the document URL; a URL that failed
 // is not fetched again for 30 s; the cache keeps 256 documents. A client
 // over the limits is refused (invalid_client, saying so) without a fetch,
 // and logged rate-limited.
+//
+// An authorization request refused before the user decided is sent back
+// to its redirect URI only when that URI is trusted (RFC 9700 §4.11.2):
+// a loopback http one, or one of a client with a grant on record (a user
+// consented to it, seeing where it sends people back). Anyone may
+// register any https URI, so another one's errors are shown on the page
+// here: no open redirect.
 //
 // # Scopes
 //
@@ -74,7 +88,10 @@
 // tokens [Options.RefreshTokenTTL] (30 days); codes 10 minutes, once. A
 // refresh returns a new refresh token and retires the old one; a retired
 // refresh token or a used code that comes back revokes the whole grant
-// (someone else holds a copy). The resource (RFC 8707) must be this
+// (someone else holds a copy). Revoked tokens stay in the store, marked,
+// until swept: [Server.Verify] tells one ([ErrRevoked]) from an unknown
+// token (a guess), and a refresh of a revoked grant is refused saying
+// so, not as a reused token. The resource (RFC 8707) must be this
 // server's /mcp, or is defaulted to it; it is the token's audience, and
 // [Server.Verify] refuses a token for another one. Tokens are HMAC-signed
 // random values; the [Store] keeps only their signatures (keyed with a

@@ -1,6 +1,7 @@
 package oauthserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -78,7 +79,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 			http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), addrCtxKey{}, s.opts.AddrKey(r))))
 	})
 }
 
@@ -185,6 +186,17 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(nil), s.invalidTarget())
 		return
 	}
+	if r.PostForm.Get("grant_type") == "refresh_token" {
+		// fosite takes a revoked refresh token for a reused one ("already
+		// used"); its app must be told to sign in again.
+		sig := s.strategy.RefreshTokenSignature(ctx, r.PostForm.Get("refresh_token"))
+		if _, err := s.store.GetRefreshTokenSession(ctx, sig, &fosite.DefaultSession{}); errors.Is(err, ErrRevoked) {
+			err := fosite.ErrInvalidGrant.WithHint("The grant was revoked: sign in again.")
+			s.logRefused(r, "token", err)
+			s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(nil), err)
+			return
+		}
+	}
 	sess := &fosite.DefaultSession{}
 	ar, err := s.provider.NewAccessRequest(ctx, r, sess)
 	if err != nil {
@@ -228,11 +240,16 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, regError{"invalid_request", "POST the client's metadata as JSON"})
 		return
 	}
-	if !s.registers.Allow() {
-		w.Header().Set("Retry-After", "5")
+	// Per client address first, so that one client cannot use up the
+	// overall budget for everyone; then the overall one.
+	now, addr := s.now(), s.opts.AddrKey(r)
+	if !s.addrRegisters.has(addr, now) || !s.registers.AllowN(now, 1) {
+		s.opts.Refusals.Refused(s.log, "oauth: too many registrations", "addr", addr)
+		w.Header().Set("Retry-After", "10")
 		writeJSON(w, http.StatusTooManyRequests, regError{"temporarily_unavailable", "too many registrations; try again shortly"})
 		return
 	}
+	s.addrRegisters.take(addr, now)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRegistrationBodyBytes))
 	if err != nil {
 		writeJSON(w, http.StatusRequestEntityTooLarge, regError{"invalid_client_metadata", "the metadata is larger than 16 KiB"})

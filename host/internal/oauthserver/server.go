@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ory/fosite"
@@ -76,12 +78,13 @@ type Sessions interface {
 	LoginURL(next string) string
 }
 
-// Limiter counts failed passphrases with every other failed sign-in (the
-// host's auth.Limiter is one): Fail after a wrong one, with the client's
-// key and the credential; it returns an error (an *auth.LockoutError)
-// when further failures are to be refused.
+// Limiter counts passphrase guesses with every other failed sign-in (the
+// host's auth.Limiter is one): Attempt, with the client's key and the
+// credential, counts a guess before it is checked; refused (an
+// *auth.LockoutError) means it must not be checked, locked that it is
+// the last one allowed (a wrong one is answered 429).
 type Limiter interface {
-	Fail(addr, credential string) error
+	Attempt(addr, credential string) (locked, refused error)
 }
 
 // Passphrase is the operator's gate of a single-user install: whoever
@@ -104,7 +107,7 @@ type Options struct {
 	BaseURL func() string
 	// Sessions is the settings sign-in. Required.
 	Sessions Sessions
-	// Limiter counts failed passphrases; nil counts nothing.
+	// Limiter counts the passphrases tried; nil counts nothing.
 	Limiter Limiter
 	// AddrKey returns the limiter's key of a request's client (default:
 	// guard.AddrKey of RemoteAddr; behind a proxy, the host's trusted
@@ -163,13 +166,16 @@ type Server struct {
 	policy    redirectPolicy
 	tmpl      *template.Template
 	registers *rate.Limiter
+	// addrRegisters bound the registrations of one client address.
+	addrRegisters *addrRates
 
 	revoked api.Callbacks[string] // revocation listeners, by token or grant ID
 
 	touchMu sync.Mutex
 	touched map[string]time.Time
 
-	gate gateLock
+	compares chan struct{} // a slot per passphrase check running
+	waiting  atomic.Int32  // passphrase checks running or waiting
 
 	stopSweep context.CancelFunc
 	sweeper   sync.WaitGroup
@@ -225,11 +231,14 @@ func New(store Store, opts *Options) (*Server, error) {
 	}
 	s := &Server{
 		store: store, opts: o, log: o.Logger, now: o.Now,
-		policy:  redirectPolicy{hosts: hosts},
-		tmpl:    template.Must(template.New("").ParseFS(templateFS, "templates/*.html")),
-		touched: map[string]time.Time{},
+		policy:   redirectPolicy{hosts: hosts},
+		tmpl:     template.Must(template.New("").ParseFS(templateFS, "templates/*.html")),
+		touched:  map[string]time.Time{},
+		compares: make(chan struct{}, maxCompares),
 		// Registration is open to anyone: bound its rate (it writes).
 		registers: rate.NewLimiter(rate.Every(time.Second), 30),
+		// One client address: 10 a minute.
+		addrRegisters: newAddrRates(6*time.Second, 10),
 	}
 	guard := &netguard.Policy{Allow: o.DocumentAllow, Deny: o.DocumentDeny}
 	s.docs = newDocuments(documentClient(guard, o.DocumentTLS), o.DocumentTTL, s.policy, o.Now)
@@ -330,12 +339,16 @@ const touchEvery = time.Minute
 
 // Verify checks an access token for the MCP endpoint: issued by this
 // server, unexpired, not revoked, granting [ScopeMCP], for this very
-// resource (its audience). Anything else is [ErrInvalidToken]; a store
-// failure is [ErrUnavailable].
+// resource (its audience). Anything else is [ErrInvalidToken] (also
+// [ErrExpired] for an expired one, [ErrRevoked] for a revoked one: tokens
+// issued here, no guesses); a store failure is [ErrUnavailable].
 func (s *Server) Verify(ctx context.Context, token string) (Principal, error) {
 	sess := &fosite.DefaultSession{}
 	req, err := s.store.GetAccessTokenSession(ctx, s.strategy.AccessTokenSignature(ctx, token), sess)
 	switch {
+	case errors.Is(err, ErrRevoked):
+		// Found by its signature, so issued here: no guess.
+		return Principal{}, fmt.Errorf("%w: %w", ErrRevoked, ErrInvalidToken)
 	case errors.Is(err, fosite.ErrNotFound):
 		return Principal{}, ErrInvalidToken
 	case err != nil:
@@ -462,7 +475,39 @@ func (f *fositeStorage) GetClient(ctx context.Context, id string) (fosite.Client
 		}
 		return nil, fosite.ErrNotFound.WithWrap(err).WithHint(clientHint(err))
 	}
-	return f.s.toFosite(c), nil
+	fc := f.s.toFosite(c)
+	if req, ok := ctx.Value(redirectKey{}).(string); ok && localhostMatch(req, c.RedirectURIs) {
+		// fosite lets only IP literals change port; the requested
+		// localhost URI is the registered one on another port.
+		fc.RedirectURIs = append(slices.Clone(fc.RedirectURIs), req)
+	}
+	return fc, nil
+}
+
+// redirectKey carries an authorization request's redirect_uri to
+// GetClient, for [localhostMatch].
+type redirectKey struct{}
+
+// localhostMatch reports whether the redirect URI requested is
+// http://localhost on some port with the path and query of one of the
+// registered ones on another port: RFC 8252 §7.3 lets a native app's
+// loopback redirect use any port, and an app whose usual port is busy
+// moves to the next. fosite does that only for 127.0.0.1 and [::1];
+// this is the same rule for "localhost" (http only; any other host, or
+// https, must match exactly).
+func localhostMatch(requested string, registered []string) bool {
+	q, err := url.Parse(requested)
+	if err != nil || q.Scheme != "http" || !strings.EqualFold(q.Hostname(), "localhost") || q.User != nil || q.Fragment != "" {
+		return false
+	}
+	for _, raw := range registered {
+		r, err := url.Parse(raw)
+		if err == nil && r.Scheme == "http" && strings.EqualFold(r.Hostname(), "localhost") &&
+			r.Path == q.Path && r.RawQuery == q.RawQuery {
+			return true
+		}
+	}
+	return false
 }
 
 // clientHint is what an unusable client is told.

@@ -62,6 +62,9 @@ var migrations = []string{
 		name  TEXT PRIMARY KEY,
 		value BLOB NOT NULL
 	) STRICT`,
+	// A revoked token stays (inactive, revoked) until it is swept, so that
+	// it is answered "revoked", not taken for a guess.
+	7: `ALTER TABLE tokens ADD COLUMN revoked INTEGER NOT NULL DEFAULT 0 CHECK (revoked IN (0, 1))`,
 }
 
 // Token kinds, as stored.
@@ -293,17 +296,18 @@ func (s *SQLite) createToken(ctx context.Context, kind, signature string, r fosi
 }
 
 // getToken returns a stored token's request and whether it is active;
-// fosite.ErrNotFound when there is none.
+// fosite.ErrNotFound when there is none. An inactive token that was
+// revoked is also [ErrRevoked].
 func (s *SQLite) getToken(ctx context.Context, kind, signature string, session fosite.Session) (*fosite.Request, bool, error) {
 	q, err := s.q(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	var (
-		active int
-		raw    string
+		active, revoked int
+		raw             string
 	)
-	err = q.QueryRowContext(ctx, `SELECT active, request FROM tokens WHERE kind = ? AND signature = ?`, kind, signature).Scan(&active, &raw)
+	err = q.QueryRowContext(ctx, `SELECT active, revoked, request FROM tokens WHERE kind = ? AND signature = ?`, kind, signature).Scan(&active, &revoked, &raw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, fosite.ErrNotFound
 	}
@@ -313,6 +317,9 @@ func (s *SQLite) getToken(ctx context.Context, kind, signature string, session f
 	r, err := decodeRequest([]byte(raw), session)
 	if err != nil {
 		return nil, false, err
+	}
+	if revoked == 1 {
+		return r, false, fmt.Errorf("%w: %w", fosite.ErrInactiveToken, ErrRevoked)
 	}
 	return r, active == 1, nil
 }
@@ -333,6 +340,9 @@ func (s *SQLite) CreateAuthorizeCodeSession(ctx context.Context, code string, r 
 // fosite.ErrInvalidatedAuthorizeCode.
 func (s *SQLite) GetAuthorizeCodeSession(ctx context.Context, code string, session fosite.Session) (fosite.Requester, error) {
 	r, active, err := s.getToken(ctx, kindCode, code, session)
+	if errors.Is(err, ErrRevoked) {
+		return r, fosite.ErrInvalidatedAuthorizeCode
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +376,7 @@ func (s *SQLite) CreatePKCERequestSession(ctx context.Context, signature string,
 // GetPKCERequestSession returns a code's PKCE challenge request.
 func (s *SQLite) GetPKCERequestSession(ctx context.Context, signature string, session fosite.Session) (fosite.Requester, error) {
 	r, _, err := s.getToken(ctx, kindPKCE, signature, session)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrRevoked) {
 		return nil, err
 	}
 	return r, nil
@@ -382,9 +392,13 @@ func (s *SQLite) CreateAccessTokenSession(ctx context.Context, signature string,
 	return s.createToken(ctx, kindAccess, signature, r, fosite.AccessToken)
 }
 
-// GetAccessTokenSession returns an access token's request.
+// GetAccessTokenSession returns an access token's request; a revoked
+// one's with fosite.ErrInactiveToken, also [ErrRevoked].
 func (s *SQLite) GetAccessTokenSession(ctx context.Context, signature string, session fosite.Session) (fosite.Requester, error) {
 	r, _, err := s.getToken(ctx, kindAccess, signature, session)
+	if errors.Is(err, ErrRevoked) {
+		return r, err
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -402,9 +416,13 @@ func (s *SQLite) CreateRefreshTokenSession(ctx context.Context, signature, _ str
 }
 
 // GetRefreshTokenSession returns a refresh token's request; a rotated or
-// revoked one's with fosite.ErrInactiveToken.
+// revoked one's with fosite.ErrInactiveToken (a revoked one's also
+// [ErrRevoked]).
 func (s *SQLite) GetRefreshTokenSession(ctx context.Context, signature string, session fosite.Session) (fosite.Requester, error) {
 	r, active, err := s.getToken(ctx, kindRefresh, signature, session)
+	if errors.Is(err, ErrRevoked) {
+		return r, err
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -438,18 +456,19 @@ func (s *SQLite) RotateRefreshToken(ctx context.Context, _, signature string) er
 	})
 }
 
-// RevokeRefreshToken deactivates every refresh token of a grant.
+// RevokeRefreshToken revokes every refresh token of a grant.
 func (s *SQLite) RevokeRefreshToken(ctx context.Context, requestID string) error {
 	return s.write(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, `UPDATE tokens SET active = 0 WHERE kind = ? AND grant_id = ?`, kindRefresh, requestID)
+		_, err := q.ExecContext(ctx, `UPDATE tokens SET active = 0, revoked = 1 WHERE kind = ? AND grant_id = ?`, kindRefresh, requestID)
 		return err
 	})
 }
 
-// RevokeAccessToken deletes every access token of a grant.
+// RevokeAccessToken revokes every access token of a grant; they stay,
+// revoked, until swept, so that one coming back is known as revoked.
 func (s *SQLite) RevokeAccessToken(ctx context.Context, requestID string) error {
 	return s.write(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, `DELETE FROM tokens WHERE kind = ? AND grant_id = ?`, kindAccess, requestID)
+		_, err := q.ExecContext(ctx, `UPDATE tokens SET active = 0, revoked = 1 WHERE kind = ? AND grant_id = ?`, kindAccess, requestID)
 		return err
 	})
 }
@@ -604,7 +623,8 @@ func (s *SQLite) Grants(ctx context.Context, user string) ([]api.Grant, error) {
 	return out, nil
 }
 
-// RevokeGrant deletes a grant of user and every token of it.
+// RevokeGrant deletes a grant of user and revokes every token of it
+// (they stay, revoked, until swept).
 func (s *SQLite) RevokeGrant(ctx context.Context, user, id string) error {
 	return s.write(ctx, func(q querier) error {
 		res, err := q.ExecContext(ctx, `DELETE FROM grants WHERE id = ? AND user_id = ?`, id, user)
@@ -614,7 +634,7 @@ func (s *SQLite) RevokeGrant(ctx context.Context, user, id string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("grant %q: %w", id, ErrNotFound)
 		}
-		if _, err := q.ExecContext(ctx, `DELETE FROM tokens WHERE grant_id = ?`, id); err != nil {
+		if _, err := q.ExecContext(ctx, `UPDATE tokens SET active = 0, revoked = 1 WHERE grant_id = ?`, id); err != nil {
 			return fmt.Errorf("revoking grant: %w", err)
 		}
 		return nil
@@ -627,6 +647,23 @@ func (s *SQLite) TouchGrant(ctx context.Context, id string, t time.Time) error {
 		_, err := q.ExecContext(ctx, `UPDATE grants SET last_used_at = ? WHERE id = ?`, t.UnixMilli(), id)
 		return err
 	})
+}
+
+// ClientGranted reports whether a grant of client id is on record.
+func (s *SQLite) ClientGranted(ctx context.Context, id string) (bool, error) {
+	q, err := s.q(ctx)
+	if err != nil {
+		return false, err
+	}
+	var one int
+	err = q.QueryRowContext(ctx, `SELECT 1 FROM grants WHERE client_id = ? LIMIT 1`, id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("looking up client %q's grants: %w", clip(id), s.mapErr(err))
+	}
+	return true, nil
 }
 
 // hmacSecretName names the token signing secret in the secrets table.

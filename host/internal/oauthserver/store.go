@@ -19,6 +19,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrClosed is returned by a store used after Close.
 	ErrClosed = errors.New("oauth store closed")
+	// ErrRevoked marks (errors.Is) the fosite.ErrInactiveToken of a
+	// stored token that was revoked, not only used or rotated; and, from
+	// [Server.Verify], an [ErrInvalidToken] for a revoked access token.
+	ErrRevoked = errors.New("token revoked")
 )
 
 // Store keeps everything the authorization server must not lose on a
@@ -60,6 +64,10 @@ type Store interface {
 	// RevokeGrant revokes every token of grant id, which must be user's
 	// (else [ErrNotFound]).
 	RevokeGrant(ctx context.Context, user, id string) error
+	// ClientGranted reports whether any user's grant of client id is on
+	// record (one not swept yet): a user consented to it, having seen
+	// where it sends them back.
+	ClientGranted(ctx context.Context, id string) (bool, error)
 	// TouchGrant records that grant id was used at t.
 	TouchGrant(ctx context.Context, id string, t time.Time) error
 	// Sweep deletes what has expired: tokens and codes (used, rotated
