@@ -64,6 +64,9 @@ type env struct {
 	serveEnv []string
 	// url is the base URL the running host serves.
 	url string
+	// stopServe stops the running host (SIGTERM, then a kill after 15 s)
+	// and waits for it; the test's cleanup calls it too.
+	stopServe func()
 }
 
 func newEnv(t *testing.T, b bins, mcpConfig map[string]any, more ...map[string]any) *env {
@@ -114,17 +117,23 @@ func (e *env) startServe(flags ...string) {
 	}
 	_ = pw.Close()
 	e.serve, e.serveOut = cmd, logs
+	var stop sync.Once
+	e.stopServe = func() {
+		stop.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				e.t.Error("agenthost serve did not stop within 15s of SIGTERM")
+			}
+		})
+	}
 	e.t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			e.t.Error("agenthost serve did not stop within 15s of SIGTERM")
-		}
+		e.stopServe()
 		if e.t.Failed() {
 			e.t.Logf("host log:\n%s", logs.String())
 		}
