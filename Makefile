@@ -21,9 +21,16 @@ CONFIG   ?= examples/agenthost.json
 
 all: build
 
+## The version stamped into the binaries: the newest v* tag (with the
+## commits since and -dirty), else dev. The toolchain stamps the commit and
+## its date (-buildvcs; in a go.work workspace only when asked for).
+VERSION  ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X $(PKG)/host.Version=$(VERSION) -X $(PKG)/ext-mcp.Version=$(VERSION)
+BUILDVCS := $(if $(wildcard .git),-buildvcs=true,)
+
 build:
 	@mkdir -p bin
-	$(GO) build -o bin/ $(BINARIES)
+	$(GO) build $(BUILDVCS) -ldflags "$(LDFLAGS)" -o bin/ $(BINARIES)
 
 ## run: the host with ext-mcp, the example servers and the demo config,
 ## on embedded defaults (SQLite, an encrypted secrets file under .agenthost);

@@ -26,8 +26,10 @@ import (
 	"github.com/agenthost/agenthost/ext/netguard"
 )
 
-// Version is the extension's version.
-const Version = "v0.1.0"
+// Version is the extension's version: a release build sets it with
+// -ldflags "-X github.com/agenthost/agenthost/ext-mcp.Version=v1.2.3"
+// (make build does, from the git tag).
+var Version = "v0.1.0"
 
 // OperatorUser is the reserved user ID whose store holds the operator's
 // credentials for shared servers: the secret token:S of this user is lent

@@ -24,7 +24,10 @@ import (
 	"github.com/agenthost/agenthost/settings"
 )
 
-// Version is the host's version, set at build time with -ldflags.
+// Version is the host's version: a release build sets it with
+// -ldflags "-X github.com/agenthost/agenthost/host.Version=v1.2.3";
+// otherwise it is what the Go toolchain stamped (the module's version, or
+// "dev" in a workspace). [Build] tells the commit and its date too.
 var Version = "dev"
 
 // InProcess is an extension that runs as a Go value inside the host

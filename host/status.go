@@ -90,7 +90,7 @@ func (h *Host) Overview(context.Context) (Overview, error) {
 	users := len(h.active)
 	h.mu.Unlock()
 	return Overview{
-		Version: Version, Started: h.start, Uptime: time.Since(h.start).Round(time.Second).String(),
+		Version: Build().Version, Commit: Build().Commit, CommitDate: Build().Date, ExtProtocol: ext.ProtocolVersion, Started: h.start, Uptime: time.Since(h.start).Round(time.Second).String(),
 		Extensions: h.extensionInfos(), ActiveUsers: users, ServiceProcesses: h.services.Running(),
 		SecretsBackend: h.secretsKind,
 	}, nil

@@ -165,7 +165,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	epOpts := &mcpendpoint.Options{
 		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
-		Logger: logger.With("surface", "mcp"), Version: host.Version,
+		Logger: logger.With("surface", "mcp"), Version: host.Build().Version,
 		// Revocations reach CloseToken at once, so a short cache is safe.
 		VerifyCacheTTL:     5 * time.Second,
 		SessionTimeout:     time.Duration(cfg.MCP.SessionIdleMinutes * float64(time.Minute)),

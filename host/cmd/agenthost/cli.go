@@ -151,7 +151,7 @@ func (a *app) serveCmd() *cobra.Command {
 			}
 			exts, _ := h.Extensions(ctx)
 			fmt.Fprintf(a.stdout, "agenthost %s serving %d extension(s) at %s (control socket %s); Ctrl-C to stop\n",
-				host.Version, len(exts), s.URL(), s.ControlSocket())
+				host.Build().Version, len(exts), s.URL(), s.ControlSocket())
 			if demoUser != "" {
 				if err := a.printDemo(ctx, s, demoUser); err != nil {
 					return errors.Join(err, ln.Close(), s.Close(), h.Close())
@@ -382,7 +382,7 @@ func (a *app) versionCmd() *cobra.Command {
 		Short: "Print the version",
 		Args:  exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintf(a.stdout, "agenthost %s (extension protocol %d)\n", host.Version, ext.ProtocolVersion)
+			fmt.Fprintf(a.stdout, "agenthost %s, extension protocol %d\n", host.Build(), ext.ProtocolVersion)
 			return nil
 		},
 	}

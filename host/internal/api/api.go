@@ -90,7 +90,12 @@ type ExtensionInfo struct {
 // Overview is the operator's summary: no secrets, no per-user data but
 // counts.
 type Overview struct {
-	Version          string          `json:"version"`
+	Version string `json:"version"`
+	// Commit and CommitDate say which tree the host was built from ("" and
+	// zero when the build had no VCS stamp).
+	Commit           string          `json:"commit,omitempty"`
+	CommitDate       time.Time       `json:"commitDate,omitzero"`
+	ExtProtocol      int             `json:"extProtocol"`
 	Started          time.Time       `json:"started"`
 	Uptime           string          `json:"uptime"`
 	Extensions       []ExtensionInfo `json:"extensions"`
