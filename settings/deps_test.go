@@ -15,6 +15,7 @@ var allowedModules = []string{
 	"github.com/invopop/jsonschema",   // JSON Schema from Go types
 	"github.com/google/jsonschema-go", // JSON Schema validation (the one go-sdk uses)
 	"modernc.org/sqlite",              // pure Go SQLite
+	"github.com/pressly/goose/v3",     // the stores' migrations
 	"golang.org/x/sync",
 }
 

@@ -170,6 +170,48 @@ func TestSQLiteRefusesNewerSchema(t *testing.T) {
 	if _, err := settings.OpenSQLite(path, nil); err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Errorf("OpenSQLite of a newer schema = %v, want a 'newer' error", err)
 	}
+	// The same when goose recorded the newer version (a newer agenthost).
+	path = filepath.Join(t.TempDir(), "settings.db")
+	openSQLite(t, path).Close()
+	if _, err := inspect(t, path).Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := settings.OpenSQLite(path, nil); err == nil || !strings.Contains(err.Error(), "schema version 99 is newer") {
+		t.Errorf("OpenSQLite of a schema goose says is newer = %v, want a 'newer' error", err)
+	}
+}
+
+// TestSQLiteAdoptsSchemaBeforeGoose: a database written before the stores
+// used goose (versions in schema_migrations only) is adopted: its versions
+// are recorded in goose_db_version and nothing is applied twice; a fresh
+// one records every version in both tables.
+func TestSQLiteAdoptsSchemaBeforeGoose(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "settings.db")
+	s := openSQLite(t, path)
+	if err := s.Set(context.Background(), "e", "u", "s", json.RawMessage(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db := inspect(t, path)
+	// Make it look as the binaries before goose left it.
+	if _, err := db.Exec(`DROP TABLE goose_db_version`); err != nil {
+		t.Fatal(err)
+	}
+	s = openSQLite(t, path)
+	got, err := s.Get(context.Background(), "e", "u", "s")
+	s.Close()
+	if err != nil || string(got) != `{"n":1}` {
+		t.Fatalf("after adoption: %s %v", got, err)
+	}
+	var gooseMax, legacyMax int
+	if err := db.QueryRow(`SELECT (SELECT MAX(version_id) FROM goose_db_version WHERE is_applied),
+		(SELECT MAX(version) FROM schema_migrations)`).Scan(&gooseMax, &legacyMax); err != nil {
+		t.Fatal(err)
+	}
+	if gooseMax != legacyMax || gooseMax < 1 {
+		t.Errorf("versions after adoption: goose %d, schema_migrations %d; want the same", gooseMax, legacyMax)
+	}
 }
 
 // TestSQLiteTwoStoresOneFile stands for two processes: the stores share no
