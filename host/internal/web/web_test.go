@@ -653,7 +653,9 @@ func TestUsersIsolated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.h.SetStatus("bob", append(st, api.StatusEntry{Extension: "mcp", User: "alice", Name: "leak-" + canaries["alice"], State: "connected"})...)
+	// One named after a switch would be shown beside it.
+	e.h.SetStatus("bob", append(st, api.StatusEntry{Extension: "mcp", User: "alice", Name: "leak-" + canaries["alice"], State: "connected"},
+		api.StatusEntry{Extension: "mcp", User: "alice", Name: "search", State: "quarantined", Reason: "refused " + canaries["alice"]})...)
 	for _, u := range users {
 		other := "bob"
 		if u == "bob" {
@@ -665,7 +667,8 @@ func TestUsersIsolated(t *testing.T) {
 			seen = append(seen, e.api("GET", p, tokens[u], "").body)
 		}
 		for _, body := range seen {
-			if strings.Contains(body, canaries[other]) || strings.Contains(body, "token:u_"+other) || strings.Contains(body, "Only for "+other) {
+			if strings.Contains(body, canaries[other]) || strings.Contains(body, "token:u_"+other) || strings.Contains(body, "Only for "+other) ||
+				strings.Contains(body, "connection refused ("+other+")") {
 				t.Errorf("%s sees %s's data:\n%s", u, other, body)
 			}
 		}
