@@ -56,7 +56,11 @@
 // users on its allowlist only; it is opt-in (the "MCP servers" form is the
 // same for every user, so its switch reads off for all), and a user off
 // the list who switches it on is refused and sees why in their status. Tokens never appear in errors, logs,
-// status or results.
+// status or results. The "MCP servers" form has a token field only for a
+// server that reads one (a personal stdio server, a remote one with a
+// configured Authorization header; not a remote one without, which signs
+// in with OAuth or needs no credential), and each switch names its status
+// entry so that the settings page shows the server's state beside it.
 //
 // # OAuth
 //

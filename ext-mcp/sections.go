@@ -92,7 +92,8 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 		}
 		label := name
 		shared := s.Credentials == catalog.CredentialsShared
-		toggle := settings.Toggle(name, label).WithDefault(s.Availability != catalog.AvailabilityOptIn && !shared)
+		// The host shows the user's status of the server beside its switch.
+		toggle := settings.Toggle(name, label).WithDefault(s.Availability != catalog.AvailabilityOptIn && !shared).WithStatus(name)
 		if shared {
 			// One form serves every user: the switch is off for all, and
 			// switching it on is refused to those it is not lent to.
@@ -106,9 +107,10 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 		if s.Availability == catalog.AvailabilityOptIn {
 			toggle.WithHelp("Off until you switch it on.")
 		}
-		nodes = append(nodes, toggle,
-			settings.Secret(TokenSecret(name), "Your token for "+name).
-				WithHelp(tokenHelp(s)))
+		nodes = append(nodes, toggle)
+		if takesToken(s) {
+			nodes = append(nodes, settings.Secret(TokenSecret(name), "Your token for "+name).WithHelp(tokenHelp(s)))
+		}
 	})
 	servers := settings.Section{
 		ID: SectionServers, Title: "MCP servers", Scope: settings.ScopeUser,
@@ -141,7 +143,8 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 		sections = append(sections, settings.Section{
 			ID: SectionUserServers, Title: "Your MCP servers", Scope: settings.ScopeUser,
 			Description: "MCP servers of your own, beside the operator's.",
-			Form:        settings.NewForm(settings.JSONEditor(UserServersField, "Your MCP servers", schema).WithHelp(help)),
+			Form: settings.NewForm(settings.JSONEditor(UserServersField, "Your MCP servers", schema).
+				WithHelp(help).WithPlaceholder(UserServersExample)),
 		})
 	}
 	out := make([]ext.SettingsSection, 0, len(sections))
@@ -154,6 +157,33 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 			Scope: string(s.Scope), Form: form})
 	}
 	return out, nil
+}
+
+// UserServersExample is the example the "Your MCP servers" editor shows
+// while it is empty: a list that the users' policy "url" accepts.
+const UserServersExample = `{
+  "mcpServers": {
+    "docs": { "url": "https://mcp.example.com/mcp" }
+  }
+}`
+
+// takesToken reports whether a personal server of the operator's reads a
+// user's token, which the "MCP servers" form then asks for: a stdio
+// server (MCP_ACCESS_TOKEN), or a remote one for which the operator wrote
+// an Authorization header (replaced by the user's token). A remote server
+// without one needs no credential or signs the user in with OAuth (its
+// status then says "needs sign-in", with Connect); a plain token for it
+// can still be stored as token:<server>.
+func takesToken(s Server) bool {
+	if s.Command != "" {
+		return true
+	}
+	for k := range s.Headers {
+		if strings.EqualFold(k, "Authorization") {
+			return true
+		}
+	}
+	return false
 }
 
 func tokenHelp(s Server) string {

@@ -111,7 +111,9 @@ func TestSettingsSections(t *testing.T) {
 	t.Parallel()
 	cfg := `{"userServers": "url", "mcpServers": {
 		"a": {"command": "x"},
-		"b": {"url": "https://b", "availability": "opt-in"},
+		"b": {"url": "https://b", "availability": "opt-in", "headers": {"authorization": "Bearer set-per-user"}},
+		"open": {"url": "https://open"},
+		"o": {"url": "https://o", "oauth": {"scopes": ["read"]}},
 		"off": {"command": "x", "enabled": false},
 		"team": {"url": "https://t", "credentials": "shared", "users": ["u"], "sharedAuthority": "the team's service account"}}}`
 	f := newFixture(t, "grpc", cfg, nil)
@@ -142,13 +144,23 @@ func TestSettingsSections(t *testing.T) {
 	if n := byName["team"]; n == nil || !strings.Contains(n.Warning, "operator's credential") || !strings.Contains(n.Help, "the team's service account") {
 		t.Errorf("the shared switch lacks the warning or the authority: %+v", n)
 	}
+	for _, name := range []string{"a", "b", "open", "o", "team"} {
+		if n := byName[name]; n == nil || n.Status != name {
+			t.Errorf("switch %s does not name its status entry: %+v", name, n)
+		}
+	}
+	// A token field where a token is read: a stdio server, a remote one
+	// with an Authorization header; not a remote one without (OAuth or no
+	// credential), nor a shared one.
 	for _, name := range []string{"token:a", "token:b"} {
 		if n := byName[name]; n == nil || n.Type != settings.NodeSecret {
 			t.Errorf("no secret field %s", name)
 		}
 	}
-	if byName["token:team"] != nil {
-		t.Error("a shared server offers a personal token field")
+	for _, name := range []string{"token:open", "token:o", "token:team"} {
+		if byName[name] != nil {
+			t.Errorf("a token field %s for a server that reads no user token", name)
+		}
 	}
 	// The values a user would store pass the form.
 	if _, err := settings.ValidateValues(form, json.RawMessage(`{"a": false, "b": true}`)); err != nil {
@@ -165,6 +177,14 @@ func TestSettingsSections(t *testing.T) {
 	good, _ := json.Marshal(map[string]string{extmcp.UserServersField: `{"mcpServers": {"x": {"url": "https://x/mcp"}}}`})
 	if _, err := settings.ValidateValues(own, good); err != nil {
 		t.Errorf("a valid own list refused by the form: %v", err)
+	}
+	// The editor's example is a list the form and the validator accept.
+	example, _ := json.Marshal(map[string]string{extmcp.UserServersField: editor.Placeholder})
+	if _, err := settings.ValidateValues(own, example); err != nil || editor.Placeholder != extmcp.UserServersExample {
+		t.Errorf("the editor's example %q is refused by the form: %v", editor.Placeholder, err)
+	}
+	if l, err := extmcp.ParseServerList(json.RawMessage(editor.Placeholder)); err != nil || len(l.MCPServers) != 1 {
+		t.Errorf("the editor's example is not a valid list: %v", err)
 	}
 	bad, _ := json.Marshal(map[string]string{extmcp.UserServersField: `{"mcpServers": {"x": {"url": "https://x/mcp", "comand": "y"}}}`})
 	if _, err := settings.ValidateValues(own, bad); err == nil {

@@ -12,7 +12,9 @@
 // with [NewForm] and the node constructors, and turn it into the raw JSON
 // that travels in ext.SettingsSection with [Section.MarshalForm]; the host
 // reads it back with [ParseForm], which refuses an unknown node type or
-// any other mistake with an error that names the node's path.
+// any other mistake with an error that names the node's path. A toggle may
+// name an entry of its extension's per-user status (Node.Status, e.g. the
+// MCP server it switches), which the settings page shows beside it.
 //
 // # Values
 //

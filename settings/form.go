@@ -137,6 +137,10 @@ type Node struct {
 	// Pattern (text only) is a regular expression (RE2 syntax) that the
 	// whole value must match, like an HTML input's pattern attribute.
 	Pattern string `json:"pattern,omitempty"`
+	// Status (toggle only) names an entry of the extension's per-user
+	// status (ext.StatusEntry.Name, e.g. the MCP server the switch turns
+	// on): a UI shows that entry's state beside the switch.
+	Status string `json:"status,omitempty"`
 }
 
 // NewForm returns a form descriptor whose root form holds children.
@@ -197,6 +201,9 @@ func (n *Node) WithPlaceholder(p string) *Node { n.Placeholder = p; return n }
 
 // WithWarning sets the node's warning text and returns n.
 func (n *Node) WithWarning(w string) *Node { n.Warning = w; return n }
+
+// WithStatus (toggles) names the status entry shown beside the switch.
+func (n *Node) WithStatus(name string) *Node { n.Status = name; return n }
 
 // WithRequired marks the node's value as required and returns n.
 func (n *Node) WithRequired() *Node { n.Required = true; return n }

@@ -21,7 +21,7 @@ func TestValidateForm(t *testing.T) {
 		want string // "" means valid
 	}{
 		"every node type": {form: settings.NewForm(
-			settings.Toggle("t", "T").WithDefault(false).WithWarning("shared"),
+			settings.Toggle("t", "T").WithDefault(false).WithWarning("shared").WithStatus("t"),
 			settings.Text("x", "X").WithMaxLength(3).WithPattern(`[a-z]*`).WithDefault("abc").WithPlaceholder("abc"),
 			settings.LongText("l", "L").WithSyntax("markdown", "md"),
 			settings.JSONEditor("j", "J", json.RawMessage(`{"type":"object"}`)).WithDefault(`{}`),
@@ -143,6 +143,10 @@ func TestValidateForm(t *testing.T) {
 		"attribute of another type": {
 			form: settings.NewForm(&settings.Node{Type: settings.NodeToggle, Name: "t", Options: []settings.Option{s}, Min: ptr(1)}),
 			want: `invalid form: root.children[0] ("t"): "options" does not apply to a toggle node; root.children[0] ("t"): "min" does not apply to a toggle node`,
+		},
+		"status on a value node": {
+			form: settings.NewForm(settings.Text("x", "X").WithStatus("x")),
+			want: `invalid form: root.children[0] ("x"): "status" does not apply to a text node`,
 		},
 		"required secret": {
 			form: settings.NewForm(settings.Secret("k", "K").WithRequired()),

@@ -113,13 +113,14 @@ var attrs = []attr{
 	{"syntax", func(n *Node) bool { return n.Syntax != "" }},
 	{"lang", func(n *Node) bool { return n.Lang != "" }},
 	{"schema", func(n *Node) bool { return n.Schema != nil }},
+	{"status", func(n *Node) bool { return n.Status != "" }},
 }
 
 // allowed lists, per node type, the type-specific attributes it may carry.
 // Label, help and warning suit every node.
 var allowed = map[NodeType][]string{
 	NodeForm:     {"children", "bind", "submit"},
-	NodeToggle:   {"name", "default", "required"},
+	NodeToggle:   {"name", "default", "required", "status"},
 	NodeText:     {"name", "default", "required", "placeholder", "maxLength", "pattern"},
 	NodeLongText: {"name", "default", "required", "placeholder", "maxLength", "syntax", "lang", "schema"},
 	NodeSelect:   {"name", "default", "required", "placeholder", "options"},

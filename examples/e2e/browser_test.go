@@ -10,10 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -152,7 +155,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 
 // TestConnectInABrowser drives headless Chromium through the headline
 // journey with the real binaries: alice, signed in to the settings page,
-// clicks the status panel's Connect for a hosted server behind OAuth (the
+// clicks the Connect beside the switch of a hosted server behind OAuth (the
 // example provider), lands on the provider's sign-in page, signs in there
 // as her account, comes back through the host's callback, and the
 // settings page shows the server connected; the server's tool then
@@ -207,7 +210,7 @@ func TestConnectInABrowser(t *testing.T) {
 			t.Errorf("%s: the callback page says %q (%v)", step, msg, err)
 		}
 	}
-	connectButton := `#status form[action="/settings/connect/mcp/o"] button`
+	connectButton := `#s-mcp-servers-form .field:has(input[name="o"]) [data-state="needs sign-in"] button[form]`
 
 	do("sign in to the settings page",
 		chromedp.Navigate(link),
@@ -215,12 +218,10 @@ func TestConnectInABrowser(t *testing.T) {
 		chromedp.Click(css(`#continue`)),
 		chromedp.WaitVisible(css(connectButton)),
 	)
-	do("click Connect on the status panel", chromedp.Click(css(connectButton)))
+	do("click Connect beside o's switch", chromedp.Click(css(connectButton)))
 	signIn("Connect")
-	do("the settings page", chromedp.Navigate(e.url+"/settings#status"), chromedp.WaitVisible(css(`#status tr.state-connected`)))
-	if row, err := chromedp.Run(ctx, chromedp.Text(css(`#status tr.state-connected th`))); err != nil || row != "o" {
-		t.Errorf("the connected row names %q (%v), want o", row, err)
-	}
+	do("the settings page", chromedp.Navigate(e.url+"/settings"),
+		chromedp.WaitVisible(css(`#s-mcp-servers-form .field:has(input[name="o"]) [data-state="connected"]`)))
 	if out := e.must("", "call", "--user", "alice", "o/whoami", "{}"); !strings.Contains(out, account) {
 		t.Errorf("o/whoami after Connect: %s", out)
 	}
@@ -332,4 +333,179 @@ func leftoverChromium(dir string, grace time.Duration) int {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	return len(pids)
+}
+
+// TestMCPServersSectionInABrowser loads the settings page in headless
+// Chromium with the operator's servers in three states — notes connected,
+// o (the example OAuth provider) waiting for alice's sign-in, gone (a
+// command that exits) quarantined — and checks the "MCP servers" section:
+// each state beside its own switch (the same .field), Connect beside o's,
+// the quarantine's reason and its retry time in the browser's time zone;
+// a token field for notes (a stdio server reads MCP_ACCESS_TOKEN) but none
+// for o (a remote server without an Authorization header: it signs in or
+// needs nothing) nor for the shared server; an example in the own-servers
+// editor; no "Stored secrets (hello)" (hello keeps no secret); and no
+// request of the page answered 404. It saves a screenshot of the page
+// (E2E_SCREENSHOTS=dir keeps it).
+func TestMCPServersSectionInABrowser(t *testing.T) {
+	needChromium(t)
+	b := build(t)
+	as := startProvider(t, b.oauth)
+	e := newEnv(t, b, map[string]any{
+		"userServers": "url",
+		"mcpServers": map[string]any{
+			"notes": map[string]any{"command": b.notes},
+			"o":     map[string]any{"url": as.base + "/mcp"},
+			"gone":  map[string]any{"command": "/bin/sh", "args": []string{"-c", "echo 'no database here' >&2; exit 3"}},
+			"team":  map[string]any{"command": b.notes, "credentials": "shared", "users": []string{"bob"}},
+		},
+	}, map[string]any{
+		"listen":     fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"extensions": map[string]any{"hello": map[string]any{"path": b.hello}},
+	})
+	e.startServe()
+	eventually(t, "notes connected, o waiting, gone quarantined", func() bool {
+		st := e.must("", "status", "--user", "alice")
+		return strings.Contains(st, "needs sign-in") && strings.Contains(st, "quarantined") && strings.Contains(st, "connected")
+	})
+	link := strings.TrimSpace(e.must("", "login-link", "--user", "alice"))
+
+	ctx := newBrowser(t)
+	var (
+		mu       sync.Mutex
+		notFound []string
+	)
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if r, ok := ev.(*network.EventResponseReceived); ok && r.Response != nil && r.Response.Status == 404 {
+			mu.Lock()
+			notFound = append(notFound, r.Response.URL)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A time zone with a half-hour offset, so that the retry time shown
+	// cannot be UTC's by chance.
+	const zone = "Asia/Kolkata"
+	if _, err := chromedp.Call(ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: zone}); err != nil {
+		t.Fatal(err)
+	}
+	const form = `#s-mcp-servers-form`
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1100, 900),
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(chromedp.CSS(`#continue`)),
+		chromedp.Click(chromedp.CSS(`#continue`)),
+		chromedp.WaitVisible(chromedp.CSS(form)),
+	); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+
+	// What sits in the .field of each server's switch.
+	type field struct {
+		Found, Token, Connect bool
+		State, Text           string
+		Retry, RetryAt        string
+	}
+	fields, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]field](`(() => {
+		const out = {};
+		for (const name of ["notes", "o", "gone", "team"]) {
+			const sw = document.querySelector('`+form+` input[type=checkbox][name="' + name + '"]');
+			if (!sw) { out[name] = {Found: false}; continue; }
+			const f = sw.closest('.field');
+			const st = f.querySelector('[data-state]');
+			const time = f.querySelector('time[datetime]');
+			const connect = f.querySelector('button[form]');
+			const cf = connect && document.getElementById(connect.getAttribute('form'));
+			out[name] = {
+				Found: true,
+				Token: !!document.querySelector('`+form+` input[name="token:' + name + '"]'),
+				Connect: !!cf && cf.getAttribute('action') === '/settings/connect/mcp/' + name && cf.method === 'post',
+				State: st ? st.dataset.state : '',
+				Text: st ? st.textContent.replace(/\s+/g, ' ').trim() : '',
+				Retry: time ? time.textContent.trim() : '',
+				RetryAt: time ? time.getAttribute('datetime') : '',
+			};
+		}
+		return out;
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]struct {
+		state, text    string
+		token, connect bool
+	}{
+		"notes": {state: "connected", text: "connected", token: true},
+		"o":     {state: "needs sign-in", text: "needs sign-in", connect: true},
+		"gone":  {state: "quarantined", text: "no database here", token: true},
+		"team":  {},
+	} {
+		got := fields[name]
+		if !got.Found {
+			t.Errorf("%s: no switch", name)
+			continue
+		}
+		if got.State != want.state || !strings.Contains(got.Text, want.text) || got.Token != want.token || got.Connect != want.connect {
+			t.Errorf("%s's switch: state %q %q, token field %v, Connect %v; want %q containing %q, %v, %v",
+				name, got.State, got.Text, got.Token, got.Connect, want.state, want.text, want.token, want.connect)
+		}
+	}
+	if g := fields["gone"]; g.RetryAt == "" {
+		t.Errorf("gone's retry time is missing: %+v", g)
+	} else if at, err := time.Parse(time.RFC3339, g.RetryAt); err != nil {
+		t.Errorf("gone's retry time %q: %v", g.RetryAt, err)
+	} else {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The minutes tell the zones apart (UTC+5:30), whatever the
+		// browser's locale does with the hours.
+		if local := at.In(loc).Format(":04"); !strings.Contains(g.Retry, local) || strings.Contains(g.Retry, "UTC") {
+			t.Errorf("gone retries at %q, shown as %q: want the browser's local time (…%s, %s)", g.RetryAt, g.Retry, local, zone)
+		}
+	}
+
+	page, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page, "Stored secrets (hello)") {
+		t.Error(`the page shows "Stored secrets (hello)", a form for an extension that keeps no secret`)
+	}
+	example, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#s-mcp-user-servers-form textarea').placeholder`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		MCPServers map[string]struct{ URL string } `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(example), &list); err != nil || len(list.MCPServers) == 0 {
+		t.Errorf("the own-servers editor shows no JSON example: %q (%v)", example, err)
+	}
+
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv("E2E_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	p := filepath.Join(dir, "mcp-servers-section.png")
+	if err := os.WriteFile(p, shot, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", p)
+
+	// Loaded once more: the favicon is asked for once per browser.
+	if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(form))); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(notFound) > 0 {
+		t.Errorf("the settings page's requests answered 404: %v", notFound)
+	}
 }

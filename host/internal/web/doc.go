@@ -10,8 +10,15 @@
 // JSON check to JSON editors. Each section is its own form; a refused
 // save re-renders the page with the posted values and each field's error
 // next to it. Secret fields are write-only: never filled in, shown as set
-// or not set, with a clear button. The page also shows the user's status
-// (each server's state, reason, next retry and tool count) and tools.
+// or not set, with a clear button. A toggle that names a status entry
+// (settings.Node.Status) shows the user's entry of that name from the
+// section's extension beside the switch: its state, tool count, reason,
+// next retry (a <time> in UTC that the script shows in the browser's time
+// zone) and, for one that needs sign-in, a Connect button tied to a form
+// outside the section's. The status panel lists the entries no switch
+// shows; the page also lists the user's tools. An extension gets a
+// "Stored secrets" form (a secret by name) only when its forms have a
+// secret field or it holds a secret of the user.
 //
 // # Access
 //

@@ -52,13 +52,15 @@ func mustForm(s settings.Section) json.RawMessage {
 // newFakeHost returns the shared in-memory host with an "mcp" extension
 // whose tools and status follow the "MCP servers" toggles the way ext-mcp
 // derives them (so that a test sees a switch turn tools off), and a "demo"
-// extension with a form of every kind.
+// extension with a form of every kind; the notes and search switches name
+// their status entries, team's does not; a "hello" extension keeps no
+// secret.
 func newFakeHost() *hosttest.Host {
 	servers := settings.Section{ID: "servers", Title: "MCP servers", Scope: settings.ScopeUser,
 		Form: settings.NewForm(
-			settings.Toggle("notes", "notes").WithDefault(true),
+			settings.Toggle("notes", "notes").WithDefault(true).WithStatus("notes"),
 			settings.Secret("token:notes", "Your token for notes").WithHelp("Passed to the server as MCP_ACCESS_TOKEN."),
-			settings.Toggle("search", "search").WithDefault(false).WithHelp("Off until you switch it on."),
+			settings.Toggle("search", "search").WithDefault(false).WithHelp("Off until you switch it on.").WithStatus("search"),
 			settings.Secret("token:search", "Your token for search"),
 			settings.Toggle("team", "team").WithDefault(true).WithHelp("Shared server: the team's service account").WithWarning(sharedWarning),
 		)}
@@ -78,6 +80,9 @@ func newFakeHost() *hosttest.Host {
 				settings.Secret("apikey", "API key"),
 			),
 		)}
+	// greeting is a section of an extension that keeps no secret.
+	greeting := settings.Section{ID: "greeting", Title: "Greeting", Scope: settings.ScopeUser,
+		Form: settings.NewForm(settings.Text("greeting", "Greeting"))}
 	admin := settings.Section{ID: "admin", Title: "Operator only", Scope: settings.ScopeSystem,
 		Form: settings.NewForm(settings.Text("motd", "Message of the day"))}
 	exts := []api.ExtensionInfo{
@@ -93,7 +98,7 @@ func newFakeHost() *hosttest.Host {
 	for _, s := range []struct {
 		ext string
 		sec settings.Section
-	}{{"mcp", servers}, {"mcp", userServers}, {"demo", prefs}, {"demo", admin}} {
+	}{{"mcp", servers}, {"mcp", userServers}, {"demo", prefs}, {"demo", admin}, {"hello", greeting}} {
 		opts.Sections = append(opts.Sections, api.Section{Extension: s.ext, ID: s.sec.ID, Title: s.sec.Title,
 			Description: s.sec.Description, Scope: string(s.sec.Scope), Form: mustForm(s.sec)})
 	}

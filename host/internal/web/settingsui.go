@@ -40,6 +40,10 @@ type fieldView struct {
 	MaxLen   int
 	Pattern  string
 
+	// Status (toggle): the user's status entries the node names
+	// (settings.Node.Status), shown beside the switch.
+	Status []*fieldStatus
+
 	SecretSet  bool   // secret: whether a value is stored
 	ClearForm  string // secret: the id of its clear form
 	Error      string // what is wrong with the submitted value
@@ -57,6 +61,9 @@ func (f *fieldView) DescribedBy() string {
 	if f.Kind == string(settings.NodeSecret) {
 		state = f.ID + "-state"
 	}
+	if len(f.Status) > 0 {
+		state = f.ID + "-status"
+	}
 	for _, id := range []string{f.WarningID, state, f.HelpID, f.ErrorID} {
 		if id != "" {
 			ids = append(ids, id)
@@ -64,6 +71,17 @@ func (f *fieldView) DescribedBy() string {
 	}
 	return strings.Join(ids, " ")
 }
+
+// fieldStatus is one status entry shown beside the switch it belongs to;
+// Connect, when set, is the id of the hidden form that starts its sign-in
+// (a form cannot hold another).
+type fieldStatus struct {
+	api.StatusEntry
+	Connect string
+}
+
+// connectForm is the hidden form of a Connect button inside a section.
+type connectForm struct{ FormID, Action string }
 
 type optionView struct {
 	Value, Label string
@@ -77,6 +95,7 @@ type sectionView struct {
 	Submit                      string
 	Fields                      []*fieldView
 	Clears                      []clearView
+	Connects                    []connectForm
 	Error                       string // a problem not tied to a field
 	Invalid                     bool   // the submission was refused
 }
@@ -99,7 +118,8 @@ type settingsView struct {
 	Flash, Error             string
 	Sections                 []*sectionView
 	Secrets                  []*secretsView
-	Status                   []api.StatusEntry
+	Status                   []api.StatusEntry // the entries no switch shows
+	StatusBeside             bool              // some are shown beside their switches
 	StatusError              string
 	CanConnect               bool   // Connect buttons start sign-ins (Options.SignIn)
 	NeedsSignIn              string // the state that gets one
@@ -164,8 +184,32 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 		return
 	}
 	ctx := r.Context()
+	// The tools first: listing them activates the user, so that the
+	// status has their servers even on the first visit.
+	if tools, err := s.h.Tools(ctx, ws.User); err != nil {
+		_, v.ToolsError = s.hostErrStatus(r, err)
+	} else {
+		v.Tools = tools
+	}
+	var status []api.StatusEntry
+	if st, err := s.h.Status(ctx, ws.User); err != nil {
+		_, v.StatusError = s.hostErrStatus(r, err)
+	} else {
+		for _, e := range st {
+			if e.User == ws.User { // never another user's line
+				status = append(status, e)
+			}
+		}
+	}
+	// shown are the entries a switch shows; the status panel lists the
+	// others.
+	shown := map[statusKey]bool{}
 	ids := 0
 	exts := []string{}
+	// secretExts are the extensions whose forms have a secret field: they,
+	// and those that hold a secret of the user, get a "Stored secrets"
+	// form; one that keeps no secret (hello) gets none.
+	secretExts := map[string]bool{}
 	for _, sec := range s.userSections(ctx) {
 		if !slices.Contains(exts, sec.Extension) {
 			exts = append(exts, sec.Extension)
@@ -183,7 +227,11 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 			continue
 		}
 		sv.Submit = f.Root.Submit
-		b := &fieldBuilder{ids: &ids, anchor: sv.Anchor}
+		if len(settings.SecretNames(f)) > 0 {
+			secretExts[sec.Extension] = true
+		}
+		b := &fieldBuilder{ids: &ids, anchor: sv.Anchor, ext: sec.Extension, status: status, shown: shown,
+			connect: v.CanConnect, connectPath: s.path("/settings/connect/")}
 		if sub != nil && sub.ext == sec.Extension && sub.section == sec.ID {
 			// A refused submission shows what was posted; a failed clear
 			// (no form) shows the stored values.
@@ -204,7 +252,7 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 			b.obj = merged(settings.Defaults(f), vals.Values)
 		}
 		sv.Fields = b.build(f.Root.Children, "", b.obj)
-		sv.Clears = b.clears
+		sv.Clears, sv.Connects = b.clears, b.connects
 	}
 	for _, e := range exts {
 		sv := &secretsView{Ext: e, Anchor: anchor("secrets", e),
@@ -217,6 +265,9 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 		if err != nil {
 			_, msg := s.hostErrStatus(r, err)
 			sv.Error = "Your secrets could not be listed: " + msg
+		}
+		if err == nil && len(names) == 0 && !secretExts[e] && sv.Error == "" {
+			continue
 		}
 		sv.Names = names
 		v.Secrets = append(v.Secrets, sv)
@@ -235,22 +286,12 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 		}
 	}
 	v.Apps = s.connectedApps(ctx, ws.User)
-	// The tools first: listing them activates the user, so that the
-	// status has their servers even on the first visit.
-	if tools, err := s.h.Tools(ctx, ws.User); err != nil {
-		_, v.ToolsError = s.hostErrStatus(r, err)
-	} else {
-		v.Tools = tools
-	}
-	if st, err := s.h.Status(ctx, ws.User); err != nil {
-		_, v.StatusError = s.hostErrStatus(r, err)
-	} else {
-		for _, e := range st {
-			if e.User == ws.User { // never another user's line
-				v.Status = append(v.Status, e)
-			}
+	for _, e := range status {
+		if !shown[statusKey{e.Extension, e.Name}] {
+			v.Status = append(v.Status, e)
 		}
 	}
+	v.StatusBeside = len(shown) > 0
 	s.render(w, r, code, "settings.html", v)
 }
 
@@ -300,13 +341,20 @@ func decodeObj(raw json.RawMessage) map[string]any {
 // fieldBuilder turns form nodes into field views, from the stored values
 // (obj) or from a refused submission (form, errs).
 type fieldBuilder struct {
-	ids     *int
-	anchor  string
-	obj     map[string]any
-	form    url.Values
-	errs    map[string]string
-	secrets map[string]bool
-	clears  []clearView
+	ids    *int
+	anchor string
+	ext    string // the section's extension, whose status entries its switches name
+	status []api.StatusEntry
+	shown  map[statusKey]bool // the entries put beside a switch
+	// connect: Connect buttons start sign-ins, at connectPath+ext/name.
+	connect     bool
+	connectPath string
+	connects    []connectForm
+	obj         map[string]any
+	form        url.Values
+	errs        map[string]string
+	secrets     map[string]bool
+	clears      []clearView
 }
 
 func (b *fieldBuilder) id() string {
@@ -391,6 +439,9 @@ func (b *fieldBuilder) field(n *settings.Node, path string, obj map[string]any) 
 		} else {
 			f.Checked, _ = raw.(bool)
 		}
+		if n.Status != "" {
+			b.statusOf(f, n.Status)
+		}
 	case settings.NodeSecret:
 		// Write-only: never pre-filled, not even after a refused submission.
 		f.SecretSet = b.secrets[path]
@@ -421,6 +472,27 @@ func (b *fieldBuilder) field(n *settings.Node, path string, obj map[string]any) 
 		}
 	}
 	return f
+}
+
+// statusKey names a status entry: its extension and its name.
+type statusKey struct{ ext, name string }
+
+// statusOf puts beside f the user's status entries named name of the
+// section's extension, with a Connect button for one that needs sign-in.
+func (b *fieldBuilder) statusOf(f *fieldView, name string) {
+	for _, e := range b.status {
+		if e.Extension != b.ext || e.Name != name {
+			continue
+		}
+		fs := &fieldStatus{StatusEntry: e}
+		if b.connect && e.State == ext.StateNeedsSignIn {
+			fs.Connect = b.anchor + "-connect-" + strconv.Itoa(len(b.connects)+1)
+			b.connects = append(b.connects, connectForm{FormID: fs.Connect,
+				Action: b.connectPath + url.PathEscape(e.Extension) + "/" + url.PathEscape(e.Name)})
+		}
+		f.Status = append(f.Status, fs)
+		b.shown[statusKey{e.Extension, e.Name}] = true
+	}
 }
 
 func join(prefix, name string) string {

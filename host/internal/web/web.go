@@ -314,6 +314,8 @@ func (s *server) static(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 	case strings.HasSuffix(name, ".css"):
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	case strings.HasSuffix(name, ".svg"):
+		w.Header().Set("Content-Type", "image/svg+xml")
 	default:
 		w.Header().Set("Content-Type", "application/octet-stream")
 	}
@@ -507,6 +509,9 @@ var funcs = template.FuncMap{
 		}
 		return string(e)
 	},
+	// datetime is a time for a <time datetime> attribute, which app.js
+	// shows in the browser's time zone.
+	"datetime": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"when": func(t time.Time) string {
 		if t.IsZero() {
 			return ""

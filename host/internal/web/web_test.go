@@ -398,7 +398,7 @@ func TestRenderEveryNodeType(t *testing.T) {
 		`type="number"`, `name="retries" value="3" step="1" min="0" max="10"`, `name="advanced.ratio" value="" step="0.5"`,
 		`<fieldset>`, `<legend>Advanced</legend>`, `name="advanced.verbose"`, `name="advanced.apikey"`,
 		// status and tools
-		`<th scope="row">search</th>`, `<th scope="row"><code>notes/add_note</code></th>`, `deferred`,
+		`<th scope="row">team</th>`, `<th scope="row"><code>notes/add_note</code></th>`, `deferred`,
 		"MCP endpoint: <code class=\"mcp-url\">http://127.0.0.1:7777/mcp</code>",
 	} {
 		if !strings.Contains(page, want) {
@@ -653,7 +653,9 @@ func TestUsersIsolated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.h.SetStatus("bob", append(st, api.StatusEntry{Extension: "mcp", User: "alice", Name: "leak-" + canaries["alice"], State: "connected"})...)
+	// One named after a switch would be shown beside it.
+	e.h.SetStatus("bob", append(st, api.StatusEntry{Extension: "mcp", User: "alice", Name: "leak-" + canaries["alice"], State: "connected"},
+		api.StatusEntry{Extension: "mcp", User: "alice", Name: "search", State: "quarantined", Reason: "refused " + canaries["alice"]})...)
 	for _, u := range users {
 		other := "bob"
 		if u == "bob" {
@@ -665,7 +667,8 @@ func TestUsersIsolated(t *testing.T) {
 			seen = append(seen, e.api("GET", p, tokens[u], "").body)
 		}
 		for _, body := range seen {
-			if strings.Contains(body, canaries[other]) || strings.Contains(body, "token:u_"+other) || strings.Contains(body, "Only for "+other) {
+			if strings.Contains(body, canaries[other]) || strings.Contains(body, "token:u_"+other) || strings.Contains(body, "Only for "+other) ||
+				strings.Contains(body, "connection refused ("+other+")") {
 				t.Errorf("%s sees %s's data:\n%s", u, other, body)
 			}
 		}
@@ -893,6 +896,69 @@ func TestHostHeader(t *testing.T) {
 	}
 }
 
+// TestStateBesideSwitch checks the settings page as it is sent (the
+// browser test, TestMCPServersSectionInABrowser, sees it drawn): the state
+// of each server whose switch names its status entry is inside that
+// switch's .field and described by it, the quarantine's retry time a
+// <time> in UTC that app.js shows in local time, Connect a button tied to
+// a form outside the section's form; the status panel lists only the
+// entries no switch shows; an extension that keeps no secret (hello) gets
+// no "Stored secrets" form; the page's icon is served.
+func TestStateBesideSwitch(t *testing.T) {
+	e := newEnv(t, &Options{SignIn: func(http.ResponseWriter, *http.Request, string, string, string) (string, error) {
+		return "https://as.example/authorize", nil
+	}})
+	b := e.signIn("alice")
+	b.get("/settings") // activates alice: her status follows her switches
+	e.h.SetStatus("alice",
+		api.StatusEntry{Extension: "mcp", User: "alice", Name: "notes", State: ext.StateNeedsSignIn, Reason: "notes asks you to sign in"},
+		api.StatusEntry{Extension: "mcp", User: "alice", Name: "search", State: "quarantined", Reason: "connection refused",
+			NextRetry: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)},
+		api.StatusEntry{Extension: "mcp", User: "alice", Name: "team", State: "connected", Tools: 1},
+		api.StatusEntry{Extension: "mcp", User: "alice", Name: "u_mine", State: "connected", Tools: 2})
+	page := b.get("/settings").body
+	field := func(name string) string {
+		t.Helper()
+		m := regexp.MustCompile(`(?s)<div class="field field-toggle">\s*(?:<p class="warning"[^\n]*\n)?<input type="checkbox" id="(f\d+)" name="` + name + `"[^>]*>.*?\n</div>`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no switch %s:\n%s", name, page)
+		}
+		return m[0]
+	}
+	notes, search := field("notes"), field("search")
+	for _, want := range []string{`data-state="needs sign-in"`, "notes asks you to sign in", `<button type="submit" form="s-mcp-servers-connect-1">Connect`} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes's switch lacks %q:\n%s", want, notes)
+		}
+	}
+	if !strings.Contains(notes, `aria-describedby="f1-status"`) || !strings.Contains(notes, `id="f1-status"`) {
+		t.Errorf("notes's state does not describe its switch:\n%s", notes)
+	}
+	if !strings.Contains(page, `<form id="s-mcp-servers-connect-1" method="post" action="/settings/connect/mcp/notes" hidden>`) {
+		t.Error("no Connect form for notes")
+	}
+	for _, want := range []string{`data-state="quarantined"`, "connection refused", `<time datetime="2030-01-02T03:04:05Z">2030-01-02 03:04:05 UTC</time>`} {
+		if !strings.Contains(search, want) {
+			t.Errorf("search's switch lacks %q:\n%s", want, search)
+		}
+	}
+	if strings.Contains(search, "Connect") || strings.Contains(field("team"), "data-state") {
+		t.Error("a Connect for a quarantined server, or a state beside a switch that names none")
+	}
+	_, panel, _ := strings.Cut(page, `<section id="status"`)
+	panel, _, _ = strings.Cut(panel, "</section>")
+	if !strings.Contains(panel, `<th scope="row">team</th>`) || !strings.Contains(panel, `<th scope="row">u_mine</th>`) ||
+		strings.Contains(panel, `<th scope="row">notes</th>`) || strings.Contains(panel, `<th scope="row">search</th>`) {
+		t.Errorf("the status panel lists the entries shown beside switches, or lacks the others:\n%s", panel)
+	}
+	if strings.Contains(page, "Stored secrets (hello)") || !strings.Contains(page, "Stored secrets (mcp)") || !strings.Contains(page, "Stored secrets (demo)") {
+		t.Error(`"Stored secrets" forms: want mcp's and demo's (they have secret fields), not hello's`)
+	}
+	if r := b.get("/static/favicon.svg"); r.code != http.StatusOK || r.hdr.Get("Content-Type") != "image/svg+xml" || !strings.Contains(page, `rel="icon" href="/static/favicon.svg"`) {
+		t.Errorf("the page's icon: %d %q", r.code, r.hdr.Get("Content-Type"))
+	}
+}
+
 func TestAPI(t *testing.T) {
 	e := newEnv(t, nil)
 	tok := e.token("alice")
@@ -900,7 +966,7 @@ func TestAPI(t *testing.T) {
 
 	r := e.api("GET", "/api/v1/sections", tok, "")
 	var secs []api.Section
-	if err := json.Unmarshal([]byte(r.body), &secs); err != nil || len(secs) != 3 {
+	if err := json.Unmarshal([]byte(r.body), &secs); err != nil || len(secs) != 4 {
 		t.Fatalf("sections: %v %s", err, r.body)
 	}
 	r = e.api("GET", "/api/v1/settings/demo/prefs", tok, "")

@@ -8,6 +8,14 @@ document.addEventListener("DOMContentLoaded", function () {
   // ('self') does not govern it.
   var follow = document.querySelector("a[data-follow]");
   if (follow) { window.location.assign(follow.href); return; }
+  // Times in the browser's time zone; the page says UTC without script.
+  var local = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  document.querySelectorAll("time[datetime]").forEach(function (t) {
+    var d = new Date(t.getAttribute("datetime"));
+    if (isNaN(d)) return;
+    t.title = t.textContent;
+    t.textContent = local.format(d);
+  });
   document.querySelectorAll('textarea[data-syntax="json"]').forEach(function (ta) {
     var out = document.getElementById(ta.id + "-live");
     if (!out) return;
