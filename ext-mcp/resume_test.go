@@ -32,14 +32,17 @@ import (
 //     of 10 ms on 2025-11-25 (go-sdk's CloseSSEStream, SEP-1699);
 //   - drop "cut": a proxy in front breaks the connection after "before"
 //     (the client reads an unexpected EOF); the tool goes on once it did;
-//   - drop "stall": as "close", but every resumption (a GET with
-//     Last-Event-ID, counted in stalls) gets an empty stream.
+//   - drop "stall": as "close", but every resumption gets an empty stream;
+//   - drop "late": as "close", with a retry field of an hour.
 //
-// It returns the URL to configure.
-func resumeServer(t *testing.T, drop string, store bool, stalls *atomic.Int32) string {
+// It returns the URL to configure; closed is closed once the tool ended
+// its stream ("close", "stall", "late"); resumptions (GETs with
+// Last-Event-ID) are counted in resumes.
+func resumeServer(t *testing.T, drop string, store bool) (u string, closed <-chan struct{}, resumes *atomic.Int32) {
 	t.Helper()
-	cut := make(chan struct{})
-	var cutOnce sync.Once
+	cut, ended := make(chan struct{}), make(chan struct{})
+	var cutOnce, endOnce sync.Once
+	resumes = new(atomic.Int32)
 	s := mcp.NewServer(&mcp.Implementation{Name: "resume", Version: "v0"}, nil)
 	s.AddTool(&mcp.Tool{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -51,8 +54,13 @@ func resumeServer(t *testing.T, drop string, store bool, stalls *atomic.Int32) s
 			}
 			progress("before", 1)
 			switch drop {
-			case "close", "stall":
-				req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 10 * time.Millisecond})
+			case "close", "stall", "late":
+				retry := 10 * time.Millisecond
+				if drop == "late" {
+					retry = time.Hour
+				}
+				req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: retry})
+				endOnce.Do(func() { close(ended) })
 			case "cut":
 				select {
 				case <-cut:
@@ -67,27 +75,25 @@ func resumeServer(t *testing.T, drop string, store bool, stalls *atomic.Int32) s
 	if store {
 		opts.EventStore = mcp.NewMemoryEventStore(nil)
 	}
-	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
-	if drop == "stall" {
-		// Every resumption gets a stream that ends at once, with nothing new.
-		sdk := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
-				stalls.Add(1)
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			resumes.Add(1)
+			if drop == "stall" {
+				// A stream that ends at once, with nothing new.
 				w.Header().Set("Content-Type", "text/event-stream")
 				_, _ = io.WriteString(w, "retry: 5\n\n")
 				return
 			}
-			sdk.ServeHTTP(w, r)
-		})
-	}
-	srv := httptest.NewServer(h)
+		}
+		sdk.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
 	})
 	if drop != "cut" {
-		return srv.URL
+		return srv.URL, ended, resumes
 	}
 	// The proxy passes everything on, but breaks the first event stream
 	// that carries a progress notification right after that event.
@@ -109,7 +115,7 @@ func resumeServer(t *testing.T, drop string, store bool, stalls *atomic.Int32) s
 		front.CloseClientConnections()
 		front.Close()
 	})
-	return front.URL
+	return front.URL, ended, resumes
 }
 
 // cutter passes an event stream on until the end of its first progress
@@ -147,9 +153,14 @@ func (c *cutter) Read(p []byte) (int, error) {
 // with the progress of both streams reaching the caller. Before, the call
 // failed with "the server ended the stream before answering". A server
 // that keeps no events (no event ids) still fails the call, saying so; one
-// whose resumptions bring nothing new fails it after 5.
+// whose resumptions bring nothing new fails it after 5; a call cancelled
+// while it waits to resume ends at once.
 func TestResumeDroppedStream(t *testing.T) {
 	t.Parallel()
+	// config serves a resumeServer to ext-mcp on protocol.
+	config := func(u, protocol string) string {
+		return fmt.Sprintf(`{"mcpServers": {"r": {"url": %q, "protocolVersion": %q}}}`, u, protocol)
+	}
 	for _, tc := range []struct{ protocol, drop string }{
 		{"2025-11-25", "close"}, // the server's retry: 10 ms
 		{"2025-06-18", "close"}, // no retry field: go-sdk's first backoff
@@ -158,8 +169,8 @@ func TestResumeDroppedStream(t *testing.T) {
 	} {
 		t.Run(tc.protocol+"/"+tc.drop, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"r": {"url": %q, "protocolVersion": %q}}}`,
-				resumeServer(t, tc.drop, true, nil), tc.protocol), nil)
+			u, _, resumes := resumeServer(t, tc.drop, true)
+			f := newFixture(t, "inprocess", config(u, tc.protocol), nil)
 			f.activate("alice")
 			s := clientSession("alice")
 			res, err := f.e.(ext.ToolCaller).CallTool(ctx(t), &ext.CallToolRequest{User: "alice", Name: "r/slow",
@@ -181,24 +192,55 @@ func TestResumeDroppedStream(t *testing.T) {
 			if strings.Join(got, ",") != "before,after" {
 				t.Errorf("the caller heard progress %q, want before and after, once each", got)
 			}
+			if n := resumes.Load(); n != 1 {
+				t.Errorf("%d resumptions, want 1", n)
+			}
 		})
 	}
 	t.Run("no event ids", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"r": {"url": %q, "protocolVersion": "2025-11-25"}}}`,
-			resumeServer(t, "close", false, nil)), nil)
+		u, _, _ := resumeServer(t, "close", false)
+		f := newFixture(t, "inprocess", config(u, "2025-11-25"), nil)
 		f.activate("alice")
 		f.wantErrorResult("alice", "r/slow", `{}`, `MCP server "r" failed to run tool "slow": the server ended the stream before answering (it gave no event id to resume it from)`)
 	})
 	t.Run("no new event", func(t *testing.T) {
 		t.Parallel()
-		var stalls atomic.Int32
-		f := newFixture(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"r": {"url": %q, "protocolVersion": "2025-11-25"}}}`,
-			resumeServer(t, "stall", true, &stalls)), nil)
+		u, _, resumes := resumeServer(t, "stall", true)
+		f := newFixture(t, "inprocess", config(u, "2025-11-25"), nil)
 		f.activate("alice")
-		f.wantErrorResult("alice", "r/slow", `{}`, "brought nothing new")
-		if n := stalls.Load(); n != 5 {
+		f.wantErrorResult("alice", "r/slow", `{}`, "5 resumptions from event")
+		if n := resumes.Load(); n != 5 {
 			t.Errorf("%d resumptions that brought nothing, want 5", n)
+		}
+	})
+	t.Run("cancelled while waiting", func(t *testing.T) {
+		// The server asks for an hour (30 s, bounded): the call's end
+		// ends the wait, and no resumption is sent.
+		t.Parallel()
+		u, closed, resumes := resumeServer(t, "late", true)
+		f := newFixture(t, "inprocess", config(u, "2025-11-25"), nil)
+		f.activate("alice")
+		cctx, cancel := context.WithCancel(ctx(t))
+		errc := make(chan error, 1)
+		go func() {
+			_, err := f.e.(ext.ToolCaller).CallTool(cctx, &ext.CallToolRequest{User: "alice", Name: "r/slow", Arguments: json.RawMessage(`{}`)})
+			errc <- err
+		}()
+		<-closed
+		// Still waiting a moment later (it waits 30 s; before, the call
+		// failed as soon as the stream ended).
+		select {
+		case err := <-errc:
+			t.Fatalf("the call ended before it was cancelled: %v", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("a call cancelled while its stream waits to be resumed: %v, want context.Canceled", err)
+		}
+		if n := resumes.Load(); n != 0 {
+			t.Errorf("%d resumptions after the call ended", n)
 		}
 	})
 }
