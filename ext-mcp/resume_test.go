@@ -25,7 +25,8 @@ import (
 
 // resumeServer is a go-sdk Streamable HTTP server whose tool "slow"
 // reports progress "before", then loses its request's event stream (how:
-// drop), reports "after" and answers "done". With store, the server keeps
+// drop), reports "after", asks the client (elicitation) when its
+// arguments hold "ask", and answers "done" (and the name given). With store, the server keeps
 // its events for resumption (go-sdk's MemoryEventStore).
 //
 //   - drop "close": the server ends the stream itself, with a retry field
@@ -69,7 +70,17 @@ func resumeServer(t *testing.T, drop string, store bool) (u string, closed <-cha
 				}
 			}
 			progress("after", 2)
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+			text := "done"
+			if strings.Contains(string(req.Params.Arguments), `"ask"`) {
+				// A request to the client, on the resumed stream.
+				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: "Who?", RequestedSchema: json.RawMessage(
+					`{"type":"object","properties":{"name":{"type":"string"},"check":{"type":"boolean"},"interpretation":{"type":"string"}}}`)})
+				if err != nil {
+					return nil, err
+				}
+				text += " for " + fmt.Sprint(res.Content["name"])
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
 		})
 	opts := &mcp.StreamableHTTPOptions{}
 	if store {
@@ -150,7 +161,8 @@ func (c *cutter) Read(p []byte) (int, error) {
 // the answer, on each session-bound protocol revision, the server ending
 // it on purpose or the connection breaking: ext-mcp resumes it with a GET
 // and Last-Event-ID, as the spec says, and the call returns the answer
-// with the progress of both streams reaching the caller. Before, the call
+// with the progress of both streams reaching the caller, and the server's
+// question on the resumed stream answered by it. Before, the call
 // failed with "the server ended the stream before answering". A server
 // that keeps no events (no event ids) still fails the call, saying so; one
 // whose resumptions bring nothing new fails it after 5; a call cancelled
@@ -174,12 +186,12 @@ func TestResumeDroppedStream(t *testing.T) {
 			f.activate("alice")
 			s := clientSession("alice")
 			res, err := f.e.(ext.ToolCaller).CallTool(ctx(t), &ext.CallToolRequest{User: "alice", Name: "r/slow",
-				Arguments: json.RawMessage(`{}`), ProgressToken: json.RawMessage(`"p"`), Session: s})
+				Arguments: json.RawMessage(`{"ask":true}`), ProgressToken: json.RawMessage(`"p"`), Session: s})
 			if err != nil {
 				t.Fatalf("the call failed: %v", err)
 			}
-			if res, err = res.Fields(); err != nil || res.IsError || res.Text() != "done" {
-				t.Fatalf("the call answered %q (error result %v, %v), want done", res.Text(), res.IsError, err)
+			if res, err = res.Fields(); err != nil || res.IsError || res.Text() != "done for Name of alice" {
+				t.Fatalf("the call answered %q (error result %v, %v), want done, with the caller's answer to the server's question", res.Text(), res.IsError, err)
 			}
 			var got []string
 			for _, n := range s.Notes() {
