@@ -319,7 +319,7 @@ func (h *httpRaw) resume(ctx context.Context, id string, sess ext.Session, cur *
 			}
 			return nil, fmt.Errorf("the stream broke before the answer (the server gave no event id to resume it from): %w", ended)
 		case tries == resumeTries:
-			return nil, fmt.Errorf("the server ended the stream before answering, and %d resumptions from event %q brought nothing new: %w", resumeTries, prev, ended)
+			return nil, fmt.Errorf("the server ended the stream before answering, and %d resumptions from event %q brought nothing new: %w", resumeTries, clip(prev, 64), ended)
 		}
 		tries++
 		t := time.NewTimer(wait)
@@ -345,11 +345,11 @@ func (h *httpRaw) resume(ctx context.Context, id string, sess ext.Session, cur *
 		}
 		if err := h.status(resp); err != nil {
 			_ = resp.Body.Close()
-			return nil, fmt.Errorf("resuming the stream from event %q: %w", cur.lastID, err)
+			return nil, fmt.Errorf("resuming the stream from event %q: %w", clip(string(cur.lastID), 64), err)
 		}
 		if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
 			_ = resp.Body.Close()
-			return nil, fmt.Errorf("resuming the stream from event %q: the server answered %q, not an event stream", cur.lastID, ct)
+			return nil, fmt.Errorf("resuming the stream from event %q: the server answered %q, not an event stream", clip(string(cur.lastID), 64), clip(ct, 64))
 		}
 		res, done, err := h.read(ctx, id, resp.Body, sess, cur)
 		_ = resp.Body.Close()
