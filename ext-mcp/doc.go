@@ -120,7 +120,10 @@
 // tools/call and the requests above are ext-mcp's own requests beside
 // go-sdk's session — on the same pipes, read by ext-mcp's own line reader,
 // or as POSTs in the same session — so results come back as bytes and go
-// to the host untouched ([ext.CallToolResult.Raw]). go-sdk keeps the
+// to the host untouched ([ext.CallToolResult.Raw]). A POST's event stream
+// that ends before its answer is resumed from its last event id (a GET
+// with Last-Event-ID after the server's retry), as go-sdk's client does:
+// at most 5 tries in a row that bring no new event. go-sdk keeps the
 // handshake, the lists and the notifications; legacy SSE and stateless
 // servers go through go-sdk for everything (tasks need the own path).
 //

@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -26,8 +29,10 @@ import (
 // protocol version), answered with JSON or an SSE stream. On that stream
 // the server's progress and log messages for the request, and its requests
 // to the client (sampling, elicitation, roots), belong to this request
-// alone: they go to its session, and answers are POSTed back. Results stay
-// raw. It is safe for concurrent use.
+// alone: they go to its session, and answers are POSTed back. A stream that
+// ends before the answer (the connection broke, or the server closed it
+// with a retry field) is resumed with a GET and Last-Event-ID (resume).
+// Results stay raw. It is safe for concurrent use.
 type httpRaw struct {
 	url      string
 	server   string // for errors
@@ -46,13 +51,28 @@ type httpRaw struct {
 }
 
 func (h *httpRaw) post(ctx context.Context, body []byte) (*http.Response, error) {
+	return h.send(ctx, http.MethodPost, body, nil)
+}
+
+// send sends one request in the session: a POST of body, or a GET that
+// resumes a stream after the event lastID.
+func (h *httpRaw) send(ctx context.Context, method string, body, lastID []byte) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, h.url, rd)
 		if err != nil {
 			return nil, err
 		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+		} else {
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Last-Event-ID", string(lastID))
+		}
 		if h.session != "" {
 			req.Header.Set("Mcp-Session-Id", h.session)
 		}
@@ -170,25 +190,48 @@ func answer(b []byte) (json.RawMessage, error) {
 	return env.Result, nil
 }
 
-// stream reads an SSE response until the answer to id.
+// stream reads an SSE response until the answer to id. When the stream
+// ends before the answer, it is resumed (resume).
 func (h *httpRaw) stream(ctx context.Context, id string, body io.Reader, sess ext.Session) (json.RawMessage, error) {
+	var cur sseCursor
+	res, done, err := h.read(ctx, id, body, sess, &cur)
+	if done {
+		return res, err
+	}
+	return h.resume(ctx, id, sess, &cur, err)
+}
+
+// sseCursor is where a request's stream stands, as the SSE standard keeps
+// it: the id of the last event dispatched, and the reconnection time the
+// server asked for.
+type sseCursor struct {
+	id     []byte        // the last id field read: the event's, once it is dispatched
+	lastID []byte        // the last event ID: what a resumption sends
+	retry  time.Duration // 0 when the server gave none
+}
+
+// read reads one SSE response: done with the answer to id or a failure
+// that ends the request; not done when the stream ended first (err says
+// how: io.EOF, or the connection's error).
+func (h *httpRaw) read(ctx context.Context, id string, body io.Reader, sess ext.Session, cur *sseCursor) (res json.RawMessage, done bool, err error) {
 	r := newMsgReader(body, h.limit)
 	var data []byte
 	for {
 		line, big, err := r.next()
 		switch {
-		case errors.Is(err, io.EOF):
-			return nil, fmt.Errorf("the server ended the stream before answering")
 		case err != nil:
-			return nil, err
+			return nil, false, err
 		case big != nil:
 			// The request fails; its stream is abandoned (the caller
 			// closes the body), the session goes on.
-			return nil, &tooLargeError{server: h.server, limit: h.limit, size: big.size, atLeast: big.endless}
+			return nil, true, &tooLargeError{server: h.server, limit: h.limit, size: big.size, atLeast: big.endless}
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		switch {
 		case len(line) == 0:
+			// Dispatch: the event's id is the last event ID, even when
+			// it carries no data (a priming event).
+			cur.lastID = cur.id
 			if len(data) == 0 {
 				continue
 			}
@@ -196,19 +239,145 @@ func (h *httpRaw) stream(ctx context.Context, id string, body io.Reader, sess ex
 			data = nil
 			res, done, err := h.event(ctx, id, msg, sess)
 			if done {
-				return res, err
+				return res, true, err
 			}
 		case bytes.HasPrefix(line, []byte("data:")):
 			v := bytes.TrimPrefix(line[5:], []byte(" "))
 			if int64(len(data)+len(v)) > h.limit {
-				return nil, &tooLargeError{server: h.server, limit: h.limit, size: int64(len(data) + len(v)), atLeast: true}
+				return nil, true, &tooLargeError{server: h.server, limit: h.limit, size: int64(len(data) + len(v)), atLeast: true}
 			}
 			if len(data) > 0 {
 				data = append(data, '\n')
 			}
 			data = append(data, v...)
+		case bytes.HasPrefix(line, []byte("id:")), string(line) == "id":
+			// The line is the reader's copy: keeping a slice of it is safe.
+			if v := bytes.TrimPrefix(line[2:], []byte(":")); bytes.IndexByte(v, 0) < 0 {
+				cur.id = bytes.TrimPrefix(v, []byte(" "))
+			}
+		case bytes.HasPrefix(line, []byte("retry:")):
+			if ms, ok := sseDigits(bytes.TrimPrefix(line[6:], []byte(" "))); ok {
+				cur.retry = time.Duration(ms) * time.Millisecond
+			}
 		}
 	}
+}
+
+// sseDigits parses a retry field: ASCII digits only, as the SSE standard
+// says, bounded (resumeMaxDelay bounds the wait anyway).
+func sseDigits(v []byte) (int64, bool) {
+	if len(v) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = min(n*10+int64(c-'0'), int64(resumeMaxDelay/time.Millisecond))
+	}
+	return n, true
+}
+
+// Resuming a request's stream, as go-sdk's client does (its MaxRetries,
+// its backoff): MCP 2025-03-26 to 2025-11-25 let a server end a POST's
+// event stream before the answer (a dropped connection, or on purpose
+// with a retry field, 2025-11-25) and the client GET it again with
+// Last-Event-ID; 2026-07-28 removed this (SEP-2575), and its stateless
+// requests go through go-sdk anyway.
+const (
+	// resumeTries bounds the resumptions in a row that bring no new event.
+	resumeTries = 5
+	// resumeDelay is the first wait when the server gave no retry field;
+	// each failed try waits resumeGrow times more, up to resumeMaxDelay,
+	// plus a random part as long (full jitter).
+	resumeDelay    = time.Second
+	resumeGrow     = 1.5
+	resumeMaxDelay = 30 * time.Second
+)
+
+// resume GETs the stream of request id again from the last event, after
+// the server's retry time, until the answer, the call's end, or
+// resumeTries tries in a row that bring no new event. ended is how the
+// stream ended.
+func (h *httpRaw) resume(ctx context.Context, id string, sess ext.Session, cur *sseCursor, ended error) (json.RawMessage, error) {
+	prev := string(cur.lastID)
+	tries := 0
+	wait := cur.wait(1)
+	for {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var big *tooLargeError
+		switch {
+		case errors.As(ended, &big):
+			return nil, ended
+		case len(cur.lastID) == 0:
+			// Nothing to resume from.
+			if errors.Is(ended, io.EOF) {
+				return nil, fmt.Errorf("the server ended the stream before answering (it gave no event id to resume it from)")
+			}
+			return nil, fmt.Errorf("the stream broke before the answer (the server gave no event id to resume it from): %w", ended)
+		case tries == resumeTries:
+			return nil, fmt.Errorf("the server ended the stream before answering, and %d resumptions from event %q brought nothing new: %w", resumeTries, clip(prev, 64), ended)
+		}
+		tries++
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		resp, err := h.send(ctx, http.MethodGet, nil, cur.lastID)
+		if err != nil {
+			ended, wait = fmt.Errorf("resuming the stream: %w", err), cur.backoff(tries+1)
+			continue
+		}
+		switch resp.StatusCode {
+		case http.StatusConflict, // the server still holds the stream for the broken request
+			http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+			http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+			_ = resp.Body.Close()
+			ended, wait = fmt.Errorf("resuming the stream: %s", resp.Status), cur.backoff(tries+1)
+			continue
+		}
+		if err := h.status(resp); err != nil {
+			_ = resp.Body.Close()
+			return nil, fmt.Errorf("resuming the stream from event %q: %w", clip(string(cur.lastID), 64), err)
+		}
+		if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
+			_ = resp.Body.Close()
+			return nil, fmt.Errorf("resuming the stream from event %q: the server answered %q, not an event stream", clip(string(cur.lastID), 64), clip(ct, 64))
+		}
+		res, done, err := h.read(ctx, id, resp.Body, sess, cur)
+		_ = resp.Body.Close()
+		if done {
+			return res, err
+		}
+		ended = err
+		if string(cur.lastID) != prev {
+			prev, tries = string(cur.lastID), 0
+		}
+		wait = cur.wait(tries + 1)
+	}
+}
+
+// wait is how long to wait after a stream ended, before the nth try in
+// a row: the server's retry, else the backoff.
+func (c *sseCursor) wait(n int) time.Duration {
+	if c.retry > 0 {
+		return min(c.retry, resumeMaxDelay)
+	}
+	return c.backoff(n)
+}
+
+// backoff is how long to wait after a failed try, before the nth: it grows
+// from resumeDelay, with jitter, and is at least the server's retry.
+func (c *sseCursor) backoff(n int) time.Duration {
+	d := min(time.Duration(float64(resumeDelay)*math.Pow(resumeGrow, float64(n-1))), resumeMaxDelay)
+	return max(d+rand.N(d), min(c.retry, resumeMaxDelay))
 }
 
 // event handles one message on a request's stream; done when it is the

@@ -261,6 +261,81 @@ func TestIdleUsersAreDeactivated(t *testing.T) {
 	}
 }
 
+// TestIdleUsersSleepAtDefaultSetting (issue 17, item 8) is
+// TestIdleUsersAreDeactivated at the default services.idleMinutes (10),
+// the clock moved instead of waited for: nobody sleeps before 10 minutes
+// of silence; after them the idle user and the one with a silent session
+// sleep, the one whose session subscribed to a resource does not; the
+// sleeper's tools stay listed, their session hears no change, and more
+// looks of the watcher (every 30 s) leave them asleep until their next
+// request, which wakes them with the same tools and no change heard.
+func TestIdleUsersSleepAtDefaultSetting(t *testing.T) {
+	x := &sleepyExt{acts: map[string]int{}}
+	h, err := host.New(context.Background(), &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"}},
+		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: x}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	if idle, tick := h.UserIdle(); idle != 10*time.Minute || tick != 30*time.Second {
+		t.Fatalf("the default idle time %v, looked at every %v; want 10m0s, every 30s", idle, tick)
+	}
+	ctx := context.Background()
+	users := []string{"idle", "attached", "subscribed"}
+	for _, u := range users {
+		if _, err := h.Tools(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, detach := h.AttachSession("attached", ext.NoSession)
+	defer detach()
+	_, detach2 := h.AttachSession("subscribed", ext.NoSession)
+	defer detach2()
+	if err := h.SubscribeResource(ctx, "subscribed", "test://subscribed/r", false); err != nil {
+		t.Fatal(err)
+	}
+	changes, cancel := h.Subscribe(ctx, "attached")
+	defer cancel()
+	age := func(d time.Duration) {
+		for _, u := range users {
+			h.AgeUser(u, d)
+		}
+		h.DeactivateIdleNow()
+	}
+	age(9*time.Minute + 59*time.Second)
+	if got := h.ActiveUsers(); len(got) != 3 {
+		t.Fatalf("active users after 9m59s of silence: %v; want all three", got)
+	}
+	age(2 * time.Second)
+	if got := h.ActiveUsers(); !slices.Equal(got, []string{"subscribed"}) {
+		t.Fatalf("active users after 10m01s of silence: %v; want only the one with a subscription", got)
+	}
+	// Asleep over several more looks (as if minutes passed): no change,
+	// no activation, the tools still listed.
+	for range 4 {
+		age(30 * time.Second)
+	}
+	select {
+	case <-changes:
+		t.Error("the sleeping user's session heard a tools change (clients list again and wake the user)")
+	default:
+	}
+	if n := x.activations("attached"); n != 1 || slices.Contains(h.ActiveUsers(), "attached") {
+		t.Errorf("the sleeping user was activated %d times (active: %v); want once, asleep", n, h.ActiveUsers())
+	}
+	if !slices.ContainsFunc(h.ListedTools("attached"), func(t host.Tool) bool { return t.Name == "t/mine_attached" }) {
+		t.Errorf("the sleeping user's tools are no longer listed: %v", h.ListedTools("attached"))
+	}
+	if _, err := h.Tools(ctx, "attached"); err != nil || !slices.Contains(h.ActiveUsers(), "attached") || x.activations("attached") != 2 {
+		t.Errorf("the next request did not wake the user: %v, active %v, %d activations", err, h.ActiveUsers(), x.activations("attached"))
+	}
+	select {
+	case <-changes:
+		t.Error("waking a user with the same tools sent a tools change")
+	default:
+	}
+}
+
 // TestSandboxConfig: services.sandboxUIDs and services.unsafeSharedUID
 // parse; a bad range is refused naming the field.
 func TestSandboxConfig(t *testing.T) {
