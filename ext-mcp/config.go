@@ -161,6 +161,15 @@ type OAuthConfig struct {
 	ClientSecret *SecretRef `json:"clientSecret,omitempty" jsonschema_description:"The client's secret, as a reference to an operator secret: {\"secret\": NAME}, stored with agenthost secret set --operator NAME. Never the value itself."`
 	// Scopes replaces the scopes the server names with these.
 	Scopes []string `json:"scopes,omitempty" jsonschema_description:"The scopes to ask for, instead of the ones the server names."`
+	// AllowDefaultEndpoints (the operator's servers only) lets a sign-in
+	// go on when the authorization server publishes no metadata (RFC
+	// 8414), with the endpoints MCP 2025-03-26 prescribed for that case:
+	// /authorize, /token and /register at the authorization server's
+	// root (the MCP server's origin when it publishes no RFC 9728
+	// metadata either). Off by default: without metadata neither the
+	// issuer nor the server's support for PKCE with S256 can be checked
+	// (PKCE is sent all the same).
+	AllowDefaultEndpoints bool `json:"allowDefaultEndpoints,omitempty" jsonschema_description:"Sign in to a server on the MCP 2025-03-26 authorization rules, which publishes no metadata: /authorize, /token and /register at its root. Its issuer and PKCE support cannot be checked (the operator's servers only)."`
 }
 
 // SecretRef names a secret of the operator's store (agenthost secret set
@@ -699,8 +708,14 @@ func parseOAuth(raw json.RawMessage, where string, user bool, errs *problems) *O
 				}
 				o.Scopes = l
 			}
+		case "allowDefaultEndpoints":
+			if user {
+				errs.add(at, "only the operator may allow a sign-in without the authorization server's metadata")
+				continue
+			}
+			o.AllowDefaultEndpoints, _ = boolean(v, at, errs)
 		default:
-			errs.add(at, "unknown field%s", suggest(k, "clientId", "clientSecret", "scopes"))
+			errs.add(at, "unknown field%s", suggest(k, "clientId", "clientSecret", "scopes", "allowDefaultEndpoints"))
 		}
 	}
 	if o.ClientSecret != nil && o.ClientID == "" {

@@ -250,6 +250,10 @@ func TestParseServerList(t *testing.T) {
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0] != "mcpServers.o.oauth.clientSecret: names an operator secret; your own servers cannot use one" {
 		t.Errorf("an own server naming an operator secret: %v", err)
 	}
+	_, err = extmcp.ParseServerList(json.RawMessage(`{"mcpServers": {"o": {"url": "https://o/mcp", "oauth": {"allowDefaultEndpoints": true}}}}`))
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0] != "mcpServers.o.oauth.allowDefaultEndpoints: only the operator may allow a sign-in without the authorization server's metadata" {
+		t.Errorf("an own server allowing the default endpoints: %v", err)
+	}
 }
 
 func sorted(s []string) []string {
