@@ -1,8 +1,15 @@
 package extmcp_test
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,5 +66,101 @@ func TestOAuthDefaultEndpoints(t *testing.T) {
 	}
 	if st := as.stats(); st.Registrations != 1 || st.CodeExchanges != 1 {
 		t.Errorf("after the sign-in: %+v", st)
+	}
+}
+
+// TestOAuthClientCredentials checks shared servers on the client
+// credentials grant against the example's -client-credentials: the
+// operator's client secret (client_secret_basic, client_secret_post) or
+// private key (private_key_jwt, an RFC 7523 assertion the server checks
+// with the public key) gets the token at connect, with nobody signing in
+// and no browser; the users the server is lent to call it as the
+// machine's account; the token is obtained again before it expires; a
+// wrong secret leaves the server failed with a reason that names the
+// server, the client and the operator secret (never the secret's value);
+// no secret or token is logged or shown; BeginAuth refuses the servers.
+func TestOAuthClientCredentials(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	pubFile := filepath.Join(t.TempDir(), "client.pub")
+	if err := os.WriteFile(pubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	priv, _ := x509.MarshalPKCS8PrivateKey(key)
+	secret, wrong := canary("cc-secret"), canary("cc-wrong")
+	t.Setenv("EXTMCP_TEST_CC_SECRET", secret)
+	as := startOAuth(t, "-access-ttl", "3s", "-client-credentials", "svc", "-client-secret-env", "EXTMCP_TEST_CC_SECRET", "-client-jwt-key", pubFile)
+	shared := func(oauth string) string {
+		return fmt.Sprintf(`{"url": %q, "credentials": "shared", "users": ["alice"], "oauth": {"grant": "client_credentials", "clientId": "svc", %s}}`,
+			as.mcpURL(), oauth)
+	}
+	f := newFixtureAt(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"basic": %s, "post": %s, "jwt": %s, "wrong": %s}}`,
+		shared(`"clientSecret": {"secret": "cc-secret"}`),
+		shared(`"clientSecret": {"secret": "cc-secret"}, "tokenEndpointAuth": "client_secret_post"`),
+		shared(`"privateKey": {"secret": "cc-key"}`),
+		shared(`"clientSecret": {"secret": "cc-wrong"}`)), publicURL, nil)
+	f.setSecret(ext.OperatorUser, "cc-secret", secret)
+	f.setSecret(ext.OperatorUser, "cc-wrong", wrong)
+	f.setSecret(ext.OperatorUser, "cc-key", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: priv})))
+	f.setToggles("alice", `{"basic": true, "post": true, "jwt": true, "wrong": true}`)
+	f.activate("alice")
+	f.waitTools("alice", func(n []string) bool {
+		return hasPrefix(n, "basic/whoami") && hasPrefix(n, "post/whoami") && hasPrefix(n, "jwt/whoami")
+	})
+	whoami := func(server string) string {
+		res := f.mustCall("alice", server+"/whoami", `{}`)
+		var out struct{ Login string }
+		_ = json.Unmarshal(res.StructuredContent, &out)
+		return out.Login
+	}
+	for _, s := range []string{"basic", "post", "jwt"} {
+		if got := whoami(s); got != "client:svc" {
+			t.Errorf("%s/whoami = %q, want the machine's account client:svc", s, got)
+		}
+		if st := f.statusOf("alice", s); st.State != "connected" {
+			t.Errorf("%s: %+v", s, st)
+		}
+	}
+	st := as.stats()
+	if st.ClientCredentials["client_secret_basic"] < 1 || st.ClientCredentials["client_secret_post"] < 1 || st.ClientCredentials["private_key_jwt"] < 1 ||
+		st.Registrations != 0 || st.Authorizations != 0 {
+		t.Errorf("the authorization server saw %+v; want a client credentials grant of each method, no registration, no authorization", st)
+	}
+	bad := f.statusOf("alice", "wrong")
+	if bad.State == "connected" || !strings.Contains(bad.Reason, `"wrong"`) || !strings.Contains(bad.Reason, "invalid_client") ||
+		!strings.Contains(bad.Reason, `"cc-wrong"`) || !strings.Contains(bad.Reason, `"svc"`) {
+		t.Errorf("the server with the wrong secret: %+v; want failed, naming the server, the client, the operator secret and invalid_client", bad)
+	}
+	t.Logf("the wrong secret: %s: %s", bad.State, bad.Reason)
+	if _, err := f.e.(ext.Authorizer).BeginAuth(ctx(t), &ext.BeginAuthRequest{User: ext.OperatorUser, Name: "basic", RedirectURL: redirectURL}); !errors.Is(err, ext.ErrInvalidArgument) {
+		t.Errorf("BeginAuth to a client credentials server: %v; want refused", err)
+	}
+
+	// Its tokens live 3 s: calls go on working, on tokens obtained again.
+	before := st.ClientCredentials["client_secret_basic"]
+	eventually(t, "a new token is obtained before the old one expires", func() bool {
+		if got := whoami("basic"); got != "client:svc" {
+			t.Fatalf("basic/whoami = %q while renewing", got)
+		}
+		return as.stats().ClientCredentials["client_secret_basic"] > before
+	})
+
+	var tokens map[string][]string
+	as.get("/admin/tokens", &tokens)
+	leaks := append([]string{secret, wrong, "PRIVATE KEY"}, tokens["client:svc"]...)
+	if len(tokens["client:svc"]) < 4 {
+		t.Errorf("the machine holds %d tokens, want one per server at least", len(tokens["client:svc"]))
+	}
+	shown := f.logs.String() + fmt.Sprint(f.status(""), f.status("alice"))
+	for _, l := range leaks {
+		if strings.Contains(shown, l) {
+			t.Errorf("a secret or token is in the logs or the status")
+		}
+	}
+	if names, _ := f.h.UserStore("alice").Secrets().List(ctx(t)); len(names) != 0 {
+		t.Errorf("alice's store holds %v", names)
 	}
 }

@@ -209,6 +209,9 @@ func (x *Extension) signInTarget(ctx context.Context, user, name string) (ext.Ho
 		return nil, nil, fmt.Errorf("MCP server %q is a local program: it takes a token (%s), not a sign-in: %w", name, TokenSecret(name), ext.ErrInvalidArgument)
 	case us.server.Type == "sse":
 		return nil, nil, fmt.Errorf("MCP server %q uses the legacy SSE transport, which cannot sign in: %w", name, ext.ErrInvalidArgument)
+	case us.server.clientCredentials():
+		return nil, nil, fmt.Errorf("MCP server %q gets its token with the operator's client credentials (oauth.grant client_credentials): nobody signs in to it: %w",
+			name, ext.ErrInvalidArgument)
 	case us.token != "":
 		return nil, nil, fmt.Errorf("a token is stored for MCP server %q (%s) and is used instead of a sign-in: delete it first: %w", name, TokenSecret(name), ext.ErrInvalidArgument)
 	}
