@@ -115,8 +115,9 @@ func (a *ccAuth) TokenSource(context.Context) (oauth2.TokenSource, error) {
 
 // Authorize implements [auth.OAuthHandler]: on a 401 it finds the token
 // endpoint (once) and obtains a new token unless another connection did
-// since the refused one was sent; on a 403 that asks for more scopes, it
-// obtains a token with those too.
+// since the refused one was sent (asking for the scopes the challenge
+// names when none are configured or discovered); on a 403 that names
+// scopes the token lacks, it obtains a token with those too.
 func (a *ccAuth) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -126,9 +127,10 @@ func (a *ccAuth) Authorize(ctx context.Context, req *http.Request, resp *http.Re
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if resp.StatusCode == http.StatusForbidden {
-		if challengeParam(challenges, "error") != "insufficient_scope" {
-			return nil // not ours to fix: the retry reports the 403
-		}
+		// A 403 whose challenge names scopes the token lacks (with
+		// error="insufficient_scope" or, as go-sdk's servers answer,
+		// without): a token with those too. Nobody is asked: the client
+		// gets what its registration allows.
 		more := false
 		for _, sc := range strings.Fields(challengeParam(challenges, "scope")) {
 			if !slices.Contains(s.scopes, sc) {
@@ -136,7 +138,7 @@ func (a *ccAuth) Authorize(ctx context.Context, req *http.Request, resp *http.Re
 			}
 		}
 		if !more {
-			return fmt.Errorf("MCP server %q refuses its client credentials the permissions it asks for: %w", s.server, ext.ErrPermission)
+			return nil // not ours to fix: the retry reports the 403
 		}
 		return s.obtainLocked(ctx)
 	}
@@ -144,6 +146,9 @@ func (a *ccAuth) Authorize(ctx context.Context, req *http.Request, resp *http.Re
 		if err := s.discoverLocked(ctx, challenges); err != nil {
 			return err
 		}
+	}
+	if len(s.scopes) == 0 {
+		s.scopes = strings.Fields(challengeParam(challenges, "scope"))
 	}
 	if s.tok != nil && failed != s.tok.AccessToken {
 		return nil // obtained meanwhile: try the new token

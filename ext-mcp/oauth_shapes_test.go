@@ -79,6 +79,7 @@ func TestOAuthDefaultEndpoints(t *testing.T) {
 // wrong secret leaves the server failed with a reason that names the
 // server, the client and the operator secret (never the secret's value);
 // no secret or token is logged or shown; BeginAuth refuses the servers.
+// The token endpoint is found from the metadata, or configured (post).
 func TestOAuthClientCredentials(t *testing.T) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -99,7 +100,7 @@ func TestOAuthClientCredentials(t *testing.T) {
 	}
 	f := newFixtureAt(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"basic": %s, "post": %s, "jwt": %s, "wrong": %s}}`,
 		shared(`"clientSecret": {"secret": "cc-secret"}`),
-		shared(`"clientSecret": {"secret": "cc-secret"}, "tokenEndpointAuth": "client_secret_post"`),
+		shared(`"clientSecret": {"secret": "cc-secret"}, "tokenEndpointAuth": "client_secret_post", "tokenEndpoint": "`+as.base+`/token"`),
 		shared(`"privateKey": {"secret": "cc-key"}`),
 		shared(`"clientSecret": {"secret": "cc-wrong"}`)), publicURL, nil)
 	f.setSecret(ext.OperatorUser, "cc-secret", secret)
