@@ -165,3 +165,20 @@ func TestOAuthClientCredentials(t *testing.T) {
 		t.Errorf("alice's store holds %v", names)
 	}
 }
+
+// TestOAuthNoResourceMetadata checks a server on the 2025-03-26
+// discovery (the example's -no-resource-metadata): no RFC 9728 metadata,
+// a 401 that names none, RFC 8414 metadata at the MCP server's origin
+// listing S256. go-sdk takes the origin as the authorization server; the
+// sign-in needs no opt-in, and calls carry the account's token.
+func TestOAuthNoResourceMetadata(t *testing.T) {
+	as := startOAuth(t, "-no-resource-metadata")
+	f := newFixtureAt(t, "inprocess", oauthConfig(as, ""), publicURL, nil)
+	f.activate("alice")
+	login := canary("alice")
+	f.signIn("alice", "o", login)
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "o/whoami") })
+	if got := f.whoami("alice"); got != login {
+		t.Errorf("alice's calls carry the token of %q, want %q", got, login)
+	}
+}

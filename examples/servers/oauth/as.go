@@ -47,6 +47,9 @@ type options struct {
 	// documents (neither RFC 9728 nor RFC 8414), the endpoints /authorize,
 	// /token and /register at the server's root, no iss in redirects.
 	legacy bool
+	// noResourceMetadata serves no RFC 9728 metadata (its 401 names
+	// none) but RFC 8414 metadata at the root, as 2025-03-26 specified.
+	noResourceMetadata bool
 	// ccClient, when set, is a client that may use the client credentials
 	// grant (RFC 6749 §4.4) for a machine's own token, authenticated with
 	// ccSecret (client_secret_basic or client_secret_post) or, with

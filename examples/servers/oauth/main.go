@@ -9,12 +9,14 @@
 // memory.
 //
 //	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-open-initialize [-open-list]] [-admin] [-token-endpoint URL]
-//	      [-legacy] [-client-credentials ID [-client-secret-env VAR] [-client-jwt-key FILE]]
+//	      [-legacy | -no-resource-metadata] [-client-credentials ID [-client-secret-env VAR] [-client-jwt-key FILE]]
 //
 // With -legacy it follows the 2025-03-26 authorization rules: it
 // publishes no metadata (neither RFC 9728 nor RFC 8414), its 401 names
 // none, its endpoints are /authorize, /token and /register at its root,
-// and its redirects carry no iss.
+// and its redirects carry no iss. With -no-resource-metadata it
+// publishes its RFC 8414 metadata but no RFC 9728 metadata (its 401 names
+// none): the 2025-03-26 discovery, at the MCP server's origin.
 //
 // With -client-credentials ID, client ID may use the client credentials
 // grant (a machine's token, account "client:ID", no refresh token),
@@ -69,12 +71,13 @@ func main() {
 	openList := flag.Bool("open-list", false, "with -open-initialize, let tools/list through without a token too (ask for one from tools/call on)")
 	tokenEndpoint := flag.String("token-endpoint", "", "the token endpoint the metadata names instead of its own (tests only)")
 	legacy := flag.Bool("legacy", false, "follow the 2025-03-26 authorization rules: no metadata, endpoints at the root")
+	noPRM := flag.Bool("no-resource-metadata", false, "publish no protected resource metadata (RFC 9728), as 2025-03-26 servers")
 	ccClient := flag.String("client-credentials", "", "a client ID that may use the client credentials grant")
 	ccSecretEnv := flag.String("client-secret-env", "", "the environment variable that holds -client-credentials's secret")
 	ccKeyFile := flag.String("client-jwt-key", "", "a PEM file with the public key of -client-credentials's assertions (private_key_jwt)")
 	flag.Parse()
 	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin, openInitialize: *openInit, openList: *openList, tokenEndpoint: *tokenEndpoint,
-		legacy: *legacy, ccClient: *ccClient}
+		legacy: *legacy, noResourceMetadata: *noPRM, ccClient: *ccClient}
 	if *ccSecretEnv != "" {
 		o.ccSecret = os.Getenv(*ccSecretEnv)
 	}
