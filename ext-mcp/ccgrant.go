@@ -58,6 +58,9 @@ type ccSource struct {
 	mu       sync.Mutex
 	tokenURL string   // configured or discovered; "" until then
 	scopes   []string // configured, else discovered
+	// methods are the client authentications the authorization server's
+	// metadata lists (token_endpoint_auth_methods_supported), if read.
+	methods  []string
 	tok      *oauth2.Token
 	obtained time.Time
 }
@@ -223,7 +226,7 @@ func (s *ccSource) discoverLocked(ctx context.Context, challenges []oauthex.Chal
 	case err != nil:
 		return fmt.Errorf("MCP server %q: reading its authorization server's metadata: %v: %w", s.server, clip(err.Error(), 200), ext.ErrUnavailable)
 	case asm != nil && asm.TokenEndpoint != "":
-		s.tokenURL = asm.TokenEndpoint
+		s.tokenURL, s.methods = asm.TokenEndpoint, asm.TokenEndpointAuthMethodsSupported
 	case s.cfg.AllowDefaultEndpoints:
 		s.tokenURL = strings.TrimSuffix(as, "/") + "/token"
 	default:
@@ -302,13 +305,18 @@ func (s *ccSource) obtainLocked(ctx context.Context) error {
 	return nil
 }
 
-// method is how the source's client authenticates.
+// method is how the source's client authenticates: as configured; with
+// a private key, private_key_jwt; with a secret, client_secret_basic
+// (RFC 6749's default) unless the authorization server's metadata lists
+// only client_secret_post of the two. s.mu is held.
 func (s *ccSource) method() string {
 	switch {
 	case s.cfg.TokenEndpointAuth != "":
 		return s.cfg.TokenEndpointAuth
 	case s.cfg.PrivateKey != nil:
 		return authJWT
+	case slices.Contains(s.methods, authPost) && !slices.Contains(s.methods, authBasic):
+		return authPost
 	}
 	return authBasic
 }
