@@ -182,3 +182,34 @@ func TestOAuthNoResourceMetadata(t *testing.T) {
 		t.Errorf("alice's calls carry the token of %q, want %q", got, login)
 	}
 }
+
+// TestOAuthClientCredentialsWithoutMetadata checks the client credentials
+// grant against a server that publishes no metadata (the example's
+// -legacy): without a configured token endpoint the server fails with a
+// reason that says to configure one; with allowDefaultEndpoints its
+// /token at the root is used; with tokenEndpoint, that one.
+func TestOAuthClientCredentialsWithoutMetadata(t *testing.T) {
+	secret := canary("cc-secret")
+	t.Setenv("EXTMCP_TEST_CC_SECRET", secret)
+	as := startOAuth(t, "-legacy", "-client-credentials", "svc", "-client-secret-env", "EXTMCP_TEST_CC_SECRET")
+	shared := func(oauth string) string {
+		return fmt.Sprintf(`{"url": %q, "credentials": "shared", "users": ["alice"], "oauth": {"grant": "client_credentials", "clientId": "svc",
+			"clientSecret": {"secret": "cc-secret"}%s}}`, as.mcpURL(), oauth)
+	}
+	f := newFixtureAt(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"none": %s, "default": %s, "configured": %s}}`,
+		shared(""), shared(`, "allowDefaultEndpoints": true`), shared(`, "tokenEndpoint": "`+as.base+`/token"`)), publicURL, nil)
+	f.setSecret(ext.OperatorUser, "cc-secret", secret)
+	f.setToggles("alice", `{"none": true, "default": true, "configured": true}`)
+	f.activate("alice")
+	f.waitTools("alice", func(n []string) bool { return hasPrefix(n, "default/whoami") && hasPrefix(n, "configured/whoami") })
+	for _, s := range []string{"default", "configured"} {
+		res := f.mustCall("alice", s+"/whoami", `{}`)
+		if !strings.Contains(string(res.StructuredContent), "client:svc") {
+			t.Errorf("%s/whoami: %s", s, res.StructuredContent)
+		}
+	}
+	st := f.statusOf("alice", "none")
+	if st.State == "connected" || !strings.Contains(st.Reason, `MCP server "none"`) || !strings.Contains(st.Reason, `"tokenEndpoint"`) {
+		t.Errorf("a server without metadata or a configured token endpoint: %+v; want failed, saying to set oauth.tokenEndpoint", st)
+	}
+}
