@@ -7,6 +7,7 @@ require (
 	github.com/agenthost/agenthost/ext v0.0.0
 	github.com/agenthost/agenthost/host v0.0.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	golang.org/x/oauth2 v0.36.0

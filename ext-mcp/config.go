@@ -161,6 +161,36 @@ type OAuthConfig struct {
 	ClientSecret *SecretRef `json:"clientSecret,omitempty" jsonschema_description:"The client's secret, as a reference to an operator secret: {\"secret\": NAME}, stored with agenthost secret set --operator NAME. Never the value itself."`
 	// Scopes replaces the scopes the server names with these.
 	Scopes []string `json:"scopes,omitempty" jsonschema_description:"The scopes to ask for, instead of the ones the server names."`
+	// AllowDefaultEndpoints (the operator's servers only) lets a sign-in
+	// go on when the authorization server publishes no metadata (RFC
+	// 8414), with the endpoints MCP 2025-03-26 prescribed for that case:
+	// /authorize, /token and /register at the authorization server's
+	// root (the MCP server's origin when it publishes no RFC 9728
+	// metadata either). Off by default: without metadata neither the
+	// issuer nor the server's support for PKCE with S256 can be checked
+	// (PKCE is sent all the same).
+	// Grant is "authorization_code" (the default: a person signs in) or
+	// "client_credentials" (a shared server only): the host obtains the
+	// server's token itself, at connect and again before it expires, as
+	// client ClientID with the operator secret ClientSecret
+	// (client_secret_basic, or client_secret_post) or with assertions
+	// signed by the private key in the operator secret PrivateKey
+	// (private_key_jwt, RFC 7523). No browser, no refresh token.
+	Grant string `json:"grant,omitempty" jsonschema:"enum=authorization_code,enum=client_credentials" jsonschema_description:"authorization_code (a person signs in; the default) or client_credentials (a shared server: the host gets the token with the operator's client credentials, no browser)."`
+	// PrivateKey names the operator secret holding the PEM private key
+	// (RSA, ECDSA or Ed25519; PKCS #8, PKCS #1 or SEC 1) that signs the
+	// client assertions of the client credentials grant.
+	PrivateKey *SecretRef `json:"privateKey,omitempty" jsonschema_description:"client_credentials with private_key_jwt: the operator secret holding the client's PEM private key, {\"secret\": NAME}."`
+	// TokenEndpointAuth is how the client credentials grant authenticates:
+	// client_secret_basic (the default with ClientSecret),
+	// client_secret_post, or private_key_jwt (the default with
+	// PrivateKey).
+	TokenEndpointAuth string `json:"tokenEndpointAuth,omitempty" jsonschema:"enum=client_secret_basic,enum=client_secret_post,enum=private_key_jwt" jsonschema_description:"client_credentials: client_secret_basic (default with clientSecret), client_secret_post or private_key_jwt (default with privateKey)."`
+	// TokenEndpoint is the client credentials grant's token endpoint;
+	// without it, it is found from the server's metadata (RFC 9728, then
+	// RFC 8414).
+	TokenEndpoint         string `json:"tokenEndpoint,omitempty" jsonschema_description:"client_credentials: the token endpoint, when the server's metadata does not name it."`
+	AllowDefaultEndpoints bool   `json:"allowDefaultEndpoints,omitempty" jsonschema_description:"Sign in to a server on the MCP 2025-03-26 authorization rules, which publishes no metadata: /authorize, /token and /register at its root. Its issuer and PKCE support cannot be checked (the operator's servers only)."`
 }
 
 // SecretRef names a secret of the operator's store (agenthost secret set
@@ -591,6 +621,9 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 	}
 	switch s.Credentials {
 	case "", catalog.CredentialsUser:
+		if s.clientCredentials() && !user {
+			errs.add(where+".oauth.grant", "client_credentials applies to shared servers only (credentials: shared): the token is the operator's")
+		}
 		if len(s.Users) > 0 && !user {
 			errs.add(where+".users", "applies to shared servers only (credentials: shared)")
 		}
@@ -673,23 +706,7 @@ func parseOAuth(raw json.RawMessage, where string, user bool, errs *problems) *O
 				errs.add(at, "names an operator secret; your own servers cannot use one")
 				continue
 			}
-			var ref map[string]json.RawMessage
-			if err := json.Unmarshal(v, &ref); err != nil || ref == nil {
-				errs.add(at, `must be {"secret": NAME}, a reference to an operator secret (agenthost secret set --operator NAME), never the value itself`)
-				continue
-			}
-			var name string
-			for _, rk := range sortedKeys(ref) {
-				if rk != "secret" {
-					errs.add(at+"."+rk, "unknown field%s", suggest(rk, "secret"))
-				} else if err := json.Unmarshal(ref[rk], &name); err != nil || !secretName.MatchString(name) {
-					errs.add(at+".secret", "must be the name of an operator secret (letters, digits and _ . : @ -, at most 128)")
-					name = ""
-				}
-			}
-			if name != "" {
-				o.ClientSecret = &SecretRef{Secret: name}
-			}
+			o.ClientSecret = secretRef(v, at, errs)
 		case "scopes":
 			if l, ok := strList(v, at, errs); ok {
 				for i, sc := range l {
@@ -699,14 +716,111 @@ func parseOAuth(raw json.RawMessage, where string, user bool, errs *problems) *O
 				}
 				o.Scopes = l
 			}
+		case "grant", "tokenEndpointAuth", "tokenEndpoint":
+			if user {
+				errs.add(at, "is for the operator's shared servers only")
+				continue
+			}
+			v, ok := str(v, at, errs)
+			if !ok {
+				continue
+			}
+			switch k {
+			case "grant":
+				if v != GrantAuthorizationCode && v != GrantClientCredentials {
+					errs.add(at, "%q is not one of %s, %s", clip(v, 30), GrantAuthorizationCode, GrantClientCredentials)
+				}
+				o.Grant = v
+			case "tokenEndpointAuth":
+				if !slices.Contains([]string{authBasic, authPost, authJWT}, v) {
+					errs.add(at, "%q is not one of %s, %s, %s", clip(v, 30), authBasic, authPost, authJWT)
+				}
+				o.TokenEndpointAuth = v
+			case "tokenEndpoint":
+				if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.Fragment != "" {
+					errs.add(at, "must be an http(s) URL without credentials or fragment")
+				}
+				o.TokenEndpoint = v
+			}
+		case "privateKey":
+			if user {
+				errs.add(at, "names an operator secret; your own servers cannot use one")
+				continue
+			}
+			o.PrivateKey = secretRef(v, at, errs)
+		case "allowDefaultEndpoints":
+			if user {
+				errs.add(at, "only the operator may allow a sign-in without the authorization server's metadata")
+				continue
+			}
+			o.AllowDefaultEndpoints, _ = boolean(v, at, errs)
 		default:
-			errs.add(at, "unknown field%s", suggest(k, "clientId", "clientSecret", "scopes"))
+			errs.add(at, "unknown field%s", suggest(k, "clientId", "clientSecret", "scopes", "allowDefaultEndpoints",
+				"grant", "privateKey", "tokenEndpointAuth", "tokenEndpoint"))
 		}
 	}
 	if o.ClientSecret != nil && o.ClientID == "" {
 		errs.add(where+".clientSecret", "needs clientId: a secret belongs to a registered client")
 	}
+	if o.Grant != GrantClientCredentials {
+		for k, set := range map[string]bool{"privateKey": o.PrivateKey != nil, "tokenEndpointAuth": o.TokenEndpointAuth != "",
+			"tokenEndpoint": o.TokenEndpoint != ""} {
+			if set {
+				errs.add(where+"."+k, "applies to grant client_credentials only")
+			}
+		}
+		return o
+	}
+	switch {
+	case o.ClientID == "":
+		errs.add(where+".clientId", "is required by grant client_credentials")
+	case (o.ClientSecret == nil) == (o.PrivateKey == nil):
+		errs.add(where, "grant client_credentials needs either clientSecret (client_secret_basic or client_secret_post) or privateKey (private_key_jwt)")
+	case o.TokenEndpointAuth == authJWT && o.PrivateKey == nil,
+		(o.TokenEndpointAuth == authBasic || o.TokenEndpointAuth == authPost) && o.ClientSecret == nil:
+		errs.add(where+".tokenEndpointAuth", "%s does not go with %s", o.TokenEndpointAuth,
+			map[bool]string{true: "privateKey", false: "clientSecret"}[o.PrivateKey != nil])
+	}
 	return o
+}
+
+// The grants of [OAuthConfig.Grant], and the client authentications of
+// [OAuthConfig.TokenEndpointAuth].
+const (
+	GrantAuthorizationCode = "authorization_code"
+	GrantClientCredentials = "client_credentials"
+
+	authBasic = "client_secret_basic"
+	authPost  = "client_secret_post"
+	authJWT   = "private_key_jwt"
+)
+
+// clientCredentials reports whether s gets its token with the client
+// credentials grant.
+func (s Server) clientCredentials() bool {
+	return s.OAuth != nil && s.OAuth.Grant == GrantClientCredentials
+}
+
+// secretRef parses {"secret": NAME}, a reference to an operator secret.
+func secretRef(v json.RawMessage, at string, errs *problems) *SecretRef {
+	var ref map[string]json.RawMessage
+	if err := json.Unmarshal(v, &ref); err != nil || ref == nil {
+		errs.add(at, `must be {"secret": NAME}, a reference to an operator secret (agenthost secret set --operator NAME), never the value itself`)
+		return nil
+	}
+	var name string
+	for _, rk := range sortedKeys(ref) {
+		if rk != "secret" {
+			errs.add(at+"."+rk, "unknown field%s", suggest(rk, "secret"))
+		} else if err := json.Unmarshal(ref[rk], &name); err != nil || !secretName.MatchString(name) {
+			errs.add(at+".secret", "must be the name of an operator secret (letters, digits and _ . : @ -, at most 128)")
+			name = ""
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	return &SecretRef{Secret: name}
 }
 
 func validHeaderName(k string) bool {

@@ -175,6 +175,26 @@ func TestParseConfigErrors(t *testing.T) {
 			"mcpServers.e.oauth.clientSecret: needs clientId: a secret belongs to a registered client",
 			"mcpServers.f.oauth.clientSecret.secret: must be the name of an operator secret (letters, digits and _ . : @ -, at most 128)",
 		}},
+		"client credentials": {`{"mcpServers": {
+			"a": {"url": "https://h", "oauth": {"grant": "client_credentials", "clientId": "c", "clientSecret": {"secret": "s"}}},
+			"b": {"url": "https://h", "credentials": "shared", "users": ["u"], "oauth": {"grant": "client_credentials", "clientSecret": {"secret": "s"}}},
+			"c": {"url": "https://h", "credentials": "shared", "users": ["u"], "oauth": {"grant": "client_credentials", "clientId": "c"}},
+			"d": {"url": "https://h", "credentials": "shared", "users": ["u"], "oauth": {"grant": "client_credentials", "clientId": "c",
+				"clientSecret": {"secret": "s"}, "tokenEndpointAuth": "private_key_jwt", "tokenEndpoint": "ftp://x"}},
+			"e": {"url": "https://h", "oauth": {"grant": "implicit", "privateKey": {"secret": "k"}, "tokenEndpointAuth": "tls_client_auth"}},
+			"ok": {"url": "https://h", "credentials": "shared", "users": ["u"], "oauth": {"grant": "client_credentials", "clientId": "c",
+				"privateKey": {"secret": "k"}, "tokenEndpoint": "https://as/token", "scopes": ["mcp"]}}}}`, []string{
+			"mcpServers.a.oauth.grant: client_credentials applies to shared servers only (credentials: shared): the token is the operator's",
+			"mcpServers.b.oauth.clientSecret: needs clientId: a secret belongs to a registered client",
+			"mcpServers.b.oauth.clientId: is required by grant client_credentials",
+			"mcpServers.c.oauth: grant client_credentials needs either clientSecret (client_secret_basic or client_secret_post) or privateKey (private_key_jwt)",
+			"mcpServers.d.oauth.tokenEndpoint: must be an http(s) URL without credentials or fragment",
+			"mcpServers.d.oauth.tokenEndpointAuth: private_key_jwt does not go with clientSecret",
+			`mcpServers.e.oauth.grant: "implicit" is not one of authorization_code, client_credentials`,
+			`mcpServers.e.oauth.tokenEndpointAuth: "tls_client_auth" is not one of client_secret_basic, client_secret_post, private_key_jwt`,
+			"mcpServers.e.oauth.privateKey: applies to grant client_credentials only",
+			"mcpServers.e.oauth.tokenEndpointAuth: applies to grant client_credentials only",
+		}},
 		"plain http beyond loopback": {`{"mcpServers": {"search": {"url": "http://search.corp/mcp"}, "ok": {"url": "http://search.corp/mcp", "allowInsecureHTTP": false}}}`, []string{
 			"mcpServers.ok.url: plain http to search.corp would send the users' tokens across the network in clear text: use https, or set allowInsecureHTTP: true on this server",
 			"mcpServers.search.url: plain http to search.corp would send the users' tokens across the network in clear text: use https, or set allowInsecureHTTP: true on this server",
@@ -249,6 +269,14 @@ func TestParseServerList(t *testing.T) {
 	_, err = extmcp.ParseServerList(json.RawMessage(`{"mcpServers": {"o": {"url": "https://o/mcp", "oauth": {"clientId": "c", "clientSecret": {"secret": "prod"}}}}}`))
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0] != "mcpServers.o.oauth.clientSecret: names an operator secret; your own servers cannot use one" {
 		t.Errorf("an own server naming an operator secret: %v", err)
+	}
+	_, err = extmcp.ParseServerList(json.RawMessage(`{"mcpServers": {"o": {"url": "https://o/mcp", "oauth": {"allowDefaultEndpoints": true}}}}`))
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0] != "mcpServers.o.oauth.allowDefaultEndpoints: only the operator may allow a sign-in without the authorization server's metadata" {
+		t.Errorf("an own server allowing the default endpoints: %v", err)
+	}
+	_, err = extmcp.ParseServerList(json.RawMessage(`{"mcpServers": {"o": {"url": "https://o/mcp", "oauth": {"grant": "client_credentials", "clientId": "c"}}}}`))
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0] != "mcpServers.o.oauth.grant: is for the operator's shared servers only" {
+		t.Errorf("an own server on the client credentials grant: %v", err)
 	}
 }
 

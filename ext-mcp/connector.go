@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/buger/jsonparser"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -141,8 +142,8 @@ func (x *Extension) ownerSpec(ctx context.Context, h ext.Host, owner string, d c
 		us.token, us.replace = tok, true
 		return us, nil
 	}
-	if sp.server.URL == "" || sp.server.Type == "sse" {
-		return us, nil
+	if sp.server.URL == "" || sp.server.Type == "sse" || sp.server.clientCredentials() {
+		return us, nil // no grant: a token, or the client credentials' own source
 	}
 	g, err := x.loadGrant(ctx, h, owner, d.Name)
 	if err != nil || g == nil {
@@ -195,7 +196,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	var transport mcp.Transport
 	s := us.server
 	var hc *http.Client
-	var oa *connAuth
+	var oa auth.OAuthHandler
 	if s.URL == "" {
 		// The spec goes with the connect: the host need not ask for it.
 		spec := x.processSpec(d.Name, us)
@@ -239,12 +240,20 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 				}
 			}
 		}
-		if token == "" && s.Type != "sse" {
+		switch {
+		case token != "" || s.Type == "sse":
+		case s.clientCredentials():
+			// The operator's client credentials: the shared source's
+			// token, obtained without anybody signing in.
+			oa = &ccAuth{src: x.ccSourceFor(d.Name, s)}
+		default:
 			// Signed in with OAuth, or not yet: the grant's token, renewed
 			// on a 401; without a usable grant, "needs sign-in".
-			if oa, err = x.connAuthFor(us.owner, d, us.grant); err != nil {
+			ca, err := x.connAuthFor(us.owner, d, us.grant)
+			if err != nil {
 				return nil, err
 			}
+			oa = ca
 		}
 		hc = &http.Client{Transport: capBodies(&authTransport{base: c.guard.transport(us.own), origin: originOf(u), headers: hdr, token: token,
 			oauth: oa != nil}, d.Name, c.limit(s))}

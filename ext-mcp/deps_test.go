@@ -11,7 +11,8 @@ import (
 // buger/jsonparser, already in the graph through invopop, which reads the
 // top level of a server's answer in place on the raw call path, and
 // golang.org/x/sync for bounded fan-outs (as catalog), golang.org/x/oauth2
-// (go-sdk's auth package is built on it) — never the host,
+// (go-sdk's auth package is built on it), golang-jwt/jwt/v5 (a go-sdk
+// dependency) for signing client assertions — never the host,
 // the secrets module or the examples, and no go-plugin outside ext.
 func TestDependencies(t *testing.T) {
 	std := map[string]bool{}
@@ -25,8 +26,9 @@ func TestDependencies(t *testing.T) {
 		"github.com/modelcontextprotocol/go-sdk/",
 		"github.com/invopop/jsonschema",
 		"github.com/buger/jsonparser",
-		"golang.org/x/sync/",  // bounded fan-outs (errgroup), as in catalog
-		"golang.org/x/oauth2", // go-sdk's auth API speaks its TokenSource and Config; refreshes of OAuth grants
+		"golang.org/x/sync/",           // bounded fan-outs (errgroup), as in catalog
+		"golang.org/x/oauth2",          // go-sdk's auth API speaks its TokenSource and Config; refreshes of OAuth grants
+		"github.com/golang-jwt/jwt/v5", // go-sdk's own dependency: RFC 7523 client assertions (private_key_jwt)
 	}
 	for _, imp := range goList(t, "-f", `{{range .Imports}}{{.}}{{"\n"}}{{end}}`, "./...") {
 		if std[imp] || strings.HasPrefix(imp, "github.com/agenthost/agenthost/ext-mcp") {
@@ -37,7 +39,7 @@ func TestDependencies(t *testing.T) {
 			ok = ok || imp == a || strings.HasPrefix(imp, a)
 		}
 		if !ok || imp == "github.com/agenthost/agenthost/ext/exttest" {
-			t.Errorf("ext-mcp imports %s; DESIGN.md §1 allows ext, catalog, settings, go-sdk (and invopop for schemas, jsonparser for the raw path, x/sync for fan-outs, x/oauth2 for OAuth grants)", imp)
+			t.Errorf("ext-mcp imports %s; DESIGN.md §1 allows ext, catalog, settings, go-sdk (and invopop for schemas, jsonparser for the raw path, x/sync for fan-outs, x/oauth2 for OAuth grants, golang-jwt for client assertions)", imp)
 		}
 	}
 	for _, dep := range goList(t, "-deps", "./...") {

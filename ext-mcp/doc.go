@@ -72,7 +72,9 @@
 // host's client ID metadata document, else the config's oauth.clientId,
 // else dynamic registration; PKCE S256, iss, the resource indicator,
 // step-up scopes; an authorization server whose RFC 8414 metadata does
-// not list S256, or that publishes none, is refused) and stores the
+// not list S256, or that publishes none, is refused, unless the operator
+// set oauth.allowDefaultEndpoints on the server, which allows one that
+// publishes none the MCP 2025-03-26 endpoints at its root) and stores the
 // grant as the user's secret [GrantSecret] (the operator's, for a shared
 // server), bound to the issuer and client and sealed under the operator
 // secret [GrantKeySecret] (a grant a user wrote themselves is dead).
@@ -96,6 +98,13 @@
 // sign-in (never a shared one), the tool "S/sign_in" ([SignInTool]),
 // whose call answers as above, and an instruction naming the servers that
 // wait with their links; the next publish after the sign-in drops them.
+//
+// A shared server with oauth.grant "client_credentials" has no sign-in:
+// one token source per server, shared by every user's connection and
+// safe for concurrent use (one token request at a time under its lock),
+// obtains the token with the operator's client secret or private key
+// (private_key_jwt) at the first request and again before it expires,
+// and keeps it in memory only.
 //
 // # Beyond tools
 //

@@ -7,6 +7,7 @@ require (
 	github.com/agenthost/agenthost/ext v0.0.0
 	github.com/agenthost/agenthost/settings v0.0.0
 	github.com/buger/jsonparser v1.1.2
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/go-cmp v0.7.0
 	github.com/invopop/jsonschema v0.14.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0

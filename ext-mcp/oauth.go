@@ -285,6 +285,7 @@ type oauthState struct {
 	mu      sync.Mutex
 	offered map[[2]string]offer // (user, server) → the last time a client was asked to open the link
 	sources map[grantKey]*grantSource
+	cc      map[string]*ccSource   // the client credentials servers', by name (ccgrant.go)
 	stepUp  map[[2]string][]string // (owner, server) → scopes a server asked for
 	flows   map[string]*flow       // by OAuth state
 	// underway counts each owner's sign-ins from their start until their

@@ -59,6 +59,7 @@ type asStats struct {
 	Registrations, Authorizations, CodeExchanges, Refreshes, RefreshReuses, Revocations, Rejected, Unavailable int
 	RefreshesWithoutResource                                                                                   int
 	Sessions                                                                                                   int // open now
+	ClientCredentials                                                                                          map[string]int
 }
 
 func (s *oauthServer) stats() asStats {

@@ -123,7 +123,7 @@ func (x *Extension) BeginAuth(ctx context.Context, req *ext.BeginAuthRequest) (*
 		return &ext.BeginAuthResult{URL: authURL.String(), State: state, Expires: f.expires}, nil
 	case <-f.done:
 		class := ext.ErrUnavailable
-		if errors.Is(f.err, errNoPKCE) {
+		if errors.Is(f.err, errNoPKCE) || errors.Is(f.err, errNoMetadata) {
 			class = ext.ErrInvalidArgument // the server's setup, not its reach
 		}
 		return nil, fmt.Errorf("signing in to MCP server %q: %s: %w", req.Name, signInFailure(f.err), class)
@@ -209,6 +209,9 @@ func (x *Extension) signInTarget(ctx context.Context, user, name string) (ext.Ho
 		return nil, nil, fmt.Errorf("MCP server %q is a local program: it takes a token (%s), not a sign-in: %w", name, TokenSecret(name), ext.ErrInvalidArgument)
 	case us.server.Type == "sse":
 		return nil, nil, fmt.Errorf("MCP server %q uses the legacy SSE transport, which cannot sign in: %w", name, ext.ErrInvalidArgument)
+	case us.server.clientCredentials():
+		return nil, nil, fmt.Errorf("MCP server %q gets its token with the operator's client credentials (oauth.grant client_credentials): nobody signs in to it: %w",
+			name, ext.ErrInvalidArgument)
 	case us.token != "":
 		return nil, nil, fmt.Errorf("a token is stored for MCP server %q (%s) and is used instead of a sign-in: delete it first: %w", name, TokenSecret(name), ext.ErrInvalidArgument)
 	}
@@ -343,7 +346,12 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 	probeReq *http.Request, probeResp *http.Response, release func()) (*flow, <-chan string, error) {
 	owner, name, s := req.User, req.Name, us.server
 	hc := x.oauthClient(us.own, s.URL)
-	rec := &asRecorder{base: hc.Transport}
+	var configured []string
+	allowDefault := false
+	if s.OAuth != nil {
+		configured, allowDefault = s.OAuth.Scopes, s.OAuth.AllowDefaultEndpoints && !us.own
+	}
+	rec := &asRecorder{base: hc.Transport, allowDefault: allowDefault}
 	client := &http.Client{Transport: rec, Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect}
 	old := us.grant
 	pre := (*oauthex.ClientCredentials)(nil)
@@ -365,10 +373,6 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 		if old.ClientSecret != "" {
 			pre.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: old.ClientSecret}
 		}
-	}
-	var configured []string
-	if s.OAuth != nil {
-		configured = s.OAuth.Scopes
 	}
 	var previous []string
 	if old != nil {
@@ -406,11 +410,16 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 				return out
 			},
 			AuthorizationCodeFetcher: func(ctx context.Context, a *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-				if !rec.pkceS256() {
-					// go-sdk goes on without metadata (guessed endpoints)
-					// and with any method listed; MCP authorization says
-					// refuse: nobody is sent to sign in.
+				switch {
+				case rec.pkceS256():
+				case rec.issuerSeen() != "":
+					// go-sdk goes on with any method listed; MCP
+					// authorization says refuse: nobody is sent to sign in.
 					return nil, errNoPKCE
+				case !allowDefault:
+					// No metadata: go-sdk goes on with the 2025-03-26
+					// default endpoints, which only the operator may allow.
+					return nil, errNoMetadata
 				}
 				select {
 				case urls <- a.URL:
@@ -465,7 +474,10 @@ func (x *Extension) startFlow(ctx context.Context, h ext.Host, req *ext.BeginAut
 			err = errors.New("the authorization server issued no token")
 		}
 		if err == nil {
-			g := &grant{V: 1, ID: newGrantID(), Issuer: rec.issuerSeen(), ClientID: got.cfg.ClientID,
+			// Without metadata (allowDefaultEndpoints), the issuer is
+			// the root the default endpoints hang off, as go-sdk takes it.
+			issuer := cmp.Or(rec.issuerSeen(), strings.TrimSuffix(got.cfg.Endpoint.TokenURL, "/token"))
+			g := &grant{V: 1, ID: newGrantID(), Issuer: issuer, ClientID: got.cfg.ClientID,
 				Resource: s.URL, TokenURL: got.cfg.Endpoint.TokenURL, AuthStyle: got.cfg.Endpoint.AuthStyle,
 				Scopes: got.cfg.Scopes, RedirectURI: req.RedirectURL}
 			switch {
@@ -513,6 +525,13 @@ var errFlowExpired = errors.New("the sign-in expired before the browser came bac
 // supports PKCE with S256 (its RFC 8414 metadata).
 var errNoPKCE = errors.New("its authorization server publishes no metadata (RFC 8414) listing PKCE with S256 " +
 	"(code_challenge_methods_supported), which a sign-in requires")
+
+// errNoMetadata ends a sign-in whose authorization server publishes no
+// metadata, where the operator did not allow the 2025-03-26 default
+// endpoints.
+var errNoMetadata = errors.New("its authorization server publishes no metadata (RFC 8414), so its issuer and its support for PKCE " +
+	"with S256 cannot be checked; the operator may allow a server on the MCP 2025-03-26 rules (endpoints at its root) with " +
+	`"oauth": {"allowDefaultEndpoints": true}`)
 
 // dropFlow forgets f.
 func (x *Extension) dropFlow(f *flow) {
@@ -614,6 +633,10 @@ func signInFailure(err error) string {
 		return "the code was refused: " + refreshErrorText(err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return errFlowExpired.Error()
+	case errors.Is(err, errNoMetadata):
+		return errNoMetadata.Error()
+	case errors.Is(err, errNoPKCE):
+		return errNoPKCE.Error()
 	}
 	return clip(err.Error(), 300)
 }
@@ -624,6 +647,9 @@ func signInFailure(err error) string {
 // and a sign-in goes on only with S256.
 type asRecorder struct {
 	base http.RoundTripper
+	// allowDefault lets requests go on to an authorization server that
+	// publishes no metadata (oauth.allowDefaultEndpoints).
+	allowDefault bool
 
 	mu     sync.Mutex
 	issuer string
@@ -631,6 +657,20 @@ type asRecorder struct {
 }
 
 func (r *asRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost {
+		// A registration or a token request: discovery is over, and
+		// nothing is sent to an authorization server a sign-in may not
+		// use.
+		r.mu.Lock()
+		issuer, s256 := r.issuer, r.s256
+		r.mu.Unlock()
+		switch {
+		case issuer != "" && !s256:
+			return nil, errNoPKCE
+		case issuer == "" && !r.allowDefault:
+			return nil, errNoMetadata
+		}
+	}
 	resp, err := r.base.RoundTrip(req)
 	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK ||
 		!(strings.Contains(req.URL.Path, "/.well-known/oauth-authorization-server") || strings.Contains(req.URL.Path, "/.well-known/openid-configuration")) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"crypto"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
@@ -41,6 +43,20 @@ type options struct {
 	// openList also lets tools/list through without a token: the token is
 	// asked for from tools/call on.
 	openList bool
+	// legacy serves the 2025-03-26 authorization rules: no metadata
+	// documents (neither RFC 9728 nor RFC 8414), the endpoints /authorize,
+	// /token and /register at the server's root, no iss in redirects.
+	legacy bool
+	// noResourceMetadata serves no RFC 9728 metadata (its 401 names
+	// none) but RFC 8414 metadata at the root, as 2025-03-26 specified.
+	noResourceMetadata bool
+	// ccClient, when set, is a client that may use the client credentials
+	// grant (RFC 6749 §4.4) for a machine's own token, authenticated with
+	// ccSecret (client_secret_basic or client_secret_post) or, with
+	// ccKey, a client assertion (private_key_jwt, RFC 7523) signed with
+	// the key whose public half ccKey is.
+	ccClient, ccSecret string
+	ccKey              crypto.PublicKey
 }
 
 // authServer is a small OAuth 2.1 authorization server: RFC 8414
@@ -63,6 +79,9 @@ type authServer struct {
 	stats   stats
 	seen    []seenRequest
 	failing int // the next token requests that answer 503 (tests)
+	// assertions are the IDs (jti) of the client assertions accepted, until
+	// they expire: an assertion is used once.
+	assertions map[string]time.Time
 	// sessions counts the MCP endpoint's open sessions (set by routes).
 	sessions func() int
 }
@@ -104,6 +123,13 @@ type stats struct {
 	Rejected                 int `json:"rejected"`    // MCP requests refused for their token
 	Unavailable              int `json:"unavailable"` // token requests answered 503 on purpose
 	Sessions                 int `json:"sessions"`    // MCP sessions open now
+	// ClientCredentials counts the tokens issued to ccClient by the
+	// client credentials grant, by how it authenticated:
+	// client_secret_basic, client_secret_post or private_key_jwt.
+	ClientCredentials map[string]int `json:"clientCredentials,omitempty"`
+	// ClientsRefused counts client credentials grants refused for the
+	// client's authentication.
+	ClientsRefused int `json:"clientsRefused"`
 }
 
 // seenRequest is one request the MCP endpoint accepted: whose token it
@@ -115,11 +141,14 @@ type seenRequest struct {
 
 func newAuthServer(base string, o options) *authServer {
 	return &authServer{o: o, base: base, clients: map[string]*client{}, codes: map[string]*code{},
-		access: map[string]*issued{}, refresh: map[string]*issued{}, grants: map[string]*grantFamily{}}
+		access: map[string]*issued{}, refresh: map[string]*issued{}, grants: map[string]*grantFamily{},
+		assertions: map[string]time.Time{}}
 }
 
 func (a *authServer) routes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /.well-known/oauth-authorization-server", a.metadata)
+	if !a.o.legacy {
+		mux.HandleFunc("GET /.well-known/oauth-authorization-server", a.metadata)
+	}
 	mux.HandleFunc("POST /register", a.register)
 	mux.HandleFunc("GET /authorize", a.authorizePage)
 	mux.HandleFunc("POST /authorize", a.authorize)
@@ -135,6 +164,16 @@ func (a *authServer) routes(mux *http.ServeMux) {
 }
 
 func (a *authServer) metadata(w http.ResponseWriter, _ *http.Request) {
+	grants, methods := []string{"authorization_code", "refresh_token"}, []string{"none"}
+	var algs []string
+	if a.o.ccClient != "" {
+		grants = append(grants, "client_credentials")
+		methods = append(methods, "client_secret_basic", "client_secret_post")
+		if a.o.ccKey != nil {
+			methods = append(methods, "private_key_jwt")
+			algs = assertionAlgs
+		}
+	}
 	writeJSON(w, http.StatusOK, &oauthex.AuthServerMeta{
 		Issuer:                                     a.base,
 		AuthorizationEndpoint:                      a.base + "/authorize",
@@ -143,8 +182,9 @@ func (a *authServer) metadata(w http.ResponseWriter, _ *http.Request) {
 		RevocationEndpoint:                         a.base + "/revoke",
 		ScopesSupported:                            append(slices.Clone(a.o.scopes), "offline_access"),
 		ResponseTypesSupported:                     []string{"code"},
-		GrantTypesSupported:                        []string{"authorization_code", "refresh_token"},
-		TokenEndpointAuthMethodsSupported:          []string{"none"},
+		GrantTypesSupported:                        grants,
+		TokenEndpointAuthMethodsSupported:          methods,
+		TokenEndpointAuthSigningAlgValuesSupported: algs,
 		CodeChallengeMethodsSupported:              []string{"S256"},
 		ClientIDMetadataDocumentSupported:          a.o.cimd,
 		AuthorizationResponseIssParameterSupported: true,
@@ -245,7 +285,9 @@ func (a *authServer) authorize(w http.ResponseWriter, r *http.Request) {
 	back, _ := url.Parse(ar.RedirectURI)
 	v := back.Query()
 	v.Set("state", ar.State)
-	v.Set("iss", a.base)
+	if !a.o.legacy {
+		v.Set("iss", a.base) // RFC 9207, which 2025-03-26 did not know
+	}
 	login := strings.TrimSpace(r.PostForm.Get("login"))
 	if r.PostForm.Get("decision") != "allow" || login == "" {
 		v.Set("error", "access_denied")
@@ -278,6 +320,10 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 	a.mu.Unlock()
 	if fail {
 		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if f.Get("grant_type") == "client_credentials" {
+		a.clientCredentials(w, r, f)
 		return
 	}
 	// The client first (public clients send client_id in the body, others
@@ -363,6 +409,97 @@ func (a *authServer) issueLocked(w http.ResponseWriter, fam *grantFamily) {
 	a.refresh[rt] = &issued{family: fam}
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": at, "token_type": "Bearer", "refresh_token": rt,
 		"expires_in": int(a.o.accessTTL / time.Second), "scope": strings.Join(fam.scopes, " ")})
+}
+
+// assertionType is the client_assertion_type of a JWT client assertion
+// (RFC 7523 §2.2).
+const assertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+// assertionAlgs are the signatures a client assertion may carry.
+var assertionAlgs = []string{"RS256", "PS256", "ES256", "ES384", "EdDSA"}
+
+// clientCredentials answers the client credentials grant: ccClient,
+// authenticated by its secret or its signed assertion, gets an access
+// token of its own (account "client:ID") for the resource, and no
+// refresh token (RFC 6749 §4.4.3).
+func (a *authServer) clientCredentials(w http.ResponseWriter, r *http.Request, f url.Values) {
+	method, why := a.authenticateClient(r, f)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if method == "" {
+		a.stats.ClientsRefused++
+		w.Header().Set("WWW-Authenticate", `Basic realm="token"`)
+		oauthError(w, http.StatusUnauthorized, "invalid_client", why)
+		return
+	}
+	resource := cmp.Or(f.Get("resource"), a.base+"/mcp")
+	if resource != a.base+"/mcp" {
+		oauthError(w, http.StatusBadRequest, "invalid_target", "unknown resource")
+		return
+	}
+	if a.stats.ClientCredentials == nil {
+		a.stats.ClientCredentials = map[string]int{}
+	}
+	a.stats.ClientCredentials[method]++
+	fam := &grantFamily{id: random(8), login: "client:" + a.o.ccClient, client: a.o.ccClient, resource: resource,
+		scopes: strings.Fields(f.Get("scope"))}
+	a.grants[fam.id] = fam
+	at := "at-" + random(24)
+	a.access[at] = &issued{family: fam, expires: time.Now().Add(a.o.accessTTL)}
+	writeJSON(w, http.StatusOK, map[string]any{"access_token": at, "token_type": "Bearer",
+		"expires_in": int(a.o.accessTTL / time.Second), "scope": strings.Join(fam.scopes, " ")})
+}
+
+// authenticateClient checks the client of a client credentials grant: a
+// client_assertion (private_key_jwt: signed with ccKey's private half, by
+// and about ccClient, for this server, not expired, not used before), or
+// ccClient's secret in the Authorization header (client_secret_basic,
+// form-encoded first as RFC 6749 §2.3.1 says) or in the body
+// (client_secret_post). It returns the method, or "" and why not.
+func (a *authServer) authenticateClient(r *http.Request, f url.Values) (method, why string) {
+	if f.Has("client_assertion") || f.Has("client_assertion_type") {
+		if a.o.ccKey == nil {
+			return "", "private_key_jwt is not enabled"
+		}
+		if f.Get("client_assertion_type") != assertionType {
+			return "", "unknown client_assertion_type"
+		}
+		claims := &jwt.RegisteredClaims{}
+		_, err := jwt.ParseWithClaims(f.Get("client_assertion"), claims, func(*jwt.Token) (any, error) { return a.o.ccKey, nil },
+			jwt.WithValidMethods(assertionAlgs), jwt.WithExpirationRequired(), jwt.WithIssuer(a.o.ccClient),
+			jwt.WithSubject(a.o.ccClient), jwt.WithAudience(a.base, a.base+"/token"))
+		switch {
+		case err != nil:
+			return "", "the client assertion is refused: " + err.Error()
+		case claims.ID == "" || claims.ExpiresAt.After(time.Now().Add(10*time.Minute)):
+			return "", "the client assertion needs a jti and an expiry within 10 minutes"
+		case f.Has("client_id") && f.Get("client_id") != a.o.ccClient:
+			return "", "client_id does not match the assertion"
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for id, exp := range a.assertions {
+			if time.Now().After(exp) {
+				delete(a.assertions, id)
+			}
+		}
+		if _, used := a.assertions[claims.ID]; used {
+			return "", "the client assertion was used before"
+		}
+		a.assertions[claims.ID] = claims.ExpiresAt.Time
+		return "private_key_jwt", ""
+	}
+	id, secret, method := f.Get("client_id"), f.Get("client_secret"), "client_secret_post"
+	if u, p, ok := r.BasicAuth(); ok {
+		id, _ = url.QueryUnescape(u)
+		secret, _ = url.QueryUnescape(p)
+		method = "client_secret_basic"
+	}
+	if a.o.ccClient == "" || a.o.ccSecret == "" || id != a.o.ccClient ||
+		subtle.ConstantTimeCompare([]byte(secret), []byte(a.o.ccSecret)) != 1 {
+		return "", "unknown client or wrong secret"
+	}
+	return method, ""
 }
 
 func (a *authServer) revoke(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,22 @@
 // memory.
 //
 //	oauth [-addr 127.0.0.1:8091] [-access-ttl 1h] [-scopes mcp] [-cimd] [-open-initialize [-open-list]] [-admin] [-token-endpoint URL]
+//	      [-legacy | -no-resource-metadata] [-client-credentials ID [-client-secret-env VAR] [-client-jwt-key FILE]]
+//
+// With -legacy it follows the 2025-03-26 authorization rules: it
+// publishes no metadata (neither RFC 9728 nor RFC 8414), its 401 names
+// none, its endpoints are /authorize, /token and /register at its root,
+// and its redirects carry no iss. With -no-resource-metadata it
+// publishes its RFC 8414 metadata but no RFC 9728 metadata (its 401 names
+// none): the 2025-03-26 discovery, at the MCP server's origin.
+//
+// With -client-credentials ID, client ID may use the client credentials
+// grant (a machine's token, account "client:ID", no refresh token),
+// authenticated with the secret in environment variable VAR
+// (client_secret_basic or client_secret_post) or with a client assertion
+// (private_key_jwt, RFC 7523) signed by the private half of the public key
+// in PEM file FILE (RSA, ECDSA or Ed25519): iss and sub the client, aud
+// the issuer or the token endpoint, an expiry, a jti used once.
 //
 // With -open-initialize, a request without a token that opens or ends a
 // session (initialize, a notification, DELETE) is let through, and the
@@ -30,6 +46,9 @@ package main
 
 import (
 	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -51,8 +70,29 @@ func main() {
 	openInit := flag.Bool("open-initialize", false, "let initialize, notifications and DELETE through without a token (ask for one from tools/list on)")
 	openList := flag.Bool("open-list", false, "with -open-initialize, let tools/list through without a token too (ask for one from tools/call on)")
 	tokenEndpoint := flag.String("token-endpoint", "", "the token endpoint the metadata names instead of its own (tests only)")
+	legacy := flag.Bool("legacy", false, "follow the 2025-03-26 authorization rules: no metadata, endpoints at the root")
+	noPRM := flag.Bool("no-resource-metadata", false, "publish no protected resource metadata (RFC 9728), as 2025-03-26 servers")
+	ccClient := flag.String("client-credentials", "", "a client ID that may use the client credentials grant")
+	ccSecretEnv := flag.String("client-secret-env", "", "the environment variable that holds -client-credentials's secret")
+	ccKeyFile := flag.String("client-jwt-key", "", "a PEM file with the public key of -client-credentials's assertions (private_key_jwt)")
 	flag.Parse()
-	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin, openInitialize: *openInit, openList: *openList, tokenEndpoint: *tokenEndpoint}
+	o := options{accessTTL: *ttl, cimd: *cimd, admin: *admin, openInitialize: *openInit, openList: *openList, tokenEndpoint: *tokenEndpoint,
+		legacy: *legacy, noResourceMetadata: *noPRM, ccClient: *ccClient}
+	if *ccSecretEnv != "" {
+		o.ccSecret = os.Getenv(*ccSecretEnv)
+	}
+	if *ccKeyFile != "" {
+		k, err := readPublicKey(*ccKeyFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "oauth:", err)
+			os.Exit(2)
+		}
+		o.ccKey = k
+	}
+	if o.ccClient == "" && (o.ccSecret != "" || o.ccKey != nil) {
+		fmt.Fprintln(os.Stderr, "oauth: -client-secret-env and -client-jwt-key need -client-credentials")
+		os.Exit(2)
+	}
 	for _, s := range strings.Split(*scopes, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.scopes = append(o.scopes, s)
@@ -62,6 +102,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "oauth:", err)
 		os.Exit(1)
 	}
+}
+
+// readPublicKey reads a PEM public key (PKIX: RSA, ECDSA or Ed25519).
+func readPublicKey(path string) (crypto.PublicKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, fmt.Errorf("%s: no PEM block", path)
+	}
+	k, err := x509.ParsePKIXPublicKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
 }
 
 // newMux returns the authorization server and the protected MCP endpoint

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -11,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"go.uber.org/goleak"
 	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -220,5 +224,130 @@ func TestOpenInitialize(t *testing.T) {
 	closed := serve(t, options{accessTTL: time.Hour, scopes: []string{"mcp"}})
 	if resp := post(closed, "", initialize); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("initialize without a token and without the mode: %s", resp.Status)
+	}
+}
+
+// TestLegacy checks -legacy, a server on the 2025-03-26 authorization
+// rules: no metadata documents, a 401 that names none, no iss in the
+// redirect; a bare go-sdk client signs in with the endpoints at the root
+// (its fallback) and calls whoami.
+func TestLegacy(t *testing.T) {
+	base := serve(t, options{accessTTL: time.Hour, scopes: []string{"mcp"}, admin: true, legacy: true})
+	for _, p := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource",
+		"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %s; want 404", p, resp.Status)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var iss string
+	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			ClientName: "test", RedirectURIs: []string{"http://127.0.0.1:1/callback"}, TokenEndpointAuthMethod: "none"}},
+		AuthorizationCodeFetcher: func(_ context.Context, a *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			if !strings.HasPrefix(a.URL, base+"/authorize?") {
+				t.Errorf("authorization URL %s; want %s/authorize", a.URL, base)
+			}
+			q := signIn(t, a.URL, "lee")
+			iss = q.Get("iss")
+			return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state")}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: base + "/mcp", OAuthHandler: h, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("whoami: %v %+v", err, res)
+	}
+	if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), `"login":"lee"`) {
+		t.Errorf("whoami = %s", b)
+	}
+	if iss != "" {
+		t.Errorf("the redirect carries iss=%q; 2025-03-26 sends none", iss)
+	}
+}
+
+// TestClientCredentials checks -client-credentials: the client gets a
+// token of its own with its secret in the Authorization header or the
+// body, or with a signed assertion; a wrong secret, an assertion signed
+// by another key, for another audience, or used twice are refused
+// invalid_client; the token opens /mcp as account "client:ID".
+func TestClientCredentials(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := rsa.GenerateKey(rand.Reader, 2048)
+	base := serve(t, options{accessTTL: time.Hour, scopes: []string{"mcp"}, admin: true,
+		ccClient: "svc", ccSecret: "s3cret", ccKey: &key.PublicKey})
+	ctx := context.Background()
+	cc := func(style oauth2.AuthStyle, secret string, params url.Values) (*oauth2.Token, error) {
+		c := &clientcredentials.Config{ClientID: "svc", ClientSecret: secret, TokenURL: base + "/token", Scopes: []string{"mcp"},
+			AuthStyle: style, EndpointParams: params}
+		return c.Token(ctx)
+	}
+	assertion := func(k *rsa.PrivateKey, aud, jti string) url.Values {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.RegisteredClaims{Issuer: "svc", Subject: "svc",
+			Audience: jwt.ClaimStrings{aud}, ID: jti, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Minute))}).SignedString(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return url.Values{"client_assertion_type": {assertionType}, "client_assertion": {s}}
+	}
+	var re *oauth2.RetrieveError
+	for name, try := range map[string]func() (*oauth2.Token, error){
+		"basic": func() (*oauth2.Token, error) { return cc(oauth2.AuthStyleInHeader, "s3cret", nil) },
+		"post":  func() (*oauth2.Token, error) { return cc(oauth2.AuthStyleInParams, "s3cret", nil) },
+		"jwt": func() (*oauth2.Token, error) {
+			return cc(oauth2.AuthStyleInParams, "", assertion(key, base+"/token", "j1"))
+		},
+	} {
+		tok, err := try()
+		if err != nil || tok.AccessToken == "" || tok.RefreshToken != "" {
+			t.Fatalf("%s: %v %+v; want an access token without refresh token", name, err, tok)
+		}
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			t.Errorf("%s: the token on /mcp: %s", name, resp.Status)
+		}
+	}
+	for name, try := range map[string]func() (*oauth2.Token, error){
+		"wrong secret": func() (*oauth2.Token, error) { return cc(oauth2.AuthStyleInHeader, "wrong", nil) },
+		"other key": func() (*oauth2.Token, error) {
+			return cc(oauth2.AuthStyleInParams, "", assertion(other, base+"/token", "j2"))
+		},
+		"other aud": func() (*oauth2.Token, error) {
+			return cc(oauth2.AuthStyleInParams, "", assertion(key, "https://elsewhere", "j3"))
+		},
+		"assertion reused": func() (*oauth2.Token, error) { return cc(oauth2.AuthStyleInParams, "", assertion(key, base, "j1")) },
+	} {
+		if _, err := try(); !errors.As(err, &re) || re.ErrorCode != "invalid_client" {
+			t.Errorf("%s: %v; want invalid_client", name, err)
+		}
+	}
+	var st stats
+	getJSON(t, base+"/admin/stats", &st)
+	if st.ClientCredentials["client_secret_basic"] != 1 || st.ClientCredentials["client_secret_post"] != 1 ||
+		st.ClientCredentials["private_key_jwt"] != 1 || st.ClientsRefused != 4 {
+		t.Errorf("stats = %+v", st)
 	}
 }

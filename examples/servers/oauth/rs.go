@@ -64,12 +64,18 @@ func routes(mux *http.ServeMux, a *authServer) {
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "admin: " + in.Text}}}, nil, nil
 		})
+	if a.o.legacy || a.o.noResourceMetadata {
+		prm = "" // 2025-03-26: no resource metadata; the 401 names none
+	}
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prm, Scopes: a.o.scopes})(
 		stepUp(a, prm, h))
 	if a.o.openInitialize {
 		protected = openSession(h, protected, a.o.openList)
 	}
 	mux.Handle("/mcp", protected)
+	if a.o.legacy || a.o.noResourceMetadata {
+		return
+	}
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, &oauthex.ProtectedResourceMetadata{Resource: resource, AuthorizationServers: []string{a.base},
 			ScopesSupported: a.o.scopes, BearerMethodsSupported: []string{"header"}})
