@@ -173,11 +173,6 @@ type Host struct {
 	services    *services.Manager
 	dataDir     string
 
-	// settingsWrite serializes the writes of settings values (a merge is
-	// a read, a merge and a write): held only around the store, never
-	// across a refresh or an extension call.
-	settingsWrite sync.Mutex
-
 	closeOnce sync.Once
 	closeErr  error
 }

@@ -112,8 +112,9 @@ func (h *Host) SetSettings(ctx context.Context, user, extName, section string, v
 // key it leaves out keeps its value (a secret field in it: a string sets,
 // null clears, absent keeps). The merged values are validated as
 // [Host.SetSettings] validates, stored, and the user is refreshed. The
-// read, the merge and the write are one step against other writes of
-// this host, so two patches never lose each other's keys.
+// read, the merge and the write are one atomic step of the settings store
+// (its Update), so no concurrent write, of this process or another, is
+// lost.
 func (h *Host) PatchSettings(ctx context.Context, user, extName, section string, patch json.RawMessage) error {
 	if err := checkUser(user); err != nil {
 		return err
@@ -129,23 +130,24 @@ func (h *Host) PatchSettings(ctx context.Context, user, extName, section string,
 	if err != nil {
 		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
-	h.settingsWrite.Lock()
-	current, err := h.settings.Get(ctx, extName, user, section)
+	err = h.settings.Update(ctx, extName, user, section, func(old json.RawMessage) (json.RawMessage, error) {
+		if t := bytes.TrimSpace(old); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+			old = json.RawMessage("{}")
+		}
+		merged, err := jsonpatch.MergePatch(old, plainPatch)
+		if err != nil {
+			return nil, ext.Mark(fmt.Errorf("merging the patch into the values of %s/%s: %w", extName, section, err), ext.ErrInvalidArgument)
+		}
+		normalized, err := settings.ValidateValues(f, merged)
+		if err != nil {
+			return nil, ext.Mark(err, ext.ErrInvalidArgument)
+		}
+		return normalized, nil
+	})
 	if err != nil {
-		h.settingsWrite.Unlock()
 		return mapSettingsErr(err)
 	}
-	if len(bytes.TrimSpace(current)) == 0 || bytes.Equal(bytes.TrimSpace(current), []byte("null")) {
-		current = json.RawMessage("{}")
-	}
-	merged, err := jsonpatch.MergePatch(current, plainPatch)
-	if err != nil {
-		h.settingsWrite.Unlock()
-		return ext.Mark(fmt.Errorf("merging the patch into the values of %s/%s: %w", extName, section, err), ext.ErrInvalidArgument)
-	}
-	err = h.storeSettings(ctx, f, extName, user, section, merged, secretVals)
-	h.settingsWrite.Unlock()
-	if err != nil {
+	if err := h.storeSecrets(ctx, extName, user, secretVals); err != nil {
 		return err
 	}
 	return h.refreshUser(ctx, extName, user)
@@ -160,10 +162,14 @@ func (h *Host) setSettings(ctx context.Context, extName, user, section string, v
 	if err != nil {
 		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
-	h.settingsWrite.Lock()
-	err = h.storeSettings(ctx, f, extName, user, section, plain, secretVals)
-	h.settingsWrite.Unlock()
+	normalized, err := settings.ValidateValues(f, plain)
 	if err != nil {
+		return ext.Mark(err, ext.ErrInvalidArgument)
+	}
+	if err := h.settings.Set(ctx, extName, user, section, normalized); err != nil {
+		return mapSettingsErr(err)
+	}
+	if err := h.storeSecrets(ctx, extName, user, secretVals); err != nil {
 		return err
 	}
 	if refresh {
@@ -172,25 +178,17 @@ func (h *Host) setSettings(ctx context.Context, extName, user, section string, v
 	return nil
 }
 
-// storeSettings validates plain values against the form, stores them and
-// then the secret fields (a value sets, nil clears). The caller holds
-// settingsWrite.
-func (h *Host) storeSettings(ctx context.Context, f settings.Form, extName, user, section string,
-	plain json.RawMessage, secretVals map[string]*string) error {
-	normalized, err := settings.ValidateValues(f, plain)
-	if err != nil {
-		return ext.Mark(err, ext.ErrInvalidArgument)
-	}
-	if err := h.settings.Set(ctx, extName, user, section, normalized); err != nil {
-		return mapSettingsErr(err)
-	}
+// storeSecrets stores a section's secret fields (a value sets, nil
+// clears), in name order.
+func (h *Host) storeSecrets(ctx context.Context, extName, user string, secretVals map[string]*string) error {
 	names := make([]string, 0, len(secretVals))
 	for n := range secretVals {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	ss := (&userStore{h: h, ext: extName, user: user}).Secrets()
 	for _, n := range names {
-		ss := (&userStore{h: h, ext: extName, user: user}).Secrets()
+		var err error
 		if v := secretVals[n]; v != nil {
 			err = ss.Set(ctx, n, *v)
 		} else {
