@@ -763,10 +763,12 @@ func parseOAuth(raw json.RawMessage, where string, user bool, errs *problems) *O
 		errs.add(where+".clientSecret", "needs clientId: a secret belongs to a registered client")
 	}
 	if o.Grant != GrantClientCredentials {
-		for k, set := range map[string]bool{"privateKey": o.PrivateKey != nil, "tokenEndpointAuth": o.TokenEndpointAuth != "",
-			"tokenEndpoint": o.TokenEndpoint != ""} {
-			if set {
-				errs.add(where+"."+k, "applies to grant client_credentials only")
+		for _, f := range []struct {
+			k   string
+			set bool
+		}{{"privateKey", o.PrivateKey != nil}, {"tokenEndpointAuth", o.TokenEndpointAuth != ""}, {"tokenEndpoint", o.TokenEndpoint != ""}} {
+			if f.set {
+				errs.add(where+"."+f.k, "applies to grant client_credentials only")
 			}
 		}
 		return o
