@@ -529,7 +529,12 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 			if strings.ContainsRune(a, 0) {
 				errs.add(fmt.Sprintf("%s.args[%d]", where, i), "holds a NUL byte")
 			}
+			checkPlaceholders(a, fmt.Sprintf("%s.args[%d]", where, i), false, false, errs)
 		}
+		for _, k := range sortedKeys(s.Env) {
+			checkPlaceholders(s.Env[k], where+".env."+k, false, true, errs)
+		}
+		checkPlaceholders(s.Cwd, where+".cwd", false, false, errs)
 		for i, p := range s.ReadablePaths {
 			if !filepath.IsAbs(p) {
 				errs.add(fmt.Sprintf("%s.readablePaths[%d]", where, i), "must be an absolute path")
@@ -563,6 +568,8 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 				errs.add(where+".headers", "%q is not a header name", clip(k, 40))
 			} else if strings.ContainsAny(s.Headers[k], "\r\n\x00") {
 				errs.add(where+".headers."+k, "the value holds a line break or NUL")
+			} else {
+				checkPlaceholders(s.Headers[k], where+".headers."+k, true, true, errs)
 			}
 		}
 		if len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {

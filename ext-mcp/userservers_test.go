@@ -110,7 +110,7 @@ func TestUserServers(t *testing.T) {
 func TestSettingsSections(t *testing.T) {
 	t.Parallel()
 	cfg := `{"userServers": "url", "mcpServers": {
-		"a": {"command": "x"},
+		"a": {"command": "sh"},
 		"b": {"url": "https://b", "availability": "opt-in"},
 		"off": {"command": "x", "enabled": false},
 		"team": {"url": "https://t", "credentials": "shared", "users": ["u"], "sharedAuthority": "the team's service account"}}}`
