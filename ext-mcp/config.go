@@ -269,7 +269,12 @@ func (p problems) err() error {
 // ParseConfig parses and validates the operator's config block. An empty
 // block is a config with no servers. Every problem is reported, each
 // naming the server and the field.
-func ParseConfig(raw json.RawMessage) (*Config, error) {
+func ParseConfig(raw json.RawMessage) (*Config, error) { return parseConfig(raw, "", false) }
+
+// parseConfig is ParseConfig, with the commands of the stdio servers
+// checked too when commands is set (checkCommands; base is the operator's
+// file's folder), their problems among the others.
+func parseConfig(raw json.RawMessage, base string, commands bool) (*Config, error) {
 	var errs problems
 	cfg := &Config{}
 	if isEmpty(raw) {
@@ -312,6 +317,9 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 		}
 	}
 	cfg.ServerList = parseList(top, false, &errs)
+	if commands {
+		cfg.checkCommands(base, &errs)
+	}
 	if err := errs.err(); err != nil {
 		return nil, err
 	}

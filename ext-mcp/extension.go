@@ -179,11 +179,8 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	if req == nil || req.Host == nil {
 		return fmt.Errorf("extmcp: Configure without a host: %w", ext.ErrInvalidArgument)
 	}
-	cfg, err := ParseConfig(req.Config)
+	cfg, err := parseConfig(req.Config, req.BaseDir, true)
 	if err != nil {
-		return fmt.Errorf("invalid MCP config: %w", err)
-	}
-	if err := cfg.checkCommands(req.BaseDir); err != nil {
 		return fmt.Errorf("invalid MCP config: %w", err)
 	}
 	x.warnSharedPaths(cfg, req.BaseDir)

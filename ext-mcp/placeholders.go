@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -233,17 +232,14 @@ func checkCommand(command, base, where string, errs *problems) {
 
 // checkCommands checks the commands of the operator's stdio servers that
 // are not switched off (see checkCommand).
-func (c *Config) checkCommands(base string) error {
-	var errs problems
+func (c *Config) checkCommands(base string, errs *problems) {
 	for key, m := range map[string]map[string]Server{"mcpServers": c.MCPServers, "servers": c.Servers} {
 		for _, name := range sortedKeys(m) {
 			if s := m[name]; s.Command != "" && (s.Enabled == nil || *s.Enabled) {
-				checkCommand(s.Command, base, key+"."+name, &errs)
+				checkCommand(s.Command, base, key+"."+name, errs)
 			}
 		}
 	}
-	slices.Sort(errs)
-	return errs.err()
 }
 
 // warnSharedPaths logs, at load, each operator's stdio server that several

@@ -87,13 +87,9 @@ func TestCommandCheck(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(base, "bin", "noexec"), []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig(json.RawMessage(`{"mcpServers": {"good": {"command": "bin/ok"}, "path": {"command": "sh"},
+	_, err := parseConfig(json.RawMessage(`{"mcpServers": {"good": {"command": "bin/ok"}, "path": {"command": "sh"},
 		"notes": {"command": "bin/notez"}, "nx": {"command": "bin/noexec"}, "gone": {"command": "no-such-program-g17"},
-		"off": {"command": "bin/missing", "enabled": false}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = cfg.checkCommands(base)
+		"off": {"command": "bin/missing", "enabled": false}}}`), base, true)
 	for _, w := range []string{`mcpServers.notes.command: "bin/notez" not found`, `mcpServers.nx.command: "bin/noexec" is not executable`,
 		`mcpServers.gone.command: "no-such-program-g17" not found on PATH`} {
 		if err == nil || !strings.Contains(err.Error(), w) {
@@ -126,7 +122,9 @@ type pathsHost struct {
 	dir string
 }
 
-func (h *pathsHost) UserStore(user string) ext.UserStore { return pathsStore{dir: filepath.Join(h.dir, user)} }
+func (h *pathsHost) UserStore(user string) ext.UserStore {
+	return pathsStore{dir: filepath.Join(h.dir, user)}
+}
 
 type pathsStore struct {
 	ext.UserStore
