@@ -77,19 +77,20 @@ type ServerList struct {
 type Server struct {
 	// Command starts a stdio server (one process per user).
 	Command string `json:"command,omitempty" jsonschema_description:"The program of a stdio server; the host starts one process per user."`
-	// Args are the command's arguments.
-	Args []string `json:"args,omitempty" jsonschema_description:"Arguments of the command."`
+	// Args are the command's arguments. Here and in Env, Cwd and Headers,
+	// ${user} and ${userDir} are replaced per user (placeholders.go).
+	Args []string `json:"args,omitempty" jsonschema_description:"Arguments of the command. ${user} (the user's id) and ${userDir} (their own folder, the process's HOME) are replaced per user; $${ is a literal ${."`
 	// Env adds to the process's environment. MCP_ACCESS_TOKEN is dropped
 	// for personal servers: the user's token is passed instead.
-	Env map[string]string `json:"env,omitempty" jsonschema_description:"Environment of the process. MCP_ACCESS_TOKEN is set from the user's token, never from here, on personal servers."`
+	Env map[string]string `json:"env,omitempty" jsonschema_description:"Environment of the process. MCP_ACCESS_TOKEN is set from the user's token, never from here, on personal servers. ${user} and ${userDir} are replaced per user."`
 	// Cwd is the process's working directory (default: the user's data
 	// folder).
-	Cwd string `json:"cwd,omitempty" jsonschema_description:"Working directory of the process (default: the user's data folder)."`
+	Cwd string `json:"cwd,omitempty" jsonschema_description:"Working directory of the process (default: the user's own folder, ${userDir})."`
 	// URL is a remote server's endpoint.
 	URL string `json:"url,omitempty" jsonschema:"format=uri" jsonschema_description:"Endpoint of a remote server (http or https)."`
 	// Headers are sent with every request. Authorization (any spelling) is
 	// replaced by the user's token on personal servers.
-	Headers map[string]string `json:"headers,omitempty" jsonschema_description:"HTTP headers for a remote server. Authorization is replaced by the user's token on personal servers."`
+	Headers map[string]string `json:"headers,omitempty" jsonschema_description:"HTTP headers for a remote server. Authorization is replaced by the user's token on personal servers. ${user} is replaced by the user's id."`
 	// Type is "http" (Streamable HTTP, the default) or "sse" for a remote
 	// server, "stdio" (or empty) for a command.
 	Type string `json:"type,omitempty" jsonschema:"enum=http,enum=sse,enum=stdio" jsonschema_description:"Transport: http (Streamable HTTP) or sse for a url, stdio for a command."`
