@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/agenthost/agenthost/ext"
 )
@@ -163,7 +162,8 @@ func userDir(ctx context.Context, h ext.Host, user string, sandboxed bool) (stri
 // is a writable file or would be created in a writable folder. Paths under
 // the command's folder and readablePaths are left out (programs and data
 // to read). The heuristic keeps false positives low: a folder (a root to
-// serve), a missing folder's file and read-only files are not named.
+// serve), a missing folder's file and read-only files (no write bit) are
+// not named.
 func fixedPaths(s Server, command string) []string {
 	var out []string
 	look := func(where, v string) {
@@ -182,11 +182,13 @@ func fixedPaths(s Server, command string) []string {
 				return
 			}
 		}
+		// Writable is judged by the mode's write bits (portable; the
+		// process's uid may not be ours anyway).
 		if fi, err := os.Stat(v); err == nil {
-			if fi.IsDir() || syscall.Access(v, 2 /* W_OK */) != nil {
+			if fi.IsDir() || fi.Mode().Perm()&0o222 == 0 {
 				return
 			}
-		} else if fi, err := os.Stat(filepath.Dir(v)); err != nil || !fi.IsDir() || syscall.Access(filepath.Dir(v), 2) != nil {
+		} else if fi, err := os.Stat(filepath.Dir(v)); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o222 == 0 {
 			return
 		}
 		out = append(out, where)

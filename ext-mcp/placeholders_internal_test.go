@@ -105,7 +105,11 @@ func TestCommandCheck(t *testing.T) {
 // named; folders, read-only system files and placeholder paths are not.
 func TestFixedPaths(t *testing.T) {
 	d := t.TempDir()
-	s := Server{Command: "/usr/bin/node", Args: []string{"server.js", "--db=" + d + "/a.db", d, "/usr/bin/env", "/no/such/dir/x"},
+	ro := filepath.Join(d, "ro.json")
+	if err := os.WriteFile(ro, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	s := Server{Command: "/usr/bin/node", Args: []string{"server.js", "--db=" + d + "/a.db", d, "/usr/bin/env", "/no/such/dir/x", ro},
 		Env: map[string]string{"MEMORY_FILE_PATH": d + "/memory.jsonl", "OK": "${userDir}/m.jsonl", "N": "3"}}
 	got := fixedPaths(s, "/usr/bin/node")
 	if !slices.Equal(got, []string{"args[1]", "env.MEMORY_FILE_PATH"}) {
