@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agenthost/agenthost/ext"
@@ -100,43 +102,17 @@ func expand(v, user, dir string) string {
 
 // perUser reports whether a stdio server's args, env or cwd name a
 // placeholder, so that each user's process gets values of its own.
-func perUser(s Server) bool {
-	has := func(v string) bool {
-		return strings.Contains(strings.ReplaceAll(v, "$${", ""), "${user")
-	}
-	if has(s.Cwd) {
-		return true
-	}
-	for _, a := range s.Args {
-		if has(a) {
-			return true
-		}
-	}
-	for _, v := range s.Env {
-		if has(v) {
-			return true
-		}
-	}
-	return false
-}
+func perUser(s Server) bool { return names(s, "${user}") || names(s, "${"+phUserDir+"}") }
 
-// usesUserDir reports whether the server names ${userDir} anywhere.
-func usesUserDir(s Server) bool {
-	has := func(v string) bool { return strings.Contains(strings.ReplaceAll(v, "$${", ""), "${"+phUserDir+"}") }
-	if has(s.Cwd) {
-		return true
-	}
-	for _, a := range s.Args {
-		if has(a) {
-			return true
-		}
-	}
-	for _, v := range s.Env {
-		if has(v) {
-			return true
-		}
-	}
-	return false
+// usesUserDir reports whether a stdio server's args, env or cwd name
+// ${userDir}.
+func usesUserDir(s Server) bool { return names(s, "${"+phUserDir+"}") }
+
+// names reports whether a stdio server's args, env or cwd hold the
+// placeholder ph (not escaped as $${).
+func names(s Server, ph string) bool {
+	has := func(v string) bool { return strings.Contains(strings.ReplaceAll(v, "$${", ""), ph) }
+	return has(s.Cwd) || slices.ContainsFunc(s.Args, has) || slices.ContainsFunc(slices.Collect(maps.Values(s.Env)), has)
 }
 
 // userDir returns the user's own folder for a process: its HOME. An
