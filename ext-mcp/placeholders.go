@@ -22,7 +22,7 @@ import (
 // values, are replaced for each user when the process is started or the
 // request sent:
 //
-//	${user}     the user's id (letters, digits and . _ @ - only: the host's checkUser)
+//	${user}     the user's id (letters, digits and . _ @ + - only: the host's validUser)
 //	${userDir}  the user's own folder: the process's HOME (see userDir)
 //
 // "$${" is a literal "${". Any other ${...} is a load error naming the
