@@ -516,8 +516,13 @@ func (e *Engine) Status(userID string) []ext.StatusEntry {
 	var out []ext.StatusEntry
 	for _, u := range users {
 		u.mu.Lock()
+		shadowed := u.shadowedLocked()
 		for name, c := range u.conns {
-			out = append(out, ext.StatusEntry{User: u.id, Name: name, State: "connected", Tools: len(c.built), Reason: refusedReason(c.refused)})
+			reason := refusedReason(c.refused)
+			if sh := shadowed[name]; sh != "" {
+				reason = strings.TrimPrefix(reason+"; "+sh, "; ")
+			}
+			out = append(out, ext.StatusEntry{User: u.id, Name: name, State: "connected", Tools: len(c.built), Reason: reason})
 		}
 		for c := range u.retiring {
 			out = append(out, ext.StatusEntry{User: u.id, Name: c.name, State: "retiring",
@@ -549,6 +554,45 @@ func (e *Engine) Status(userID string) []ext.StatusEntry {
 		}
 		return strings.Compare(a.State, b.State)
 	})
+	return out
+}
+
+// shadowedLocked words, for each connected server of the user, the
+// resource URIs and URI templates it offers that an earlier server (by
+// name) offers too: the first server by name serves them (catalogLocked,
+// onResource), so this one's are never read. u.mu must be held.
+func (u *user) shadowedLocked() map[string]string {
+	names := make([]string, 0, len(u.conns))
+	for name := range u.conns {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	firstURI, firstTmpl := map[string]string{}, map[string]string{}
+	out := map[string]string{}
+	for _, name := range names {
+		x := u.conns[name].extras
+		if x == nil {
+			continue
+		}
+		var lost []string
+		for _, l := range []struct {
+			infos []NamedInfo
+			first map[string]string
+			what  string
+		}{{x.Resources, firstURI, "resource"}, {x.Templates, firstTmpl, "resource template"}} {
+			for _, r := range l.infos {
+				switch by, seen := l.first[r.Name]; {
+				case !seen:
+					l.first[r.Name] = name
+				case by != name:
+					lost = append(lost, fmt.Sprintf("%s %q is served by %s", l.what, r.Name, by))
+				}
+			}
+		}
+		if len(lost) > 0 {
+			out[name] = "shadowed (the first server by name serves a URI two offer): " + strings.Join(lost, ", ")
+		}
+	}
 	return out
 }
 

@@ -77,19 +77,20 @@ type ServerList struct {
 type Server struct {
 	// Command starts a stdio server (one process per user).
 	Command string `json:"command,omitempty" jsonschema_description:"The program of a stdio server; the host starts one process per user."`
-	// Args are the command's arguments.
-	Args []string `json:"args,omitempty" jsonschema_description:"Arguments of the command."`
+	// Args are the command's arguments. Here and in Env, Cwd and Headers,
+	// ${user} and ${userDir} are replaced per user (placeholders.go).
+	Args []string `json:"args,omitempty" jsonschema_description:"Arguments of the command. ${user} (the user's id) and ${userDir} (their own folder, the process's HOME) are replaced per user; $${ is a literal ${."`
 	// Env adds to the process's environment. MCP_ACCESS_TOKEN is dropped
 	// for personal servers: the user's token is passed instead.
-	Env map[string]string `json:"env,omitempty" jsonschema_description:"Environment of the process. MCP_ACCESS_TOKEN is set from the user's token, never from here, on personal servers."`
+	Env map[string]string `json:"env,omitempty" jsonschema_description:"Environment of the process. MCP_ACCESS_TOKEN is set from the user's token, never from here, on personal servers. ${user} and ${userDir} are replaced per user."`
 	// Cwd is the process's working directory (default: the user's data
 	// folder).
-	Cwd string `json:"cwd,omitempty" jsonschema_description:"Working directory of the process (default: the user's data folder)."`
+	Cwd string `json:"cwd,omitempty" jsonschema_description:"Working directory of the process (default: the user's own folder, ${userDir})."`
 	// URL is a remote server's endpoint.
 	URL string `json:"url,omitempty" jsonschema:"format=uri" jsonschema_description:"Endpoint of a remote server (http or https)."`
 	// Headers are sent with every request. Authorization (any spelling) is
 	// replaced by the user's token on personal servers.
-	Headers map[string]string `json:"headers,omitempty" jsonschema_description:"HTTP headers for a remote server. Authorization is replaced by the user's token on personal servers."`
+	Headers map[string]string `json:"headers,omitempty" jsonschema_description:"HTTP headers for a remote server. Authorization is replaced by the user's token on personal servers. ${user} is replaced by the user's id."`
 	// Type is "http" (Streamable HTTP, the default) or "sse" for a remote
 	// server, "stdio" (or empty) for a command.
 	Type string `json:"type,omitempty" jsonschema:"enum=http,enum=sse,enum=stdio" jsonschema_description:"Transport: http (Streamable HTTP) or sse for a url, stdio for a command."`
@@ -299,7 +300,12 @@ func (p problems) err() error {
 // ParseConfig parses and validates the operator's config block. An empty
 // block is a config with no servers. Every problem is reported, each
 // naming the server and the field.
-func ParseConfig(raw json.RawMessage) (*Config, error) {
+func ParseConfig(raw json.RawMessage) (*Config, error) { return parseConfig(raw, "", false) }
+
+// parseConfig is ParseConfig, with the commands of the stdio servers
+// checked too when commands is set (checkCommands; base is the operator's
+// file's folder), their problems among the others.
+func parseConfig(raw json.RawMessage, base string, commands bool) (*Config, error) {
 	var errs problems
 	cfg := &Config{}
 	if isEmpty(raw) {
@@ -342,6 +348,9 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 		}
 	}
 	cfg.ServerList = parseList(top, false, &errs)
+	if commands {
+		cfg.checkCommands(base, &errs)
+	}
 	if err := errs.err(); err != nil {
 		return nil, err
 	}
@@ -559,7 +568,12 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 			if strings.ContainsRune(a, 0) {
 				errs.add(fmt.Sprintf("%s.args[%d]", where, i), "holds a NUL byte")
 			}
+			checkPlaceholders(a, fmt.Sprintf("%s.args[%d]", where, i), false, false, errs)
 		}
+		for _, k := range sortedKeys(s.Env) {
+			checkPlaceholders(s.Env[k], where+".env."+k, false, true, errs)
+		}
+		checkPlaceholders(s.Cwd, where+".cwd", false, false, errs)
 		for i, p := range s.ReadablePaths {
 			if !filepath.IsAbs(p) {
 				errs.add(fmt.Sprintf("%s.readablePaths[%d]", where, i), "must be an absolute path")
@@ -593,6 +607,8 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 				errs.add(where+".headers", "%q is not a header name", clip(k, 40))
 			} else if strings.ContainsAny(s.Headers[k], "\r\n\x00") {
 				errs.add(where+".headers."+k, "the value holds a line break or NUL")
+			} else {
+				checkPlaceholders(s.Headers[k], where+".headers."+k, true, true, errs)
 			}
 		}
 		if len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {

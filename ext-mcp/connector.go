@@ -199,7 +199,10 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	var oa auth.OAuthHandler
 	if s.URL == "" {
 		// The spec goes with the connect: the host need not ask for it.
-		spec := x.processSpec(d.Name, us)
+		spec, err := x.processSpec(ctx, h, d.Name, user, us)
+		if err != nil {
+			return nil, err
+		}
 		cn.output = newOutputRedactor(spec, token)
 		cn.operatorsOutput = us.owner == OperatorUser && user != OperatorUser && !s.ShowOutputToUsers
 		svc, err := h.ConnectServiceSpec(ctx, x.serviceName(d.Name), user, spec)
@@ -228,7 +231,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 			if replace && isAuthorization(k) {
 				continue
 			}
-			hdr.Set(k, v)
+			hdr.Set(k, expand(v, user, ""))
 		}
 		if !replace {
 			// The configured Authorization of a shared server without an

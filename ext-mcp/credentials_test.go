@@ -110,7 +110,7 @@ func TestCanaryCredentials(t *testing.T) {
 			configTok := canary("CONFIG")
 			cfg := fmt.Sprintf(`{"mcpServers": {
 				"cli": %s,
-				"web": {"url": %q, "headers": {"authorization": "Bearer %s", "X-Team": "blue"}},
+				"web": {"url": %q, "headers": {"authorization": "Bearer %s", "X-Team": "blue", "X-User": "user-${user}"}},
 				"sse": {"url": %q, "type": "sse", "headers": {"AUTHORIZATION": "Bearer %s"}},
 				"strict": {"url": %q}}}`,
 				notesServer(fmt.Sprintf(`"env": {"MCP_ACCESS_TOKEN": %q}`, configTok)),
@@ -176,9 +176,20 @@ func TestCanaryCredentials(t *testing.T) {
 					}
 				}
 				if name == "web" {
-					for _, h := range headers {
+					for i, h := range headers {
 						if h.Get("X-Team") != "blue" {
 							t.Errorf("web lost the configured X-Team header: %v", h)
+							break
+						}
+						// ${user} is each request's own user (issue 17).
+						want := "user-carol"
+						for _, u := range users[:2] {
+							if auths[i] == "Bearer "+tokens[u][name] {
+								want = "user-" + u
+							}
+						}
+						if got := h.Get("X-User"); got != want {
+							t.Errorf("web got X-User %q with Authorization %q; want %q", got, auths[i], want)
 							break
 						}
 					}

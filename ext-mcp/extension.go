@@ -181,10 +181,11 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	if req == nil || req.Host == nil {
 		return fmt.Errorf("extmcp: Configure without a host: %w", ext.ErrInvalidArgument)
 	}
-	cfg, err := ParseConfig(req.Config)
+	cfg, err := parseConfig(req.Config, req.BaseDir, true)
 	if err != nil {
 		return fmt.Errorf("invalid MCP config: %w", err)
 	}
+	x.warnSharedPaths(cfg, req.BaseDir)
 	sections, err := buildSections(cfg)
 	if err != nil {
 		return err
@@ -487,38 +488,51 @@ func (x *Extension) StartService(ctx context.Context, name, user string) (*ext.P
 			if err != nil {
 				return nil, err
 			}
-			return x.processSpec(d.Name, us), nil
+			return x.processSpec(ctx, h, d.Name, user, us)
 		}
 	}
 	return nil, nil
 }
 
-// processSpec is how to start stdio server name for the user of us: the
-// configured environment without any MCP_ACCESS_TOKEN on personal
+// processSpec is how to start stdio server name for user, bound by us:
+// the configured environment without any MCP_ACCESS_TOKEN on personal
 // servers, plus MCP_ACCESS_TOKEN set to the user's token (the operator's,
-// on shared servers) when there is one.
-func (x *Extension) processSpec(name string, us *userSpec) *ext.ProcessSpec {
+// on shared servers) when there is one; the placeholders of args, env and
+// cwd replaced by the user's (placeholders.go).
+func (x *Extension) processSpec(ctx context.Context, h ext.Host, name, user string, us *userSpec) (*ext.ProcessSpec, error) {
 	s := us.server
+	own := strings.HasPrefix(name, catalog.UserServerPrefix)
+	sandboxed := own || (s.Sandbox != nil && *s.Sandbox)
+	var dir string
+	if usesUserDir(s) {
+		var err error
+		if dir, err = userDir(ctx, h, user, sandboxed); err != nil {
+			return nil, err
+		}
+	}
 	env := make([]string, 0, len(s.Env)+1)
 	for _, k := range sortedKeys(s.Env) {
 		if k == "MCP_ACCESS_TOKEN" && us.replace {
 			continue
 		}
-		env = append(env, k+"="+s.Env[k])
+		env = append(env, k+"="+expand(s.Env[k], user, dir))
 	}
 	if us.token != "" {
 		env = append(env, "MCP_ACCESS_TOKEN="+us.token)
 	}
-	command, dir := s.Command, s.Cwd
-	own := strings.HasPrefix(name, catalog.UserServerPrefix)
+	args := make([]string, len(s.Args))
+	for i, a := range s.Args {
+		args[i] = expand(a, user, dir)
+	}
+	command, cwd := s.Command, expand(s.Cwd, user, dir)
 	var readable []string
 	if !own {
 		// The operator's relative paths resolve against the config file's
 		// folder; a bare command name is looked up on PATH.
-		command, dir = x.resolve(command, true), x.resolve(dir, false)
+		command, cwd = x.resolve(command, true), x.resolve(cwd, false)
 		readable = append(readable, s.ReadablePaths...)
-		if dir != "" {
-			readable = append(readable, dir)
+		if cwd != "" && (dir == "" || !under(filepath.Clean(cwd), dir)) {
+			readable = append(readable, cwd) // the user's own folder is always shown
 		}
 	}
 	// A sandboxed program named by its path must be visible to be run;
@@ -527,9 +541,9 @@ func (x *Extension) processSpec(name string, us *userSpec) *ext.ProcessSpec {
 	if filepath.IsAbs(command) {
 		readable = append(readable, command)
 	}
-	return &ext.ProcessSpec{Command: command, Args: append([]string(nil), s.Args...),
-		Env: env, Dir: dir, OneSession: true, ReadablePaths: readable,
-		Sandbox: own || (s.Sandbox != nil && *s.Sandbox)}
+	return &ext.ProcessSpec{Command: command, Args: args,
+		Env: env, Dir: cwd, OneSession: true, ReadablePaths: readable,
+		Sandbox: sandboxed}, nil
 }
 
 // resolve returns an operator's path resolved against the config file's

@@ -125,18 +125,27 @@ func TestQuarantine(t *testing.T) {
 	if err := os.WriteFile(flag, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A command missing at load is refused then (TestCommandCheck); one
+	// removed after load fails when it starts.
+	gone := t.TempDir() + "/agenthost-gone-server"
+	if err := os.WriteFile(gone, []byte("#!/bin/sh\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	cfg := fmt.Sprintf(`{"mcpServers": {
 		"ok": %s,
-		"missing": {"command": "/nonexistent/agenthost-no-such-server"},
+		"missing": {"command": %q},
 		"crash": %s,
 		"hang": %s,
 		"garbage": %s,
 		"noexec": %s,
 		"flaky": %s}}`,
-		notesServer(""), selfServer("crash", ""), selfServer("hang", ""), selfServer("garbage", ""), selfServer("noexec", ""),
+		notesServer(""), gone, selfServer("crash", ""), selfServer("hang", ""), selfServer("garbage", ""), selfServer("noexec", ""),
 		selfServerEnv("flaky", map[string]string{"FLAKY_FILE": flag}, ""))
 	f := newFixture(t, "inprocess", cfg, &extmcp.Options{Catalog: &catalog.Options{
 		ConnectTimeout: 2 * time.Second, Backoff: catalog.Backoff{Min: 300 * time.Millisecond, Max: 600 * time.Millisecond}}})
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	f.activate("alice")
 	if d := time.Since(start); d > 10*time.Second {
@@ -148,7 +157,7 @@ func TestQuarantine(t *testing.T) {
 	}
 	f.mustCall("alice", "ok/echo", `{"text":"fine"}`)
 	for server, want := range map[string]string{
-		"missing": "the command could not start: fork/exec /nonexistent/agenthost-no-such-server: no such file or directory",
+		"missing": "the command could not start: fork/exec " + gone + ": no such file or directory",
 		"crash":   "it exited with status 3 before answering: crash: giving up",
 		"hang":    "timed out after 2s",
 		"garbage": "it answered something that is not MCP: Welcome to my server v1.2 (this banner breaks the protocol)",

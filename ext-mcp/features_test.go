@@ -310,3 +310,22 @@ func TestCancelReachesServer(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateResourceURIs (issue 17): two servers of a user offering the
+// same resource URIs: the first by name serves them, and the other's
+// status says which URIs it loses, and to which server.
+func TestDuplicateResourceURIs(t *testing.T) {
+	bin := everythingBin(t)
+	t.Parallel()
+	srv := fmt.Sprintf(`{"command": %q, "args": ["stdio"]}`, bin)
+	f := newFixture(t, "inprocess", fmt.Sprintf(`{"mcpServers": {"zeta": %s, "alpha": %s}}`, srv, srv), nil)
+	f.activate("alice")
+	if st := f.statusOf("alice", "alpha"); st.State != "connected" || strings.Contains(st.Reason, "shadowed") {
+		t.Errorf("alpha, first by name: %+v; want connected, nothing shadowed", st)
+	}
+	st := f.statusOf("alice", "zeta")
+	if st.State != "connected" || !strings.Contains(st.Reason, "shadowed") || !strings.Contains(st.Reason, "is served by alpha") ||
+		!strings.Contains(st.Reason, `resource "demo://`) {
+		t.Errorf("zeta, second by name: %+v; want its shadowed URIs, served by alpha", st)
+	}
+}

@@ -193,7 +193,11 @@ func TestSandboxedSpecs(t *testing.T) {
 	}
 	x := New(nil)
 	specOf := func(name string, s Server) *ext.ProcessSpec {
-		return x.processSpec(name, &userSpec{spec: &spec{name: name, server: cfg.withDefaults(s)}})
+		sp, err := x.processSpec(context.Background(), nil, name, "alice", &userSpec{spec: &spec{name: name, server: cfg.withDefaults(s)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sp
 	}
 	boxed := specOf("boxed", cfg.MCPServers["boxed"])
 	if !boxed.Sandbox || strings.Join(boxed.ReadablePaths, " ") != "/opt/share /opt/x /opt/x/server" {
@@ -202,8 +206,11 @@ func TestSandboxedSpecs(t *testing.T) {
 	if trusted := specOf("trusted", cfg.MCPServers["trusted"]); trusted.Sandbox {
 		t.Error("a server with sandbox false is sandboxed")
 	}
-	own := x.processSpec("u_mine", &userSpec{spec: &spec{name: "u_mine", own: true,
+	own, err := x.processSpec(context.Background(), nil, "u_mine", "alice", &userSpec{spec: &spec{name: "u_mine", own: true,
 		server: Server{Command: "/home/alice/bin/srv", Cwd: "/home/alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !own.Sandbox || strings.Join(own.ReadablePaths, " ") != "/home/alice/bin/srv" {
 		t.Errorf("a user's own server: sandbox %v, readable %q (their cwd must not be shown)", own.Sandbox, own.ReadablePaths)
 	}

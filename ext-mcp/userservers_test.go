@@ -110,7 +110,7 @@ func TestUserServers(t *testing.T) {
 func TestSettingsSections(t *testing.T) {
 	t.Parallel()
 	cfg := `{"userServers": "url", "mcpServers": {
-		"a": {"command": "x"},
+		"a": {"command": "sh"},
 		"b": {"url": "https://b", "availability": "opt-in", "headers": {"authorization": "Bearer set-per-user"}},
 		"open": {"url": "https://open"},
 		"o": {"url": "https://o", "oauth": {"scopes": ["read"]}},
