@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -535,12 +536,22 @@ func (h *Host) activateOne(ctx context.Context, e *extension, user string) error
 }
 
 // reactivate activates every active user again in e, 8 at a time, after
-// a restart. ctx is the extension's lifetime: stopping it ends this.
+// a restart, and ends each one's mark of the crash (extension.crashed), on
+// which their calls wait. ctx is the extension's lifetime: stopping it
+// ends this.
 func (h *Host) reactivate(ctx context.Context, e *extension) {
 	if !e.descriptor().Has(ext.CapabilityUsers) {
 		return
 	}
 	users := h.ActiveUsers()
+	pending := e.pendingReactivations()
+	// A user marked at the crash and deactivated since is not re-activated:
+	// their calls wait no more.
+	for u, r := range pending {
+		if _, ok := slices.BinarySearch(users, u); !ok {
+			e.reactivated(u, r)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, activationTimeout)
 	defer cancel()
 	var g errgroup.Group
@@ -549,6 +560,11 @@ func (h *Host) reactivate(ctx context.Context, e *extension) {
 		g.Go(func() error {
 			if err := h.activateOne(ctx, e, u); err != nil {
 				e.logger.Error("re-activating user after restart failed", "user", u, "error", err)
+			}
+			// The user's calls, held meanwhile, go on (after a failure
+			// too: the extension then says what it can).
+			if r := pending[u]; r != nil {
+				e.reactivated(u, r)
 			}
 			return nil
 		})
