@@ -171,10 +171,13 @@ type Host struct {
 	services    *services.Manager
 	dataDir     string
 
-	// settingsWrite serializes the writes of settings values (a merge is
-	// a read, a merge and a write): held only around the store, never
-	// across a refresh or an extension call.
+	// settingsWrite serializes the writes of settings values: held only
+	// around the store, never across a refresh or an extension call.
 	settingsWrite sync.Mutex
+	// userWrites serializes a user's own writes of one section (a patch
+	// is a read, a merge, the extension's check and a write), per user
+	// and section: a slow check holds up that section of that user only.
+	userWrites keyedLock
 
 	closeOnce sync.Once
 	closeErr  error
