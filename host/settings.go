@@ -136,6 +136,16 @@ func (h *Host) PatchSettings(ctx context.Context, user, extName, section string,
 	if err != nil {
 		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
+	if err := h.patchValues(ctx, f, extName, user, section, plainPatch, secretVals); err != nil {
+		return err
+	}
+	return h.refreshUser(ctx, extName, user)
+}
+
+// patchValues merges plainPatch into the stored values, has them checked
+// and stores them, with the user's writes of the section held off.
+func (h *Host) patchValues(ctx context.Context, f settings.Form, extName, user, section string,
+	plainPatch json.RawMessage, secretVals map[string]*string) error {
 	unlock, err := h.userWrites.lock(ctx, extName+"\x00"+user+"\x00"+section)
 	if err != nil {
 		return fmt.Errorf("waiting for another write of %s/%s: %w", extName, section, err)
@@ -176,10 +186,7 @@ func (h *Host) PatchSettings(ctx context.Context, user, extName, section string,
 			err = mapSettingsErr(err)
 		}
 		h.settingsWrite.Unlock()
-		if err != nil {
-			return err
-		}
-		return h.refreshUser(ctx, extName, user)
+		return err
 	}
 }
 
@@ -195,31 +202,32 @@ func (h *Host) setSettings(ctx context.Context, extName, user, section string, v
 	if err != nil {
 		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
-	var normalized json.RawMessage
-	if byUser {
-		var unlock func()
-		if unlock, err = h.userWrites.lock(ctx, extName+"\x00"+user+"\x00"+section); err != nil {
-			return fmt.Errorf("waiting for another write of %s/%s: %w", extName, section, err)
+	if !byUser {
+		normalized, err := settings.ValidateValues(f, plain)
+		if err != nil {
+			return ext.Mark(err, ext.ErrInvalidArgument)
 		}
-		defer unlock()
-		normalized, err = h.checkValues(ctx, f, extName, user, section, plain)
-	} else {
-		normalized, err = settings.ValidateValues(f, plain)
-		err = ext.Mark(err, ext.ErrInvalidArgument)
+		h.settingsWrite.Lock()
+		defer h.settingsWrite.Unlock()
+		return h.storeSettings(ctx, extName, user, section, normalized, secretVals)
 	}
+	// The user's writes of the section, checked by the extension, one at a
+	// time (not across the refresh).
+	unlock, err := h.userWrites.lock(ctx, extName+"\x00"+user+"\x00"+section)
+	if err != nil {
+		return fmt.Errorf("waiting for another write of %s/%s: %w", extName, section, err)
+	}
+	normalized, err := h.checkValues(ctx, f, extName, user, section, plain)
+	if err == nil {
+		h.settingsWrite.Lock()
+		err = h.storeSettings(ctx, extName, user, section, normalized, secretVals)
+		h.settingsWrite.Unlock()
+	}
+	unlock()
 	if err != nil {
 		return err
 	}
-	h.settingsWrite.Lock()
-	err = h.storeSettings(ctx, extName, user, section, normalized, secretVals)
-	h.settingsWrite.Unlock()
-	if err != nil {
-		return err
-	}
-	if byUser {
-		return h.refreshUser(ctx, extName, user)
-	}
-	return nil
+	return h.refreshUser(ctx, extName, user)
 }
 
 // checkValues validates a user's plain values against the form, then, when
