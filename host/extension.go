@@ -50,10 +50,14 @@ type extension struct {
 }
 
 // reactivation is one user's re-activation in an extension after a crash;
-// done is closed (once) when it ended, however it ended.
+// done is closed (once) when it ended, however it ended. A call that
+// waits for it puts the user on hurry (once), the queue of the users whose
+// re-activation goes first.
 type reactivation struct {
-	done chan struct{}
-	once sync.Once
+	done  chan struct{}
+	once  sync.Once
+	want  sync.Once
+	hurry chan string // shared by the crash's reactivations
 }
 
 func (r *reactivation) finish() { r.once.Do(func() { close(r.done) }) }
@@ -69,8 +73,9 @@ func (e *extension) crashed(users []string) {
 		r.finish()
 	}
 	e.reacts = make(map[string]*reactivation, len(users))
+	hurry := make(chan string, len(users))
 	for _, u := range users {
-		e.reacts[u] = &reactivation{done: make(chan struct{})}
+		e.reacts[u] = &reactivation{done: make(chan struct{}), hurry: hurry}
 	}
 }
 
@@ -107,6 +112,14 @@ func (e *extension) awaitUser(ctx context.Context, user string) error {
 	if r == nil {
 		return nil
 	}
+	// A user who waits is re-activated before those who do not. (The
+	// queue holds every user of the crash: never full.)
+	r.want.Do(func() {
+		select {
+		case r.hurry <- user:
+		default:
+		}
+	})
 	t := time.NewTimer(activationTimeout)
 	defer t.Stop()
 	select {
