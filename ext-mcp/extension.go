@@ -102,17 +102,18 @@ type Extension struct {
 
 // Compile-time guards.
 var (
-	_ ext.Extension        = (*Extension)(nil)
-	_ ext.ToolCaller       = (*Extension)(nil)
-	_ ext.UserLifecycle    = (*Extension)(nil)
-	_ ext.ServiceProvider  = (*Extension)(nil)
-	_ ext.StatusReporter   = (*Extension)(nil)
-	_ ext.PromptProvider   = (*Extension)(nil)
-	_ ext.ResourceProvider = (*Extension)(nil)
-	_ ext.Completer        = (*Extension)(nil)
-	_ ext.TaskHandler      = (*Extension)(nil)
-	_ ext.SessionListener  = (*Extension)(nil)
-	_ ext.Authorizer       = (*Extension)(nil)
+	_ ext.Extension         = (*Extension)(nil)
+	_ ext.ToolCaller        = (*Extension)(nil)
+	_ ext.UserLifecycle     = (*Extension)(nil)
+	_ ext.ServiceProvider   = (*Extension)(nil)
+	_ ext.StatusReporter    = (*Extension)(nil)
+	_ ext.PromptProvider    = (*Extension)(nil)
+	_ ext.ResourceProvider  = (*Extension)(nil)
+	_ ext.Completer         = (*Extension)(nil)
+	_ ext.TaskHandler       = (*Extension)(nil)
+	_ ext.SessionListener   = (*Extension)(nil)
+	_ ext.SettingsValidator = (*Extension)(nil)
+	_ ext.Authorizer        = (*Extension)(nil)
 )
 
 // New returns the extension; opts may be nil. New starts nothing.
@@ -151,7 +152,7 @@ func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 	x.mu.Unlock()
 	caps := []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
 		ext.CapabilityServices, ext.CapabilityStatus, ext.CapabilityPrompts, ext.CapabilityResources,
-		ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth}
+		ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth, ext.CapabilityValidate}
 	if cfg.sandboxes() {
 		// The host then refuses to start the extension where it cannot
 		// sandbox (unless its operator accepted the risk).
@@ -375,10 +376,10 @@ func (x *Extension) Activate(ctx context.Context, user string) error {
 }
 
 // refuseNotLent turns off the switches of shared servers user is not lent.
+// ValidateSettings refuses switching them on; this catches the switches
+// stored before (the operator lent the server to fewer users since).
 func (x *Extension) refuseNotLent(ctx context.Context, h ext.Host, planner *catalog.SettingsPlanner, user string) error {
-	if !slices.ContainsFunc(planner.Servers, func(d catalog.ServerDecl) bool {
-		return d.Credentials == catalog.CredentialsShared && !slices.Contains(d.Users, user)
-	}) {
+	if !withholdsAny(planner, user) {
 		return nil // nothing to refuse: no read
 	}
 	raw, err := h.UserStore(user).Settings().Get(ctx, SectionServers)
@@ -389,16 +390,12 @@ func (x *Extension) refuseNotLent(ctx context.Context, h ext.Host, planner *cata
 	if json.Unmarshal(raw, &toggles) != nil {
 		return nil // idem
 	}
-	var refused []string
-	for _, d := range planner.Servers {
-		if d.Credentials == catalog.CredentialsShared && !slices.Contains(d.Users, user) &&
-			bytes.Equal(bytes.TrimSpace(toggles[d.Name]), []byte("true")) {
-			refused = append(refused, d.Name)
-			delete(toggles, d.Name)
-		}
-	}
+	refused := notLentOn(planner, user, toggles)
 	if len(refused) == 0 {
 		return nil
+	}
+	for _, name := range refused {
+		delete(toggles, name)
 	}
 	b, err := json.Marshal(toggles)
 	if err == nil {
@@ -407,6 +404,58 @@ func (x *Extension) refuseNotLent(ctx context.Context, h ext.Host, planner *cata
 	if err != nil {
 		return fmt.Errorf("turning off the switches of shared servers %q, which user %q is not lent: %w", refused, user, err)
 	}
+	return notLentError(refused)
+}
+
+// ValidateSettings implements [ext.SettingsValidator]: a user's "MCP
+// servers" values that switch on a shared server the operator does not
+// lend them are refused, naming it, before anything is stored, whether
+// or not the user is active.
+func (x *Extension) ValidateSettings(_ context.Context, req *ext.ValidateSettingsRequest) error {
+	if req == nil || req.Section != SectionServers {
+		return nil
+	}
+	if err := checkUser(req.User); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	planner := x.planner
+	x.mu.Unlock()
+	if planner == nil || !withholdsAny(planner, req.User) {
+		return nil
+	}
+	var toggles map[string]json.RawMessage
+	if err := json.Unmarshal(req.Values, &toggles); err != nil {
+		return ext.Mark(fmt.Errorf("the values of the MCP servers section are not a JSON object: %w", err), ext.ErrInvalidArgument)
+	}
+	if refused := notLentOn(planner, req.User, toggles); len(refused) > 0 {
+		return notLentError(refused)
+	}
+	return nil
+}
+
+// withholdsAny reports whether some shared server is not lent to user.
+func withholdsAny(planner *catalog.SettingsPlanner, user string) bool {
+	return slices.ContainsFunc(planner.Servers, func(d catalog.ServerDecl) bool {
+		return d.Credentials == catalog.CredentialsShared && !slices.Contains(d.Users, user)
+	})
+}
+
+// notLentOn returns the shared servers that toggles switch on and the
+// operator does not lend user, in the config's order.
+func notLentOn(planner *catalog.SettingsPlanner, user string, toggles map[string]json.RawMessage) []string {
+	var refused []string
+	for _, d := range planner.Servers {
+		if d.Credentials == catalog.CredentialsShared && !slices.Contains(d.Users, user) &&
+			bytes.Equal(bytes.TrimSpace(toggles[d.Name]), []byte("true")) {
+			refused = append(refused, d.Name)
+		}
+	}
+	return refused
+}
+
+// notLentError is the refusal of switching on shared servers not lent.
+func notLentError(refused []string) error {
 	return ext.Mark(fmt.Errorf("shared server %q is lent by the operator to some users only, and not to you: it stays off",
 		strings.Join(refused, `", "`)), ext.ErrInvalidArgument)
 }

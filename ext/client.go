@@ -39,17 +39,18 @@ type Client struct {
 
 // Compile-time guards: the client carries every capability.
 var (
-	_ Extension        = (*Client)(nil)
-	_ ToolCaller       = (*Client)(nil)
-	_ UserLifecycle    = (*Client)(nil)
-	_ ServiceProvider  = (*Client)(nil)
-	_ StatusReporter   = (*Client)(nil)
-	_ PromptProvider   = (*Client)(nil)
-	_ ResourceProvider = (*Client)(nil)
-	_ Completer        = (*Client)(nil)
-	_ TaskHandler      = (*Client)(nil)
-	_ SessionListener  = (*Client)(nil)
-	_ Authorizer       = (*Client)(nil)
+	_ Extension         = (*Client)(nil)
+	_ ToolCaller        = (*Client)(nil)
+	_ UserLifecycle     = (*Client)(nil)
+	_ ServiceProvider   = (*Client)(nil)
+	_ StatusReporter    = (*Client)(nil)
+	_ PromptProvider    = (*Client)(nil)
+	_ ResourceProvider  = (*Client)(nil)
+	_ Completer         = (*Client)(nil)
+	_ TaskHandler       = (*Client)(nil)
+	_ SessionListener   = (*Client)(nil)
+	_ Authorizer        = (*Client)(nil)
+	_ SettingsValidator = (*Client)(nil)
 )
 
 // callChannel returns the call channel: the socketpair handed over at
@@ -240,6 +241,12 @@ func (c *Client) CompleteAuth(ctx context.Context, req *CompleteAuthRequest) (*C
 		return nil, wireErr(ctx, err)
 	}
 	return completeAuthResultFromProto(resp), nil
+}
+
+// ValidateSettings implements [SettingsValidator].
+func (c *Client) ValidateSettings(ctx context.Context, req *ValidateSettingsRequest) error {
+	_, err := c.client.ValidateSettings(ctx, &extpb.ValidateSettingsRequest{UserId: req.User, Section: req.Section, Values: req.Values})
+	return wireErr(ctx, err)
 }
 
 // Activate implements [UserLifecycle].

@@ -8,8 +8,10 @@
 // [ToolCaller] ("tools"), [UserLifecycle] ("users"), [ServiceProvider]
 // ("services"), [StatusReporter] ("status"), [PromptProvider] ("prompts"),
 // [ResourceProvider] ("resources"), [Completer] ("completions"),
-// [TaskHandler] ("tasks"), [SessionListener] ("sessions") and [Authorizer]
-// ("auth": OAuth sign-ins the host routes to a browser and back). It lists the capabilities
+// [TaskHandler] ("tasks"), [SessionListener] ("sessions"), [Authorizer]
+// ("auth": OAuth sign-ins the host routes to a browser and back) and
+// [SettingsValidator] ("validate": a user's settings checked before they
+// are stored). It lists the capabilities
 // it implements in its [Descriptor]: across the wire a type assertion means
 // nothing, so the descriptor is what the host trusts. A main function is
 // one line:

@@ -123,6 +123,29 @@ type SessionListener interface {
 	SessionNotify(ctx context.Context, user, method string, params json.RawMessage) error
 }
 
+// SettingsValidator is the "validate" capability: the extension checks a
+// user's values of one of its settings sections before the host stores
+// them, for rules that the form cannot state because they depend on the
+// user (ext-mcp: a shared server the operator lends to some users only).
+// The host calls it for a user's own writes (a settings page, the API,
+// the CLI), whether or not the user is active, with values the form
+// accepted; an error refuses the write and nothing is stored. It must be
+// fast and have no side effects; it is called concurrently.
+type SettingsValidator interface {
+	// ValidateSettings returns nil for values it accepts, or an error
+	// wrapping [ErrInvalidArgument] that says why in words for the user.
+	ValidateSettings(ctx context.Context, req *ValidateSettingsRequest) error
+}
+
+// ValidateSettingsRequest asks a [SettingsValidator] about a user's values.
+type ValidateSettingsRequest struct {
+	User    string
+	Section string
+	// Values are the section's values as the form accepted them
+	// (normalized JSON); secret fields are never among them.
+	Values json.RawMessage
+}
+
 // Authorizer is the "auth" capability: the extension signs a user, or the
 // operator ([OperatorUser]), in to a resource it connects to (for ext-mcp:
 // an OAuth-protected remote MCP server) with an OAuth authorization code
@@ -239,6 +262,9 @@ const (
 	CapabilityTasks       Capability = "tasks"
 	CapabilitySessions    Capability = "sessions"
 	CapabilityAuth        Capability = "auth"
+	// CapabilityValidate is [SettingsValidator]; an extension without it
+	// gets its users' values as its forms accept them.
+	CapabilityValidate Capability = "validate"
 	// CapabilitySandbox is not an interface: it says the extension starts
 	// untrusted service processes ([ProcessSpec.Sandbox]). A host that
 	// cannot contain them refuses to start the extension, naming why,

@@ -91,6 +91,16 @@ func (s *extensionServer) SessionNotify(ctx context.Context, req *extpb.SessionN
 	return &extpb.SessionNotifyResponse{}, sl.SessionNotify(ctx, req.GetUserId(), req.GetMethod(), raw(req.GetParams()))
 }
 
+func (s *extensionServer) ValidateSettings(ctx context.Context, req *extpb.ValidateSettingsRequest) (*extpb.ValidateSettingsResponse, error) {
+	v, ok := s.impl.(SettingsValidator)
+	if !ok {
+		return nil, fmt.Errorf("extension validates no settings: %w", ErrUnimplemented)
+	}
+	return &extpb.ValidateSettingsResponse{}, v.ValidateSettings(ctx, &ValidateSettingsRequest{
+		User: req.GetUserId(), Section: req.GetSection(), Values: raw(req.GetValues()),
+	})
+}
+
 func (s *extensionServer) authorizer() (Authorizer, error) {
 	a, ok := s.impl.(Authorizer)
 	if !ok {

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
@@ -36,6 +39,97 @@ type extension struct {
 	// says why start failed.
 	m        *supervisor.Managed
 	startErr error
+
+	// reacts holds, from a crash until the restarted generation has
+	// re-activated them, the users that were active: a call for such a
+	// user waits for its user's re-activation (awaitUser) instead of
+	// reaching a generation that does not know them yet (ext-mcp would
+	// answer that the tool is gone).
+	rmu    sync.Mutex
+	reacts map[string]*reactivation
+}
+
+// reactivation is one user's re-activation in an extension after a crash;
+// done is closed (once) when it ended, however it ended. A call that
+// waits for it puts the user on hurry (once), the queue of the users whose
+// re-activation goes first.
+type reactivation struct {
+	done  chan struct{}
+	once  sync.Once
+	want  sync.Once
+	hurry chan string // shared by the crash's reactivations
+}
+
+func (r *reactivation) finish() { r.once.Do(func() { close(r.done) }) }
+
+// crashed marks users as being re-activated in e: called when a generation
+// exited, before its successor can be handed to a caller. A re-activation
+// still pending from an earlier crash ends: the generation it waited for
+// is gone, and its waiters find the new mark on their next attempt.
+func (e *extension) crashed(users []string) {
+	e.rmu.Lock()
+	defer e.rmu.Unlock()
+	for _, r := range e.reacts {
+		r.finish()
+	}
+	e.reacts = make(map[string]*reactivation, len(users))
+	hurry := make(chan string, len(users))
+	for _, u := range users {
+		e.reacts[u] = &reactivation{done: make(chan struct{}), hurry: hurry}
+	}
+}
+
+// pendingReactivations returns the users marked by the last crash whose
+// re-activation has not ended.
+func (e *extension) pendingReactivations() map[string]*reactivation {
+	e.rmu.Lock()
+	defer e.rmu.Unlock()
+	return maps.Clone(e.reacts)
+}
+
+// reactivated ends user's re-activation r (when still the current one).
+func (e *extension) reactivated(user string, r *reactivation) {
+	r.finish()
+	e.rmu.Lock()
+	if e.reacts[user] == r {
+		delete(e.reacts, user)
+	}
+	e.rmu.Unlock()
+}
+
+// awaitUser waits while user's re-activation after a restart of e is
+// underway, at most activationTimeout (the bound of the re-activation
+// itself, and of a first activation, which a first call waits for too)
+// and as long as ctx allows. Past either it answers unavailable: the call
+// may be retried.
+func (e *extension) awaitUser(ctx context.Context, user string) error {
+	if user == "" {
+		return nil
+	}
+	e.rmu.Lock()
+	r := e.reacts[user]
+	e.rmu.Unlock()
+	if r == nil {
+		return nil
+	}
+	// A user who waits is re-activated before those who do not. (The
+	// queue holds every user of the crash: never full.)
+	r.want.Do(func() {
+		select {
+		case r.hurry <- user:
+		default:
+		}
+	})
+	t := time.NewTimer(activationTimeout)
+	defer t.Stop()
+	select {
+	case <-r.done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("extension %q restarted and has not re-activated user %q within %v; retry: %w", e.name, user, activationTimeout, ext.ErrUnavailable)
+	case <-ctx.Done():
+		return fmt.Errorf("extension %q restarted and is re-activating user %q; retry: %w", e.name, user, ext.Mark(ctx.Err(), ext.ErrUnavailable))
+	}
 }
 
 // ExtensionInfo describes an extension for status pages and the CLI.
@@ -82,6 +176,11 @@ func (e *extension) start(ctx context.Context, inproc ext.Extension) error {
 	}, &supervisor.ManagedOptions{
 		Logger:    e.logger,
 		OnRestart: func(ctx context.Context) { e.h.reactivate(ctx, e) },
+		OnCrash: func() {
+			if e.descriptor().Has(ext.CapabilityUsers) {
+				e.crashed(e.h.ActiveUsers())
+			}
+		},
 	})
 	if err != nil {
 		e.startErr = err
@@ -172,10 +271,22 @@ func (e *extension) get(ctx context.Context) (*supervisor.Generation, error) {
 // descriptor as cap). A call that never reached the extension — it had just
 // died, see [ext.NotDelivered] — runs once more on the restarted one; a
 // delivered call never does, whatever its replay safety. Errors are
-// wrapped with op, which is built only when there is one.
+// wrapped with op, which is built only when there is one. use serves the
+// host's own lifecycle calls; a request made for a user goes through
+// [useFor].
 func use[C any](ctx context.Context, e *extension, capability ext.Capability, op func() string, fn func(C) error) error {
+	return useFor(ctx, e, "", capability, op, fn)
+}
+
+// useFor is [use] for a request of user: on a generation that restarted
+// after a crash, it first waits for user's re-activation there (see
+// [extension.awaitUser]).
+func useFor[C any](ctx context.Context, e *extension, user string, capability ext.Capability, op func() string, fn func(C) error) error {
 	g, err := e.get(ctx)
 	for attempt := 0; ; attempt++ {
+		if err == nil {
+			err = e.awaitUser(ctx, user)
+		}
 		if err != nil {
 			return err
 		}

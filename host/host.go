@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -172,6 +173,14 @@ type Host struct {
 	ownSecrets  bool // the host opened the secrets store and closes it
 	services    *services.Manager
 	dataDir     string
+
+	// settingsWrite serializes the writes of settings values: held only
+	// around the store, never across a refresh or an extension call.
+	settingsWrite sync.Mutex
+	// userWrites serializes a user's own writes of one section (a patch
+	// is a read, a merge, the extension's check and a write), per user
+	// and section: a slow check holds up that section of that user only.
+	userWrites keyedLock
 
 	closeOnce sync.Once
 	closeErr  error
@@ -533,25 +542,78 @@ func (h *Host) activateOne(ctx context.Context, e *extension, user string) error
 }
 
 // reactivate activates every active user again in e, 8 at a time, after
-// a restart. ctx is the extension's lifetime: stopping it ends this.
+// a restart, and ends each one's mark of the crash (extension.crashed), on
+// which their calls wait: users with a call waiting go first, then the
+// others in name order. ctx is the extension's lifetime: stopping it ends
+// this.
 func (h *Host) reactivate(ctx context.Context, e *extension) {
 	if !e.descriptor().Has(ext.CapabilityUsers) {
 		return
 	}
 	users := h.ActiveUsers()
+	pending := e.pendingReactivations()
+	// A user marked at the crash and deactivated since is not re-activated:
+	// their calls wait no more.
+	for u, r := range pending {
+		if _, ok := slices.BinarySearch(users, u); !ok {
+			e.reactivated(u, r)
+		}
+	}
+	var hurry chan string
+	for _, r := range pending {
+		hurry = r.hurry // one queue per crash
+		break
+	}
+	var (
+		mu    sync.Mutex
+		taken = make(map[string]bool, len(users))
+		next  int
+	)
+	pop := func() (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			select {
+			case u := <-hurry: // nil without a crash mark: never ready
+				if _, active := slices.BinarySearch(users, u); active && !taken[u] {
+					taken[u] = true
+					return u, true
+				}
+				continue
+			default:
+			}
+			break
+		}
+		for next < len(users) {
+			u := users[next]
+			next++
+			if !taken[u] {
+				taken[u] = true
+				return u, true
+			}
+		}
+		return "", false
+	}
 	ctx, cancel := context.WithTimeout(ctx, activationTimeout)
 	defer cancel()
-	var g errgroup.Group
-	g.SetLimit(8)
-	for _, u := range users {
-		g.Go(func() error {
-			if err := h.activateOne(ctx, e, u); err != nil {
-				e.logger.Error("re-activating user after restart failed", "user", u, "error", err)
+	var wg sync.WaitGroup
+	for range min(8, len(users)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u, ok := pop(); ok; u, ok = pop() {
+				if err := h.activateOne(ctx, e, u); err != nil {
+					e.logger.Error("re-activating user after restart failed", "user", u, "error", err)
+				}
+				// The user's calls, held meanwhile, go on (after a failure
+				// too: the extension then says what it can).
+				if r := pending[u]; r != nil {
+					e.reactivated(u, r)
+				}
 			}
-			return nil
-		})
+		}()
 	}
-	_ = g.Wait() // failures are logged; the other users are active
+	wg.Wait() // failures are logged; the other users are active
 }
 
 // Deactivate retires everything of user in every extension that keeps

@@ -82,6 +82,9 @@ type testExt struct {
 	// activations that left it.
 	gate     chan struct{}
 	gateLeft atomic.Int32
+	// active are the users activated in this process and not retired: a
+	// user's own tool answers only for them, as ext-mcp's catalog does.
+	active map[string]bool
 }
 
 func (e *testExt) Describe(context.Context) (*ext.Descriptor, error) {
@@ -113,7 +116,30 @@ func (e *testExt) Activate(ctx context.Context, user string) error {
 			return ctx.Err()
 		}
 	}
-	return h.SetUserTools(ctx, user, []ext.Tool{{Name: "t/mine_" + user, Exposure: ext.ExposureDeferred}})
+	// HOST_TEST_HOLD names a file: while it exists, activations wait
+	// (a re-activation the test holds open).
+	if hold := os.Getenv("HOST_TEST_HOLD"); hold != "" {
+		for {
+			if _, err := os.Stat(hold); err != nil {
+				break
+			}
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	if err := h.SetUserTools(ctx, user, []ext.Tool{{Name: "t/mine_" + user, Exposure: ext.ExposureDeferred}}); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if e.active == nil {
+		e.active = map[string]bool{}
+	}
+	e.active[user] = true
+	e.mu.Unlock()
+	return nil
 }
 func (e *testExt) StartService(_ context.Context, name, user string) (*ext.ProcessSpec, error) {
 	switch name {
@@ -244,8 +270,15 @@ func (e *testExt) svcBench(ctx context.Context, user string, args json.RawMessag
 	return &ext.CallToolResult{Content: json.RawMessage(`[]`), StructuredContent: out}, nil
 }
 
-func (e *testExt) Retire(context.Context, string, string) error { return nil }
-func (e *testExt) ReconcileAll(context.Context) error           { return nil }
+func (e *testExt) Retire(_ context.Context, user, name string) error {
+	if name == "" {
+		e.mu.Lock()
+		delete(e.active, user)
+		e.mu.Unlock()
+	}
+	return nil
+}
+func (e *testExt) ReconcileAll(context.Context) error { return nil }
 
 func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error) {
 	var args struct {
@@ -305,6 +338,12 @@ func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.
 	case req.Name == "t/svc":
 		return e.svc(ctx, req.User, req.Arguments)
 	case strings.HasPrefix(req.Name, "t/mine_"):
+		e.mu.Lock()
+		active := e.active[req.User]
+		e.mu.Unlock()
+		if !active {
+			return nil, ext.Errorf(ext.ErrNotFound, "user %q has no active catalog", req.User)
+		}
 		return ext.TextResult("mine of " + req.User), nil
 	}
 	return nil, ext.Errorf(ext.ErrNotFound, "tool %q", req.Name)
@@ -548,6 +587,69 @@ func TestCrashDuringCalls(t *testing.T) {
 	res, err = h.Call(cctx, "alice", "", "t/mine_alice", nil)
 	if err != nil || res.Text() != "mine of alice" {
 		t.Errorf("alice's tool after restart: %v, %v", res, err)
+	}
+}
+
+// TestCallsDuringReactivation (issue 17, item 7): after the extension
+// crashed and came back, a user's call that arrives before the new process
+// has re-activated that user waits for it and then runs, instead of
+// reaching a process that does not know the user ("no longer available").
+// The test holds the re-activations open (HOST_TEST_HOLD) while every user
+// calls.
+func TestCallsDuringReactivation(t *testing.T) {
+	hold := filepath.Join(t.TempDir(), "hold")
+	h := newHost(t, func(ec *host.ExtensionConfig) { ec.Env["HOST_TEST_HOLD"] = hold })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const users = 12
+	name := func(i int) string { return fmt.Sprintf("u%02d", i) }
+	for i := range users {
+		if _, err := h.Tools(ctx, name(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := mustExtensions(t, h)[0].PID
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The new process is up (and holding its re-activations).
+	for {
+		if inf := mustExtensions(t, h)[0]; inf.State == host.StateRunning && inf.PID != pid && inf.PID != 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the extension did not come back")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, users)
+	for i := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := h.Call(ctx, name(i), "", "t/mine_"+name(i), nil)
+			if err == nil && res.Text() != "mine of "+name(i) {
+				err = fmt.Errorf("result %q", res.Text())
+			}
+			errs[i] = err
+		}()
+	}
+	// Let the calls arrive while the re-activations are held, then let
+	// the re-activations finish. (Should the calls come later, they find
+	// the users re-activated: the test cannot fail for being slow.)
+	time.Sleep(200 * time.Millisecond)
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("%s's call during the re-activation: %v", name(i), err)
+		}
 	}
 }
 

@@ -198,7 +198,7 @@ func (h *Host) CallTool(ctx context.Context, req *CallRequest) (*ext.CallToolRes
 		ProgressToken: req.ProgressToken, Meta: req.Meta, Task: task, Session: req.Session,
 	}
 	var res *ext.CallToolResult
-	err := use(ctx, e, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
+	err := useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
 		func(tc ext.ToolCaller) (err error) {
 			res, err = tc.CallTool(ctx, creq)
 			return err
@@ -259,7 +259,7 @@ func (h *Host) Task(ctx context.Context, user, method string, params json.RawMes
 		return nil, err
 	}
 	run := func(e *extension) (out json.RawMessage, err error) {
-		err = use(ctx, e, ext.CapabilityTasks, func() string { return method },
+		err = useFor(ctx, e, user, ext.CapabilityTasks, func() string { return method },
 			func(th ext.TaskHandler) (err error) {
 				out, err = th.HandleTask(ctx, &ext.TaskRequest{User: user, Method: method, Params: params, Session: sess})
 				return err
@@ -331,7 +331,7 @@ func (h *Host) GetPrompt(ctx context.Context, req *PromptRequest) (json.RawMessa
 		return nil, fmt.Errorf("prompt %q for user %q: %w", req.Name, req.User, ext.ErrNotFound)
 	}
 	var out json.RawMessage
-	err := use(ctx, e, ext.CapabilityPrompts, func() string { return fmt.Sprintf("getting prompt %q", req.Name) },
+	err := useFor(ctx, e, req.User, ext.CapabilityPrompts, func() string { return fmt.Sprintf("getting prompt %q", req.Name) },
 		func(pp ext.PromptProvider) (err error) {
 			out, err = pp.GetPrompt(ctx, &ext.GetPromptRequest{User: req.User, Conversation: req.Conversation, Name: req.Name, Arguments: req.Arguments, Session: req.Session})
 			return err
@@ -365,7 +365,7 @@ func (h *Host) ReadResource(ctx context.Context, req *ResourceRequest) (json.Raw
 	}
 	var out json.RawMessage
 	err := h.onResource(ctx, req.User, req.URI, func(e *extension) error {
-		return use(ctx, e, ext.CapabilityResources, func() string { return fmt.Sprintf("reading resource %q", req.URI) },
+		return useFor(ctx, e, req.User, ext.CapabilityResources, func() string { return fmt.Sprintf("reading resource %q", req.URI) },
 			func(rp ext.ResourceProvider) (err error) {
 				out, err = rp.ReadResource(ctx, &ext.ReadResourceRequest{User: req.User, Conversation: req.Conversation, URI: req.URI, Session: req.Session})
 				return err
@@ -427,7 +427,7 @@ func (h *Host) SubscribeResource(ctx context.Context, user, uri string, unsubscr
 		return nil // not the first subscriber or the last to leave
 	}
 	err := h.onResource(ctx, user, uri, func(e *extension) error {
-		return use(ctx, e, ext.CapabilityResources, func() string { return fmt.Sprintf("subscribing to %q", uri) },
+		return useFor(ctx, e, user, ext.CapabilityResources, func() string { return fmt.Sprintf("subscribing to %q", uri) },
 			func(rp ext.ResourceProvider) error {
 				return rp.SubscribeResource(ctx, &ext.SubscribeRequest{User: user, URI: uri, Unsubscribe: unsubscribe})
 			})
@@ -484,7 +484,7 @@ func (h *Host) Complete(ctx context.Context, user string, params json.RawMessage
 		return json.RawMessage(`{"completion":{"values":[]}}`), nil
 	}
 	var out json.RawMessage
-	err := use(ctx, e, ext.CapabilityCompletions, func() string { return "completing" },
+	err := useFor(ctx, e, user, ext.CapabilityCompletions, func() string { return "completing" },
 		func(c ext.Completer) (err error) {
 			out, err = c.Complete(ctx, &ext.CompleteRequest{User: user, Params: params, Session: sess})
 			return err

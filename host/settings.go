@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 
@@ -97,8 +98,9 @@ func (h *Host) GetSettings(ctx context.Context, user, extName, section string) (
 // SetSettings validates a user's values of one settings section, stores
 // them (secret fields go to the secrets store: a string sets, null
 // clears, absent keeps), and refreshes the user in that extension. A bad
-// value is refused with [settings.FieldErrors] naming each field, and
-// nothing is stored.
+// value is refused with [settings.FieldErrors] naming each field, values
+// the extension refuses ([ext.SettingsValidator]) with its error, whether
+// or not the user is active; either way nothing is stored.
 func (h *Host) SetSettings(ctx context.Context, user, extName, section string, values json.RawMessage) error {
 	if err := checkUser(user); err != nil {
 		return err
@@ -106,15 +108,19 @@ func (h *Host) SetSettings(ctx context.Context, user, extName, section string, v
 	return h.setSettings(ctx, extName, user, section, values, true)
 }
 
+// patchAttempts bounds how often a patch is merged again because another
+// write changed the values while the extension validated the merge.
+const patchAttempts = 4
+
 // PatchSettings changes some of a user's values of one settings section:
 // patch is a JSON Merge Patch (RFC 7396) over the stored values, so a key
 // it names is set, a key it sets to null goes back to its default, and a
 // key it leaves out keeps its value (a secret field in it: a string sets,
 // null clears, absent keeps). The merged values are validated as
 // [Host.SetSettings] validates, stored, and the user is refreshed. The
-// read, the merge and the write are one atomic step of the settings store
-// (its Update), so no concurrent write, of this process or another, is
-// lost.
+// merge is stored only if no other write of this host changed the values
+// since they were read (else it is merged again), so two patches never
+// lose each other's keys.
 func (h *Host) PatchSettings(ctx context.Context, user, extName, section string, patch json.RawMessage) error {
 	if err := checkUser(user); err != nil {
 		return err
@@ -130,30 +136,64 @@ func (h *Host) PatchSettings(ctx context.Context, user, extName, section string,
 	if err != nil {
 		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
-	err = h.settings.Update(ctx, extName, user, section, func(old json.RawMessage) (json.RawMessage, error) {
-		if t := bytes.TrimSpace(old); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-			old = json.RawMessage("{}")
-		}
-		merged, err := jsonpatch.MergePatch(old, plainPatch)
-		if err != nil {
-			return nil, ext.Mark(fmt.Errorf("merging the patch into the values of %s/%s: %w", extName, section, err), ext.ErrInvalidArgument)
-		}
-		normalized, err := settings.ValidateValues(f, merged)
-		if err != nil {
-			return nil, ext.Mark(err, ext.ErrInvalidArgument)
-		}
-		return normalized, nil
-	})
-	if err != nil {
-		return mapSettingsErr(err)
-	}
-	if err := h.storeSecrets(ctx, extName, user, secretVals); err != nil {
+	if err := h.patchValues(ctx, f, extName, user, section, plainPatch, secretVals); err != nil {
 		return err
 	}
 	return h.refreshUser(ctx, extName, user)
 }
 
-func (h *Host) setSettings(ctx context.Context, extName, user, section string, values json.RawMessage, refresh bool) error {
+// patchValues merges plainPatch into the stored values, has them checked
+// and stores them, with the user's writes of the section held off.
+func (h *Host) patchValues(ctx context.Context, f settings.Form, extName, user, section string,
+	plainPatch json.RawMessage, secretVals map[string]*string) error {
+	unlock, err := h.userWrites.lock(ctx, extName+"\x00"+user+"\x00"+section)
+	if err != nil {
+		return fmt.Errorf("waiting for another write of %s/%s: %w", extName, section, err)
+	}
+	defer unlock()
+	for attempt := 1; ; attempt++ {
+		current, err := h.settings.Get(ctx, extName, user, section)
+		if err != nil {
+			return mapSettingsErr(err)
+		}
+		base := current
+		if len(bytes.TrimSpace(base)) == 0 || bytes.Equal(bytes.TrimSpace(base), []byte("null")) {
+			base = json.RawMessage("{}")
+		}
+		merged, err := jsonpatch.MergePatch(base, plainPatch)
+		if err != nil {
+			return ext.Mark(fmt.Errorf("merging the patch into the values of %s/%s: %w", extName, section, err), ext.ErrInvalidArgument)
+		}
+		normalized, err := h.checkValues(ctx, f, extName, user, section, merged)
+		if err != nil {
+			return err
+		}
+		// The extension was asked without settingsWrite (never held
+		// across an extension call), and the extension may write its
+		// users' values itself: store only if nothing changed since.
+		h.settingsWrite.Lock()
+		now, err := h.settings.Get(ctx, extName, user, section)
+		if err == nil && !bytes.Equal(now, current) {
+			h.settingsWrite.Unlock()
+			if attempt == patchAttempts {
+				return fmt.Errorf("the values of %s/%s kept changing while the patch was merged: %w", extName, section, ext.ErrBusy)
+			}
+			continue
+		}
+		if err == nil {
+			err = h.storeSettings(ctx, extName, user, section, normalized, secretVals)
+		} else {
+			err = mapSettingsErr(err)
+		}
+		h.settingsWrite.Unlock()
+		return err
+	}
+}
+
+// setSettings stores values of a section; byUser marks the user's own
+// write (checked by the extension, then the user is refreshed), not one of
+// the extension itself through its host services.
+func (h *Host) setSettings(ctx context.Context, extName, user, section string, values json.RawMessage, byUser bool) error {
 	f, err := h.form(extName, section)
 	if err != nil {
 		return err
@@ -162,32 +202,70 @@ func (h *Host) setSettings(ctx context.Context, extName, user, section string, v
 	if err != nil {
 		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
+	if !byUser {
+		normalized, err := settings.ValidateValues(f, plain)
+		if err != nil {
+			return ext.Mark(err, ext.ErrInvalidArgument)
+		}
+		h.settingsWrite.Lock()
+		defer h.settingsWrite.Unlock()
+		return h.storeSettings(ctx, extName, user, section, normalized, secretVals)
+	}
+	// The user's writes of the section, checked by the extension, one at a
+	// time (not across the refresh).
+	unlock, err := h.userWrites.lock(ctx, extName+"\x00"+user+"\x00"+section)
+	if err != nil {
+		return fmt.Errorf("waiting for another write of %s/%s: %w", extName, section, err)
+	}
+	normalized, err := h.checkValues(ctx, f, extName, user, section, plain)
+	if err == nil {
+		h.settingsWrite.Lock()
+		err = h.storeSettings(ctx, extName, user, section, normalized, secretVals)
+		h.settingsWrite.Unlock()
+	}
+	unlock()
+	if err != nil {
+		return err
+	}
+	return h.refreshUser(ctx, extName, user)
+}
+
+// checkValues validates a user's plain values against the form, then, when
+// the extension has the "validate" capability, asks it; it returns the
+// normalized values.
+func (h *Host) checkValues(ctx context.Context, f settings.Form, extName, user, section string, plain json.RawMessage) (json.RawMessage, error) {
 	normalized, err := settings.ValidateValues(f, plain)
 	if err != nil {
-		return ext.Mark(err, ext.ErrInvalidArgument)
+		return nil, ext.Mark(err, ext.ErrInvalidArgument)
 	}
+	e := h.exts[extName]
+	if e == nil || !e.descriptor().Has(ext.CapabilityValidate) {
+		return normalized, nil
+	}
+	err = use(ctx, e, ext.CapabilityValidate, func() string { return fmt.Sprintf("checking the values of section %q", section) },
+		func(v ext.SettingsValidator) error {
+			return v.ValidateSettings(ctx, &ext.ValidateSettingsRequest{User: user, Section: section, Values: normalized})
+		})
+	if err != nil {
+		return nil, err
+	}
+	return normalized, nil
+}
+
+// storeSettings stores normalized values, then the secret fields (a value
+// sets, nil clears). The caller holds settingsWrite.
+func (h *Host) storeSettings(ctx context.Context, extName, user, section string,
+	normalized json.RawMessage, secretVals map[string]*string) error {
 	if err := h.settings.Set(ctx, extName, user, section, normalized); err != nil {
 		return mapSettingsErr(err)
 	}
-	if err := h.storeSecrets(ctx, extName, user, secretVals); err != nil {
-		return err
-	}
-	if refresh {
-		return h.refreshUser(ctx, extName, user)
-	}
-	return nil
-}
-
-// storeSecrets stores a section's secret fields (a value sets, nil
-// clears), in name order.
-func (h *Host) storeSecrets(ctx context.Context, extName, user string, secretVals map[string]*string) error {
 	names := make([]string, 0, len(secretVals))
 	for n := range secretVals {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	ss := (&userStore{h: h, ext: extName, user: user}).Secrets()
 	for _, n := range names {
+		ss := (&userStore{h: h, ext: extName, user: user}).Secrets()
 		var err error
 		if v := secretVals[n]; v != nil {
 			err = ss.Set(ctx, n, *v)
@@ -271,4 +349,46 @@ func (h *Host) refreshUser(ctx context.Context, extName, user string) error {
 		return nil
 	}
 	return h.activateOne(ctx, e, user)
+}
+
+// keyedLock is a set of mutexes by key, each taken as long as a context
+// allows; an unused key takes no memory. Safe for concurrent use.
+type keyedLock struct {
+	mu   sync.Mutex
+	keys map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	sem  chan struct{} // holds a token while the key is locked
+	refs int           // holders and waiters
+}
+
+// lock takes key's mutex, or fails when ctx ends first; unlock releases
+// it.
+func (k *keyedLock) lock(ctx context.Context, key string) (unlock func(), err error) {
+	k.mu.Lock()
+	if k.keys == nil {
+		k.keys = map[string]*keyedEntry{}
+	}
+	e := k.keys[key]
+	if e == nil {
+		e = &keyedEntry{sem: make(chan struct{}, 1)}
+		k.keys[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	release := func() {
+		k.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(k.keys, key)
+		}
+		k.mu.Unlock()
+	}
+	select {
+	case e.sem <- struct{}{}:
+		return func() { <-e.sem; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
 }

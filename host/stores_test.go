@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agenthost/agenthost/ext"
@@ -174,5 +175,97 @@ func TestPatchSettings(t *testing.T) {
 	var got map[string]string
 	if err := json.Unmarshal([]byte(values()), &got); err != nil || got["greeting"] == "" || got["farewell"] == "" {
 		t.Errorf("after concurrent patches: %v %v; want both keys", got, err)
+	}
+}
+
+// validatingExt is the test extension with the "validate" capability: it
+// refuses the greeting "forbidden" from users other than alice, and counts
+// the activations it saw.
+type validatingExt struct {
+	*testExt
+	activations atomic.Int32
+}
+
+var _ ext.SettingsValidator = (*validatingExt)(nil)
+
+func (v *validatingExt) Describe(ctx context.Context) (*ext.Descriptor, error) {
+	d, err := v.testExt.Describe(ctx)
+	if err == nil {
+		d.Capabilities = append(d.Capabilities, ext.CapabilityValidate)
+	}
+	return d, err
+}
+
+func (v *validatingExt) Activate(ctx context.Context, user string) error {
+	v.activations.Add(1)
+	return v.testExt.Activate(ctx, user)
+}
+
+func (v *validatingExt) ValidateSettings(_ context.Context, req *ext.ValidateSettingsRequest) error {
+	var vals struct{ Greeting string }
+	if err := json.Unmarshal(req.Values, &vals); err != nil {
+		return ext.Mark(err, ext.ErrInvalidArgument)
+	}
+	if req.Section == "prefs" && req.User != "alice" && vals.Greeting == "forbidden" {
+		return ext.Errorf(ext.ErrInvalidArgument, "the greeting %q is alice's alone", vals.Greeting)
+	}
+	return nil
+}
+
+// TestSettingsValidatedByExtension (issue 17, item 2b): an extension with
+// the "validate" capability refuses a user's values before anything is
+// stored, by SetSettings and by PatchSettings, whether the user is active
+// or not, and without activating them; the extension's own writes are not
+// asked; values it accepts are stored.
+func TestSettingsValidatedByExtension(t *testing.T) {
+	ctx := context.Background()
+	v := &validatingExt{testExt: &testExt{}}
+	h, err := host.New(ctx, &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"}},
+		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: v}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	values := func(user string) string {
+		t.Helper()
+		got, err := h.GetSettings(ctx, user, "t", "prefs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(got.Values)
+	}
+	// bob is not active: refused, nothing stored, not activated.
+	if err := h.SetSettings(ctx, "bob", "t", "prefs", json.RawMessage(`{"greeting":"forbidden"}`)); !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), "alice's alone") {
+		t.Errorf("bob's SetSettings: %v; want the extension's refusal", err)
+	}
+	if err := h.PatchSettings(ctx, "bob", "t", "prefs", json.RawMessage(`{"greeting":"forbidden"}`)); !errors.Is(err, ext.ErrInvalidArgument) || !strings.Contains(err.Error(), "alice's alone") {
+		t.Errorf("bob's PatchSettings: %v; want the extension's refusal", err)
+	}
+	if got := values("bob"); got != "" && got != "null" && got != "{}" {
+		t.Errorf("bob's refused values were stored: %s", got)
+	}
+	if n := v.activations.Load(); n != 0 {
+		t.Errorf("checking bob's values activated someone (%d activations)", n)
+	}
+	// Once active, the same.
+	if _, err := h.Tools(ctx, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.PatchSettings(ctx, "bob", "t", "prefs", json.RawMessage(`{"greeting":"forbidden"}`)); !errors.Is(err, ext.ErrInvalidArgument) {
+		t.Errorf("active bob's PatchSettings: %v; want the extension's refusal", err)
+	}
+	// Accepted values are stored; alice may use the greeting.
+	if err := h.PatchSettings(ctx, "bob", "t", "prefs", json.RawMessage(`{"greeting":"hello"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := values("bob"); got != `{"greeting":"hello"}` {
+		t.Errorf("bob's values: %s", got)
+	}
+	if err := h.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{"greeting":"forbidden"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The extension's own write is its business: not asked.
+	if err := v.testExt.host.UserStore("bob").Settings().Set(ctx, "prefs", json.RawMessage(`{"greeting":"forbidden"}`)); err != nil {
+		t.Errorf("the extension's own write: %v", err)
 	}
 }

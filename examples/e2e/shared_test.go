@@ -29,8 +29,8 @@ func (e *env) api(method, path, token, body string) (int, string) {
 // TestSharedServerNotLentStaysOff (issue 10, item 7): the "MCP servers"
 // section is one form for every user, so a shared server's switch reads
 // off for everyone until switched on; a user it is not lent to who
-// switches it on through the JSON API is refused (400 naming it), reads
-// it back off, and sees why in their status; a user it is lent to
+// switches it on through the JSON API is refused (400 naming it), whether
+// active or not, and reads it back off (nothing was stored); a user it is lent to
 // switches it on and gets its tools.
 func TestSharedServerNotLentStaysOff(t *testing.T) {
 	b := build(t)
@@ -43,7 +43,7 @@ func TestSharedServerNotLentStaysOff(t *testing.T) {
 	tok := func(u string) string {
 		return strings.TrimSpace(e.must("", "token", "create", "--user", u, "--name", "e2e"))
 	}
-	alice, bob := tok("alice"), tok("bob")
+	alice, bob, carol := tok("alice"), tok("bob"), tok("carol")
 
 	// The form: the switch defaults to off, and says it is lent to some.
 	code, body := e.api("GET", "/api/v1/sections", bob, "")
@@ -99,9 +99,32 @@ func TestSharedServerNotLentStaysOff(t *testing.T) {
 	}
 	t.Logf("bob switching team on: HTTP %d %s", code, strings.TrimSpace(body))
 	off("bob", bob)
+	bobRefusal := body
+
+	// Carol, who never used her tools (she is not active), is refused the
+	// same way (issue 17, item 2b), by a PUT and by a PATCH, and nothing
+	// is stored: not "saved", then dropped with an ERROR at her first use.
+	code, body = e.api("PUT", "/api/v1/settings/mcp/servers", carol, `{"team": true}`)
+	if code != http.StatusBadRequest || body != bobRefusal {
+		t.Errorf("carol (inactive) switching team on: HTTP %d %s; want bob's 400: %s", code, body, bobRefusal)
+	}
+	off("carol", carol)
+	code, body = e.api("PATCH", "/api/v1/settings/mcp/servers", carol, `{"team": true}`)
+	if code != http.StatusBadRequest || body != bobRefusal {
+		t.Errorf("carol (inactive) patching team on: HTTP %d %s; want bob's 400: %s", code, body, bobRefusal)
+	}
+	off("carol", carol)
+	if code, _ := e.api("GET", "/api/v1/tools", carol, ""); code != 200 {
+		t.Fatalf("carol's tools: HTTP %d", code)
+	}
+	if log := e.serveOut.String(); strings.Contains(log, "level=ERROR") {
+		t.Errorf("the host logged an ERROR:\n%s", log)
+	}
+	// The refusal is the write's answer: nothing was stored, so bob's
+	// status has nothing of team (and never the operator's token).
 	_, status := e.api("GET", "/api/v1/status", bob, "")
-	if !strings.Contains(status, "not to you") || strings.Contains(status, "operator-team-token") {
-		t.Errorf("bob's status does not say why team stays off (or shows the token): %s", status)
+	if strings.Contains(status, `"team"`) || strings.Contains(status, "operator-team-token") {
+		t.Errorf("bob's status shows team (or the token): %s", status)
 	}
 	_, tools := e.api("GET", "/api/v1/tools", bob, "")
 	if strings.Contains(tools, "team/") {

@@ -1145,6 +1145,104 @@ func (*SessionNotifyResponse) Descriptor() ([]byte, []int) {
 	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{13}
 }
 
+type ValidateSettingsRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	UserId  string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Section string                 `protobuf:"bytes,2,opt,name=section,proto3" json:"section,omitempty"`
+	// The values the section's form accepted, normalized (secret fields
+	// never travel here).
+	Values        []byte `protobuf:"bytes,3,opt,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateSettingsRequest) Reset() {
+	*x = ValidateSettingsRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateSettingsRequest) ProtoMessage() {}
+
+func (x *ValidateSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateSettingsRequest.ProtoReflect.Descriptor instead.
+func (*ValidateSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ValidateSettingsRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ValidateSettingsRequest) GetSection() string {
+	if x != nil {
+		return x.Section
+	}
+	return ""
+}
+
+func (x *ValidateSettingsRequest) GetValues() []byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type ValidateSettingsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateSettingsResponse) Reset() {
+	*x = ValidateSettingsResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateSettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateSettingsResponse) ProtoMessage() {}
+
+func (x *ValidateSettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateSettingsResponse.ProtoReflect.Descriptor instead.
+func (*ValidateSettingsResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{15}
+}
+
 type DescribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1153,7 +1251,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1263,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1276,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{14}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{16}
 }
 
 type DescribeResponse struct {
@@ -1190,7 +1288,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1300,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1313,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{15}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DescribeResponse) GetDescriptor_() *Descriptor {
@@ -1239,7 +1337,7 @@ type Descriptor struct {
 
 func (x *Descriptor) Reset() {
 	*x = Descriptor{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1349,7 @@ func (x *Descriptor) String() string {
 func (*Descriptor) ProtoMessage() {}
 
 func (x *Descriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1362,7 @@ func (x *Descriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Descriptor.ProtoReflect.Descriptor instead.
 func (*Descriptor) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{16}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Descriptor) GetName() string {
@@ -1323,7 +1421,7 @@ type SettingsSection struct {
 
 func (x *SettingsSection) Reset() {
 	*x = SettingsSection{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1433,7 @@ func (x *SettingsSection) String() string {
 func (*SettingsSection) ProtoMessage() {}
 
 func (x *SettingsSection) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1446,7 @@ func (x *SettingsSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsSection.ProtoReflect.Descriptor instead.
 func (*SettingsSection) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{17}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SettingsSection) GetId() string {
@@ -1410,7 +1508,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1520,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1533,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{18}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ConfigureRequest) GetConfig() []byte {
@@ -1495,7 +1593,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1605,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1618,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{19}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
 }
 
 type ShutdownRequest struct {
@@ -1531,7 +1629,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1641,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1654,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{20}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
 }
 
 type ShutdownResponse struct {
@@ -1567,7 +1665,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1677,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1690,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
 }
 
 type ActivateRequest struct {
@@ -1604,7 +1702,7 @@ type ActivateRequest struct {
 
 func (x *ActivateRequest) Reset() {
 	*x = ActivateRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1714,7 @@ func (x *ActivateRequest) String() string {
 func (*ActivateRequest) ProtoMessage() {}
 
 func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1727,7 @@ func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateRequest.ProtoReflect.Descriptor instead.
 func (*ActivateRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ActivateRequest) GetUserId() string {
@@ -1647,7 +1745,7 @@ type ActivateResponse struct {
 
 func (x *ActivateResponse) Reset() {
 	*x = ActivateResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1757,7 @@ func (x *ActivateResponse) String() string {
 func (*ActivateResponse) ProtoMessage() {}
 
 func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1770,7 @@ func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateResponse.ProtoReflect.Descriptor instead.
 func (*ActivateResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
 }
 
 type RetireRequest struct {
@@ -1685,7 +1783,7 @@ type RetireRequest struct {
 
 func (x *RetireRequest) Reset() {
 	*x = RetireRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1795,7 @@ func (x *RetireRequest) String() string {
 func (*RetireRequest) ProtoMessage() {}
 
 func (x *RetireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1808,7 @@ func (x *RetireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireRequest.ProtoReflect.Descriptor instead.
 func (*RetireRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetireRequest) GetUserId() string {
@@ -1735,7 +1833,7 @@ type RetireResponse struct {
 
 func (x *RetireResponse) Reset() {
 	*x = RetireResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1845,7 @@ func (x *RetireResponse) String() string {
 func (*RetireResponse) ProtoMessage() {}
 
 func (x *RetireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1858,7 @@ func (x *RetireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireResponse.ProtoReflect.Descriptor instead.
 func (*RetireResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
 }
 
 type ReconcileAllRequest struct {
@@ -1771,7 +1869,7 @@ type ReconcileAllRequest struct {
 
 func (x *ReconcileAllRequest) Reset() {
 	*x = ReconcileAllRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1881,7 @@ func (x *ReconcileAllRequest) String() string {
 func (*ReconcileAllRequest) ProtoMessage() {}
 
 func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1894,7 @@ func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileAllRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
 }
 
 type ReconcileAllResponse struct {
@@ -1807,7 +1905,7 @@ type ReconcileAllResponse struct {
 
 func (x *ReconcileAllResponse) Reset() {
 	*x = ReconcileAllResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +1917,7 @@ func (x *ReconcileAllResponse) String() string {
 func (*ReconcileAllResponse) ProtoMessage() {}
 
 func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +1930,7 @@ func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileAllResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
 }
 
 type StartServiceRequest struct {
@@ -1845,7 +1943,7 @@ type StartServiceRequest struct {
 
 func (x *StartServiceRequest) Reset() {
 	*x = StartServiceRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +1955,7 @@ func (x *StartServiceRequest) String() string {
 func (*StartServiceRequest) ProtoMessage() {}
 
 func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +1968,7 @@ func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceRequest.ProtoReflect.Descriptor instead.
 func (*StartServiceRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StartServiceRequest) GetName() string {
@@ -1897,7 +1995,7 @@ type StartServiceResponse struct {
 
 func (x *StartServiceResponse) Reset() {
 	*x = StartServiceResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2007,7 @@ func (x *StartServiceResponse) String() string {
 func (*StartServiceResponse) ProtoMessage() {}
 
 func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2020,7 @@ func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceResponse.ProtoReflect.Descriptor instead.
 func (*StartServiceResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StartServiceResponse) GetSpec() *ProcessSpec {
@@ -1950,7 +2048,7 @@ type ProcessSpec struct {
 
 func (x *ProcessSpec) Reset() {
 	*x = ProcessSpec{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2060,7 @@ func (x *ProcessSpec) String() string {
 func (*ProcessSpec) ProtoMessage() {}
 
 func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2073,7 @@ func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessSpec.ProtoReflect.Descriptor instead.
 func (*ProcessSpec) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ProcessSpec) GetCommand() string {
@@ -2037,7 +2135,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2147,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2160,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatusRequest) GetUserId() string {
@@ -2081,7 +2179,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2191,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2204,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatusResponse) GetEntries() []*StatusEntry {
@@ -2131,7 +2229,7 @@ type StatusEntry struct {
 
 func (x *StatusEntry) Reset() {
 	*x = StatusEntry{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2241,7 @@ func (x *StatusEntry) String() string {
 func (*StatusEntry) ProtoMessage() {}
 
 func (x *StatusEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2254,7 @@ func (x *StatusEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEntry.ProtoReflect.Descriptor instead.
 func (*StatusEntry) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatusEntry) GetUserId() string {
@@ -2228,7 +2326,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2338,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2351,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Tool) GetName() string {
@@ -2343,7 +2441,7 @@ type SetUserToolsRequest struct {
 
 func (x *SetUserToolsRequest) Reset() {
 	*x = SetUserToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2453,7 @@ func (x *SetUserToolsRequest) String() string {
 func (*SetUserToolsRequest) ProtoMessage() {}
 
 func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2466,7 @@ func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetUserToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetUserToolsRequest) GetUserId() string {
@@ -2393,7 +2491,7 @@ type SetUserToolsResponse struct {
 
 func (x *SetUserToolsResponse) Reset() {
 	*x = SetUserToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2503,7 @@ func (x *SetUserToolsResponse) String() string {
 func (*SetUserToolsResponse) ProtoMessage() {}
 
 func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2516,7 @@ func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetUserToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
 }
 
 type SetSystemToolsRequest struct {
@@ -2430,7 +2528,7 @@ type SetSystemToolsRequest struct {
 
 func (x *SetSystemToolsRequest) Reset() {
 	*x = SetSystemToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +2540,7 @@ func (x *SetSystemToolsRequest) String() string {
 func (*SetSystemToolsRequest) ProtoMessage() {}
 
 func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +2553,7 @@ func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetSystemToolsRequest) GetTools() []*Tool {
@@ -2473,7 +2571,7 @@ type SetSystemToolsResponse struct {
 
 func (x *SetSystemToolsResponse) Reset() {
 	*x = SetSystemToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2583,7 @@ func (x *SetSystemToolsResponse) String() string {
 func (*SetSystemToolsResponse) ProtoMessage() {}
 
 func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2596,7 @@ func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
 }
 
 type SetUserCatalogRequest struct {
@@ -2515,7 +2613,7 @@ type SetUserCatalogRequest struct {
 
 func (x *SetUserCatalogRequest) Reset() {
 	*x = SetUserCatalogRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2625,7 @@ func (x *SetUserCatalogRequest) String() string {
 func (*SetUserCatalogRequest) ProtoMessage() {}
 
 func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2638,7 @@ func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogRequest.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetUserCatalogRequest) GetUserId() string {
@@ -2593,7 +2691,7 @@ type SetUserCatalogResponse struct {
 
 func (x *SetUserCatalogResponse) Reset() {
 	*x = SetUserCatalogResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2703,7 @@ func (x *SetUserCatalogResponse) String() string {
 func (*SetUserCatalogResponse) ProtoMessage() {}
 
 func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2716,7 @@ func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogResponse.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
 }
 
 type Prompt struct {
@@ -2632,7 +2730,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2742,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2755,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Prompt) GetName() string {
@@ -2685,7 +2783,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2795,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2808,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Resource) GetUri() string {
@@ -2738,7 +2836,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +2848,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +2861,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResourceTemplate) GetUriTemplate() string {
@@ -2790,7 +2888,7 @@ type Instruction struct {
 
 func (x *Instruction) Reset() {
 	*x = Instruction{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2900,7 @@ func (x *Instruction) String() string {
 func (*Instruction) ProtoMessage() {}
 
 func (x *Instruction) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2913,7 @@ func (x *Instruction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instruction.ProtoReflect.Descriptor instead.
 func (*Instruction) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Instruction) GetSource() string {
@@ -2843,7 +2941,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +2953,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +2966,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NotifyRequest) GetUserId() string {
@@ -2900,7 +2998,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3010,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3023,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
 }
 
 type RequestUserRequest struct {
@@ -2939,7 +3037,7 @@ type RequestUserRequest struct {
 
 func (x *RequestUserRequest) Reset() {
 	*x = RequestUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3049,7 @@ func (x *RequestUserRequest) String() string {
 func (*RequestUserRequest) ProtoMessage() {}
 
 func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3062,7 @@ func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserRequest.ProtoReflect.Descriptor instead.
 func (*RequestUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RequestUserRequest) GetUserId() string {
@@ -2999,7 +3097,7 @@ type RequestUserResponse struct {
 
 func (x *RequestUserResponse) Reset() {
 	*x = RequestUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3109,7 @@ func (x *RequestUserResponse) String() string {
 func (*RequestUserResponse) ProtoMessage() {}
 
 func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3122,7 @@ func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserResponse.ProtoReflect.Descriptor instead.
 func (*RequestUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RequestUserResponse) GetResult() []byte {
@@ -3050,7 +3148,7 @@ type ActingUserRequest struct {
 
 func (x *ActingUserRequest) Reset() {
 	*x = ActingUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3062,7 +3160,7 @@ func (x *ActingUserRequest) String() string {
 func (*ActingUserRequest) ProtoMessage() {}
 
 func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3075,7 +3173,7 @@ func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserRequest.ProtoReflect.Descriptor instead.
 func (*ActingUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ActingUserRequest) GetConversationId() string {
@@ -3094,7 +3192,7 @@ type ActingUserResponse struct {
 
 func (x *ActingUserResponse) Reset() {
 	*x = ActingUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +3204,7 @@ func (x *ActingUserResponse) String() string {
 func (*ActingUserResponse) ProtoMessage() {}
 
 func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3217,7 @@ func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserResponse.ProtoReflect.Descriptor instead.
 func (*ActingUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ActingUserResponse) GetUserId() string {
@@ -3139,7 +3237,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3151,7 +3249,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3164,7 +3262,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetSecretRequest) GetUserId() string {
@@ -3190,7 +3288,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +3300,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +3313,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetSecretResponse) GetValue() string {
@@ -3236,7 +3334,7 @@ type SetSecretRequest struct {
 
 func (x *SetSecretRequest) Reset() {
 	*x = SetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3346,7 @@ func (x *SetSecretRequest) String() string {
 func (*SetSecretRequest) ProtoMessage() {}
 
 func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3359,7 @@ func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretRequest.ProtoReflect.Descriptor instead.
 func (*SetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetSecretRequest) GetUserId() string {
@@ -3293,7 +3391,7 @@ type SetSecretResponse struct {
 
 func (x *SetSecretResponse) Reset() {
 	*x = SetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3403,7 @@ func (x *SetSecretResponse) String() string {
 func (*SetSecretResponse) ProtoMessage() {}
 
 func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3416,7 @@ func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretResponse.ProtoReflect.Descriptor instead.
 func (*SetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
 }
 
 type DeleteSecretRequest struct {
@@ -3331,7 +3429,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3441,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3454,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DeleteSecretRequest) GetUserId() string {
@@ -3381,7 +3479,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3491,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3504,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
 }
 
 type ListSecretsRequest struct {
@@ -3418,7 +3516,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3430,7 +3528,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3443,7 +3541,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListSecretsRequest) GetUserId() string {
@@ -3462,7 +3560,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3474,7 +3572,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3487,7 +3585,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListSecretsResponse) GetNames() []string {
@@ -3507,7 +3605,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3519,7 +3617,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3532,7 +3630,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -3558,7 +3656,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3570,7 +3668,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3583,7 +3681,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetSettingsResponse) GetValues() []byte {
@@ -3604,7 +3702,7 @@ type SetSettingsRequest struct {
 
 func (x *SetSettingsRequest) Reset() {
 	*x = SetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3616,7 +3714,7 @@ func (x *SetSettingsRequest) String() string {
 func (*SetSettingsRequest) ProtoMessage() {}
 
 func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3629,7 +3727,7 @@ func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetSettingsRequest) GetUserId() string {
@@ -3661,7 +3759,7 @@ type SetSettingsResponse struct {
 
 func (x *SetSettingsResponse) Reset() {
 	*x = SetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3673,7 +3771,7 @@ func (x *SetSettingsResponse) String() string {
 func (*SetSettingsResponse) ProtoMessage() {}
 
 func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3686,7 +3784,7 @@ func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
 }
 
 type GetPathsRequest struct {
@@ -3698,7 +3796,7 @@ type GetPathsRequest struct {
 
 func (x *GetPathsRequest) Reset() {
 	*x = GetPathsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3808,7 @@ func (x *GetPathsRequest) String() string {
 func (*GetPathsRequest) ProtoMessage() {}
 
 func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3821,7 @@ func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsRequest.ProtoReflect.Descriptor instead.
 func (*GetPathsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetPathsRequest) GetUserId() string {
@@ -3744,7 +3842,7 @@ type GetPathsResponse struct {
 
 func (x *GetPathsResponse) Reset() {
 	*x = GetPathsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +3854,7 @@ func (x *GetPathsResponse) String() string {
 func (*GetPathsResponse) ProtoMessage() {}
 
 func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +3867,7 @@ func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsResponse.ProtoReflect.Descriptor instead.
 func (*GetPathsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetPathsResponse) GetData() string {
@@ -3810,7 +3908,7 @@ type ServiceFrame struct {
 
 func (x *ServiceFrame) Reset() {
 	*x = ServiceFrame{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3822,7 +3920,7 @@ func (x *ServiceFrame) String() string {
 func (*ServiceFrame) ProtoMessage() {}
 
 func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3835,7 +3933,7 @@ func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceFrame.ProtoReflect.Descriptor instead.
 func (*ServiceFrame) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ServiceFrame) GetFrame() isServiceFrame_Frame {
@@ -3961,7 +4059,7 @@ type ServiceExited struct {
 
 func (x *ServiceExited) Reset() {
 	*x = ServiceExited{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3973,7 +4071,7 @@ func (x *ServiceExited) String() string {
 func (*ServiceExited) ProtoMessage() {}
 
 func (x *ServiceExited) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3986,7 +4084,7 @@ func (x *ServiceExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceExited.ProtoReflect.Descriptor instead.
 func (*ServiceExited) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ServiceExited) GetCode() int32 {
@@ -4025,7 +4123,7 @@ type ServiceOpen struct {
 
 func (x *ServiceOpen) Reset() {
 	*x = ServiceOpen{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4037,7 +4135,7 @@ func (x *ServiceOpen) String() string {
 func (*ServiceOpen) ProtoMessage() {}
 
 func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4050,7 +4148,7 @@ func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpen.ProtoReflect.Descriptor instead.
 func (*ServiceOpen) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ServiceOpen) GetName() string {
@@ -4093,7 +4191,7 @@ type ServiceOpened struct {
 
 func (x *ServiceOpened) Reset() {
 	*x = ServiceOpened{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4105,7 +4203,7 @@ func (x *ServiceOpened) String() string {
 func (*ServiceOpened) ProtoMessage() {}
 
 func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4118,7 +4216,7 @@ func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpened.ProtoReflect.Descriptor instead.
 func (*ServiceOpened) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ServiceOpened) GetTransport() string {
@@ -4212,7 +4310,12 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x16\n" +
 	"\x06params\x18\x03 \x01(\fR\x06params\"\x17\n" +
-	"\x15SessionNotifyResponse\"\x11\n" +
+	"\x15SessionNotifyResponse\"d\n" +
+	"\x17ValidateSettingsRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
+	"\asection\x18\x02 \x01(\tR\asection\x12\x16\n" +
+	"\x06values\x18\x03 \x01(\fR\x06values\"\x1a\n" +
+	"\x18ValidateSettingsResponse\"\x11\n" +
 	"\x0fDescribeRequest\"P\n" +
 	"\x10DescribeResponse\x12<\n" +
 	"\n" +
@@ -4406,7 +4509,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06Replay\x12\x16\n" +
 	"\x12REPLAY_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vREPLAY_SAFE\x10\x01\x12\x11\n" +
-	"\rREPLAY_UNSAFE\x10\x022\xfe\b\n" +
+	"\rREPLAY_UNSAFE\x10\x022\xe9\t\n" +
 	"\tExtension\x12Q\n" +
 	"\bDescribe\x12!.agenthost.ext.v1.DescribeRequest\x1a\".agenthost.ext.v1.DescribeResponse\x12T\n" +
 	"\tConfigure\x12\".agenthost.ext.v1.ConfigureRequest\x1a#.agenthost.ext.v1.ConfigureResponse\x12Q\n" +
@@ -4420,7 +4523,8 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x11SubscribeResource\x12*.agenthost.ext.v1.SubscribeResourceRequest\x1a+.agenthost.ext.v1.SubscribeResourceResponse\x12`\n" +
 	"\rSessionNotify\x12&.agenthost.ext.v1.SessionNotifyRequest\x1a'.agenthost.ext.v1.SessionNotifyResponse\x12T\n" +
 	"\tBeginAuth\x12\".agenthost.ext.v1.BeginAuthRequest\x1a#.agenthost.ext.v1.BeginAuthResponse\x12]\n" +
-	"\fCompleteAuth\x12%.agenthost.ext.v1.CompleteAuthRequest\x1a&.agenthost.ext.v1.CompleteAuthResponse2\xf9\t\n" +
+	"\fCompleteAuth\x12%.agenthost.ext.v1.CompleteAuthRequest\x1a&.agenthost.ext.v1.CompleteAuthResponse\x12i\n" +
+	"\x10ValidateSettings\x12).agenthost.ext.v1.ValidateSettingsRequest\x1a*.agenthost.ext.v1.ValidateSettingsResponse2\xf9\t\n" +
 	"\x04Host\x12]\n" +
 	"\fSetUserTools\x12%.agenthost.ext.v1.SetUserToolsRequest\x1a&.agenthost.ext.v1.SetUserToolsResponse\x12c\n" +
 	"\x0eSetSystemTools\x12'.agenthost.ext.v1.SetSystemToolsRequest\x1a(.agenthost.ext.v1.SetSystemToolsResponse\x12c\n" +
@@ -4451,7 +4555,7 @@ func file_agenthost_ext_v1_ext_proto_rawDescGZIP() []byte {
 }
 
 var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(Exposure)(0),                     // 0: agenthost.ext.v1.Exposure
 	(Replay)(0),                       // 1: agenthost.ext.v1.Replay
@@ -4469,61 +4573,63 @@ var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(*SubscribeResourceResponse)(nil), // 13: agenthost.ext.v1.SubscribeResourceResponse
 	(*SessionNotifyRequest)(nil),      // 14: agenthost.ext.v1.SessionNotifyRequest
 	(*SessionNotifyResponse)(nil),     // 15: agenthost.ext.v1.SessionNotifyResponse
-	(*DescribeRequest)(nil),           // 16: agenthost.ext.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 17: agenthost.ext.v1.DescribeResponse
-	(*Descriptor)(nil),                // 18: agenthost.ext.v1.Descriptor
-	(*SettingsSection)(nil),           // 19: agenthost.ext.v1.SettingsSection
-	(*ConfigureRequest)(nil),          // 20: agenthost.ext.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 21: agenthost.ext.v1.ConfigureResponse
-	(*ShutdownRequest)(nil),           // 22: agenthost.ext.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),          // 23: agenthost.ext.v1.ShutdownResponse
-	(*ActivateRequest)(nil),           // 24: agenthost.ext.v1.ActivateRequest
-	(*ActivateResponse)(nil),          // 25: agenthost.ext.v1.ActivateResponse
-	(*RetireRequest)(nil),             // 26: agenthost.ext.v1.RetireRequest
-	(*RetireResponse)(nil),            // 27: agenthost.ext.v1.RetireResponse
-	(*ReconcileAllRequest)(nil),       // 28: agenthost.ext.v1.ReconcileAllRequest
-	(*ReconcileAllResponse)(nil),      // 29: agenthost.ext.v1.ReconcileAllResponse
-	(*StartServiceRequest)(nil),       // 30: agenthost.ext.v1.StartServiceRequest
-	(*StartServiceResponse)(nil),      // 31: agenthost.ext.v1.StartServiceResponse
-	(*ProcessSpec)(nil),               // 32: agenthost.ext.v1.ProcessSpec
-	(*StatusRequest)(nil),             // 33: agenthost.ext.v1.StatusRequest
-	(*StatusResponse)(nil),            // 34: agenthost.ext.v1.StatusResponse
-	(*StatusEntry)(nil),               // 35: agenthost.ext.v1.StatusEntry
-	(*Tool)(nil),                      // 36: agenthost.ext.v1.Tool
-	(*SetUserToolsRequest)(nil),       // 37: agenthost.ext.v1.SetUserToolsRequest
-	(*SetUserToolsResponse)(nil),      // 38: agenthost.ext.v1.SetUserToolsResponse
-	(*SetSystemToolsRequest)(nil),     // 39: agenthost.ext.v1.SetSystemToolsRequest
-	(*SetSystemToolsResponse)(nil),    // 40: agenthost.ext.v1.SetSystemToolsResponse
-	(*SetUserCatalogRequest)(nil),     // 41: agenthost.ext.v1.SetUserCatalogRequest
-	(*SetUserCatalogResponse)(nil),    // 42: agenthost.ext.v1.SetUserCatalogResponse
-	(*Prompt)(nil),                    // 43: agenthost.ext.v1.Prompt
-	(*Resource)(nil),                  // 44: agenthost.ext.v1.Resource
-	(*ResourceTemplate)(nil),          // 45: agenthost.ext.v1.ResourceTemplate
-	(*Instruction)(nil),               // 46: agenthost.ext.v1.Instruction
-	(*NotifyRequest)(nil),             // 47: agenthost.ext.v1.NotifyRequest
-	(*NotifyResponse)(nil),            // 48: agenthost.ext.v1.NotifyResponse
-	(*RequestUserRequest)(nil),        // 49: agenthost.ext.v1.RequestUserRequest
-	(*RequestUserResponse)(nil),       // 50: agenthost.ext.v1.RequestUserResponse
-	(*ActingUserRequest)(nil),         // 51: agenthost.ext.v1.ActingUserRequest
-	(*ActingUserResponse)(nil),        // 52: agenthost.ext.v1.ActingUserResponse
-	(*GetSecretRequest)(nil),          // 53: agenthost.ext.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),         // 54: agenthost.ext.v1.GetSecretResponse
-	(*SetSecretRequest)(nil),          // 55: agenthost.ext.v1.SetSecretRequest
-	(*SetSecretResponse)(nil),         // 56: agenthost.ext.v1.SetSecretResponse
-	(*DeleteSecretRequest)(nil),       // 57: agenthost.ext.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),      // 58: agenthost.ext.v1.DeleteSecretResponse
-	(*ListSecretsRequest)(nil),        // 59: agenthost.ext.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),       // 60: agenthost.ext.v1.ListSecretsResponse
-	(*GetSettingsRequest)(nil),        // 61: agenthost.ext.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),       // 62: agenthost.ext.v1.GetSettingsResponse
-	(*SetSettingsRequest)(nil),        // 63: agenthost.ext.v1.SetSettingsRequest
-	(*SetSettingsResponse)(nil),       // 64: agenthost.ext.v1.SetSettingsResponse
-	(*GetPathsRequest)(nil),           // 65: agenthost.ext.v1.GetPathsRequest
-	(*GetPathsResponse)(nil),          // 66: agenthost.ext.v1.GetPathsResponse
-	(*ServiceFrame)(nil),              // 67: agenthost.ext.v1.ServiceFrame
-	(*ServiceExited)(nil),             // 68: agenthost.ext.v1.ServiceExited
-	(*ServiceOpen)(nil),               // 69: agenthost.ext.v1.ServiceOpen
-	(*ServiceOpened)(nil),             // 70: agenthost.ext.v1.ServiceOpened
+	(*ValidateSettingsRequest)(nil),   // 16: agenthost.ext.v1.ValidateSettingsRequest
+	(*ValidateSettingsResponse)(nil),  // 17: agenthost.ext.v1.ValidateSettingsResponse
+	(*DescribeRequest)(nil),           // 18: agenthost.ext.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 19: agenthost.ext.v1.DescribeResponse
+	(*Descriptor)(nil),                // 20: agenthost.ext.v1.Descriptor
+	(*SettingsSection)(nil),           // 21: agenthost.ext.v1.SettingsSection
+	(*ConfigureRequest)(nil),          // 22: agenthost.ext.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 23: agenthost.ext.v1.ConfigureResponse
+	(*ShutdownRequest)(nil),           // 24: agenthost.ext.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),          // 25: agenthost.ext.v1.ShutdownResponse
+	(*ActivateRequest)(nil),           // 26: agenthost.ext.v1.ActivateRequest
+	(*ActivateResponse)(nil),          // 27: agenthost.ext.v1.ActivateResponse
+	(*RetireRequest)(nil),             // 28: agenthost.ext.v1.RetireRequest
+	(*RetireResponse)(nil),            // 29: agenthost.ext.v1.RetireResponse
+	(*ReconcileAllRequest)(nil),       // 30: agenthost.ext.v1.ReconcileAllRequest
+	(*ReconcileAllResponse)(nil),      // 31: agenthost.ext.v1.ReconcileAllResponse
+	(*StartServiceRequest)(nil),       // 32: agenthost.ext.v1.StartServiceRequest
+	(*StartServiceResponse)(nil),      // 33: agenthost.ext.v1.StartServiceResponse
+	(*ProcessSpec)(nil),               // 34: agenthost.ext.v1.ProcessSpec
+	(*StatusRequest)(nil),             // 35: agenthost.ext.v1.StatusRequest
+	(*StatusResponse)(nil),            // 36: agenthost.ext.v1.StatusResponse
+	(*StatusEntry)(nil),               // 37: agenthost.ext.v1.StatusEntry
+	(*Tool)(nil),                      // 38: agenthost.ext.v1.Tool
+	(*SetUserToolsRequest)(nil),       // 39: agenthost.ext.v1.SetUserToolsRequest
+	(*SetUserToolsResponse)(nil),      // 40: agenthost.ext.v1.SetUserToolsResponse
+	(*SetSystemToolsRequest)(nil),     // 41: agenthost.ext.v1.SetSystemToolsRequest
+	(*SetSystemToolsResponse)(nil),    // 42: agenthost.ext.v1.SetSystemToolsResponse
+	(*SetUserCatalogRequest)(nil),     // 43: agenthost.ext.v1.SetUserCatalogRequest
+	(*SetUserCatalogResponse)(nil),    // 44: agenthost.ext.v1.SetUserCatalogResponse
+	(*Prompt)(nil),                    // 45: agenthost.ext.v1.Prompt
+	(*Resource)(nil),                  // 46: agenthost.ext.v1.Resource
+	(*ResourceTemplate)(nil),          // 47: agenthost.ext.v1.ResourceTemplate
+	(*Instruction)(nil),               // 48: agenthost.ext.v1.Instruction
+	(*NotifyRequest)(nil),             // 49: agenthost.ext.v1.NotifyRequest
+	(*NotifyResponse)(nil),            // 50: agenthost.ext.v1.NotifyResponse
+	(*RequestUserRequest)(nil),        // 51: agenthost.ext.v1.RequestUserRequest
+	(*RequestUserResponse)(nil),       // 52: agenthost.ext.v1.RequestUserResponse
+	(*ActingUserRequest)(nil),         // 53: agenthost.ext.v1.ActingUserRequest
+	(*ActingUserResponse)(nil),        // 54: agenthost.ext.v1.ActingUserResponse
+	(*GetSecretRequest)(nil),          // 55: agenthost.ext.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),         // 56: agenthost.ext.v1.GetSecretResponse
+	(*SetSecretRequest)(nil),          // 57: agenthost.ext.v1.SetSecretRequest
+	(*SetSecretResponse)(nil),         // 58: agenthost.ext.v1.SetSecretResponse
+	(*DeleteSecretRequest)(nil),       // 59: agenthost.ext.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),      // 60: agenthost.ext.v1.DeleteSecretResponse
+	(*ListSecretsRequest)(nil),        // 61: agenthost.ext.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),       // 62: agenthost.ext.v1.ListSecretsResponse
+	(*GetSettingsRequest)(nil),        // 63: agenthost.ext.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),       // 64: agenthost.ext.v1.GetSettingsResponse
+	(*SetSettingsRequest)(nil),        // 65: agenthost.ext.v1.SetSettingsRequest
+	(*SetSettingsResponse)(nil),       // 66: agenthost.ext.v1.SetSettingsResponse
+	(*GetPathsRequest)(nil),           // 67: agenthost.ext.v1.GetPathsRequest
+	(*GetPathsResponse)(nil),          // 68: agenthost.ext.v1.GetPathsResponse
+	(*ServiceFrame)(nil),              // 69: agenthost.ext.v1.ServiceFrame
+	(*ServiceExited)(nil),             // 70: agenthost.ext.v1.ServiceExited
+	(*ServiceOpen)(nil),               // 71: agenthost.ext.v1.ServiceOpen
+	(*ServiceOpened)(nil),             // 72: agenthost.ext.v1.ServiceOpened
 }
 var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	7,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
@@ -4533,80 +4639,82 @@ var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	10, // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
 	11, // 5: agenthost.ext.v1.CallEnd.rpc_error:type_name -> agenthost.ext.v1.RPCError
 	11, // 6: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	18, // 7: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
-	19, // 8: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
-	32, // 9: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	35, // 10: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
+	20, // 7: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
+	21, // 8: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
+	34, // 9: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	37, // 10: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
 	0,  // 11: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
 	1,  // 12: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
-	36, // 13: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	36, // 14: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	36, // 15: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
-	43, // 16: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
-	44, // 17: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
-	45, // 18: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
-	46, // 19: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
+	38, // 13: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	38, // 14: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	38, // 15: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
+	45, // 16: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
+	46, // 17: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
+	47, // 18: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
+	48, // 19: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
 	11, // 20: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	69, // 21: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
-	70, // 22: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	68, // 23: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
-	32, // 24: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	16, // 25: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
-	20, // 26: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
-	22, // 27: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
+	71, // 21: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
+	72, // 22: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
+	70, // 23: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
+	34, // 24: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	18, // 25: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
+	22, // 26: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
+	24, // 27: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
 	6,  // 28: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
-	24, // 29: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
-	26, // 30: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
-	28, // 31: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
-	30, // 32: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
-	33, // 33: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
+	26, // 29: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
+	28, // 30: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
+	30, // 31: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
+	32, // 32: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
+	35, // 33: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
 	12, // 34: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
 	14, // 35: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
 	2,  // 36: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
 	4,  // 37: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
-	37, // 38: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	39, // 39: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	41, // 40: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
-	47, // 41: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
-	49, // 42: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
-	51, // 43: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	53, // 44: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	55, // 45: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	57, // 46: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	59, // 47: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	61, // 48: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	63, // 49: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	65, // 50: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	67, // 51: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	17, // 52: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	21, // 53: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	23, // 54: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	6,  // 55: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
-	25, // 56: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	27, // 57: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	29, // 58: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	31, // 59: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	34, // 60: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	13, // 61: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
-	15, // 62: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
-	3,  // 63: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
-	5,  // 64: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
-	38, // 65: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	40, // 66: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	42, // 67: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
-	48, // 68: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
-	50, // 69: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
-	52, // 70: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	54, // 71: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	56, // 72: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	58, // 73: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	60, // 74: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	62, // 75: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	64, // 76: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	66, // 77: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	67, // 78: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	52, // [52:79] is the sub-list for method output_type
-	25, // [25:52] is the sub-list for method input_type
+	16, // 38: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
+	39, // 39: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	41, // 40: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	43, // 41: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	49, // 42: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	51, // 43: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	53, // 44: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	55, // 45: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	57, // 46: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	59, // 47: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	61, // 48: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	63, // 49: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	65, // 50: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	67, // 51: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	69, // 52: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	19, // 53: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	23, // 54: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	25, // 55: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	6,  // 56: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	27, // 57: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	29, // 58: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	31, // 59: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	33, // 60: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	36, // 61: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	13, // 62: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	15, // 63: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	3,  // 64: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
+	5,  // 65: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
+	17, // 66: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
+	40, // 67: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	42, // 68: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	44, // 69: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	50, // 70: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	52, // 71: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	54, // 72: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	56, // 73: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	58, // 74: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	60, // 75: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	62, // 76: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	64, // 77: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	66, // 78: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	68, // 79: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	69, // 80: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	53, // [53:81] is the sub-list for method output_type
+	25, // [25:53] is the sub-list for method input_type
 	25, // [25:25] is the sub-list for extension type_name
 	25, // [25:25] is the sub-list for extension extendee
 	0,  // [0:25] is the sub-list for field type_name
@@ -4625,7 +4733,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 		(*CallFrame_Request)(nil),
 		(*CallFrame_Reply)(nil),
 	}
-	file_agenthost_ext_v1_ext_proto_msgTypes[65].OneofWrappers = []any{
+	file_agenthost_ext_v1_ext_proto_msgTypes[67].OneofWrappers = []any{
 		(*ServiceFrame_Open)(nil),
 		(*ServiceFrame_Opened)(nil),
 		(*ServiceFrame_Data)(nil),
@@ -4639,7 +4747,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthost_ext_v1_ext_proto_rawDesc), len(file_agenthost_ext_v1_ext_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   69,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

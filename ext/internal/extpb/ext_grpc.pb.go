@@ -44,6 +44,7 @@ const (
 	Extension_SessionNotify_FullMethodName     = "/agenthost.ext.v1.Extension/SessionNotify"
 	Extension_BeginAuth_FullMethodName         = "/agenthost.ext.v1.Extension/BeginAuth"
 	Extension_CompleteAuth_FullMethodName      = "/agenthost.ext.v1.Extension/CompleteAuth"
+	Extension_ValidateSettings_FullMethodName  = "/agenthost.ext.v1.Extension/ValidateSettings"
 )
 
 // ExtensionClient is the client API for Extension service.
@@ -78,6 +79,9 @@ type ExtensionClient interface {
 	// finish it with the authorization server's redirect.
 	BeginAuth(ctx context.Context, in *BeginAuthRequest, opts ...grpc.CallOption) (*BeginAuthResponse, error)
 	CompleteAuth(ctx context.Context, in *CompleteAuthRequest, opts ...grpc.CallOption) (*CompleteAuthResponse, error)
+	// Capability "validate": check a user's values of one settings section
+	// before the host stores them (an error refuses the write).
+	ValidateSettings(ctx context.Context, in *ValidateSettingsRequest, opts ...grpc.CallOption) (*ValidateSettingsResponse, error)
 }
 
 type extensionClient struct {
@@ -221,6 +225,16 @@ func (c *extensionClient) CompleteAuth(ctx context.Context, in *CompleteAuthRequ
 	return out, nil
 }
 
+func (c *extensionClient) ValidateSettings(ctx context.Context, in *ValidateSettingsRequest, opts ...grpc.CallOption) (*ValidateSettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateSettingsResponse)
+	err := c.cc.Invoke(ctx, Extension_ValidateSettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ExtensionServer is the server API for Extension service.
 // All implementations must embed UnimplementedExtensionServer
 // for forward compatibility.
@@ -253,6 +267,9 @@ type ExtensionServer interface {
 	// finish it with the authorization server's redirect.
 	BeginAuth(context.Context, *BeginAuthRequest) (*BeginAuthResponse, error)
 	CompleteAuth(context.Context, *CompleteAuthRequest) (*CompleteAuthResponse, error)
+	// Capability "validate": check a user's values of one settings section
+	// before the host stores them (an error refuses the write).
+	ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error)
 	mustEmbedUnimplementedExtensionServer()
 }
 
@@ -301,6 +318,9 @@ func (UnimplementedExtensionServer) BeginAuth(context.Context, *BeginAuthRequest
 }
 func (UnimplementedExtensionServer) CompleteAuth(context.Context, *CompleteAuthRequest) (*CompleteAuthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CompleteAuth not implemented")
+}
+func (UnimplementedExtensionServer) ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ValidateSettings not implemented")
 }
 func (UnimplementedExtensionServer) mustEmbedUnimplementedExtensionServer() {}
 func (UnimplementedExtensionServer) testEmbeddedByValue()                   {}
@@ -546,6 +566,24 @@ func _Extension_CompleteAuth_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Extension_ValidateSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateSettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).ValidateSettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_ValidateSettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).ValidateSettings(ctx, req.(*ValidateSettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Extension_ServiceDesc is the grpc.ServiceDesc for Extension service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -600,6 +638,10 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CompleteAuth",
 			Handler:    _Extension_CompleteAuth_Handler,
+		},
+		{
+			MethodName: "ValidateSettings",
+			Handler:    _Extension_ValidateSettings_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

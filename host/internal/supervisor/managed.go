@@ -62,6 +62,11 @@ type ManagedOptions struct {
 	// goroutine, with a context that ends when the extension is stopped
 	// (the host re-activates its users there).
 	OnRestart func(ctx context.Context)
+	// OnCrash runs when a generation exited on its own, on its watcher's
+	// goroutine, before the restart begins: no caller can be handed the
+	// next generation before it returns (the host marks its users as
+	// being re-activated there).
+	OnCrash func()
 	// BackoffMin and BackoffMax space restart attempts (default 100 ms and
 	// 30 s); the backoff starts over once a generation has run for
 	// StableAfter (default 1 min).
@@ -200,6 +205,9 @@ func (m *Managed) watch(g *Generation, gen int) {
 	}
 	m.mu.Unlock()
 	m.log.Error("extension crashed; restarting", "generation", gen)
+	if m.opts.OnCrash != nil {
+		m.opts.OnCrash()
+	}
 	g.kill() // reap go-plugin's goroutines for the dead process
 	m.restartLoop()
 }
