@@ -82,6 +82,29 @@ func routes(mux *http.ServeMux, a *authServer) {
 	})
 }
 
+// peekedMessage is what the handlers here read of a JSON-RPC message.
+type peekedMessage struct {
+	Method string `json:"method"`
+	Params struct {
+		Name string `json:"name"`
+	} `json:"params"`
+}
+
+// peekMessage reads a POST's message (1 MiB at most) and puts the body
+// back for the next handler; on a body it cannot read it answers 400 and
+// returns false.
+func peekMessage(w http.ResponseWriter, r *http.Request) (peekedMessage, bool) {
+	var msg peekedMessage
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "reading the body", http.StatusBadRequest)
+		return msg, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	_ = json.Unmarshal(body, &msg)
+	return msg, true
+}
+
 // stepUp answers a call of admin_echo whose token lacks the admin scope
 // with 403 insufficient_scope and the scopes to ask for (MCP's step-up
 // authorization); everything else passes.
@@ -91,19 +114,10 @@ func stepUp(a *authServer, prm string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err != nil {
-			http.Error(w, "reading the body", http.StatusBadRequest)
+		msg, ok := peekMessage(w, r)
+		if !ok {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var msg struct {
-			Method string `json:"method"`
-			Params struct {
-				Name string `json:"name"`
-			} `json:"params"`
-		}
-		_ = json.Unmarshal(body, &msg)
 		if msg.Method == "tools/call" && msg.Params.Name == "admin_echo" {
 			info := auth.TokenInfoFromContext(r.Context())
 			if info == nil || !slices.Contains(info.Scopes, "admin") {
@@ -134,16 +148,10 @@ func openSession(open, protected http.Handler, list bool) http.Handler {
 			protected.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err != nil {
-			http.Error(w, "reading the body", http.StatusBadRequest)
+		msg, ok := peekMessage(w, r)
+		if !ok {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var msg struct {
-			Method string `json:"method"`
-		}
-		_ = json.Unmarshal(body, &msg)
 		if msg.Method == "initialize" || strings.HasPrefix(msg.Method, "notifications/") || (list && msg.Method == "tools/list") {
 			open.ServeHTTP(w, r)
 			return
