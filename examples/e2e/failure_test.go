@@ -1,8 +1,6 @@
 package e2e_test
 
 import (
-	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -50,16 +48,7 @@ func TestWhyAServerFailed(t *testing.T) {
 	check("status --user alice", cli)
 	_, api := e.api("GET", "/api/v1/status", alice, "")
 	check("the JSON API", api)
-	hc := browse()
-	link := strings.TrimSpace(e.must("", "login-link", "--user", "alice"))
-	_, _, signIn := fetch(t, hc, "GET", link, nil)
-	code := regexp.MustCompile(`name="code" value="([^"]+)"`).FindStringSubmatch(signIn)
-	if code == nil {
-		t.Fatalf("no code on the sign-in page:\n%s", signIn)
-	}
-	if st, _, body := fetch(t, hc, "POST", e.url+"/settings/login", url.Values{"_csrf": {csrfOf(t, signIn)}, "code": {code[1]}}); st/100 != 3 {
-		t.Fatalf("signing in with the link: HTTP %d\n%s", st, body)
-	}
+	hc := e.settingsBrowser("alice")
 	_, _, page := fetch(t, hc, "GET", e.url+"/settings", nil)
 	check("the settings page", page)
 

@@ -149,6 +149,20 @@ func connectAt(t *testing.T, hc *http.Client, action, page, provider string) str
 	return html.UnescapeString(m[1])
 }
 
+// settingsBrowser is a browser signed in to the settings page as user,
+// with a one-time link.
+func (e *env) settingsBrowser(user string) *http.Client {
+	e.t.Helper()
+	hc := browse()
+	link := strings.TrimSpace(e.must("", "login-link", "--user", user))
+	_, _, page := fetch(e.t, hc, "GET", link, nil)
+	lk, _ := url.Parse(link)
+	if c, _, p := fetch(e.t, hc, "POST", e.url+"/settings/login", url.Values{"_csrf": {csrfOf(e.t, page)}, "code": {lk.Query().Get("code")}}); c != http.StatusSeeOther {
+		e.t.Fatalf("%s's sign-in to the settings page: %d\n%s", user, c, p)
+	}
+	return hc
+}
+
 func canaryLogin(who string) string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -220,14 +234,8 @@ func TestOAuthEndToEnd(t *testing.T) {
 
 	// Bob signs in on the settings page.
 	bobLogin := canaryLogin("bob")
-	br := browse()
-	signInLink := strings.TrimSpace(e.must("", "login-link", "--user", "bob"))
-	_, _, page := fetch(t, br, "GET", signInLink, nil)
-	code2, _ := url.Parse(signInLink)
-	if c, _, p := fetch(t, br, "POST", host+"/settings/login", url.Values{"_csrf": {csrfOf(t, page)}, "code": {code2.Query().Get("code")}}); c != http.StatusSeeOther {
-		t.Fatalf("bob's sign-in to the settings page: %d\n%s", c, p)
-	}
-	_, _, page = fetch(t, br, "GET", host+"/settings", nil)
+	br := e.settingsBrowser("bob")
+	_, _, page := fetch(t, br, "GET", host+"/settings", nil)
 	if !strings.Contains(page, `action="/settings/connect/mcp/o"`) {
 		t.Fatalf("no Connect button for o on bob's settings page:\n%s", page)
 	}
@@ -458,14 +466,8 @@ func TestOAuthSignInAskedFromToolsList(t *testing.T) {
 	}
 
 	bobLogin := canaryLogin("bob")
-	br := browse()
-	signInLink := strings.TrimSpace(e.must("", "login-link", "--user", "bob"))
-	_, _, page := fetch(t, br, "GET", signInLink, nil)
-	loginCode, _ := url.Parse(signInLink)
-	if c, _, p := fetch(t, br, "POST", host+"/settings/login", url.Values{"_csrf": {csrfOf(t, page)}, "code": {loginCode.Query().Get("code")}}); c != http.StatusSeeOther {
-		t.Fatalf("bob's sign-in to the settings page: %d\n%s", c, p)
-	}
-	_, _, page = fetch(t, br, "GET", host+"/settings", nil)
+	br := e.settingsBrowser("bob")
+	_, _, page := fetch(t, br, "GET", host+"/settings", nil)
 	back := as.signInAt(connectAt(t, br, host+"/settings/connect/mcp/o", page, as.base), bobLogin)
 	if c, _, p := fetch(t, br, "GET", back, nil); c != http.StatusOK || !strings.Contains(p, "Connected to o.") {
 		t.Errorf("bob's callback: %d\n%s", c, p)

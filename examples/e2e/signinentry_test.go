@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -99,15 +97,9 @@ func TestSignInEntryEndToEnd(t *testing.T) {
 	// Alice follows the link: signed in to the settings page, its Connect
 	// sends her to the provider, which sends her back to the host.
 	login := canaryLogin("alice")
-	br := browse()
-	signInLink := strings.TrimSpace(e.must("", "login-link", "--user", "alice"))
-	_, _, page := fetch(t, br, "GET", signInLink, nil)
-	lk, _ := url.Parse(signInLink)
-	if c, _, p := fetch(t, br, "POST", host+"/settings/login", url.Values{"_csrf": {csrfOf(t, page)}, "code": {lk.Query().Get("code")}}); c != http.StatusSeeOther {
-		t.Fatalf("alice's sign-in to the settings page: %d\n%s", c, p)
-	}
-	_, _, page = fetch(t, br, "GET", link, nil)
-	back := as.signInAt(connectGoesTo(t, br, link, page, as.base), login)
+	br := e.settingsBrowser("alice")
+	_, _, page := fetch(t, br, "GET", link, nil)
+	back := as.signInAt(connectAt(t, br, link, page, as.base), login)
 	if c, _, p := fetch(t, br, "GET", back, nil); c != http.StatusOK || !strings.Contains(p, "Connected to o.") {
 		t.Fatalf("alice's callback: %d\n%s", c, p)
 	}
@@ -150,21 +142,4 @@ func TestSignInEntryEndToEnd(t *testing.T) {
 		names := ec.names(t)
 		return slices.Contains(names, "o__sign_in") && !slices.Contains(names, "o__whoami")
 	})
-}
-
-// connectGoesTo clicks the Connect button of page (its form posts to
-// action) and returns where the host sends the browser on: the
-// provider's authorization URL, under provider, given as a redirect or
-// as the link of the page it answers with.
-func connectGoesTo(t *testing.T, hc *http.Client, action, page, provider string) string {
-	t.Helper()
-	c, hdr, answer := fetch(t, hc, "POST", action, url.Values{"_csrf": {csrfOf(t, page)}})
-	next := hdr.Get("Location")
-	if m := regexp.MustCompile(`href="(` + regexp.QuoteMeta(provider) + `/authorize\?[^"]+)"`).FindStringSubmatch(answer); c == http.StatusOK && m != nil {
-		next = html.UnescapeString(m[1])
-	}
-	if !strings.HasPrefix(next, provider+"/authorize?") {
-		t.Fatalf("Connect at %s: %d, want the way on to %s/authorize\n%s", action, c, provider, answer)
-	}
-	return next
 }
