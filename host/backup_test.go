@@ -118,4 +118,3 @@ func TestBackupRestore(t *testing.T) {
 		}
 	}
 }
-
