@@ -128,6 +128,13 @@ func TestUpgradeFromFixtures(t *testing.T) {
 func checkFixture(t *testing.T, b bins, data string, f fixture) {
 	e := fixtureEnv(t, b, data)
 	e.startServe()
+	checkServed(t, e, f)
+}
+
+// checkServed checks that everything f records works on the serving host
+// of e.
+func checkServed(t *testing.T, e *env, f fixture) {
+	t.Helper()
 
 	// The token: listed by name, and it authenticates its user.
 	if out := e.must("", "token", "list", "--user", f.User); !strings.Contains(out, f.TokenName) {
@@ -208,6 +215,23 @@ func writeFixture(t *testing.T, b bins, dir string) {
 	}
 	e := fixtureEnv(t, b, "")
 	e.startServe()
+	f := makeFixture(t, e)
+	e.stopServe()
+
+	if err := copyData(filepath.Join(e.dir, "data"), filepath.Join(dir, "data")); err != nil {
+		t.Fatalf("copying the data folder: %v", err)
+	}
+	raw, _ := json.MarshalIndent(f, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "fixture.json"), append(raw, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote the fixture %s", dir)
+}
+
+// makeFixture stores, through the serving host of e, a user with a token,
+// settings, a secret and an app's OAuth grant, and returns what it stored.
+func makeFixture(t *testing.T, e *env) fixture {
+	t.Helper()
 	f := fixture{User: "alice", TokenName: "fixture", Secret: "alice-fixture-secret-7f3a",
 		Servers: map[string]bool{"notes": true, "scratch": true}, OAuthRedirect: "http://127.0.0.1:33419/cb"}
 	f.Commit = strings.TrimSpace(os.Getenv("AGENTHOST_FIXTURE_COMMIT"))
@@ -237,14 +261,5 @@ func writeFixture(t *testing.T, b bins, dir string) {
 	if out := e.must("", "call", "--user", f.User, "notes/whoami", "{}"); !strings.Contains(out, f.Secret) {
 		t.Fatalf("the secret does not reach notes:\n%s", out)
 	}
-	e.stopServe()
-
-	if err := copyData(filepath.Join(e.dir, "data"), filepath.Join(dir, "data")); err != nil {
-		t.Fatalf("copying the data folder: %v", err)
-	}
-	raw, _ := json.MarshalIndent(f, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "fixture.json"), append(raw, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wrote the fixture %s", dir)
+	return f
 }
