@@ -1,13 +1,20 @@
 package host_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"filippo.io/age"
 
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/secrets"
@@ -116,5 +123,67 @@ func TestBackupRestore(t *testing.T) {
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: %v %v, want mode 0600", p, fi.Mode(), err)
 		}
+	}
+}
+
+// TestRestoreRefuses: an archive of a newer format, one whose file does
+// not match its manifest's SHA-256, one with a path out of the data folder
+// and one without a manifest are refused with a clear error, and the data
+// folder is not written.
+func TestRestoreRefuses(t *testing.T) {
+	const pass = "correct horse battery staple"
+	type file struct{ name, body string }
+	sum := func(s string) string {
+		h := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(h[:])
+	}
+	archive := func(m *host.BackupManifest, files ...file) []byte {
+		var buf bytes.Buffer
+		r, err := age.NewScryptRecipient(pass)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.SetWorkFactor(10)
+		enc, _ := age.Encrypt(&buf, r)
+		gz := gzip.NewWriter(enc)
+		tw := tar.NewWriter(gz)
+		if m != nil {
+			mj, _ := json.Marshal(m)
+			files = append([]file{{"manifest.json", string(mj)}}, files...)
+		}
+		for _, f := range files {
+			_ = tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o600, Size: int64(len(f.body)), Typeflag: tar.TypeReg})
+			_, _ = tw.Write([]byte(f.body))
+		}
+		if err := errors.Join(tw.Close(), gz.Close(), enc.Close()); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	secs := file{"secrets.json", "[]"}
+	manifest := func(format int, files ...host.BackupFile) *host.BackupManifest {
+		return &host.BackupManifest{Format: format, Version: "v9.9.9", Files: append(files, host.BackupFile{Name: "secrets.json", Size: 2, SHA256: sum("[]")})}
+	}
+	for _, c := range []struct {
+		name, want string
+		archive    []byte
+	}{
+		{"newer format", "format 2, written by agenthost v9.9.9", archive(manifest(host.BackupFormat+1), secs)},
+		{"hash mismatch", "settings.db does not match its SHA-256", archive(
+			manifest(1, host.BackupFile{Name: "settings.db", Size: 5, SHA256: sum("other")}), secs, file{"data/settings.db", "hello"})},
+		{"path escape", "leaves the data folder", archive(manifest(1), secs, file{"data/../evil", "x"})},
+		{"no manifest", "the manifest is not first", archive(nil, secs)},
+		{"not in manifest", "x is not in the manifest", archive(manifest(1), secs, file{"data/x", "x"})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dst := &host.Config{DataDir: filepath.Join(t.TempDir(), "data"), Secrets: host.SecretsConfig{Backend: "file"}}
+			_, err := host.Restore(context.Background(), dst, pass, bytes.NewReader(c.archive))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Restore: %v, want %q", err, c.want)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(dst.DataDir)); len(ents) != 0 {
+				t.Fatalf("a refused restore left %v", ents)
+			}
+		})
 	}
 }
