@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,10 +12,12 @@ import (
 // TestBackupRestore (issue 18): `agenthost backup` of a serving host's
 // data folder (a user with a token, settings, a secret in the encrypted
 // file and an app's OAuth grant), restored with `agenthost restore` onto
-// the empty data folder of another config (another folder, a new secrets
-// key file): served there, the token, the settings, the secret (notes
-// whoami) and the grant (refresh) work. A wrong passphrase fails and
-// writes nothing; the archive holds no secret in clear.
+// the empty data folder of another config: another folder with a new
+// secrets key file, and another secrets backend (the OS keychain, a real
+// gnome-keyring on a private bus). Served there, the token, the settings,
+// the secret (notes whoami) and the grant (refresh) work. A wrong
+// passphrase fails and writes nothing; the archive holds no secret in
+// clear.
 func TestBackupRestore(t *testing.T) {
 	b := build(t)
 	const pass = "backup passphrase 4c1d"
@@ -36,20 +40,65 @@ func TestBackupRestore(t *testing.T) {
 		}
 	}
 
-	dst := fixtureEnv(t, b, "")
-	data := filepath.Join(dst.dir, "data")
-	if _, errOut, code := dst.run("a wrong passphrase\n", "restore", "--in", archive); code != 1 || !strings.Contains(errOut, "passphrase does not open") {
-		t.Fatalf("restore with a wrong passphrase: exit %d %s", code, errOut)
+	restore := func(t *testing.T, backend string) *env {
+		dst := fixtureEnv(t, b, "")
+		setBackend(t, dst, backend)
+		data := filepath.Join(dst.dir, "data")
+		if _, errOut, code := dst.run("a wrong passphrase\n", "restore", "--in", archive); code != 1 || !strings.Contains(errOut, "passphrase does not open") {
+			t.Fatalf("restore with a wrong passphrase: exit %d %s", code, errOut)
+		}
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Fatalf("a restore with a wrong passphrase wrote the data folder: %v", err)
+		}
+		if out := dst.must(pass+"\n", "restore", "--in", archive); !strings.Contains(out, "1 secret(s)") {
+			t.Errorf("restore: %s", out)
+		}
+		if _, errOut, code := dst.run(pass+"\n", "restore", "--in", archive); code != 1 || !strings.Contains(errOut, "not empty") {
+			t.Errorf("a second restore onto the now full folder: exit %d %s", code, errOut)
+		}
+		dst.startServe()
+		checkServed(t, dst, f)
+		return dst
 	}
-	if _, err := os.Stat(data); !os.IsNotExist(err) {
-		t.Fatalf("a restore with a wrong passphrase wrote the data folder: %v", err)
+	t.Run("file", func(t *testing.T) {
+		dst := restore(t, "file")
+		if a, b := sha256Of(t, filepath.Join(src.dir, "data", "secrets.key")), sha256Of(t, filepath.Join(dst.dir, "data", "secrets.key")); a == b {
+			t.Error("the restored folder has the backed-up folder's secrets key")
+		}
+	})
+	t.Run("keychain", func(t *testing.T) {
+		startKeyring(t)
+		dst := restore(t, "keychain")
+		if _, err := os.Stat(filepath.Join(dst.dir, "data", "secrets.enc")); !os.IsNotExist(err) {
+			t.Errorf("restored into the keychain, yet there is a secrets file: %v", err)
+		}
+	})
+}
+
+// setBackend sets secrets.backend in e's config file.
+func setBackend(t *testing.T, e *env, backend string) {
+	t.Helper()
+	raw, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if out := dst.must(pass+"\n", "restore", "--in", archive); !strings.Contains(out, "1 secret(s)") {
-		t.Errorf("restore: %s", out)
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
 	}
-	if _, errOut, code := dst.run(pass+"\n", "restore", "--in", archive); code != 1 || !strings.Contains(errOut, "not empty") {
-		t.Errorf("a second restore onto the now full folder: exit %d %s", code, errOut)
+	cfg["secrets"] = map[string]any{"backend": backend}
+	raw, _ = json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(e.cfg, raw, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	dst.startServe()
-	checkServed(t, dst, f)
+}
+
+func sha256Of(t *testing.T, p string) string {
+	t.Helper()
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	return string(sum[:])
 }
