@@ -448,29 +448,32 @@ func Restore(ctx context.Context, cfg *Config, passphrase string, r io.Reader) (
 		return nil, fmt.Errorf("restore: the secrets: %w", err)
 	}
 
-	// Everything checked: move the files in, then import the secrets.
+	// Everything checked: open the target's secrets backend (so that an
+	// unreachable keychain fails before anything is written), move the
+	// files in, then import the secrets.
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
+	sec, _, err := openSecrets(ctx, cfg.Secrets.Backend, dataDir)
+	if err != nil {
+		_ = os.Remove(dataDir) // only if still empty
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	defer sec.Close()
 	ents, err := os.ReadDir(stage)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	for _, e := range ents {
 		if err := os.Rename(filepath.Join(stage, e.Name()), filepath.Join(dataDir, e.Name())); err != nil {
-			return nil, fmt.Errorf("restore: %w", err)
+			return nil, fmt.Errorf("restore: %w (the data folder %s is partly restored: empty it and restore again)", err, dataDir)
 		}
 	}
-	sec, _, err := openSecrets(ctx, cfg.Secrets.Backend, dataDir)
-	if err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
-	}
-	defer sec.Close()
 	for _, s := range list {
 		err := sec.Set(ctx, secrets.Key{Extension: s.Extension, User: s.User, Name: s.Name}, secrets.NewValue(string(s.Value)))
 		clear(s.Value)
 		if err != nil {
-			return nil, fmt.Errorf("restore: importing the secret %q of extension %s: %w", s.Name, s.Extension, err)
+			return nil, fmt.Errorf("restore: importing the secret %q of extension %s: %w (the data folder %s is partly restored: empty it and restore again)", s.Name, s.Extension, err, dataDir)
 		}
 	}
 	return m, nil
