@@ -104,9 +104,9 @@ func isSQLite(p string) bool {
 // writing meanwhile) and every secret of its secrets backend, enumerated
 // for the operator and every user any store knows, in every extension.
 // The archive (tar, gzip) is encrypted whole with age under passphrase
-// (scrypt); nothing of it is ever written in clear, also not to a
-// temporary file: the database copies are made in a private temporary
-// folder and removed.
+// (scrypt). The secrets are never written in clear, also not to a
+// temporary file; the files are first copied (one snapshot, hashed for the
+// manifest) into a private temporary folder (0700), removed after.
 func Backup(ctx context.Context, cfg *Config, passphrase string, w io.Writer) (*BackupManifest, error) {
 	if passphrase == "" {
 		return nil, errors.New("backup: an empty passphrase")
@@ -151,14 +151,17 @@ func Backup(ctx context.Context, cfg *Config, passphrase string, w io.Writer) (*
 		if !d.Type().IsRegular() || backupSkip(rel) {
 			return nil
 		}
-		src := p
+		// Every file is copied first, so that the manifest's hashes and
+		// the archive are of one snapshot even if the host writes on.
+		src := filepath.Join(tmp, fmt.Sprintf("f%d", len(entries)))
 		if isSQLite(p) {
-			src = filepath.Join(tmp, fmt.Sprintf("db%d", len(entries)))
 			v, err := copySQLite(ctx, p, src, users, exts)
 			if err != nil {
 				return fmt.Errorf("copying the database %s: %w", rel, err)
 			}
 			m.Schemas[rel] = v
+		} else if err := copyFile(p, src); err != nil {
+			return fmt.Errorf("copying %s: %w", rel, err)
 		}
 		entries = append(entries, entry{rel, src})
 		return nil
@@ -227,6 +230,21 @@ func Backup(ctx context.Context, cfg *Config, passphrase string, w io.Writer) (*
 		return nil, fmt.Errorf("backup: writing the archive: %w", err)
 	}
 	return m, nil
+}
+
+// copyFile copies the regular file src to dst (0600).
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	return errors.Join(err, out.Close())
 }
 
 func writeTar(tw *tar.Writer, name string, r io.Reader, size int64) error {
