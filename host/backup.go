@@ -67,6 +67,11 @@ type backupSecret struct {
 
 const secretsEntry = "secrets.json"
 
+// scryptWorkFactor, when not 0, replaces age's scrypt work factor (2^18,
+// about a second a key) in tests, where the race detector makes it ten
+// times slower.
+var scryptWorkFactor int
+
 // backupSkip reports whether a data folder file is left out of an archive:
 // the secrets file backend (its secrets are exported through the store,
 // re-encrypted under the archive's key), SQLite side files (each database
@@ -201,6 +206,9 @@ func Backup(ctx context.Context, cfg *Config, passphrase string, w io.Writer) (*
 	rcp, err := age.NewScryptRecipient(passphrase)
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
+	}
+	if scryptWorkFactor != 0 {
+		rcp.SetWorkFactor(scryptWorkFactor)
 	}
 	enc, err := age.Encrypt(w, rcp)
 	if err != nil {

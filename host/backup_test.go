@@ -29,6 +29,7 @@ import (
 // settings too) come back; a wrong passphrase and a non-empty folder are
 // refused and write nothing.
 func TestBackupRestore(t *testing.T) {
+	host.SetScryptWorkFactor(t, 12)
 	ctx := context.Background()
 	src := &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "file"}}
 	st, err := settings.OpenSQLite(filepath.Join(src.DataDir, "settings.db"), nil)

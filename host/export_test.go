@@ -25,3 +25,11 @@ func (h *Host) DeactivateIdleNow() { h.deactivateIdle() }
 // ListedTools is user's tool list as the registry keeps it, without
 // activating them.
 func (h *Host) ListedTools(user string) []Tool { return h.reg.list(user) }
+
+// SetScryptWorkFactor makes Backup derive its key with 2^n scrypt rounds
+// until the test ends (not for parallel tests).
+func SetScryptWorkFactor(t interface{ Cleanup(func()) }, n int) {
+	old := scryptWorkFactor
+	scryptWorkFactor = n
+	t.Cleanup(func() { scryptWorkFactor = old })
+}
