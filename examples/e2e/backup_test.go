@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBackupRestore (issue 18): `agenthost backup` of a serving host's
@@ -25,14 +26,17 @@ func TestBackupRestore(t *testing.T) {
 	src.startServe()
 	f := makeFixture(t, src)
 	archive := filepath.Join(t.TempDir(), "agenthost.backup")
+	start := time.Now()
 	if out := src.must(pass+"\n", "backup", "--out", archive); !strings.Contains(out, "1 secret(s)") {
 		t.Errorf("backup: %s", out)
 	}
+	took := time.Since(start)
 	src.stopServe()
 	fi, err := os.Stat(archive)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the archive: %v %v, want mode 0600", fi, err)
 	}
+	t.Logf("backup of the serving host: %d bytes in %v (scrypt 2^18 included)", fi.Size(), took.Round(time.Millisecond))
 	raw, _ := os.ReadFile(archive)
 	for _, s := range []string{f.Secret, f.Token, "SQLite format"} {
 		if strings.Contains(string(raw), s) {
