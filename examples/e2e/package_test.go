@@ -108,8 +108,9 @@ func TestDebInstallsAndServes(t *testing.T) {
 		return cmd
 	}
 
-	// The operator's edit: an stdio server (the example notes server, put
-	// where the sandbox sees system programs) and a free port.
+	// The operator's edit: an stdio server in the sandbox (the example notes
+	// server, put where the sandbox sees system programs: bubblewrap in a
+	// user namespace, as the unprivileged service user) and a free port.
 	notesDir := "/usr/local/lib/agenthost-e2e"
 	t.Cleanup(func() { _ = os.RemoveAll(notesDir) })
 	if err := os.MkdirAll(notesDir, 0o755); err != nil {
@@ -141,7 +142,7 @@ func TestDebInstallsAndServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c["listen"] = "127.0.0.1:0"
-	c["extensions"].(map[string]any)["mcp"].(map[string]any)["config"].(map[string]any)["mcpServers"] = map[string]any{"notes": map[string]any{"command": notes}}
+	c["extensions"].(map[string]any)["mcp"].(map[string]any)["config"].(map[string]any)["mcpServers"] = map[string]any{"notes": map[string]any{"command": notes, "sandbox": true}}
 	b, _ = json.Marshal(c)
 	if err := os.WriteFile(cfg, b, 0o640); err != nil {
 		t.Fatal(err)
@@ -214,6 +215,9 @@ func TestDebInstallsAndServes(t *testing.T) {
 		t.Fatalf("the control socket is not in the state directory: %v", err)
 	}
 	call()
+	if l := logs.String(); !strings.Contains(l, "service=notes") || strings.Contains(l, `sandbox=""`) {
+		t.Errorf("the notes server did not run in the sandbox as the service user:\n%s", l)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tok, err := asUser("/usr/bin/agenthost", "--config", cfg, "token", "create", "--operator", "--name", "e2e").Output()
