@@ -83,12 +83,15 @@ tools:
 ## dist: the release into dist/: archives for linux and darwin on amd64 and
 ## arm64 with checksums.txt (GoReleaser, .goreleaser.yaml), then the .deb and
 ## .rpm of each linux arch (nfpm, packaging/nfpm.yaml) on those binaries.
-## Times are the commit's (SOURCE_DATE_EPOCH), so a rebuild is identical.
+## Times are the commit's (SOURCE_DATE_EPOCH, COMMIT_DATE: from git here, not
+## GoReleaser's git state, which is empty in a clone without a remote), so a
+## rebuild is identical.
 ## GoReleaser and nfpm are pinned in their own tools/release/go.mod, built
 ## on first use (minutes), never by `make test`.
 PKGVERSION := $(patsubst v%,%,$(if $(filter dev,$(VERSION)),0.0.0-dev,$(VERSION)))
 DIST_ARCHS := amd64 arm64
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+export COMMIT_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
 release-tools: $(TOOLBIN)/goreleaser $(TOOLBIN)/nfpm
 $(TOOLBIN)/goreleaser $(TOOLBIN)/nfpm: tools/release/go.mod tools/release/go.sum
