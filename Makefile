@@ -17,7 +17,7 @@ BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG
 	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer $(PKG)/examples/servers/oauth
 CONFIG   ?= examples/agenthost.json
 
-.PHONY: all build run test test-go lint fmt vet staticcheck bench proto tools clean
+.PHONY: all build run test test-go lint fmt vet staticcheck bench proto tools release-tools dist clean
 
 all: build
 
@@ -80,5 +80,34 @@ proto: tools
 tools:
 	cd tools && GOWORK=off $(GO) build -o $(TOOLBIN)/ tool
 
+## dist: the release into dist/: archives for linux and darwin on amd64 and
+## arm64 with checksums.txt (GoReleaser, .goreleaser.yaml), then the .deb and
+## .rpm of each linux arch (nfpm, packaging/nfpm.yaml) on those binaries.
+## Times are the commit's (SOURCE_DATE_EPOCH, COMMIT_DATE: from git here, not
+## GoReleaser's git state, which is empty in a clone without a remote), so a
+## rebuild is identical.
+## GoReleaser and nfpm are pinned in their own tools/release/go.mod, built
+## on first use (minutes), never by `make test`.
+PKGVERSION := $(patsubst v%,%,$(if $(filter dev,$(VERSION)),0.0.0-dev,$(VERSION)))
+DIST_ARCHS := amd64 arm64
+export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+export COMMIT_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
+
+release-tools: $(TOOLBIN)/goreleaser $(TOOLBIN)/nfpm
+$(TOOLBIN)/goreleaser $(TOOLBIN)/nfpm: tools/release/go.mod tools/release/go.sum
+	cd tools/release && GOWORK=off $(GO) build -o $(TOOLBIN)/ tool
+
+dist: release-tools
+	VERSION=$(VERSION) $(TOOLBIN)/goreleaser release --snapshot --clean
+	@for a in $(DIST_ARCHS); do \
+		d=dist/pkgroot/linux_$$a; mkdir -p $$d && \
+		cp dist/agenthost_linux_$$a*/agenthost dist/agenthost-ext-mcp_linux_$$a*/agenthost-ext-mcp $$d/ && \
+		for p in deb rpm; do \
+			VERSION=$(PKGVERSION) ARCH=$$a BINDIR=$$d $(TOOLBIN)/nfpm package --config packaging/nfpm.yaml --packager $$p --target dist/ || exit 1; \
+		done; \
+	done
+	cd dist && sha256sum *.tar.gz *.deb *.rpm > checksums.txt
+	@ls -l dist/*.tar.gz dist/*.deb dist/*.rpm dist/checksums.txt
+
 clean:
-	rm -rf bin .tools
+	rm -rf bin .tools dist
