@@ -37,6 +37,24 @@ func (a *app) readPassphrase(keyFile string) (string, error) {
 	return p, nil
 }
 
+// archiveSetup checks the archive flag (named flag, value path), then
+// reads the passphrase and loads the config, as backup and restore both
+// begin.
+func (a *app) archiveSetup(flag, path, keyFile string) (string, *host.Config, error) {
+	if path == "" {
+		return "", nil, usagef("%s is required", flag)
+	}
+	pass, err := a.readPassphrase(keyFile)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg, err := host.LoadConfig(a.configPath)
+	if err != nil {
+		return "", nil, err
+	}
+	return pass, cfg, nil
+}
+
 func (a *app) backupCmd() *cobra.Command {
 	var out, keyFile string
 	cmd := &cobra.Command{
@@ -44,14 +62,7 @@ func (a *app) backupCmd() *cobra.Command {
 		Short: "Write one encrypted archive of everything the host keeps (databases, user folders, every secret of its backend); works while the host serves",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			if out == "" {
-				return usagef("--out is required")
-			}
-			pass, err := a.readPassphrase(keyFile)
-			if err != nil {
-				return err
-			}
-			cfg, err := host.LoadConfig(a.configPath)
+			pass, cfg, err := a.archiveSetup("--out", out, keyFile)
 			if err != nil {
 				return err
 			}
@@ -96,14 +107,7 @@ func (a *app) restoreCmd() *cobra.Command {
 		Short: "Restore an archive of `agenthost backup` onto the config's empty data folder, its secrets into the config's secrets backend",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if in == "" {
-				return usagef("--in is required")
-			}
-			pass, err := a.readPassphrase(keyFile)
-			if err != nil {
-				return err
-			}
-			cfg, err := host.LoadConfig(a.configPath)
+			pass, cfg, err := a.archiveSetup("--in", in, keyFile)
 			if err != nil {
 				return err
 			}
