@@ -14,7 +14,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -122,9 +121,7 @@ func (a *ccAuth) TokenSource(context.Context) (oauth2.TokenSource, error) {
 // names when none are configured or discovered); on a 403 that names
 // scopes the token lacks, it obtains a token with those too.
 func (a *ccAuth) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	challenges := refusalChallenges(resp)
 	failed := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
 	s := a.src
 	s.mu.Lock()

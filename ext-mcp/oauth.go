@@ -681,6 +681,16 @@ type connAuth struct {
 
 var _ auth.OAuthHandler = (*connAuth)(nil)
 
+// refusalChallenges drains and closes a refused response's body (64 KiB
+// at most, so its connection can be reused) and returns its
+// WWW-Authenticate challenges; the Authorize of both handlers start so.
+func refusalChallenges(resp *http.Response) []oauthex.Challenge {
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	return challenges
+}
+
 // TokenSource implements [auth.OAuthHandler].
 func (a *connAuth) TokenSource(context.Context) (oauth2.TokenSource, error) {
 	if a.src == nil {
@@ -691,9 +701,7 @@ func (a *connAuth) TokenSource(context.Context) (oauth2.TokenSource, error) {
 
 // Authorize implements [auth.OAuthHandler].
 func (a *connAuth) Authorize(_ context.Context, req *http.Request, resp *http.Response) error {
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	challenges := refusalChallenges(resp)
 	if resp.StatusCode == http.StatusForbidden {
 		if challengeParam(challenges, "error") != "insufficient_scope" {
 			return nil // not ours to fix: the retry reports the 403
