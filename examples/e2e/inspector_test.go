@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -32,16 +31,7 @@ func TestDemoBannerInspectorCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Error("agenthost serve did not stop within 15s of SIGTERM")
-		}
+		stopServeProcess(t, cmd)
 		if t.Failed() {
 			t.Logf("serve's output:\n%s\nhost log:\n%s", out.String(), logs.String())
 		}

@@ -118,20 +118,7 @@ func (e *env) startServe(flags ...string) {
 	_ = pw.Close()
 	e.serve, e.serveOut = cmd, logs
 	var stop sync.Once
-	e.stopServe = func() {
-		stop.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-				e.t.Error("agenthost serve did not stop within 15s of SIGTERM")
-			}
-		})
-	}
+	e.stopServe = func() { stop.Do(func() { stopServeProcess(e.t, cmd) }) }
 	e.t.Cleanup(func() {
 		e.stopServe()
 		if e.t.Failed() {
@@ -145,6 +132,21 @@ func (e *env) startServe(flags ...string) {
 	}
 	if i := strings.Index(line, " at "); i >= 0 {
 		e.url = strings.Fields(line[i+4:])[0]
+	}
+}
+
+// stopServeProcess stops a started `agenthost serve` with SIGTERM (a kill
+// and a test error after 15 s) and waits for it.
+func stopServeProcess(t *testing.T, cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Error("agenthost serve did not stop within 15s of SIGTERM")
 	}
 }
 
