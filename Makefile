@@ -17,7 +17,7 @@ BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG
 	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer $(PKG)/examples/servers/oauth
 CONFIG   ?= examples/agenthost.json
 
-.PHONY: all build run test test-go lint fmt vet staticcheck bench proto tools release-tools dist clean
+.PHONY: all build run test test-go lint fmt vet staticcheck bench proto tools release-tools dist dist-check clean
 
 all: build
 
@@ -46,7 +46,9 @@ run: build
 ## skipped test with its reason (a missing part skips loudly on a laptop and
 ## fails under CI=true), then the failures.
 GOTESTSUM := $(TOOLBIN)/gotestsum --format pkgname --format-icons text --format-hide-empty-pkg
-test: lint test-go
+## Under CI=true (.ci/run) make test is the full tier: it also builds the
+## release and checks it (dist-check, about 16 minutes cold, 3 warm).
+test: lint test-go $(if $(filter true,$(CI)),dist-check)
 
 test-go: tools
 	@echo "== tests: ext (GOWORK=off)"
@@ -108,6 +110,12 @@ dist: release-tools
 	done
 	cd dist && sha256sum *.tar.gz *.deb *.rpm > checksums.txt
 	@ls -l dist/*.tar.gz dist/*.deb dist/*.rpm dist/checksums.txt
+
+## dist-check: make dist, then check what it built (packaging/dist-check.sh):
+## checksums, every archive and package with its contents, the version the
+## binary names, the .rpm with rpm(8), and a second build byte for byte the same.
+dist-check: dist
+	packaging/dist-check.sh $(VERSION)
 
 clean:
 	rm -rf bin .tools dist
