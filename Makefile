@@ -17,7 +17,7 @@ BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG
 	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer $(PKG)/examples/servers/oauth
 CONFIG   ?= examples/agenthost.json
 
-.PHONY: all build run test test-go lint fmt vet staticcheck bench proto tools release-tools dist dist-check clean
+.PHONY: all build run test test-go lint fmt vet staticcheck bench proto tools release-tools licenses dist dist-check clean
 
 all: build
 
@@ -99,13 +99,39 @@ release-tools: $(TOOLBIN)/goreleaser $(TOOLBIN)/nfpm
 $(TOOLBIN)/goreleaser $(TOOLBIN)/nfpm: tools/release/go.mod tools/release/go.sum
 	cd tools/release && GOWORK=off $(GO) build -o $(TOOLBIN)/ tool
 
-dist: release-tools
+## licenses: the licence and notice files of every third-party module in
+## the two binaries (linux and darwin), with the source that MPL-2.0 asks
+## to be offered, into .build/third_party, which the archives and packages
+## carry (go-licenses, pinned in tools/licenses/go.mod). go-licenses does
+## not recognise two: segmentio/asm's MIT-0 licence and the Apache-2.0
+## thrift code vendored inside otel's jaeger exporter (LICENSE and NOTICE
+## in its own folder); they are copied by name.
+LICENSES := .build/third_party
+$(TOOLBIN)/go-licenses: tools/licenses/go.mod tools/licenses/go.sum
+	cd tools/licenses && GOWORK=off $(GO) build -o $(TOOLBIN)/ tool
+
+licenses: $(TOOLBIN)/go-licenses
+	@chmod -R u+w $(dir $(LICENSES)) 2>/dev/null; rm -rf $(LICENSES) && mkdir -p $(LICENSES)
+	for os in linux darwin; do \
+		GOOS=$$os $(TOOLBIN)/go-licenses save ./host/cmd/agenthost ./ext-mcp/cmd/agenthost-ext-mcp --save_path $(LICENSES).$$os --force \
+			--ignore $(PKG) --ignore github.com/segmentio/asm --ignore go.opentelemetry.io/otel/exporters/jaeger/internal/third_party/thrift 2>/dev/null || exit 1; \
+		chmod -R u+w $(LICENSES).$$os && cp -R $(LICENSES).$$os/. $(LICENSES)/ && rm -rf $(LICENSES).$$os || exit 1; \
+	done
+	@cd host && for m in github.com/segmentio/asm:. go.opentelemetry.io/otel/exporters/jaeger:internal/third_party/thrift; do \
+		mod=$${m%%:*}; sub=$${m#*:}; dir=$$($(GO) list -m -f '{{.Dir}}' $$mod) && [ -n "$$dir" ] || exit 1; \
+		mkdir -p ../$(LICENSES)/$$mod/$$sub && cp $$dir/$$sub/LICENSE* ../$(LICENSES)/$$mod/$$sub/ || exit 1; \
+		cp $$dir/$$sub/NOTICE* ../$(LICENSES)/$$mod/$$sub/ 2>/dev/null || true; \
+	done
+	@chmod -R u+w,go+r $(LICENSES)
+	@echo "licenses: $$(find $(LICENSES) -name 'LICENSE*' | wc -l) licence files in $(LICENSES)"
+
+dist: release-tools licenses
 	VERSION=$(VERSION) $(TOOLBIN)/goreleaser release --snapshot --clean
 	@for a in $(DIST_ARCHS); do \
 		d=dist/pkgroot/linux_$$a; mkdir -p $$d && \
 		cp dist/agenthost_linux_$$a*/agenthost dist/agenthost-ext-mcp_linux_$$a*/agenthost-ext-mcp $$d/ && \
 		for p in deb rpm; do \
-			VERSION=$(PKGVERSION) ARCH=$$a BINDIR=$$d $(TOOLBIN)/nfpm package --config packaging/nfpm.yaml --packager $$p --target dist/ || exit 1; \
+			VERSION=$(PKGVERSION) ARCH=$$a BINDIR=$$d LICENSESDIR=$(LICENSES) $(TOOLBIN)/nfpm package --config packaging/nfpm.yaml --packager $$p --target dist/ || exit 1; \
 		done; \
 	done
 	cd dist && sha256sum *.tar.gz *.deb *.rpm > checksums.txt
@@ -118,4 +144,4 @@ dist-check: dist
 	packaging/dist-check.sh $(VERSION)
 
 clean:
-	rm -rf bin .tools dist
+	rm -rf bin .tools dist .build

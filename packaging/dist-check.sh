@@ -27,9 +27,12 @@ for os in linux darwin; do
 		[ -f "$a" ] || fail "missing archive $a"
 		grep -q " $a\$" checksums.txt || fail "$a is not in checksums.txt"
 		list=$(tar tzf "$a")
-		for f in agenthost agenthost-ext-mcp LICENSE NOTICE README.md CHANGELOG.md packaging/agenthost.service packaging/agenthost.json; do
+		for f in agenthost agenthost-ext-mcp LICENSE NOTICE README.md CHANGELOG.md packaging/agenthost.service packaging/agenthost.json \
+			third_party/github.com/hashicorp/go-plugin/LICENSE third_party/modernc.org/sqlite/LICENSE third_party/github.com/segmentio/asm/LICENSE; do
 			echo "$list" | grep -qx "$f" || fail "$a lacks $f"
 		done
+		n=$(echo "$list" | grep -c '^third_party/.*LICENSE')
+		[ "$n" -ge 50 ] || fail "$a holds $n third-party licence files, fewer than the 50 expected"
 	done
 done
 
@@ -49,7 +52,8 @@ for arch in amd64 arm64; do
 	grep -q " $deb\$" checksums.txt || fail "$deb is not in checksums.txt"
 	[ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || fail "$deb: Architecture is $(dpkg-deb -f "$deb" Architecture), not $arch"
 	files=$(dpkg-deb -c "$deb")
-	for f in ./usr/bin/agenthost ./usr/lib/agenthost/agenthost-ext-mcp ./lib/systemd/system/agenthost.service ./etc/agenthost/agenthost.json; do
+	for f in ./usr/bin/agenthost ./usr/lib/agenthost/agenthost-ext-mcp ./lib/systemd/system/agenthost.service ./etc/agenthost/agenthost.json \
+		./usr/share/doc/agenthost/NOTICE ./usr/share/doc/agenthost/third_party/github.com/hashicorp/go-plugin/LICENSE; do
 		echo "$files" | grep -q " $f\$" || fail "$deb lacks $f"
 	done
 	case $arch in amd64) rarch=x86_64 ;; arm64) rarch=aarch64 ;; esac

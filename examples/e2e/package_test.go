@@ -49,10 +49,20 @@ func TestDebInstallsAndServes(t *testing.T) {
 	ldflags := fmt.Sprintf("-X %[1]shost.Version=%[2]s -X %[1]sext-mcp.Version=%[2]s", pkg, version)
 	goBuild(root, []string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags", ldflags, "-o", bin+"/", "./host/cmd/agenthost", "./ext-mcp/cmd/agenthost-ext-mcp")
 	goBuild(filepath.Join(root, "tools/release"), []string{"GOWORK=off"}, "-o", tmp+"/", "github.com/goreleaser/nfpm/v2/cmd/nfpm")
+	// The third-party licence files are gathered by `make licenses` (a
+	// minute with go-licenses) and checked in the release by dist-check;
+	// this package carries one stand-in file in their place.
+	licenses := filepath.Join(tmp, "third_party")
+	if err := os.MkdirAll(licenses, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(licenses, "README"), []byte("make licenses fills this folder in a release\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	deb := filepath.Join(tmp, "agenthost.deb")
 	nfpm := exec.Command(filepath.Join(tmp, "nfpm"), "package", "--config", "packaging/nfpm.yaml", "--packager", "deb", "--target", deb)
 	nfpm.Dir = root
-	nfpm.Env = append(os.Environ(), "VERSION="+strings.TrimPrefix(version, "v"), "ARCH="+runtime.GOARCH, "BINDIR="+bin)
+	nfpm.Env = append(os.Environ(), "VERSION="+strings.TrimPrefix(version, "v"), "ARCH="+runtime.GOARCH, "BINDIR="+bin, "LICENSESDIR="+licenses)
 	if out, err := nfpm.CombinedOutput(); err != nil {
 		t.Fatalf("nfpm: %v\n%s", err, out)
 	}
