@@ -147,6 +147,7 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 				WithHelp(help).WithPlaceholder(UserServersExample)),
 		})
 	}
+	sections = append(sections, catalogSections(cfg)...)
 	out := make([]ext.SettingsSection, 0, len(sections))
 	for _, s := range sections {
 		form, err := s.MarshalForm()
