@@ -142,3 +142,35 @@ func TestConnectYourAgentAndCatalogInABrowser(t *testing.T) {
 		t.Errorf("bob has alice's server: %v", names)
 	}
 }
+
+// TestConfigCheckCatalog: agenthost config check refuses an operator's
+// file whose catalog is wrong, naming the entry and the field, and passes
+// a sound one.
+func TestConfigCheckCatalog(t *testing.T) {
+	b := build(t)
+	bad := newEnv(t, b, map[string]any{
+		"userServers": "url",
+		"catalog": map[string]any{
+			"web": map[string]any{
+				"remote": map[string]any{"url": "https://{host}/mcp?key={token}"},
+				"inputs": []any{map[string]any{"name": "token", "isSecret": true}},
+			},
+		},
+	})
+	out, errOut, code := bad.run("", "config", "check")
+	for _, want := range []string{"catalog.web.remote.url: {host} names no input", `catalog.web.remote.url: uses the secret input "token"`} {
+		if code != 1 || !strings.Contains(out+errOut, want) {
+			t.Errorf("config check: exit %d, want 1 and %q:\n%s%s", code, want, out, errOut)
+		}
+	}
+	good := newEnv(t, b, map[string]any{
+		"userServers": "url",
+		"catalog": map[string]any{
+			"web": map[string]any{
+				"remote": map[string]any{"url": "https://{host}/mcp", "headers": map[string]any{"Authorization": "Bearer {token}"}},
+				"inputs": []any{map[string]any{"name": "host"}, map[string]any{"name": "token", "isSecret": true}},
+			},
+		},
+	})
+	good.must("", "config", "check")
+}
