@@ -93,9 +93,12 @@ type CatalogInput struct {
 var (
 	inputName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 	placeholder = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]{0,63})\}`)
-	formatRE    = map[string]*regexp.Regexp{
-		"number":  regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`),
-		"boolean": regexp.MustCompile(`^(true|false)$`),
+	// formatPattern is a value of each format with a pattern (the form's
+	// text pattern, matched whole); formatRE the same, anchored.
+	formatPattern = map[string]string{"number": `-?[0-9]+(\.[0-9]+)?`, "boolean": `true|false`}
+	formatRE      = map[string]*regexp.Regexp{
+		"number":  regexp.MustCompile(`^(?:` + formatPattern["number"] + `)$`),
+		"boolean": regexp.MustCompile(`^(?:` + formatPattern["boolean"] + `)$`),
 	}
 )
 
@@ -399,8 +402,10 @@ func catalogSections(cfg *Config) []settings.Section {
 			if in.Default != "" {
 				n.WithDefault(in.Default)
 			}
-			if re, ok := formatRE[in.Format]; ok {
-				n.WithPattern(re.String())
+			if p, ok := formatPattern[in.Format]; ok {
+				// Empty passes: the switch may be off with nothing
+				// filled in; a required one is checked when it is on.
+				n.WithPattern(`(` + p + `)?`)
 			}
 			inputs = append(inputs, n)
 		}

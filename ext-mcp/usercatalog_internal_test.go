@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/agenthost/agenthost/settings"
 )
 
 // TestCatalogFill: the user's values fill the entry's placeholders (an
@@ -63,5 +65,42 @@ func TestCatalogFill(t *testing.T) {
 	}
 	if _, err := pkg.fill(map[string]string{"limit": "many"}); err == nil || !strings.Contains(err.Error(), `"limit" must be a number`) {
 		t.Errorf("bad number: %v", err)
+	}
+}
+
+// TestCatalogSectionForm: an entry's section is a switch, its inputs and
+// the secret field token:u_<name>; it can be saved switched off with
+// nothing filled in, and a value of the wrong format is refused by the
+// form itself.
+func TestCatalogSectionForm(t *testing.T) {
+	cfg, err := ParseConfig(json.RawMessage(`{"userServers": "all", "catalog": {"n": {"package": {"command": "notes",
+		"args": ["--limit", "{limit}"], "env": {"MCP_ACCESS_TOKEN": "{key}"}},
+		"inputs": [{"name": "limit", "format": "number", "isRequired": true}, {"name": "key", "isSecret": true}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs := catalogSections(cfg)
+	if len(secs) != 1 || secs[0].ID != "catalog-n" {
+		t.Fatalf("sections: %+v", secs)
+	}
+	raw, err := secs[0].MarshalForm()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := settings.ParseForm(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := settings.SecretNames(f); len(got) != 1 || got[0] != "token:u_n" {
+		t.Errorf("secret fields: %q", got)
+	}
+	if _, err := settings.ValidateValues(f, json.RawMessage(`{"added": false, "inputs": {"limit": ""}}`)); err != nil {
+		t.Errorf("off and empty: %v", err)
+	}
+	if _, err := settings.ValidateValues(f, json.RawMessage(`{"added": true, "inputs": {"limit": "12"}}`)); err != nil {
+		t.Errorf("a number: %v", err)
+	}
+	if _, err := settings.ValidateValues(f, json.RawMessage(`{"added": true, "inputs": {"limit": "ten"}}`)); err == nil {
+		t.Error("ten was taken for a number")
 	}
 }
