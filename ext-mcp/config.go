@@ -51,6 +51,9 @@ type Config struct {
 	// (a server's own sandbox field overrides it). The users' own stdio
 	// servers always run in it.
 	Sandbox bool `json:"sandbox,omitempty" jsonschema_description:"Run the operator's stdio servers in the host's sandbox too (the users' own always are)."`
+	// Catalog is the operator's catalog of servers users may add to their
+	// own by filling a form (usercatalog.go).
+	Catalog map[string]CatalogEntry `json:"catalog,omitempty" jsonschema_description:"Servers users may add to their own by filling in their inputs (shaped after the MCP registry's server.json)."`
 	ServerList
 }
 
@@ -341,12 +344,15 @@ func parseConfig(raw json.RawMessage, base string, commands bool) (*Config, erro
 			cfg.MaxResultBytes, _ = byteCount(v, k, &errs)
 		case "sandbox":
 			cfg.Sandbox, _ = boolean(v, k, &errs)
+		case "catalog":
+			cfg.Catalog = parseCatalog(v, &errs)
 		case "mcpServers", "servers", "$schema":
 		default:
 			errs.add(k, "unknown field%s", suggest(k, "userServers", "userServerAllowCIDRs", "userServerAllowHTTP",
-				"maxResultBytes", "sandbox", "mcpServers", "servers"))
+				"maxResultBytes", "sandbox", "catalog", "mcpServers", "servers"))
 		}
 	}
+	cfg.checkCatalogPolicy(&errs)
 	cfg.ServerList = parseList(top, false, &errs)
 	if commands {
 		cfg.checkCommands(base, &errs)

@@ -23,7 +23,9 @@
 // seeing those paths; a top-level "sandbox" sets it for every stdio
 // server); the users' own stdio servers always run in the host's sandbox
 // (the extension then lists [ext.CapabilitySandbox], so a host that cannot
-// sandbox refuses it).
+// sandbox refuses it). "catalog" lists servers users may add to their own
+// by filling in their inputs, each a settings section of its own
+// (usercatalog.go).
 // [ParseConfig] reports every problem, each naming the server and the
 // field; the host refuses to start the extension on an invalid config.
 //

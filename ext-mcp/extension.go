@@ -194,10 +194,12 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	var decls []catalog.ServerDecl
 	cfg.each(func(name string, s Server) { decls = append(decls, decl(name, cfg.withDefaults(s), false)) })
 	planner := &catalog.SettingsPlanner{
-		Servers:         decls,
-		UserServers:     cfg.UserServers,
-		Toggles:         x.toggles,
-		OwnServers:      x.ownServers,
+		Servers:     decls,
+		UserServers: cfg.UserServers,
+		Toggles:     x.toggles,
+		OwnServers: func(ctx context.Context, user string) (json.RawMessage, error) {
+			return x.ownServers(ctx, user, cfg.Catalog)
+		},
 		ParseOwnServers: parseOwn,
 		Credential:      x.credentialFor,
 	}
@@ -411,7 +413,13 @@ func (x *Extension) refuseNotLent(ctx context.Context, h ext.Host, planner *cata
 // servers" values that switch on a shared server the operator does not
 // lend them are refused, naming it, before anything is stored, whether
 // or not the user is active.
-func (x *Extension) ValidateSettings(_ context.Context, req *ext.ValidateSettingsRequest) error {
+func (x *Extension) ValidateSettings(ctx context.Context, req *ext.ValidateSettingsRequest) error {
+	if req != nil && strings.HasPrefix(req.Section, SectionCatalogPrefix) {
+		if err := checkUser(req.User); err != nil {
+			return err
+		}
+		return x.validateCatalog(ctx, req.User, req.Section, req.Values)
+	}
 	if req == nil || req.Section != SectionServers {
 		return nil
 	}
@@ -620,9 +628,26 @@ func (x *Extension) toggles(ctx context.Context, user string) (json.RawMessage, 
 	return h.UserStore(user).Settings().Get(ctx, SectionServers)
 }
 
-// ownServers reads the user's own server list (JSON text in a longtext
-// field) for the planner.
-func (x *Extension) ownServers(ctx context.Context, user string) (json.RawMessage, error) {
+// ownServers reads the user's own server list for the planner: the list
+// they pasted, with the servers they added from the operator's catalog cat.
+func (x *Extension) ownServers(ctx context.Context, user string, cat map[string]CatalogEntry) (json.RawMessage, error) {
+	h, err := x.hostRef()
+	if err != nil {
+		return nil, err
+	}
+	pasted, err := x.pastedServers(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	if len(cat) == 0 {
+		return pasted, nil
+	}
+	return x.withCatalog(ctx, h, user, pasted, cat)
+}
+
+// pastedServers reads the user's own server list as they pasted it (JSON
+// text in a longtext field).
+func (x *Extension) pastedServers(ctx context.Context, user string) (json.RawMessage, error) {
 	h, err := x.hostRef()
 	if err != nil {
 		return nil, err

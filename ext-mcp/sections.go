@@ -140,6 +140,9 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 		}
 		help := fmt.Sprintf(`Paste a {"mcpServers": {...}} list, as Claude Desktop or VS Code reads it. The operator allows %s. `+
 			`Their tools are named u_<name>/<tool>. Store a server's token as the secret token:u_<name>; an Authorization header written here is not sent.`, allowed)
+		if len(cfg.Catalog) > 0 {
+			help += " The servers of the operator's catalog are added in their own sections (Add …), beside this list."
+		}
 		sections = append(sections, settings.Section{
 			ID: SectionUserServers, Title: "Your MCP servers", Scope: settings.ScopeUser,
 			Description: "MCP servers of your own, beside the operator's.",
@@ -147,6 +150,7 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 				WithHelp(help).WithPlaceholder(UserServersExample)),
 		})
 	}
+	sections = append(sections, catalogSections(cfg)...)
 	out := make([]ext.SettingsSection, 0, len(sections))
 	for _, s := range sections {
 		form, err := s.MarshalForm()

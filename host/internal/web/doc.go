@@ -20,6 +20,13 @@
 // "Stored secrets" form (a secret by name) only when its forms have a
 // secret field or it holds a secret of the user.
 //
+// "Connect your agent" (/settings/agents, agents.go) shows each common
+// MCP client's set-up for the MCP URL, in the format of the app's own
+// documentation; for an app that takes a token, a CSRF-checked POST makes
+// one named for the app and answers with that app's snippet holding it,
+// shown once. Copy buttons come from the static script; without it the
+// snippets are plain text.
+//
 // # Access
 //
 // People sign in at /settings/login with a bearer token or a one-time

@@ -194,6 +194,8 @@ func (s *server) routes(r chi.Router) {
 		r.Post("/settings/_tokens", s.createToken)
 		r.Post("/settings/_tokens/revoke", s.revokeToken)
 		r.Post("/settings/_apps/revoke", s.revokeApp)
+		r.Get("/settings/agents", s.agentsPage)
+		r.Post("/settings/agents/token", s.agentToken)
 		r.Post("/settings/_secrets/{ext}", s.setNamedSecret)
 		r.Post("/settings/_secrets/{ext}/delete", s.deleteNamedSecret)
 		r.Get("/settings/connect/{ext}/{name}", s.connectPage)

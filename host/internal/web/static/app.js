@@ -1,5 +1,6 @@
-// agenthost settings: a live JSON check for JSON editors, and the step
-// of a Connect that goes on to the provider's sign-in page. The pages work
+// agenthost settings: a live JSON check for JSON editors, the step of a
+// Connect that goes on to the provider's sign-in page, and Copy buttons
+// beside the set-up snippets of "Connect your agent". The pages work
 // without it; the server checks every value again on save, and the
 // Connect page's link can be clicked.
 "use strict";
@@ -15,6 +16,28 @@ document.addEventListener("DOMContentLoaded", function () {
     if (isNaN(d)) return;
     t.title = t.textContent;
     t.textContent = local.format(d);
+  });
+  // Copy buttons: without script the snippet is plain text in a <pre>.
+  document.querySelectorAll("pre[data-copy]").forEach(function (pre) {
+    var b = document.createElement("button");
+    b.type = "button";
+    b.className = "secondary copy";
+    b.textContent = "Copy";
+    b.setAttribute("aria-label", "Copy " + (pre.id || "the snippet"));
+    b.addEventListener("click", function () {
+      var done = function () { b.textContent = "Copied"; };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(pre.textContent).then(done, function () { b.textContent = "Select and copy by hand"; });
+        return;
+      }
+      var range = document.createRange();
+      range.selectNodeContents(pre);
+      var sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+      b.textContent = document.execCommand && document.execCommand("copy") ? "Copied" : "Selected: press Ctrl+C";
+    });
+    pre.insertAdjacentElement("afterend", b);
   });
   document.querySelectorAll('textarea[data-syntax="json"]').forEach(function (ta) {
     var out = document.getElementById(ta.id + "-live");
