@@ -204,3 +204,48 @@ func TestUserDisableAndDelete(t *testing.T) {
 		t.Errorf("disabling an unknown user: exit %d %q, want a refusal naming it", code, errOut)
 	}
 }
+
+// TestGroupLendsSharedServer (issue 19): a shared server lent to
+// "group:eng" is lent to its members only. alice, whom the operator puts
+// in eng, switches it on and gets its tools; bob, not in eng, is refused
+// (400 naming it) and never sees them; alice taken out of eng loses them.
+func TestGroupLendsSharedServer(t *testing.T) {
+	b := build(t)
+	e := newEnv(t, b, map[string]any{"mcpServers": map[string]any{
+		"team": map[string]any{"command": b.notes, "credentials": "shared", "users": []string{"group:eng"},
+			"sharedAuthority": "the team's account"},
+	}})
+	e.startServe()
+	e.must("operator-team-token", "secret", "set", "--operator", "--ext", "mcp", "token:team")
+	tok := func(u string) string {
+		return strings.TrimSpace(e.must("", "token", "create", "--user", u, "--name", "e2e"))
+	}
+	alice, bob := tok("alice"), tok("bob")
+	if out := e.must("", "user", "set-groups", "alice", "eng,ops"); !strings.Contains(out, "eng,ops") {
+		t.Errorf("set-groups said %q", out)
+	}
+	if g := e.users()["alice"].Groups; strings.Join(g, ",") != "eng,ops" {
+		t.Errorf("alice's groups listed %v", g)
+	}
+	hasTeam := func(token string) bool {
+		_, tools := e.api("GET", "/api/v1/tools", token, "")
+		return strings.Contains(tools, `"team/`)
+	}
+	// alice, not active yet, switches it on: lent through her group.
+	if code, body := e.api("PUT", "/api/v1/settings/mcp/servers", alice, `{"team": true}`); code/100 != 2 {
+		t.Fatalf("alice (in eng) switching team on: HTTP %d %s", code, body)
+	}
+	eventually(t, "alice gets team's tools", func() bool { return hasTeam(alice) })
+	if code, body := e.api("PUT", "/api/v1/settings/mcp/servers", bob, `{"team": true}`); code != http.StatusBadRequest || !strings.Contains(body, "team") {
+		t.Errorf("bob (not in eng) switching team on: HTTP %d %s; want 400 naming team", code, body)
+	}
+	if hasTeam(bob) {
+		t.Error("bob, not in eng, has team's tools")
+	}
+	// Out of the group: her next request activates her without it.
+	e.must("", "user", "set-groups", "alice", "ops")
+	eventually(t, "alice loses team's tools", func() bool { return !hasTeam(alice) })
+	if _, errOut, code := e.run("", "user", "set-groups", "alice", "bad,,x\x01"); code == 0 {
+		t.Errorf("set-groups with a control character: exit 0 %q", errOut)
+	}
+}
