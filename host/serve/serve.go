@@ -154,7 +154,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL, Host: h}
 	base := guard.PathOf(cfg.PublicURL)
 	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
-		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base}
+		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base, Users: s.tokens}
 	sessions := web.NewSessions(a, webOpts)
 	if cfg.OAuth.On() {
 		if s.oauth, err = s.openOAuth(&o, sessions, proxies.Key, hosts); err != nil {
