@@ -567,6 +567,7 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 		}
 		// The grant is the session's token: its refreshed tokens keep the
 		// session, and revoking it closes the session.
+		v.s.SeenUser(ctx, p.User) // at most once a minute per user
 		return mcpendpoint.Principal{User: p.User, TokenID: p.GrantID, Expires: p.Expires}, nil
 	}
 	p, err := v.s.Verify(ctx, tok)
