@@ -249,3 +249,34 @@ func TestGroupLendsSharedServer(t *testing.T) {
 		t.Errorf("set-groups with a control character: exit 0 %q", errOut)
 	}
 }
+
+// TestUserDisableWithoutRunningHost: with no host running, `agenthost
+// user disable` (served in-process by the CLI) revokes the user's OAuth
+// grants in oauth.db too, so that once the host is back the app's refresh
+// token is refused; the data folder's users are listed, those of an
+// install from before the users table included.
+func TestUserDisableWithoutRunningHost(t *testing.T) {
+	e := gateHost(t, build(t), map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", freePort(t))})
+	e.startServe()
+	const redirect = "http://127.0.0.1:33420/cb"
+	client := e.register(redirect)
+	_, refresh := e.oauthApp(client, redirect)
+	e.must("", "settings", "set", "--user", "carol", "servers", `{}`)
+	e.stopServe()
+
+	if out := e.must("", "user", "disable", "bob"); !strings.Contains(out, "disabled bob") {
+		t.Errorf("user disable without a host: %q", out)
+	}
+	users := e.users()
+	if u := users["bob"]; u.Disabled.IsZero() || u.Apps != 0 {
+		t.Errorf("bob = %+v, want disabled, no apps", u)
+	}
+	if _, ok := users["carol"]; !ok {
+		t.Errorf("carol, who has only settings, is not listed: %v", users)
+	}
+	e.startServe()
+	if code, _, body := fetch(t, browse(), "POST", e.url+"/oauth/token", url.Values{"grant_type": {"refresh_token"},
+		"refresh_token": {refresh}, "client_id": {client}}); code != http.StatusBadRequest || !strings.Contains(body, "invalid_grant") {
+		t.Errorf("bob's app's refresh after an offline disable: %d %s, want invalid_grant", code, body)
+	}
+}
