@@ -54,6 +54,21 @@ func TestOperatorUsersPageGuarded(t *testing.T) {
 		t.Error("bob's token works after the page disabled him")
 	}
 
+	// Revoking a token from the page: only under its own user's row.
+	daveTok, daveInfo, _ := e.a.CreateToken(ctx, "dave", "laptop")
+	if r := op.postCSRF("/users/alice/tokens/revoke", url.Values{"id": {daveInfo.ID}}); r.code != http.StatusNotFound {
+		t.Errorf("revoking dave's token under alice: %d, want 404", r.code)
+	}
+	if _, err := e.a.Verify(ctx, daveTok); err != nil {
+		t.Errorf("dave's token after a revoke under another user: %v", err)
+	}
+	if r := op.postCSRF("/users/dave/tokens/revoke", url.Values{"id": {daveInfo.ID}}); r.code != http.StatusSeeOther {
+		t.Errorf("revoking dave's token: %d %s", r.code, r.body)
+	}
+	if _, err := e.a.Verify(ctx, daveTok); err == nil {
+		t.Error("dave's token works after the operator revoked it")
+	}
+
 	if r := e.api("GET", "/api/operator/v1/users", e.token("carol"), ""); r.code != http.StatusForbidden {
 		t.Errorf("operator API with a user's token: %d, want 403", r.code)
 	}
