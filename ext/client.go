@@ -243,15 +243,18 @@ func (c *Client) CompleteAuth(ctx context.Context, req *CompleteAuthRequest) (*C
 	return completeAuthResultFromProto(resp), nil
 }
 
-// ValidateSettings implements [SettingsValidator].
+// ValidateSettings implements [SettingsValidator]; the user's groups
+// travel from ctx ([WithUserGroups]).
 func (c *Client) ValidateSettings(ctx context.Context, req *ValidateSettingsRequest) error {
-	_, err := c.client.ValidateSettings(ctx, &extpb.ValidateSettingsRequest{UserId: req.User, Section: req.Section, Values: req.Values})
+	_, err := c.client.ValidateSettings(ctx, &extpb.ValidateSettingsRequest{UserId: req.User, Section: req.Section, Values: req.Values,
+		Groups: UserGroups(ctx)})
 	return wireErr(ctx, err)
 }
 
-// Activate implements [UserLifecycle].
+// Activate implements [UserLifecycle]; the user's groups travel from ctx
+// ([WithUserGroups]).
 func (c *Client) Activate(ctx context.Context, user string) error {
-	_, err := c.client.Activate(ctx, &extpb.ActivateRequest{UserId: user})
+	_, err := c.client.Activate(ctx, &extpb.ActivateRequest{UserId: user, Groups: UserGroups(ctx)})
 	return wireErr(ctx, err)
 }
 

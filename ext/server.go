@@ -96,7 +96,7 @@ func (s *extensionServer) ValidateSettings(ctx context.Context, req *extpb.Valid
 	if !ok {
 		return nil, fmt.Errorf("extension validates no settings: %w", ErrUnimplemented)
 	}
-	return &extpb.ValidateSettingsResponse{}, v.ValidateSettings(ctx, &ValidateSettingsRequest{
+	return &extpb.ValidateSettingsResponse{}, v.ValidateSettings(WithUserGroups(ctx, req.GetGroups()), &ValidateSettingsRequest{
 		User: req.GetUserId(), Section: req.GetSection(), Values: raw(req.GetValues()),
 	})
 }
@@ -152,7 +152,7 @@ func (s *extensionServer) Activate(ctx context.Context, req *extpb.ActivateReque
 	if err != nil {
 		return nil, err
 	}
-	return &extpb.ActivateResponse{}, ul.Activate(ctx, req.GetUserId())
+	return &extpb.ActivateResponse{}, ul.Activate(WithUserGroups(ctx, req.GetGroups()), req.GetUserId())
 }
 
 func (s *extensionServer) Retire(ctx context.Context, req *extpb.RetireRequest) (*extpb.RetireResponse, error) {

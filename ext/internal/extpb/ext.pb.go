@@ -1151,7 +1151,9 @@ type ValidateSettingsRequest struct {
 	Section string                 `protobuf:"bytes,2,opt,name=section,proto3" json:"section,omitempty"`
 	// The values the section's form accepted, normalized (secret fields
 	// never travel here).
-	Values        []byte `protobuf:"bytes,3,opt,name=values,proto3" json:"values,omitempty"`
+	Values []byte `protobuf:"bytes,3,opt,name=values,proto3" json:"values,omitempty"`
+	// The user's groups, as ActivateRequest.groups (none from older hosts).
+	Groups        []string `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1203,6 +1205,13 @@ func (x *ValidateSettingsRequest) GetSection() string {
 func (x *ValidateSettingsRequest) GetValues() []byte {
 	if x != nil {
 		return x.Values
+	}
+	return nil
+}
+
+func (x *ValidateSettingsRequest) GetGroups() []string {
+	if x != nil {
+		return x.Groups
 	}
 	return nil
 }
@@ -1694,8 +1703,12 @@ func (*ShutdownResponse) Descriptor() ([]byte, []int) {
 }
 
 type ActivateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The user's groups (the identity provider's and the operator's), for
+	// allowlists that name groups. Hosts before v0.3 send none: an
+	// extension then lends a group nothing.
+	Groups        []string `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1735,6 +1748,13 @@ func (x *ActivateRequest) GetUserId() string {
 		return x.UserId
 	}
 	return ""
+}
+
+func (x *ActivateRequest) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
 }
 
 type ActivateResponse struct {
@@ -4310,11 +4330,12 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x16\n" +
 	"\x06params\x18\x03 \x01(\fR\x06params\"\x17\n" +
-	"\x15SessionNotifyResponse\"d\n" +
+	"\x15SessionNotifyResponse\"|\n" +
 	"\x17ValidateSettingsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\asection\x18\x02 \x01(\tR\asection\x12\x16\n" +
-	"\x06values\x18\x03 \x01(\fR\x06values\"\x1a\n" +
+	"\x06values\x18\x03 \x01(\fR\x06values\x12\x16\n" +
+	"\x06groups\x18\x04 \x03(\tR\x06groups\"\x1a\n" +
 	"\x18ValidateSettingsResponse\"\x11\n" +
 	"\x0fDescribeRequest\"P\n" +
 	"\x10DescribeResponse\x12<\n" +
@@ -4347,9 +4368,10 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"listenAddr\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
-	"\x10ShutdownResponse\"*\n" +
+	"\x10ShutdownResponse\"B\n" +
 	"\x0fActivateRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x12\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups\"\x12\n" +
 	"\x10ActivateResponse\"<\n" +
 	"\rRetireRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +

@@ -72,7 +72,11 @@ type Options struct {
 	// from this browser and returns the authorization URL to send it to
 	// (the settings page's Connect buttons); nil offers none.
 	SignIn func(w http.ResponseWriter, r *http.Request, user, extName, name string) (authURL string, err error)
-	_      struct{}
+	// Users, when set, serves the operator's users page (/users) and
+	// operator API (/api/operator/v1/users): list, disable, enable,
+	// delete.
+	Users *TokenAdmin
+	_     struct{}
 }
 
 // Limits and names.
@@ -206,6 +210,7 @@ func (s *server) routes(r chi.Router) {
 
 	r.Get("/status", s.statusPage)
 	r.Get("/status.json", s.statusJSON)
+	s.operatorRoutes(r)
 
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireBearer)
