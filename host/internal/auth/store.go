@@ -37,6 +37,15 @@ var (
 	// ErrNoSession is returned for a web session that does not exist, has
 	// expired, or died with its token.
 	ErrNoSession = errors.New("no such session, or it has expired")
+	// ErrExpired marks (errors.Is) the [ErrInvalidToken] of a genuine
+	// token past its expiry: no guess, so not counted towards the
+	// lockout.
+	ErrExpired = errors.New("token expired")
+	// ErrScoped marks (errors.Is) the [ErrInvalidToken] that
+	// [Store.Authenticate] returns for a scoped token: it opens /mcp only,
+	// never the settings page or the JSON API (where it could mint an
+	// unscoped token).
+	ErrScoped = errors.New("a scoped token opens /mcp only")
 	// ErrNotFound is returned when revoking a token that does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrInvalidArgument is returned for a malformed user ID or name.
@@ -136,6 +145,11 @@ var migrations = []string{
 		hash       BLOB    PRIMARY KEY,
 		revoked_at INTEGER NOT NULL
 	) STRICT, WITHOUT ROWID`,
+	// A token's scope (ext.Scope as JSON; '' = every tool of its user)
+	// and expiry (0 = never). Older tokens get the defaults: unscoped,
+	// never expiring.
+	8: `ALTER TABLE tokens ADD COLUMN scope TEXT NOT NULL DEFAULT ''`,
+	9: `ALTER TABLE tokens ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0`,
 }
 
 // keepRevoked is how long a revoked token is remembered as revoked
