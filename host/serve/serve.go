@@ -560,7 +560,7 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 	}
 	p, err := v.s.Verify(ctx, tok)
 	switch {
-	case errors.Is(err, auth.ErrRevoked):
+	case errors.Is(err, auth.ErrRevoked), errors.Is(err, auth.ErrExpired):
 		// Issued here, so no guess: 401 and not counted (see above).
 		return mcpendpoint.Principal{}, fmt.Errorf("%w: %w", mcpendpoint.ErrExpired, err)
 	case errors.Is(err, auth.ErrInvalidToken):
@@ -572,5 +572,7 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 		// no failed attempt.
 		return mcpendpoint.Principal{TokenID: p.TokenID}, nil
 	}
-	return mcpendpoint.Principal{User: p.User, TokenID: p.TokenID}, nil
+	// A scoped token's sessions see its scope only; an expiring one's end
+	// when it expires.
+	return mcpendpoint.Principal{User: p.User, TokenID: p.TokenID, Scope: p.Scope, Expires: p.Expires, Ends: p.Expires}, nil
 }

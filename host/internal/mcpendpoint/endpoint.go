@@ -77,6 +77,14 @@ type Principal struct {
 	// Expires, when set, is when the token expires: the verification cache
 	// never keeps it past then.
 	Expires time.Time
+	// Ends, when set, is when the token's sessions close (a host token's
+	// expiry: the token can never be renewed). An OAuth access token sets
+	// none: its refreshed tokens keep its sessions.
+	Ends time.Time
+	// Scope, when set, narrows what the token reaches (a scoped token's):
+	// its sessions and stateless requests see and call only those tools,
+	// prompts, resources and templates, as if the rest did not exist.
+	Scope *ext.Scope
 }
 
 // Verifier checks bearer tokens. The endpoint calls Verify on every HTTP
