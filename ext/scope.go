@@ -57,6 +57,14 @@ func (s *Scope) Validate() error {
 	return nil
 }
 
+// Clone returns a copy that shares no slice with s (nil for nil).
+func (s *Scope) Clone() *Scope {
+	if s == nil {
+		return nil
+	}
+	return &Scope{Servers: slices.Clone(s.Servers), Tools: slices.Clone(s.Tools)}
+}
+
 // Key is a string that equal scopes share ("" for nil). Call it on a
 // validated scope.
 func (s *Scope) Key() string {

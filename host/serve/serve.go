@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/host/internal/control"
@@ -152,6 +153,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	s.auth = a
 	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL}
+	h.SetTokenMinter(minter{a})
 	base := guard.PathOf(cfg.PublicURL)
 	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
 		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base}
@@ -530,6 +532,41 @@ func (s *Server) openOAuth(o *Options, sessions *web.Sessions, addrKey func(*htt
 		opts.Passphrase = &oauthserver.Passphrase{Hash: oc.PassphraseHash, User: oc.PassphraseUser}
 	}
 	return oauthserver.New(st, opts)
+}
+
+// minter gives the host the auth store for the tokens extensions mint
+// (host.TokenMinter).
+type minter struct{ s *auth.Store }
+
+func (m minter) MintToken(ctx context.Context, extName, user, name string, scope *ext.Scope, expires time.Time) (string, string, error) {
+	plain, tok, err := m.s.CreateScopedToken(ctx, user, name, auth.TokenOptions{Scope: scope, Expires: expires, Extension: extName})
+	if err != nil {
+		if errors.Is(err, auth.ErrInvalidArgument) {
+			err = ext.Mark(err, ext.ErrInvalidArgument)
+		}
+		return "", "", err
+	}
+	return plain, tok.ID, nil
+}
+
+func (m minter) RevokeMinted(ctx context.Context, extName, id string) error {
+	toks, err := m.s.ListTokens(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, t := range toks {
+		if t.ID != id {
+			continue
+		}
+		if t.Extension != extName {
+			return fmt.Errorf("token %q: no token this extension minted: %w", id, ext.ErrNotFound)
+		}
+		if err := m.s.RevokeToken(ctx, id); err != nil && !errors.Is(err, auth.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	return nil // gone already (revoked, or never issued)
 }
 
 // verifier adapts the token store and the OAuth server to the MCP
