@@ -21,7 +21,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 
@@ -70,14 +69,14 @@ func (a *actas) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Ca
 	}
 	if len(req.Arguments) > 0 {
 		if err := json.Unmarshal(req.Arguments, &args); err != nil {
-			return ext.ErrorResult("arguments: " + err.Error()), nil
+			return ext.ErrorResult("arguments: %v", err), nil
 		}
 	}
 	switch req.Name {
 	case "actas/list":
 		tools, err := ua.ListToolsAs(ctx, req.User, req.Scope)
 		if err != nil {
-			return ext.ErrorResult(err.Error()), nil
+			return ext.ErrorResult("%s", err), nil
 		}
 		names := make([]string, 0, len(tools))
 		for _, t := range tools {
@@ -87,24 +86,24 @@ func (a *actas) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Ca
 	case "actas/call":
 		res, err := ua.CallToolAs(ctx, &ext.CallAsRequest{User: req.User, Scope: req.Scope, Name: args.Name, Arguments: args.Arguments, Conversation: req.Conversation})
 		if err != nil {
-			return ext.ErrorResult(err.Error()), nil
+			return ext.ErrorResult("%s", err), nil
 		}
 		return res, nil
 	case "actas/mint":
 		scope := &ext.Scope{Servers: args.Servers, Tools: args.Tools}
 		if !scope.Within(req.Scope) {
-			return ext.ErrorResult(fmt.Sprintf("scope %s is wider than yours (%s)", scope, req.Scope)), nil
+			return ext.ErrorResult("scope %s is wider than yours (%s)", scope, req.Scope), nil
 		}
 		t, err := ua.MintUserToken(ctx, &ext.MintTokenRequest{User: req.User, Name: "actas agent", Scope: scope,
 			Expires: time.Now().Add(time.Duration(max(args.Seconds, 1)) * time.Second)})
 		if err != nil {
-			return ext.ErrorResult(err.Error()), nil
+			return ext.ErrorResult("%s", err), nil
 		}
 		b, _ := json.Marshal(map[string]string{"token": t.Token, "id": t.ID})
 		return ext.TextResult(string(b)), nil
 	case "actas/revoke":
 		if err := ua.RevokeUserToken(ctx, args.ID); err != nil {
-			return ext.ErrorResult(err.Error()), nil
+			return ext.ErrorResult("%s", err), nil
 		}
 		return ext.TextResult("revoked " + args.ID), nil
 	}
