@@ -102,6 +102,11 @@ func (s *Store) CreateScopedToken(ctx context.Context, user, name string, o Toke
 	return s.createToken(ctx, user, name, false, o)
 }
 
+// CheckTokenName reports whether name is a valid token name
+// ([ErrInvalidArgument] if not), for forms that say which field is at
+// fault.
+func CheckTokenName(name string) error { return checkName(name) }
+
 // CreateOperatorToken issues an operator token: its principal has
 // Operator set and no user. It opens the status page, nothing else.
 func (s *Store) CreateOperatorToken(ctx context.Context, name string) (string, Token, error) {
