@@ -132,7 +132,7 @@ type settingsView struct {
 	TokenName, TokenNameErr  string // a refused name
 	// A refused scope or expiry: the fields as sent and their errors.
 	TokenServers, TokenServersErr, TokenTools, TokenToolsErr, TokenExpires, TokenExpiresErr string
-	Apps                     appsView
+	Apps                                                                                    appsView
 }
 
 // submitted is a refused submission to re-render: the section, the
