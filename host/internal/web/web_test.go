@@ -1358,8 +1358,8 @@ func TestScopedUserTokens(t *testing.T) {
 	if scoped.Scope == nil || time.Until(scoped.Expires) < 59*time.Minute || time.Until(scoped.Expires) > time.Hour {
 		t.Errorf("stored token = %+v, want scoped, expiring in 1h", scoped)
 	}
-	if r := e.api("GET", "/api/v1/me", m[1], ""); r.code != 401 {
-		t.Errorf("the scoped token on the JSON API: %d, want 401", r.code)
+	if r := e.api("GET", "/api/v1/me", m[1], ""); r.code != 401 || !strings.Contains(r.body, "opens /mcp only") {
+		t.Errorf("the scoped token on the JSON API: %d %s, want 401 saying why", r.code, r.body)
 	}
 	for field, form := range map[string]url.Values{
 		"servers": {"name": {"x"}, "servers": {"notes"}, "tools": {"notes/["}},
