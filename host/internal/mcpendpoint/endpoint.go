@@ -246,7 +246,10 @@ type Endpoint struct {
 	closing atomic.Bool // set first by Close, read without a lock
 
 	mu    sync.Mutex
-	users map[string]*userState
+	users map[string]*userState // by viewKey
+	// views are each user's views (the whole and the scoped ones), for
+	// the per-user session cap, which counts them all.
+	views map[string]map[*userState]struct{}
 	byID  map[string]*session // open sessions by Mcp-Session-Id
 	// statelessReqs cancels the stateless requests in flight, by token ID.
 	statelessReqs map[string]map[*context.CancelFunc]struct{}
@@ -311,6 +314,7 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		maxPerUser: int(limit(o.MaxSessionsPerUser, DefaultMaxSessionsPerUser)),
 		maxAll:     int(limit(o.MaxSessions, DefaultMaxSessions)),
 		users:      map[string]*userState{},
+		views:      map[string]map[*userState]struct{}{},
 		byID:       map[string]*session{},
 
 		statelessReqs: map[string]map[*context.CancelFunc]struct{}{},

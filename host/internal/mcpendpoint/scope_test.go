@@ -78,3 +78,27 @@ func TestSessionEndsWithToken(t *testing.T) {
 		t.Error("the ended session was served")
 	}
 }
+
+// TestSessionCapCountsScopedViews: the per-user session cap counts the
+// user's sessions of every scope, so that tokens of many scopes do not
+// multiply it: at the cap, a scoped session closes the user's least
+// recently used one, whatever its scope.
+func TestSessionCapCountsScopedViews(t *testing.T) {
+	e := newEnv(t, &mcpendpoint.Options{MaxSessionsPerUser: 2})
+	e.ver.mu.Lock()
+	for i, srv := range []string{"notes", "files", "calendar"} {
+		e.ver.tokens["tok-"+srv] = mcpendpoint.Principal{User: "alice", TokenID: "s" + string(rune('0'+i)), Scope: &ext.Scope{Servers: []string{srv}}}
+	}
+	e.ver.mu.Unlock()
+	first := e.mustConnect(t, aliceTok)
+	first.names(t)
+	for _, srv := range []string{"notes", "files", "calendar"} {
+		e.mustConnect(t, "tok-"+srv).names(t)
+	}
+	if n := e.ep.Sessions(); n != 2 {
+		t.Errorf("alice holds %d sessions across scopes, want the cap 2", n)
+	}
+	if _, err := first.tryCall("notes__add", `{}`); err == nil {
+		t.Error("the least recently used session (unscoped) was not the one closed")
+	}
+}

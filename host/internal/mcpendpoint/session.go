@@ -786,15 +786,23 @@ func (e *Endpoint) admit(s *session) (victim *session, status int, msg string) {
 		return nil, http.StatusServiceUnavailable, "the MCP endpoint is shutting down"
 	}
 	u := s.u
-	if e.maxPerUser > 0 && len(u.sessions) >= e.maxPerUser {
-		for o := range u.sessions {
-			if o.busy.Load() == 0 && (victim == nil || o.lastUsed.Load() < victim.lastUsed.Load()) {
-				victim = o
+	// The cap counts the user's sessions of every view (scoped tokens'
+	// too), so that many scopes do not multiply it.
+	n := 0
+	for v := range e.views[u.user] {
+		n += len(v.sessions)
+	}
+	if e.maxPerUser > 0 && n >= e.maxPerUser {
+		for v := range e.views[u.user] {
+			for o := range v.sessions {
+				if o.busy.Load() == 0 && (victim == nil || o.lastUsed.Load() < victim.lastUsed.Load()) {
+					victim = o
+				}
 			}
 		}
 		if victim == nil {
 			return nil, http.StatusTooManyRequests, fmt.Sprintf(
-				"user %q has %d open sessions, each with a request in flight: close one first", u.user, len(u.sessions))
+				"user %q has %d open sessions, each with a request in flight: close one first", u.user, n)
 		}
 	}
 	if e.maxAll > 0 && victim == nil && len(e.byID) >= e.maxAll {
@@ -806,7 +814,7 @@ func (e *Endpoint) admit(s *session) (victim *session, status int, msg string) {
 		// until then.
 		e.wg.Add(1)
 		delete(e.byID, victim.id)
-		delete(u.sessions, victim)
+		delete(victim.u.sessions, victim)
 		e.open.Add(-1)
 	}
 	e.byID[s.id] = s

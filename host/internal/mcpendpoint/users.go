@@ -161,6 +161,10 @@ func (e *Endpoint) acquire(ctx context.Context, user string, scope *ext.Scope) (
 	if first {
 		u = &userState{user: user, scope: scope, key: key, ready: make(chan struct{}), stop: make(chan struct{}), sessions: map[*session]struct{}{}}
 		e.users[key] = u
+		if e.views[user] == nil {
+			e.views[user] = map[*userState]struct{}{}
+		}
+		e.views[user][u] = struct{}{}
 	}
 	u.refs++
 	e.mu.Unlock()
@@ -173,6 +177,7 @@ func (e *Endpoint) acquire(ctx context.Context, user string, scope *ext.Scope) (
 			if e.users[key] == u {
 				delete(e.users, key)
 			}
+			e.forgetView(u)
 			e.mu.Unlock()
 		}
 		close(u.ready)
@@ -201,7 +206,18 @@ func (e *Endpoint) release(u *userState) {
 		if e.users[u.key] == u {
 			delete(e.users, u.key)
 		}
+		e.forgetView(u)
 		u.stopLocked()
+	}
+}
+
+// forgetView drops u from its user's views. e.mu must be held.
+func (e *Endpoint) forgetView(u *userState) {
+	if vs := e.views[u.user]; vs != nil {
+		delete(vs, u)
+		if len(vs) == 0 {
+			delete(e.views, u.user)
+		}
 	}
 }
 
