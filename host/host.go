@@ -154,7 +154,7 @@ type Host struct {
 
 	mu     sync.Mutex
 	active map[string]*activation
-	convs  map[string]string
+	convs  map[string]convBinding
 	closed bool
 	// Idle tracking (see idle.go): each active user's last activity, their
 	// calls in flight, and the deactivations underway (a new activation
@@ -248,7 +248,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	h := &Host{
 		cfg: cfg, logger: logger, reg: newRegistry(logger), extras: newExtras(), sess: newSessions(),
 		exts:  map[string]*extension{},
-		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
+		start: time.Now(), active: map[string]*activation{}, convs: map[string]convBinding{},
 		seen: map[string]time.Time{}, busy: map[string]int{}, deact: map[string]chan struct{}{},
 		userIdle: minutes(cfg.Services.IdleMinutes, 10), slots: newSlotQueue(),
 		dataDir:  dataDir,
@@ -423,12 +423,28 @@ func (h *Host) Subscribe(ctx context.Context, user string) (events <-chan struct
 	}
 }
 
-func (h *Host) bindConversation(user, conversation string) error {
+// convBinding is who a conversation belongs to, and the scope its first
+// call carried (nil: none).
+type convBinding struct {
+	user  string
+	scope *ext.Scope
+}
+
+// bindConversation records conversation as user's, with the scope of its
+// first call. A later call in it from another user is refused, and so is
+// one whose scope is not within the recorded one: an extension acting
+// for a scoped caller in the caller's conversation ([ext.UserActor]) can
+// never widen it, whatever scope it passes.
+func (h *Host) bindConversation(user, conversation string, scope *ext.Scope) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if owner, ok := h.convs[conversation]; ok {
-		if owner != user {
+	if b, ok := h.convs[conversation]; ok {
+		if b.user != user {
 			return fmt.Errorf("conversation %q belongs to another user: %w", conversation, ext.ErrPermission)
+		}
+		if !scope.Within(b.scope) {
+			return fmt.Errorf("conversation %q is scoped to %s: a call in it must stay within that scope (got %s): %w",
+				conversation, b.scope, scope, ext.ErrPermission)
 		}
 		return nil
 	}
@@ -439,7 +455,7 @@ func (h *Host) bindConversation(user, conversation string) error {
 			break
 		}
 	}
-	h.convs[conversation] = user
+	h.convs[conversation] = convBinding{user: user, scope: scope.Clone()}
 	return nil
 }
 
@@ -448,11 +464,11 @@ const maxConversations = 100_000
 func (h *Host) actingUser(conversation string) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	u, ok := h.convs[conversation]
+	b, ok := h.convs[conversation]
 	if !ok {
 		return "", fmt.Errorf("conversation %q has no known user: %w", conversation, ext.ErrNotFound)
 	}
-	return u, nil
+	return b.user, nil
 }
 
 // activationTimeout bounds one user's activation across all extensions.

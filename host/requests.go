@@ -169,7 +169,7 @@ func (h *Host) CallTool(ctx context.Context, req *CallRequest) (*ext.CallToolRes
 		return nil, err
 	}
 	if req.Conversation != "" {
-		if err := h.bindConversation(req.User, req.Conversation); err != nil {
+		if err := h.bindConversation(req.User, req.Conversation, req.Scope); err != nil {
 			return nil, err
 		}
 	}

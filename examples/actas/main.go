@@ -13,7 +13,7 @@
 // Tools:
 //
 //	actas/list   {}                                   the caller's tools, by name
-//	actas/call   {"name": "server/tool", "arguments": {...}}
+//	actas/call   {"name": "server/tool", "arguments": {...}, "unscoped": false}
 //	actas/mint   {"servers": [...], "tools": [...], "seconds": N}
 //	actas/revoke {"id": "tok_..."}
 package main
@@ -66,6 +66,10 @@ func (a *actas) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Ca
 		Tools     []string        `json:"tools"`
 		Seconds   int             `json:"seconds"`
 		ID        string          `json:"id"`
+		// Unscoped drops the caller's scope from actas/call: what a buggy
+		// or hostile extension would do. The host still refuses to widen
+		// the caller's conversation (the test shows it).
+		Unscoped bool `json:"unscoped"`
 	}
 	if len(req.Arguments) > 0 {
 		if err := json.Unmarshal(req.Arguments, &args); err != nil {
@@ -84,7 +88,11 @@ func (a *actas) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Ca
 		}
 		return ext.TextResult(strings.Join(names, "\n")), nil
 	case "actas/call":
-		res, err := ua.CallToolAs(ctx, &ext.CallAsRequest{User: req.User, Scope: req.Scope, Name: args.Name, Arguments: args.Arguments, Conversation: req.Conversation})
+		scope := req.Scope
+		if args.Unscoped {
+			scope = nil
+		}
+		res, err := ua.CallToolAs(ctx, &ext.CallAsRequest{User: req.User, Scope: scope, Name: args.Name, Arguments: args.Arguments, Conversation: req.Conversation})
 		if err != nil {
 			return ext.ErrorResult("%s", err), nil
 		}

@@ -14,7 +14,9 @@ import (
 // refused. With it, called by alice through a token scoped to actas and
 // notes, it lists and calls only alice's tools within that scope (a tool
 // of another of her servers is not found, bob's opt-in server is never
-// hers), it cannot mint a token wider than the caller, and the token it
+// hers; dropping the caller's scope in the caller's conversation is
+// refused by the host), it cannot mint a token wider than the caller, and
+// the token it
 // mints reaches alice's notes on /mcp (not bob's server, even when named)
 // until it revokes it.
 func TestExtensionActsAsUser(t *testing.T) {
@@ -45,7 +47,9 @@ func TestExtensionActsAsUser(t *testing.T) {
 	e.startServe()
 	e.must("", "settings", "set", "--user", "bob", "--ext", "mcp", "servers", `{"private":true}`)
 	scoped := strings.TrimSpace(e.must("", "token", "create", "--user", "alice", "--name", "agent", "--servers", "actas,notes"))
-	c, err = connect(t, e.url, scoped)
+	// A session (pinned to 2025-11-25), so that its calls have a
+	// conversation, which the host binds to the caller's scope.
+	c, err = connectWith(t, e.url, scoped, nil, "2025-11-25")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +68,11 @@ func TestExtensionActsAsUser(t *testing.T) {
 		if r, err := c.call(t, "actas__call", map[string]any{"name": name, "arguments": map[string]any{"text": "x"}}); err != nil || !r.IsError || !strings.Contains(text(r), "not found") {
 			t.Errorf("actas/call %s outside the caller's scope: %v %v, want not found", name, err, text(r))
 		}
+	}
+	// An extension that drops the caller's scope, in the caller's
+	// conversation, is refused by the host: the conversation is scoped.
+	if r, err := c.call(t, "actas__call", map[string]any{"name": "everything/echo", "arguments": map[string]any{"text": "x"}, "unscoped": true}); err != nil || !r.IsError || !strings.Contains(text(r), "scoped to") {
+		t.Errorf("actas/call dropping the caller's scope: %v %v, want the host's refusal", err, text(r))
 	}
 	if r, err := c.call(t, "actas__mint", map[string]any{"servers": []string{"everything"}, "seconds": 60}); err != nil || !r.IsError {
 		t.Errorf("minting a token wider than the caller: %v %v, want a refusal", err, text(r))
