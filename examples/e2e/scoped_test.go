@@ -76,17 +76,29 @@ func TestScopedTokens(t *testing.T) {
 		t.Fatalf("the unscoped token's lists lack what the test needs: tools %v, prompts %v, %d resources", allTools, allPrompts, len(allRes))
 	}
 
-	// The notes token: three tools of notes, search_tools, nothing else.
-	nc, err := connect(t, e.url, notesTok)
+	// The notes token: three tools of notes, search_tools, nothing else,
+	// on a session (2025-11-25) and on the stateless revision (go-sdk's
+	// own choice).
+	nc, err := connectWith(t, e.url, notesTok, nil, "2025-11-25")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools, prompts, res, tmpl := listAll(t, nc.cs)
-	if want := []string{"notes__add_note", "notes__echo", "search_tools"}; !slices.Equal(tools, want) {
-		t.Errorf("notes token's tools = %v, want %v", tools, want)
+	nsl, err := connect(t, e.url, notesTok)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(prompts)+len(res)+len(tmpl) != 0 {
-		t.Errorf("notes token sees everything's prompts %v, resources %v, templates %v", prompts, res, tmpl)
+	var tools, prompts, res, tmpl []string
+	for _, c := range []*client{nc, nsl} {
+		tools, prompts, res, tmpl = listAll(t, c.cs)
+		if want := []string{"notes__add_note", "notes__echo", "search_tools"}; !slices.Equal(tools, want) {
+			t.Errorf("notes token's tools = %v, want %v", tools, want)
+		}
+		if len(prompts)+len(res)+len(tmpl) != 0 {
+			t.Errorf("notes token sees everything's prompts %v, resources %v, templates %v", prompts, res, tmpl)
+		}
+		if _, err := c.call(t, "everything__echo", map[string]any{"message": "x"}); err == nil {
+			t.Error("notes token called everything__echo")
+		}
 	}
 	if in := nc.cs.InitializeResult().Instructions; strings.Contains(in, "[everything]") {
 		t.Errorf("notes token's instructions hold everything's: %.200q", in)
@@ -154,7 +166,7 @@ func TestScopedTokens(t *testing.T) {
 
 	// Expiry: refused on the open session and on a new one.
 	shortTok := strings.TrimSpace(e.must("", "token", "create", "--user", "alice", "--name", "short", "--servers", "notes", "--expires", "2s"))
-	sc, err := connect(t, e.url, shortTok)
+	sc, err := connectWith(t, e.url, shortTok, nil, "2025-11-25")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +177,11 @@ func TestScopedTokens(t *testing.T) {
 	if _, err := sc.call(t, "notes__echo", map[string]any{"text": "after"}); err == nil {
 		t.Error("the open session of an expired token was still served")
 	}
-	if _, err := connect(t, e.url, shortTok); err == nil {
+	if _, err := connectWith(t, e.url, shortTok, nil, "2025-11-25"); err == nil {
 		t.Error("an expired token opened a new session")
+	}
+	if _, err := connect(t, e.url, shortTok); err == nil {
+		t.Error("an expired token was served on the stateless revision")
 	}
 	if list := e.must("", "token", "list", "--user", "alice"); !strings.Contains(list, "expired ") {
 		t.Errorf("token list does not show the expired token as expired:\n%s", list)
@@ -187,7 +202,10 @@ func TestScopedTokens(t *testing.T) {
 	if _, err := nc.call(t, "notes__echo", map[string]any{"text": "after revoke"}); err == nil {
 		t.Error("the open session of a revoked scoped token was still served")
 	}
-	if _, err := connect(t, e.url, notesTok); err == nil {
+	if _, err := nsl.call(t, "notes__echo", map[string]any{"text": "after revoke"}); err == nil {
+		t.Error("a revoked scoped token was served on the stateless revision")
+	}
+	if _, err := connectWith(t, e.url, notesTok, nil, "2025-11-25"); err == nil {
 		t.Error("a revoked scoped token opened a new session")
 	}
 	// The unscoped token still works.
