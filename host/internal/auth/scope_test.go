@@ -129,3 +129,32 @@ func TestScopeMatching(t *testing.T) {
 		t.Error("Within")
 	}
 }
+
+// TestSessionEndsWithExpiringToken: a web session opened with an
+// (unscoped) expiring token ends when the token expires, as one opened
+// with a revoked token does.
+func TestSessionEndsWithExpiringToken(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	s := openTest(t, c, nil)
+	plain, _, err := s.CreateScopedToken(ctx, "alice", "day pass", TokenOptions{Expires: c.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Authenticate(ctx, "1.2.3.4", plain)
+	if err != nil || p.Scope != nil {
+		t.Fatalf("Authenticate of an unscoped expiring token: %+v, %v", p, err)
+	}
+	id, _, err := s.CreateSession(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := s.Session(ctx, id)
+	if err != nil || !ss.Expires.Equal(c.Now().Add(time.Hour)) {
+		t.Fatalf("Session = %+v, %v; want it to end with the token", ss, err)
+	}
+	c.Add(time.Hour)
+	if _, err := s.Session(ctx, id); !errors.Is(err, ErrNoSession) {
+		t.Errorf("Session after the token expired: %v, want ErrNoSession", err)
+	}
+}
