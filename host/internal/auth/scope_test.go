@@ -158,3 +158,30 @@ func TestSessionEndsWithExpiringToken(t *testing.T) {
 		t.Errorf("Session after the token expired: %v, want ErrNoSession", err)
 	}
 }
+
+// TestExpiredTokensPruned: a token expired a week ago leaves the list when
+// another is issued, and coming back it is still known (revoked: no
+// guess, not counted).
+func TestExpiredTokensPruned(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	s := openTest(t, c, nil)
+	old, _, err := s.CreateScopedToken(ctx, "alice", "old", TokenOptions{Expires: c.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(time.Hour + 7*24*time.Hour - time.Second)
+	_, _, _ = s.CreateToken(ctx, "alice", "keep")
+	if l, _ := s.ListTokens(ctx, "alice"); len(l) != 2 {
+		t.Fatalf("a token expired less than a week ago left the list: %+v", l)
+	}
+	c.Add(2 * time.Second)
+	_, _, _ = s.CreateToken(ctx, "alice", "new")
+	l, _ := s.ListTokens(ctx, "alice")
+	if len(l) != 2 || l[0].Name != "keep" || l[1].Name != "new" {
+		t.Errorf("after a week: %+v, want the expired token gone", l)
+	}
+	if _, err := s.Authenticate(ctx, "1.2.3.4", old); !errors.Is(err, ErrRevoked) {
+		t.Errorf("the pruned token: %v, want ErrRevoked", err)
+	}
+}

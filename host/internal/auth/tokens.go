@@ -42,6 +42,10 @@ type Token struct {
 	Extension string `json:"extension,omitempty"`
 }
 
+// keepExpired is how long an expired token stays listed (as expired)
+// before the next token issued removes it.
+const keepExpired = 7 * 24 * time.Hour
+
 // TokenOptions narrows a token made with [Store.CreateScopedToken].
 type TokenOptions struct {
 	// Scope, when set, is what the token reaches (validated; see
@@ -133,6 +137,16 @@ func (s *Store) createToken(ctx context.Context, user, name string, operator boo
 		scope = string(b)
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		// Tokens expired keepExpired ago leave the list (kept as revoked,
+		// so that one coming back is still no guess): a runner minting a
+		// token per session must not grow the table without end.
+		cut := ms(t.Created.Add(-keepExpired))
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO revoked_tokens (hash, revoked_at) SELECT hash, ? FROM tokens WHERE expires_at != 0 AND expires_at < ?`, ms(t.Created), cut); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE expires_at != 0 AND expires_at < ?`, cut); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (id, user_id, name, operator, hash, created_at, scope, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			t.ID, user, name, boolInt(operator), hashOf(plain), ms(t.Created), scope, expires)
 		return err
