@@ -269,6 +269,9 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		if ec.Disabled {
 			continue
 		}
+		if ec.ActAsUsers {
+			logger.Warn("extension granted actAsUsers: it may mint tokens for and call the tools of any user", "extension", name)
+		}
 		home := filepath.Join(dataDir, "extensions", name)
 		if err := os.MkdirAll(home, 0o700); err != nil {
 			_ = h.Close()
