@@ -45,7 +45,7 @@ var _ ext.UserActor = (*hostServices)(nil)
 
 // granted checks the operator's grant (actAsUsers) of the extension.
 func (s *hostServices) granted(what string) error {
-	if c, ok := s.h.cfg.Extensions[s.ext]; ok && c.ActAsUsers {
+	if e := s.h.exts[s.ext]; e != nil && e.actAsUsers {
 		return nil
 	}
 	return fmt.Errorf("extension %q may not %s: the operator has not granted it actAsUsers: %w", s.ext, what, ext.ErrPermission)

@@ -37,6 +37,9 @@ type InProcess struct {
 	Extension ext.Extension
 	// Config is the extension's config block.
 	Config json.RawMessage
+	// ActAsUsers grants it [ext.UserActor], as
+	// [ExtensionConfig.ActAsUsers] does for a configured one.
+	ActAsUsers bool
 }
 
 // Options holds what a developer sets when embedding the host; all fields
@@ -283,7 +286,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		}
 		sort.Strings(env)
 		h.exts[name] = &extension{
-			h: h, name: name, logger: logger.With("extension", name), config: ec.Config,
+			h: h, name: name, logger: logger.With("extension", name), config: ec.Config, actAsUsers: ec.ActAsUsers,
 			spec: &supervisor.Spec{
 				Name: name, Path: cfg.Resolve(ec.Path), Args: ec.Args, Env: env, SHA256: ec.SHA256,
 				Home: home, DisableAutoMTLS: o.DisableAutoMTLS, FDPassing: !o.DisableFDPassing,
@@ -300,7 +303,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 			_ = h.Close()
 			return nil, fmt.Errorf("in-process extension %q is nil", name)
 		}
-		h.exts[name] = &extension{h: h, name: name, logger: logger.With("extension", name), config: ip.Config}
+		h.exts[name] = &extension{h: h, name: name, logger: logger.With("extension", name), config: ip.Config, actAsUsers: ip.ActAsUsers}
 		inprocs[name] = ip.Extension
 	}
 	exts := sortedExtensions(h.exts)
