@@ -137,14 +137,7 @@ func (s *Store) createToken(ctx context.Context, user, name string, operator boo
 		scope = string(b)
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		// Tokens expired keepExpired ago leave the list (kept as revoked,
-		// so that one coming back is still no guess): a runner minting a
-		// token per session must not grow the table without end.
-		cut := ms(t.Created.Add(-keepExpired))
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO revoked_tokens (hash, revoked_at) SELECT hash, ? FROM tokens WHERE expires_at != 0 AND expires_at < ?`, ms(t.Created), cut); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE expires_at != 0 AND expires_at < ?`, cut); err != nil {
+		if err := pruneExpired(ctx, tx, t.Created); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (id, user_id, name, operator, hash, created_at, scope, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -343,6 +336,19 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// pruneExpired removes the tokens expired keepExpired before now, keeping
+// their hashes as revoked (so that one coming back is still no guess): a
+// runner minting a token per session must not grow the table without
+// end.
+func pruneExpired(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	cut := ms(now.Add(-keepExpired))
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO revoked_tokens (hash, revoked_at) SELECT hash, ? FROM tokens WHERE expires_at != 0 AND expires_at < ?`, ms(now), cut); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE expires_at != 0 AND expires_at < ?`, cut)
+	return err
 }
 
 // scopeRow is the tokens.scope column: the scope and the minting
