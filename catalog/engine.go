@@ -543,13 +543,13 @@ func (u *user) catalogLocked() *ext.Catalog {
 		for _, r := range x.Resources {
 			if !seenURI[r.Name] {
 				seenURI[r.Name] = true
-				cat.Resources = append(cat.Resources, ext.Resource{URI: r.Name, Definition: r.Definition})
+				cat.Resources = append(cat.Resources, ext.Resource{URI: r.Name, Definition: r.Definition, Server: name})
 			}
 		}
 		for _, t := range x.Templates {
 			if !seenTmpl[t.Name] {
 				seenTmpl[t.Name] = true
-				cat.ResourceTemplates = append(cat.ResourceTemplates, ext.ResourceTemplate{URITemplate: t.Name, Definition: t.Definition})
+				cat.ResourceTemplates = append(cat.ResourceTemplates, ext.ResourceTemplate{URITemplate: t.Name, Definition: t.Definition, Server: name})
 			}
 		}
 		if strings.TrimSpace(x.Instructions) != "" {

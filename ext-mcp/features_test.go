@@ -213,9 +213,15 @@ func TestEverythingBesideTools(t *testing.T) {
 				}
 				for _, r := range cat.Resources {
 					resources = append(resources, r.URI)
+					if r.Server != "everything" {
+						t.Errorf("resource %s names server %q, want everything (scoped tokens place it by that)", r.URI, r.Server)
+					}
 				}
 				for _, tm := range cat.ResourceTemplates {
 					templates = append(templates, tm.URITemplate)
+					if tm.Server != "everything" {
+						t.Errorf("template %s names server %q, want everything", tm.URITemplate, tm.Server)
+					}
 				}
 				if !slices.Contains(prompts, "everything/args-prompt") || !slices.Contains(prompts, "everything/completable-prompt") {
 					t.Errorf("prompts: %q", prompts)

@@ -145,10 +145,10 @@ func catalogToProto(user string, in *Catalog) *extpb.SetUserCatalogRequest {
 		out.Prompts = append(out.Prompts, &extpb.Prompt{Name: p.Name, Definition: p.Definition})
 	}
 	for _, r := range in.Resources {
-		out.Resources = append(out.Resources, &extpb.Resource{Uri: r.URI, Definition: r.Definition})
+		out.Resources = append(out.Resources, &extpb.Resource{Uri: r.URI, Definition: r.Definition, Server: r.Server})
 	}
 	for _, t := range in.ResourceTemplates {
-		out.ResourceTemplates = append(out.ResourceTemplates, &extpb.ResourceTemplate{UriTemplate: t.URITemplate, Definition: t.Definition})
+		out.ResourceTemplates = append(out.ResourceTemplates, &extpb.ResourceTemplate{UriTemplate: t.URITemplate, Definition: t.Definition, Server: t.Server})
 	}
 	for _, x := range in.Instructions {
 		out.Instructions = append(out.Instructions, &extpb.Instruction{Source: x.Source, Text: x.Text})
@@ -165,10 +165,10 @@ func catalogFromProto(in *extpb.SetUserCatalogRequest) *Catalog {
 		out.Prompts = append(out.Prompts, Prompt{Name: p.GetName(), Definition: raw(p.GetDefinition())})
 	}
 	for _, r := range in.GetResources() {
-		out.Resources = append(out.Resources, Resource{URI: r.GetUri(), Definition: raw(r.GetDefinition())})
+		out.Resources = append(out.Resources, Resource{URI: r.GetUri(), Definition: raw(r.GetDefinition()), Server: r.GetServer()})
 	}
 	for _, t := range in.GetResourceTemplates() {
-		out.ResourceTemplates = append(out.ResourceTemplates, ResourceTemplate{URITemplate: t.GetUriTemplate(), Definition: raw(t.GetDefinition())})
+		out.ResourceTemplates = append(out.ResourceTemplates, ResourceTemplate{URITemplate: t.GetUriTemplate(), Definition: raw(t.GetDefinition()), Server: t.GetServer()})
 	}
 	for _, x := range in.GetInstructions() {
 		out.Instructions = append(out.Instructions, Instruction{Source: x.GetSource(), Text: x.GetText()})

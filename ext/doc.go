@@ -55,6 +55,16 @@
 // resource templates, instructions — is published in one
 // [Host.SetUserCatalog].
 //
+// # Acting as a user
+//
+// The [Host] also implements [UserActor]: list and call a user's tools
+// within a [Scope], and mint and revoke a scoped, expiring token for the
+// user's agent. The operator grants it per extension (actAsUsers); without
+// the grant every method is [ErrPermission]. A tool call carries its
+// caller's scope ([CallToolRequest.Scope]): an extension acting for the
+// caller passes it on, and in the caller's conversation the host refuses
+// anything wider.
+//
 // # Carriers
 //
 // The contract has two carriers that pass the same conformance suite

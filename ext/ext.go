@@ -366,6 +366,11 @@ type CallToolRequest struct {
 	// Session is the calling client's session; nil means none (treat it as
 	// [NoSession], e.g. with [SessionOf]).
 	Session Session
+	// Scope is the caller's scope (a scoped token's), nil for an
+	// unscoped caller. An extension that calls further tools for this
+	// caller ([UserActor.CallToolAs]) passes it on, so that the caller is
+	// never widened.
+	Scope *Scope
 }
 
 // CallToolResult is a tool's result. Content is a JSON array of MCP content
@@ -483,6 +488,11 @@ type Resource struct {
 	URI string
 	// Definition is the MCP Resource object, raw.
 	Definition json.RawMessage
+	// Server names the server the resource comes from (ext-mcp: the MCP
+	// server), so that a [Scope] naming that server reaches it. Empty:
+	// no scoped token sees it (so too for an older extension, which sends
+	// no server).
+	Server string
 }
 
 // ResourceTemplate is a resource template registration (RFC 6570 URI
@@ -492,6 +502,8 @@ type ResourceTemplate struct {
 	URITemplate string
 	// Definition is the MCP ResourceTemplate object, raw.
 	Definition json.RawMessage
+	// Server is as [Resource.Server].
+	Server string
 }
 
 // Instruction is one source's usage note for models.

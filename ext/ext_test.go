@@ -108,6 +108,9 @@ func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.
 			Data: json.RawMessage(`{"elicitations":[{"mode":"url","elicitationId":"e-` + req.User + `","url":"https://example.com/` + req.User + `","message":"m"}]}`)})
 	case "test/session":
 		return sessionTool(ctx, req)
+	case "test/scope":
+		b, _ := json.Marshal(req.Scope)
+		return ext.TextResult(string(b)), nil
 	case "test/secret":
 		e.mu.Lock()
 		h := e.host

@@ -22,7 +22,7 @@ import (
 func appendFrame(b []byte, f *extpb.CallFrame) ([]byte, error) {
 	switch body := f.GetBody().(type) {
 	case *extpb.CallFrame_Open:
-		if o := body.Open; o != nil && utf8.ValidString(o.Method) && utf8.ValidString(o.UserId) &&
+		if o := body.Open; o != nil && o.Scope == nil && utf8.ValidString(o.Method) && utf8.ValidString(o.UserId) &&
 			utf8.ValidString(o.ConversationId) && utf8.ValidString(o.Name) {
 			b = appendCall(b, f.Call)
 			b = protowire.AppendTag(b, 2, protowire.BytesType)

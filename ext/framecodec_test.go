@@ -29,6 +29,9 @@ func frameSamples() []*extpb.CallFrame {
 		// Strings that are not UTF-8 are proto's to refuse.
 		{Call: 11, Body: &extpb.CallFrame_Open{Open: &extpb.CallOpen{Method: "tools/call", UserId: "\xff"}}},
 		{Call: 12, Body: &extpb.CallFrame_End{End: &extpb.CallEnd{Error: "\xfe"}}},
+		// A scoped caller's open (field 10) goes through proto both ways.
+		{Call: 14, Body: &extpb.CallFrame_Open{Open: &extpb.CallOpen{Method: "tools/call", UserId: "alice", Name: "code/run",
+			Scope: &extpb.Scope{Servers: []string{"notes"}, Tools: []string{"notes/list_*"}}}}},
 		{Call: 13, Body: &extpb.CallFrame_End{End: &extpb.CallEnd{Code: 2, Error: "sign in (code -32042)",
 			RpcError: &extpb.RPCError{Code: -32042, Message: "sign in", Data: []byte(`{"elicitations":[]}`)}}}},
 	}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/yosida95/uritemplate/v3"
+
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 )
@@ -225,6 +227,44 @@ func (x *extras) resourceOwners(user, uri string) (exact string, templated []str
 	}
 	sort.Strings(templated)
 	return "", templated
+}
+
+// resourceInScope reports whether scope reaches uri among user's
+// resources: a resource listed by a server of the scope, or a URI that
+// matches a template of a server of the scope and no template of another
+// server (an ambiguous URI is refused: its read might reach the other).
+func (x *extras) resourceInScope(user, uri string, scope *ext.Scope) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	in, out := false, false
+	for _, c := range x.user[user] {
+		for _, r := range c.Resources {
+			if r.URI == uri {
+				return scope.AllowsServer(r.Server)
+			}
+		}
+		for _, t := range c.ResourceTemplates {
+			if !templateMatches(t.URITemplate, uri) {
+				continue
+			}
+			if scope.AllowsServer(t.Server) {
+				in = true
+			} else {
+				out = true
+			}
+		}
+	}
+	return in && !out
+}
+
+// templateMatches reports whether uri is an expansion of the RFC 6570
+// template tmpl.
+func templateMatches(tmpl, uri string) bool {
+	t, err := uritemplate.New(tmpl)
+	if err != nil {
+		return false
+	}
+	return t.Regexp().MatchString(uri)
 }
 
 // templateOwner returns the extension that published the template (or

@@ -76,6 +76,12 @@ type ExtensionConfig struct {
 	Config json.RawMessage `json:"config,omitempty"`
 	// Disabled keeps the extension declared but not started.
 	Disabled bool `json:"disabled,omitempty"`
+	// ActAsUsers grants the extension [ext.UserActor]: minting scoped,
+	// expiring tokens for any user and calling any user's tools within a
+	// scope. It makes the extension as powerful as every user together;
+	// grant it only to an extension you trust as you trust the host
+	// (default: not granted).
+	ActAsUsers bool `json:"actAsUsers,omitempty"`
 }
 
 // ServicesConfig bounds per-user service processes.

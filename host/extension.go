@@ -34,6 +34,8 @@ type extension struct {
 	logger *slog.Logger
 	spec   *supervisor.Spec // nil for in-process extensions
 	config []byte
+	// actAsUsers: the operator granted it ext.UserActor.
+	actAsUsers bool
 
 	// m is set once start succeeded and never changes after; startErr
 	// says why start failed.

@@ -37,6 +37,9 @@ type InProcess struct {
 	Extension ext.Extension
 	// Config is the extension's config block.
 	Config json.RawMessage
+	// ActAsUsers grants it [ext.UserActor], as
+	// [ExtensionConfig.ActAsUsers] does for a configured one.
+	ActAsUsers bool
 }
 
 // Options holds what a developer sets when embedding the host; all fields
@@ -154,7 +157,7 @@ type Host struct {
 
 	mu     sync.Mutex
 	active map[string]*activation
-	convs  map[string]string
+	convs  map[string]convBinding
 	closed bool
 	// Idle tracking (see idle.go): each active user's last activity, their
 	// calls in flight, and the deactivations underway (a new activation
@@ -170,6 +173,7 @@ type Host struct {
 	bg       sync.WaitGroup // the idle and slot watchers
 	slots    *slotQueue     // users refused a service process slot (slots.go)
 
+	minter      minter // the store of the tokens extensions mint (actas.go)
 	settings    settings.Store
 	secrets     secrets.Store
 	secretsKind string
@@ -251,7 +255,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	h := &Host{
 		cfg: cfg, logger: logger, reg: newRegistry(logger), extras: newExtras(), sess: newSessions(),
 		exts:  map[string]*extension{},
-		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
+		start: time.Now(), active: map[string]*activation{}, convs: map[string]convBinding{},
 		seen: map[string]time.Time{}, busy: map[string]int{}, deact: map[string]chan struct{}{},
 		disabled: map[string]bool{}, groups: map[string][]string{},
 		userIdle: minutes(cfg.Services.IdleMinutes, 10), slots: newSlotQueue(),
@@ -273,6 +277,9 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		if ec.Disabled {
 			continue
 		}
+		if ec.ActAsUsers {
+			logger.Warn("extension granted actAsUsers: it may mint tokens for and call the tools of any user", "extension", name)
+		}
 		home := filepath.Join(dataDir, "extensions", name)
 		if err := os.MkdirAll(home, 0o700); err != nil {
 			_ = h.Close()
@@ -284,7 +291,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		}
 		sort.Strings(env)
 		h.exts[name] = &extension{
-			h: h, name: name, logger: logger.With("extension", name), config: ec.Config,
+			h: h, name: name, logger: logger.With("extension", name), config: ec.Config, actAsUsers: ec.ActAsUsers,
 			spec: &supervisor.Spec{
 				Name: name, Path: cfg.Resolve(ec.Path), Args: ec.Args, Env: env, SHA256: ec.SHA256,
 				Home: home, DisableAutoMTLS: o.DisableAutoMTLS, FDPassing: !o.DisableFDPassing,
@@ -301,7 +308,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 			_ = h.Close()
 			return nil, fmt.Errorf("in-process extension %q is nil", name)
 		}
-		h.exts[name] = &extension{h: h, name: name, logger: logger.With("extension", name), config: ip.Config}
+		h.exts[name] = &extension{h: h, name: name, logger: logger.With("extension", name), config: ip.Config, actAsUsers: ip.ActAsUsers}
 		inprocs[name] = ip.Extension
 	}
 	exts := sortedExtensions(h.exts)
@@ -427,12 +434,28 @@ func (h *Host) Subscribe(ctx context.Context, user string) (events <-chan struct
 	}
 }
 
-func (h *Host) bindConversation(user, conversation string) error {
+// convBinding is who a conversation belongs to, and the scope its first
+// call carried (nil: none).
+type convBinding struct {
+	user  string
+	scope *ext.Scope
+}
+
+// bindConversation records conversation as user's, with the scope of its
+// first call. A later call in it from another user is refused, and so is
+// one whose scope is not within the recorded one: an extension acting
+// for a scoped caller in the caller's conversation ([ext.UserActor]) can
+// never widen it, whatever scope it passes.
+func (h *Host) bindConversation(user, conversation string, scope *ext.Scope) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if owner, ok := h.convs[conversation]; ok {
-		if owner != user {
+	if b, ok := h.convs[conversation]; ok {
+		if b.user != user {
 			return fmt.Errorf("conversation %q belongs to another user: %w", conversation, ext.ErrPermission)
+		}
+		if !scope.Within(b.scope) {
+			return fmt.Errorf("conversation %q is scoped to %s: a call in it must stay within that scope (got %s): %w",
+				conversation, b.scope, scope, ext.ErrPermission)
 		}
 		return nil
 	}
@@ -443,7 +466,7 @@ func (h *Host) bindConversation(user, conversation string) error {
 			break
 		}
 	}
-	h.convs[conversation] = user
+	h.convs[conversation] = convBinding{user: user, scope: scope.Clone()}
 	return nil
 }
 
@@ -452,11 +475,11 @@ const maxConversations = 100_000
 func (h *Host) actingUser(conversation string) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	u, ok := h.convs[conversation]
+	b, ok := h.convs[conversation]
 	if !ok {
 		return "", fmt.Errorf("conversation %q has no known user: %w", conversation, ext.ErrNotFound)
 	}
-	return u, nil
+	return b.user, nil
 }
 
 // activationTimeout bounds one user's activation across all extensions.

@@ -169,7 +169,7 @@ func (h *Host) CallTool(ctx context.Context, req *CallRequest) (*ext.CallToolRes
 		return nil, err
 	}
 	if req.Conversation != "" {
-		if err := h.bindConversation(req.User, req.Conversation); err != nil {
+		if err := h.bindConversation(req.User, req.Conversation, req.Scope); err != nil {
 			return nil, err
 		}
 	}
@@ -178,7 +178,7 @@ func (h *Host) CallTool(ctx context.Context, req *CallRequest) (*ext.CallToolRes
 	}
 	defer h.busyUser(req.User)()
 	tool, ok := h.reg.lookup(req.User, req.Name)
-	if !ok {
+	if !ok || !req.Scope.AllowsTool(req.Name) {
 		return nil, fmt.Errorf("tool %q for user %q: %w", req.Name, req.User, ext.ErrNotFound)
 	}
 	e := h.exts[tool.Extension]
@@ -195,7 +195,7 @@ func (h *Host) CallTool(ctx context.Context, req *CallRequest) (*ext.CallToolRes
 	}
 	creq := &ext.CallToolRequest{
 		User: req.User, Conversation: req.Conversation, Name: req.Name, Arguments: args,
-		ProgressToken: req.ProgressToken, Meta: req.Meta, Task: task, Session: req.Session,
+		ProgressToken: req.ProgressToken, Meta: req.Meta, Task: task, Session: req.Session, Scope: req.Scope,
 	}
 	var res *ext.CallToolResult
 	err := useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
@@ -327,7 +327,7 @@ func (h *Host) GetPrompt(ctx context.Context, req *PromptRequest) (json.RawMessa
 		return nil, err
 	}
 	e := h.exts[h.extras.promptOwner(req.User, req.Name)]
-	if e == nil {
+	if e == nil || !req.Scope.AllowsPrompt(req.Name) {
 		return nil, fmt.Errorf("prompt %q for user %q: %w", req.Name, req.User, ext.ErrNotFound)
 	}
 	var out json.RawMessage
@@ -362,6 +362,9 @@ func (h *Host) ReadResource(ctx context.Context, req *ResourceRequest) (json.Raw
 	}
 	if err := h.ensureActive(ctx, req.User); err != nil {
 		return nil, err
+	}
+	if req.Scope != nil && !h.extras.resourceInScope(req.User, req.URI, req.Scope) {
+		return nil, fmt.Errorf("resource %q for user %q: %w", req.URI, req.User, ext.ErrNotFound)
 	}
 	var out json.RawMessage
 	err := h.onResource(ctx, req.User, req.URI, func(e *extension) error {

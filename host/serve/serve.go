@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/host/internal/control"
@@ -152,6 +153,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	s.auth = a
 	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL, Host: h}
+	h.SetTokenMinter(minter{a})
 	base := guard.PathOf(cfg.PublicURL)
 	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
 		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base, Users: s.tokens}
@@ -543,6 +545,41 @@ func (s *Server) openOAuth(o *Options, sessions *web.Sessions, addrKey func(*htt
 	return oauthserver.New(st, opts)
 }
 
+// minter gives the host the auth store for the tokens extensions mint
+// (host.TokenMinter).
+type minter struct{ s *auth.Store }
+
+func (m minter) MintToken(ctx context.Context, extName, user, name string, scope *ext.Scope, expires time.Time) (string, string, error) {
+	plain, tok, err := m.s.CreateScopedToken(ctx, user, name, auth.TokenOptions{Scope: scope, Expires: expires, Extension: extName})
+	if err != nil {
+		if errors.Is(err, auth.ErrInvalidArgument) {
+			err = ext.Mark(err, ext.ErrInvalidArgument)
+		}
+		return "", "", err
+	}
+	return plain, tok.ID, nil
+}
+
+func (m minter) RevokeMinted(ctx context.Context, extName, id string) error {
+	toks, err := m.s.ListTokens(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, t := range toks {
+		if t.ID != id {
+			continue
+		}
+		if t.Extension != extName {
+			return fmt.Errorf("token %q: no token this extension minted: %w", id, ext.ErrNotFound)
+		}
+		if err := m.s.RevokeToken(ctx, id); err != nil && !errors.Is(err, auth.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	return nil // gone already (revoked, or never issued)
+}
+
 // verifier adapts the token store and the OAuth server to the MCP
 // endpoint: host tokens (ah_...) go to the store, anything else is an
 // OAuth access token; operator tokens are not user tokens, and a store
@@ -572,7 +609,7 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 	}
 	p, err := v.s.Verify(ctx, tok)
 	switch {
-	case errors.Is(err, auth.ErrRevoked):
+	case errors.Is(err, auth.ErrRevoked), errors.Is(err, auth.ErrExpired):
 		// Issued here, so no guess: 401 and not counted (see above).
 		return mcpendpoint.Principal{}, fmt.Errorf("%w: %w", mcpendpoint.ErrExpired, err)
 	case errors.Is(err, auth.ErrInvalidToken):
@@ -584,5 +621,7 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 		// no failed attempt.
 		return mcpendpoint.Principal{TokenID: p.TokenID}, nil
 	}
-	return mcpendpoint.Principal{User: p.User, TokenID: p.TokenID}, nil
+	// A scoped token's sessions see its scope only; an expiring one's end
+	// when it expires.
+	return mcpendpoint.Principal{User: p.User, TokenID: p.TokenID, Scope: p.Scope, Expires: p.Expires, Ends: p.Expires}, nil
 }

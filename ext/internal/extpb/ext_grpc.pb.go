@@ -656,20 +656,24 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Host_SetUserTools_FullMethodName   = "/agenthost.ext.v1.Host/SetUserTools"
-	Host_SetSystemTools_FullMethodName = "/agenthost.ext.v1.Host/SetSystemTools"
-	Host_SetUserCatalog_FullMethodName = "/agenthost.ext.v1.Host/SetUserCatalog"
-	Host_Notify_FullMethodName         = "/agenthost.ext.v1.Host/Notify"
-	Host_RequestUser_FullMethodName    = "/agenthost.ext.v1.Host/RequestUser"
-	Host_ActingUser_FullMethodName     = "/agenthost.ext.v1.Host/ActingUser"
-	Host_GetSecret_FullMethodName      = "/agenthost.ext.v1.Host/GetSecret"
-	Host_SetSecret_FullMethodName      = "/agenthost.ext.v1.Host/SetSecret"
-	Host_DeleteSecret_FullMethodName   = "/agenthost.ext.v1.Host/DeleteSecret"
-	Host_ListSecrets_FullMethodName    = "/agenthost.ext.v1.Host/ListSecrets"
-	Host_GetSettings_FullMethodName    = "/agenthost.ext.v1.Host/GetSettings"
-	Host_SetSettings_FullMethodName    = "/agenthost.ext.v1.Host/SetSettings"
-	Host_GetPaths_FullMethodName       = "/agenthost.ext.v1.Host/GetPaths"
-	Host_ConnectService_FullMethodName = "/agenthost.ext.v1.Host/ConnectService"
+	Host_SetUserTools_FullMethodName    = "/agenthost.ext.v1.Host/SetUserTools"
+	Host_SetSystemTools_FullMethodName  = "/agenthost.ext.v1.Host/SetSystemTools"
+	Host_SetUserCatalog_FullMethodName  = "/agenthost.ext.v1.Host/SetUserCatalog"
+	Host_Notify_FullMethodName          = "/agenthost.ext.v1.Host/Notify"
+	Host_RequestUser_FullMethodName     = "/agenthost.ext.v1.Host/RequestUser"
+	Host_ActingUser_FullMethodName      = "/agenthost.ext.v1.Host/ActingUser"
+	Host_GetSecret_FullMethodName       = "/agenthost.ext.v1.Host/GetSecret"
+	Host_SetSecret_FullMethodName       = "/agenthost.ext.v1.Host/SetSecret"
+	Host_DeleteSecret_FullMethodName    = "/agenthost.ext.v1.Host/DeleteSecret"
+	Host_ListSecrets_FullMethodName     = "/agenthost.ext.v1.Host/ListSecrets"
+	Host_GetSettings_FullMethodName     = "/agenthost.ext.v1.Host/GetSettings"
+	Host_SetSettings_FullMethodName     = "/agenthost.ext.v1.Host/SetSettings"
+	Host_GetPaths_FullMethodName        = "/agenthost.ext.v1.Host/GetPaths"
+	Host_ConnectService_FullMethodName  = "/agenthost.ext.v1.Host/ConnectService"
+	Host_MintUserToken_FullMethodName   = "/agenthost.ext.v1.Host/MintUserToken"
+	Host_RevokeUserToken_FullMethodName = "/agenthost.ext.v1.Host/RevokeUserToken"
+	Host_ListToolsAs_FullMethodName     = "/agenthost.ext.v1.Host/ListToolsAs"
+	Host_CallToolAs_FullMethodName      = "/agenthost.ext.v1.Host/CallToolAs"
 )
 
 // HostClient is the client API for Host service.
@@ -698,6 +702,13 @@ type HostClient interface {
 	// then only holds the handle: closing the send side releases it. With
 	// transport "stream" the frames carry the bytes.
 	ConnectService(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ServiceFrame, ServiceFrame], error)
+	// Acting as a user: only for an extension the operator granted it
+	// (actAsUsers in its config); PermissionDenied otherwise. Added after
+	// 1.0: an older extension never calls them.
+	MintUserToken(ctx context.Context, in *MintUserTokenRequest, opts ...grpc.CallOption) (*MintUserTokenResponse, error)
+	RevokeUserToken(ctx context.Context, in *RevokeUserTokenRequest, opts ...grpc.CallOption) (*RevokeUserTokenResponse, error)
+	ListToolsAs(ctx context.Context, in *ListToolsAsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error)
+	CallToolAs(ctx context.Context, in *CallToolAsRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error)
 }
 
 type hostClient struct {
@@ -851,6 +862,46 @@ func (c *hostClient) ConnectService(ctx context.Context, opts ...grpc.CallOption
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Host_ConnectServiceClient = grpc.BidiStreamingClient[ServiceFrame, ServiceFrame]
 
+func (c *hostClient) MintUserToken(ctx context.Context, in *MintUserTokenRequest, opts ...grpc.CallOption) (*MintUserTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MintUserTokenResponse)
+	err := c.cc.Invoke(ctx, Host_MintUserToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) RevokeUserToken(ctx context.Context, in *RevokeUserTokenRequest, opts ...grpc.CallOption) (*RevokeUserTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeUserTokenResponse)
+	err := c.cc.Invoke(ctx, Host_RevokeUserToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) ListToolsAs(ctx context.Context, in *ListToolsAsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolsAsResponse)
+	err := c.cc.Invoke(ctx, Host_ListToolsAs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) CallToolAs(ctx context.Context, in *CallToolAsRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CallToolAsResponse)
+	err := c.cc.Invoke(ctx, Host_CallToolAs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServer is the server API for Host service.
 // All implementations must embed UnimplementedHostServer
 // for forward compatibility.
@@ -877,6 +928,13 @@ type HostServer interface {
 	// then only holds the handle: closing the send side releases it. With
 	// transport "stream" the frames carry the bytes.
 	ConnectService(grpc.BidiStreamingServer[ServiceFrame, ServiceFrame]) error
+	// Acting as a user: only for an extension the operator granted it
+	// (actAsUsers in its config); PermissionDenied otherwise. Added after
+	// 1.0: an older extension never calls them.
+	MintUserToken(context.Context, *MintUserTokenRequest) (*MintUserTokenResponse, error)
+	RevokeUserToken(context.Context, *RevokeUserTokenRequest) (*RevokeUserTokenResponse, error)
+	ListToolsAs(context.Context, *ListToolsAsRequest) (*ListToolsAsResponse, error)
+	CallToolAs(context.Context, *CallToolAsRequest) (*CallToolAsResponse, error)
 	mustEmbedUnimplementedHostServer()
 }
 
@@ -928,6 +986,18 @@ func (UnimplementedHostServer) GetPaths(context.Context, *GetPathsRequest) (*Get
 }
 func (UnimplementedHostServer) ConnectService(grpc.BidiStreamingServer[ServiceFrame, ServiceFrame]) error {
 	return status.Error(codes.Unimplemented, "method ConnectService not implemented")
+}
+func (UnimplementedHostServer) MintUserToken(context.Context, *MintUserTokenRequest) (*MintUserTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MintUserToken not implemented")
+}
+func (UnimplementedHostServer) RevokeUserToken(context.Context, *RevokeUserTokenRequest) (*RevokeUserTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeUserToken not implemented")
+}
+func (UnimplementedHostServer) ListToolsAs(context.Context, *ListToolsAsRequest) (*ListToolsAsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListToolsAs not implemented")
+}
+func (UnimplementedHostServer) CallToolAs(context.Context, *CallToolAsRequest) (*CallToolAsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CallToolAs not implemented")
 }
 func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
 func (UnimplementedHostServer) testEmbeddedByValue()              {}
@@ -1191,6 +1261,78 @@ func _Host_ConnectService_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Host_ConnectServiceServer = grpc.BidiStreamingServer[ServiceFrame, ServiceFrame]
 
+func _Host_MintUserToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MintUserTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).MintUserToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_MintUserToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).MintUserToken(ctx, req.(*MintUserTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_RevokeUserToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeUserTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).RevokeUserToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_RevokeUserToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).RevokeUserToken(ctx, req.(*RevokeUserTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_ListToolsAs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListToolsAsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).ListToolsAs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_ListToolsAs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).ListToolsAs(ctx, req.(*ListToolsAsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_CallToolAs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CallToolAsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).CallToolAs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_CallToolAs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).CallToolAs(ctx, req.(*CallToolAsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Host_ServiceDesc is the grpc.ServiceDesc for Host service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1249,6 +1391,22 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPaths",
 			Handler:    _Host_GetPaths_Handler,
+		},
+		{
+			MethodName: "MintUserToken",
+			Handler:    _Host_MintUserToken_Handler,
+		},
+		{
+			MethodName: "RevokeUserToken",
+			Handler:    _Host_RevokeUserToken_Handler,
+		},
+		{
+			MethodName: "ListToolsAs",
+			Handler:    _Host_ListToolsAs_Handler,
+		},
+		{
+			MethodName: "CallToolAs",
+			Handler:    _Host_CallToolAs_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

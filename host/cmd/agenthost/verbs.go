@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/host/internal/control"
 	"github.com/agenthost/agenthost/settings"
@@ -281,13 +282,23 @@ func (a *app) tokenCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Issue, list and revoke bearer tokens for the MCP endpoint and the web UI", Args: exactArgs(0)}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	var (
-		user, name string
-		operator   bool
+		user, name, expires string
+		operator            bool
+		servers, tools      []string
 	)
 	create := &cobra.Command{
-		Use:   "create (--user U | --operator) --name NAME",
+		Use:   "create (--user U | --operator) --name NAME [--servers S[,S] [--tools GLOB[,GLOB]]] [--expires 30m|TIME]",
 		Short: "Issue a token; it is printed once and stored only as a hash",
-		Args:  exactArgs(0),
+		Long: `Issue a token; it is printed once and stored only as a hash.
+
+--servers narrows a user's token to those servers' tools, prompts and resources
+on /mcp (the rest is absent, as if the user had none); --tools narrows its tools
+further to those a glob matches: path.Match patterns over "server/tool", where
+"*" stops at "/" (notes/* is every tool of notes, notes/list_* some of them). A
+scoped token opens /mcp only, not the settings page or the JSON API. --expires
+ends the token after a duration (30m, 2h) or at a time (RFC 3339, e.g.
+2026-12-31T18:00:00Z); its open sessions end then too.`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (user == "") == !operator {
 				return usagef("give exactly one of --user or --operator")
@@ -295,13 +306,41 @@ func (a *app) tokenCmd() *cobra.Command {
 			if name == "" {
 				return usagef("--name is required (e.g. laptop)")
 			}
+			var scope *ext.Scope
+			if len(servers) > 0 {
+				scope = &ext.Scope{Servers: servers, Tools: tools}
+			} else if len(tools) > 0 {
+				return usagef("--tools needs --servers (the globs narrow those servers' tools)")
+			}
+			var until time.Time
+			if expires != "" {
+				var err error
+				if until, err = parseExpiry(expires, time.Now()); err != nil {
+					return err
+				}
+			}
+			if operator && (scope != nil || !until.IsZero()) {
+				return usagef("an operator token has no --servers, --tools or --expires")
+			}
 			return a.withBackend(cmd, func(ctx context.Context, b *control.Client) error {
-				tok, info, err := b.CreateToken(ctx, user, name, operator)
+				var (
+					tok  string
+					info control.TokenInfo
+					err  error
+				)
+				if scope != nil || !until.IsZero() {
+					tok, info, err = b.CreateScopedToken(ctx, user, name, scope, until)
+				} else {
+					tok, info, err = b.CreateToken(ctx, user, name, operator)
+				}
 				if err != nil {
 					return err
 				}
 				fmt.Fprintln(a.stdout, tok)
 				fmt.Fprintf(a.stderr, "token %s (%s) for %s; it is shown only this once\n", esc(info.ID), esc(info.Name), esc(ownerOf(info.User, info.Operator)))
+				if info.Scope != nil || !info.Expires.IsZero() {
+					fmt.Fprintf(a.stderr, "scope: %s; expires: %s\n", esc(info.Scope.String()), esc(expiryOf(info)))
+				}
 				return nil
 			})
 		},
@@ -309,6 +348,9 @@ func (a *app) tokenCmd() *cobra.Command {
 	create.Flags().StringVar(&user, "user", "", "the user")
 	create.Flags().BoolVar(&operator, "operator", false, "an operator token (status page)")
 	create.Flags().StringVar(&name, "name", "", "a name to recognise the token by")
+	create.Flags().StringSliceVar(&servers, "servers", nil, "only these servers (comma-separated)")
+	create.Flags().StringSliceVar(&tools, "tools", nil, `only the tools these path.Match globs over "server/tool" match (comma-separated)`)
+	create.Flags().StringVar(&expires, "expires", "", "expire after a duration (30m) or at a time (RFC 3339)")
 	var (
 		luser  string
 		asJSON bool
@@ -329,13 +371,20 @@ func (a *app) tokenCmd() *cobra.Command {
 					return enc.Encode(toks)
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tOWNER\tNAME\tCREATED\tLAST USED")
+				fmt.Fprintln(tw, "ID\tOWNER\tNAME\tCREATED\tLAST USED\tSCOPE\tEXPIRES")
 				for _, t := range toks {
 					last := "never"
 					if !t.LastUsed.IsZero() {
 						last = t.LastUsed.Format(time.RFC3339)
 					}
-					row(tw, t.ID, ownerOf(t.User, t.Operator), t.Name, t.Created.Format(time.RFC3339), last)
+					scope := t.Scope.String()
+					if t.Operator {
+						scope = "status page"
+					}
+					if t.Extension != "" {
+						scope += " (minted by " + t.Extension + ")"
+					}
+					row(tw, t.ID, ownerOf(t.User, t.Operator), t.Name, t.Created.Format(time.RFC3339), last, scope, expiryOf(t))
 				}
 				return tw.Flush()
 			})
@@ -359,6 +408,36 @@ func (a *app) tokenCmd() *cobra.Command {
 	}
 	cmd.AddCommand(create, list, revoke)
 	return cmd
+}
+
+// parseExpiry reads --expires: a duration from now (30m, 2h) or a time
+// (RFC 3339).
+func parseExpiry(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return time.Time{}, usagef("--expires %s: give a positive duration", v)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, usagef("--expires %q: give a duration (30m, 2h) or a time (RFC 3339, e.g. 2026-12-31T18:00:00Z)", v)
+	}
+	if !t.After(now) {
+		return time.Time{}, usagef("--expires %s is not in the future", v)
+	}
+	return t, nil
+}
+
+// expiryOf words a token's expiry for the list.
+func expiryOf(t control.TokenInfo) string {
+	switch {
+	case t.Expires.IsZero():
+		return "never"
+	case t.Expired:
+		return "expired " + t.Expires.Format(time.RFC3339)
+	}
+	return t.Expires.Format(time.RFC3339)
 }
 
 func ownerOf(user string, operator bool) string {

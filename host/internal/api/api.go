@@ -119,7 +119,10 @@ type CallRequest struct {
 	Task          json.RawMessage
 	// Session is the calling client's session (nil: none).
 	Session ext.Session
-	_       struct{}
+	// Scope, when set, bounds the call (a scoped token's): a tool outside
+	// it is not found, as one the user does not have.
+	Scope *ext.Scope
+	_     struct{}
 }
 
 // PromptRequest asks for one of a user's prompts.
@@ -129,7 +132,9 @@ type PromptRequest struct {
 	Name         string
 	Arguments    json.RawMessage
 	Session      ext.Session
-	_            struct{}
+	// Scope is as [CallRequest.Scope].
+	Scope *ext.Scope
+	_     struct{}
 }
 
 // ResourceRequest asks for one of a user's resources.
@@ -138,7 +143,10 @@ type ResourceRequest struct {
 	Conversation string
 	URI          string
 	Session      ext.Session
-	_            struct{}
+	// Scope is as [CallRequest.Scope]: a resource of a server outside it
+	// (or of none) is not found.
+	Scope *ext.Scope
+	_     struct{}
 }
 
 // Prompt is a registered prompt and the extension that owns it.

@@ -30,6 +30,16 @@
 // token is shown once, when it is created; it starts with [TokenPrefix] so
 // that a leaked one is easy to find (in a log, a repository, a paste).
 //
+// # Scopes and expiry
+//
+// A user's token may carry an [ext.Scope] (its servers and tool globs)
+// and an expiry ([Store.CreateScopedToken]); older tokens have neither.
+// [Store.Verify] returns both in the [Principal] and refuses an expired
+// token with [ErrExpired] (a genuine token: never counted as a guess).
+// [Store.Authenticate], which the settings page, the JSON API and the web
+// sign-in use, refuses a scoped token ([ErrScoped]): it opens the MCP
+// endpoint only, where the scope is applied.
+//
 // # Revocation
 //
 // [Store.RevokeToken] deletes the token and, in the same transaction, every

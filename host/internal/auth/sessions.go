@@ -69,7 +69,7 @@ func (s *Store) CreateSession(ctx context.Context, p Principal) (id, csrf string
 
 // Session returns the live session with this ID and records its activity.
 // An unknown ID, an expired session (idle too long or too old) and one
-// whose token was revoked are all [ErrNoSession].
+// whose token was revoked or has expired are all [ErrNoSession].
 func (s *Store) Session(ctx context.Context, id string) (*Session, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
@@ -83,9 +83,11 @@ func (s *Store) Session(ctx context.Context, id string) (*Session, error) {
 		op                int
 		tokenID           sql.NullString
 		created, lastSeen int64
+		tokenExpires      int64 // of the token that opened it; 0: never
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT user_id, operator, token_id, csrf, created_at, last_seen_at FROM sessions WHERE hash = ?`, h).
-		Scan(&ss.User, &op, &tokenID, &ss.CSRF, &created, &lastSeen)
+	err := s.db.QueryRowContext(ctx, `SELECT s.user_id, s.operator, s.token_id, s.csrf, s.created_at, s.last_seen_at, COALESCE(t.expires_at, 0)
+		FROM sessions s LEFT JOIN tokens t ON t.id = s.token_id WHERE s.hash = ?`, h).
+		Scan(&ss.User, &op, &tokenID, &ss.CSRF, &created, &lastSeen, &tokenExpires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNoSession
 	}
@@ -95,7 +97,8 @@ func (s *Store) Session(ctx context.Context, id string) (*Session, error) {
 	ss.Operator, ss.TokenID = op == 1, tokenID.String
 	ss.Created, ss.LastSeen = fromMS(created), fromMS(lastSeen)
 	now := s.now()
-	if !now.Before(ss.LastSeen.Add(s.idle)) || !now.Before(ss.Created.Add(s.maxAge)) {
+	tokenEnd := fromMS(tokenExpires)
+	if !now.Before(ss.LastSeen.Add(s.idle)) || !now.Before(ss.Created.Add(s.maxAge)) || (!tokenEnd.IsZero() && !now.Before(tokenEnd)) {
 		_ = s.write(ctx, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, h)
 			return err
@@ -116,6 +119,9 @@ func (s *Store) Session(ctx context.Context, id string) (*Session, error) {
 	ss.Expires = ss.LastSeen.Add(s.idle)
 	if abs := ss.Created.Add(s.maxAge); abs.Before(ss.Expires) {
 		ss.Expires = abs
+	}
+	if !tokenEnd.IsZero() && tokenEnd.Before(ss.Expires) {
+		ss.Expires = tokenEnd // it ends with the expiring token that opened it
 	}
 	return &ss, nil
 }

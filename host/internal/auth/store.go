@@ -37,6 +37,15 @@ var (
 	// ErrNoSession is returned for a web session that does not exist, has
 	// expired, or died with its token.
 	ErrNoSession = errors.New("no such session, or it has expired")
+	// ErrExpired marks (errors.Is) the [ErrInvalidToken] of a genuine
+	// token past its expiry: no guess, so not counted towards the
+	// lockout.
+	ErrExpired = errors.New("token expired")
+	// ErrScoped marks (errors.Is) the [ErrInvalidToken] that
+	// [Store.Authenticate] returns for a scoped token: it opens /mcp only,
+	// never the settings page or the JSON API (where it could mint an
+	// unscoped token).
+	ErrScoped = errors.New("a scoped token opens /mcp only")
 	// ErrNotFound is returned when revoking a token that does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrInvalidArgument is returned for a malformed user ID or name.
@@ -168,6 +177,11 @@ var migrations = []string{
 			UNION ALL SELECT user_id, created_at, last_seen_at FROM sessions WHERE operator = 0 AND user_id != ''
 			UNION ALL SELECT user_id, created_at, 0 FROM login_links
 		) GROUP BY user_id`,
+	// A token's scope (ext.Scope as JSON; '' = every tool of its user)
+	// and expiry (0 = never). Older tokens get the defaults: unscoped,
+	// never expiring.
+	11: `ALTER TABLE tokens ADD COLUMN scope TEXT NOT NULL DEFAULT ''`,
+	12: `ALTER TABLE tokens ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0`,
 }
 
 // keepRevoked is how long a revoked token is remembered as revoked

@@ -152,6 +152,15 @@ func (c *Client) CreateToken(ctx context.Context, user, name string, operator bo
 	return out.Token, out.Info, err
 }
 
+// CreateScopedToken issues a user's token narrowed to scope (nil: all
+// the user has) and/or expiring (zero: never); the plaintext is returned
+// once.
+func (c *Client) CreateScopedToken(ctx context.Context, user, name string, scope *ext.Scope, expires time.Time) (string, TokenInfo, error) {
+	var out tokenCreated
+	err := c.do(ctx, "POST", "/v1/tokens", nil, tokenRequest{User: user, Name: name, Scope: scope, Expires: expires}, &out)
+	return out.Token, out.Info, err
+}
+
 // ListTokens lists tokens (never their values).
 func (c *Client) ListTokens(ctx context.Context, user string) ([]TokenInfo, error) {
 	var out []TokenInfo

@@ -45,6 +45,9 @@ type Host interface {
 // through the socket. It may be nil (the verbs then fail clearly).
 type Tokens interface {
 	CreateToken(ctx context.Context, user, name string, operator bool) (plaintext string, info TokenInfo, err error)
+	// CreateScopedToken issues a user's token narrowed to a scope and/or
+	// an expiry (at least one set).
+	CreateScopedToken(ctx context.Context, user, name string, scope *ext.Scope, expires time.Time) (plaintext string, info TokenInfo, err error)
 	ListTokens(ctx context.Context, user string) ([]TokenInfo, error)
 	RevokeToken(ctx context.Context, id string) error
 	CreateLoginLink(ctx context.Context, user string) (url string, err error)
@@ -65,6 +68,13 @@ type TokenInfo struct {
 	Name     string    `json:"name"`
 	Created  time.Time `json:"created"`
 	LastUsed time.Time `json:"lastUsed,omitzero"`
+	// Scope, when set, is what the token reaches (nil: all its user has).
+	Scope *ext.Scope `json:"scope,omitempty"`
+	// Expires, when set, is when it stops working; Expired says it has.
+	Expires time.Time `json:"expires,omitzero"`
+	Expired bool      `json:"expired,omitempty"`
+	// Extension names the extension that minted it, if one did.
+	Extension string `json:"extension,omitempty"`
 }
 
 // ProcessOwner is implemented by a [Host] that runs processes of its own

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/agenthost/agenthost/ext"
 )
@@ -71,6 +72,13 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 	do(mux, "POST /v1/tokens", func(r *http.Request, req *tokenRequest) (any, error) {
 		if err := needTokens(); err != nil {
 			return nil, err
+		}
+		if req.Scope != nil || !req.Expires.IsZero() {
+			if req.Operator {
+				return nil, fmt.Errorf("an operator token has no scope or expiry: %w", ext.ErrInvalidArgument)
+			}
+			plain, info, err := tokens.CreateScopedToken(r.Context(), req.User, req.Name, req.Scope, req.Expires)
+			return tokenCreated{Token: plain, Info: info}, err
 		}
 		plain, info, err := tokens.CreateToken(r.Context(), req.User, req.Name, req.Operator)
 		return tokenCreated{Token: plain, Info: info}, err
@@ -160,9 +168,11 @@ type secretRequest struct {
 }
 
 type tokenRequest struct {
-	User     string `json:"user,omitempty"`
-	Name     string `json:"name,omitempty"`
-	Operator bool   `json:"operator,omitempty"`
+	User     string     `json:"user,omitempty"`
+	Name     string     `json:"name,omitempty"`
+	Operator bool       `json:"operator,omitempty"`
+	Scope    *ext.Scope `json:"scope,omitempty"`
+	Expires  time.Time  `json:"expires,omitzero"`
 }
 
 type tokenCreated struct {

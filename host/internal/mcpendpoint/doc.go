@@ -139,6 +139,23 @@
 // tools are never listed, and a call gets the error result "tool X is only
 // callable from code".
 //
+// # Scoped tokens
+//
+// A [Principal] with a Scope is served from a view of its user: the
+// user's tables filtered by the scope (tools by [ext.Scope.AllowsTool],
+// prompts by server, resources and templates by the server they name,
+// instructions by source), one view per user and scope, shared by every
+// session and stateless request of that scope and refreshed like the
+// user's own. Everything else follows from the view: lists, search_tools,
+// the unknown-tool hint, and list_changed (sent only when the view's
+// list changed). Calls, prompts and reads carry the scope to the host,
+// which checks it again; a subscription or completion outside the view is
+// refused here. A scoped session has no tasks, hears no log messages or
+// elicitation completions, and is never asked a server's request outside
+// its calls (any server of the user may be behind those). A principal
+// with Ends (a host token that expires) has its sessions closed then,
+// one timer per session; every request is verified anyway.
+//
 // # Calls
 //
 // Arguments reach the host as the raw JSON the client sent, with the

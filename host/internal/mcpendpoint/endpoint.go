@@ -77,6 +77,14 @@ type Principal struct {
 	// Expires, when set, is when the token expires: the verification cache
 	// never keeps it past then.
 	Expires time.Time
+	// Ends, when set, is when the token's sessions close (a host token's
+	// expiry: the token can never be renewed). An OAuth access token sets
+	// none: its refreshed tokens keep its sessions.
+	Ends time.Time
+	// Scope, when set, narrows what the token reaches (a scoped token's):
+	// its sessions and stateless requests see and call only those tools,
+	// prompts, resources and templates, as if the rest did not exist.
+	Scope *ext.Scope
 }
 
 // Verifier checks bearer tokens. The endpoint calls Verify on every HTTP
@@ -238,7 +246,10 @@ type Endpoint struct {
 	closing atomic.Bool // set first by Close, read without a lock
 
 	mu    sync.Mutex
-	users map[string]*userState
+	users map[string]*userState // by viewKey
+	// views are each user's views (the whole and the scoped ones), for
+	// the per-user session cap, which counts them all.
+	views map[string]map[*userState]struct{}
 	byID  map[string]*session // open sessions by Mcp-Session-Id
 	// statelessReqs cancels the stateless requests in flight, by token ID.
 	statelessReqs map[string]map[*context.CancelFunc]struct{}
@@ -303,6 +314,7 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		maxPerUser: int(limit(o.MaxSessionsPerUser, DefaultMaxSessionsPerUser)),
 		maxAll:     int(limit(o.MaxSessions, DefaultMaxSessions)),
 		users:      map[string]*userState{},
+		views:      map[string]map[*userState]struct{}{},
 		byID:       map[string]*session{},
 
 		statelessReqs: map[string]map[*context.CancelFunc]struct{}{},

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
@@ -37,6 +40,9 @@ func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json
 	case "resources/subscribe", "resources/unsubscribe":
 		return s.subscribe(ctx, m.Params, m.Method == "resources/unsubscribe")
 	case "completion/complete":
+		if u.scope != nil && !u.cat.Load().completes(m.Params) {
+			return nil, errParams("completion: not found")
+		}
 		params, err := u.cat.Load().hostCompletion(m.Params)
 		if err != nil {
 			return nil, err
@@ -55,7 +61,7 @@ func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json
 		s.mu.Unlock()
 		return json.RawMessage("{}"), nil
 	case ext.MethodTaskGet, ext.MethodTaskResult, ext.MethodTaskCancel, ext.MethodTaskList:
-		if s.version < v20251125 {
+		if s.version < v20251125 || u.scope != nil {
 			break
 		}
 		params := m.Params
@@ -69,6 +75,47 @@ func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json
 		return checked(out, err, "the task request")
 	}
 	return nil, &rpcError{code: codeMethodNotFound, msg: fmt.Sprintf("method %q not found", m.Method)}
+}
+
+// completes reports whether a completion/complete's ref is one of the
+// view's prompts or resource templates (a scoped view completes nothing
+// else).
+func (c *catalogView) completes(params json.RawMessage) bool {
+	var p struct {
+		Ref struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		} `json:"ref"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	switch p.Ref.Type {
+	case "ref/prompt":
+		return c.promptByName[p.Ref.Name] != nil
+	case "ref/resource":
+		_, ok := slices.BinarySearchFunc(c.templates, p.Ref.URI, func(it listItem, uri string) int { return strings.Compare(it.key, uri) })
+		return ok
+	}
+	return false
+}
+
+// reaches reports whether uri is one of the view's resources or matches
+// one of its templates (what a scoped session may subscribe to; the host
+// checks its reads itself).
+func (c *catalogView) reaches(uri string) bool {
+	for _, it := range c.resources {
+		if it.key == uri {
+			return true
+		}
+	}
+	for _, it := range c.templates {
+		if t, err := uritemplate.New(it.key); err == nil && t.Regexp().MatchString(uri) {
+			return true
+		}
+	}
+	return false
 }
 
 // hostCompletion returns completion/complete params with a prompt's MCP
@@ -209,12 +256,14 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 			return nil, err
 		}
 	}
-	if string(p.Task) == "null" {
+	if string(p.Task) == "null" || s.u.scope != nil {
+		// A scoped session has no tasks (tasks/list would show the
+		// user's others): its calls run as plain calls.
 		p.Task = nil
 	}
 	res, failed, rerr := s.e.callHost(ctx, &api.CallRequest{
 		User: s.p.User, Conversation: s.conv, Name: ent.original, Arguments: p.Arguments,
-		ProgressToken: rs.token, Meta: meta, Task: p.Task, Session: rs,
+		ProgressToken: rs.token, Meta: meta, Task: p.Task, Session: rs, Scope: s.u.scope,
 	}, ent, s.isClosed)
 	if rerr != nil {
 		return nil, rerr
@@ -394,7 +443,7 @@ func (s *session) getPrompt(ctx context.Context, rs *reqSession, raw json.RawMes
 	if pe == nil {
 		return nil, errParams("unknown prompt %q", p.Name)
 	}
-	out, err := s.e.host.GetPrompt(ctx, &api.PromptRequest{User: s.p.User, Conversation: s.conv, Name: pe.original, Arguments: p.Arguments, Session: rs})
+	out, err := s.e.host.GetPrompt(ctx, &api.PromptRequest{User: s.p.User, Conversation: s.conv, Name: pe.original, Arguments: p.Arguments, Session: rs, Scope: s.u.scope})
 	if errors.Is(err, ext.ErrNotFound) {
 		return nil, errParams("unknown prompt %q", p.Name)
 	}
@@ -415,7 +464,7 @@ func (s *session) readResource(ctx context.Context, rs *reqSession, raw json.Raw
 	if err := json.Unmarshal(raw, &p); err != nil || p.URI == "" {
 		return nil, errParams("resources/read needs a uri")
 	}
-	out, err := s.e.host.ReadResource(ctx, &api.ResourceRequest{User: s.p.User, Conversation: s.conv, URI: p.URI, Session: rs})
+	out, err := s.e.host.ReadResource(ctx, &api.ResourceRequest{User: s.p.User, Conversation: s.conv, URI: p.URI, Session: rs, Scope: s.u.scope})
 	if errors.Is(err, ext.ErrNotFound) {
 		return nil, resourceNotFound(p.URI)
 	}
@@ -432,6 +481,9 @@ func (s *session) subscribe(ctx context.Context, raw json.RawMessage, unsubscrib
 	}
 	if err := json.Unmarshal(raw, &p); err != nil || p.URI == "" {
 		return nil, errParams("the request needs a uri")
+	}
+	if s.u.scope != nil && !unsubscribe && !s.u.cat.Load().reaches(p.URI) {
+		return nil, resourceNotFound(p.URI)
 	}
 	s.mu.Lock()
 	state, had := s.subs[p.URI]

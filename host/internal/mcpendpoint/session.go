@@ -44,7 +44,8 @@ type session struct {
 	inflight map[string]context.CancelFunc // by request ID
 	pending  map[string]chan *rpcMsg       // our requests to the client, by ID
 	nextID   uint64
-	stream   *stream // the standalone SSE stream (GET), if open
+	stream   *stream     // the standalone SSE stream (GET), if open
+	expiry   *time.Timer // closes the session when its token expires; nil: never
 
 	// Guarded by u.mu.
 	found map[string]bool // originals of the deferred tools it found
@@ -415,6 +416,11 @@ func (s *session) ask(ctx context.Context, method string, params json.RawMessage
 // stream is open, none otherwise (such a request could not reach it, so
 // the host asks another of the user's sessions).
 func (s *session) Capabilities() json.RawMessage {
+	if s.u.scope != nil {
+		// A scoped session answers no server's request outside its
+		// calls: the asker may be a server outside its scope.
+		return json.RawMessage("{}")
+	}
 	s.mu.Lock()
 	open := s.stream != nil
 	s.mu.Unlock()
@@ -431,7 +437,9 @@ func (s *session) Capabilities() json.RawMessage {
 func (s *session) Notify(_ context.Context, method string, params json.RawMessage) error {
 	switch method {
 	case ext.MethodLogMessage:
-		if !s.wantsLog(params) {
+		if s.u.scope != nil || !s.wantsLog(params) {
+			// A scoped session hears no log message outside its calls:
+			// any server of the user may have sent it.
 			return nil
 		}
 	case ext.MethodResourceUpdated:
@@ -448,7 +456,7 @@ func (s *session) Notify(_ context.Context, method string, params json.RawMessag
 			return nil
 		}
 	case ext.MethodElicitationComplete:
-		if !ext.URLElicitation(s.caps) {
+		if s.u.scope != nil || !ext.URLElicitation(s.caps) {
 			return nil
 		}
 	default:
@@ -640,6 +648,9 @@ func (s *session) close(why string) {
 	}
 	s.closed = true
 	s.e.wg.Add(1) // done at the end, or by the cleanup goroutine
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
 	inflight, pending, st, subs := s.inflight, s.pending, s.stream, s.subs
 	s.inflight, s.pending, s.stream, s.subs = nil, nil, nil, nil
 	s.mu.Unlock()
@@ -717,7 +728,7 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 	if len(caps) == 0 || string(caps) == "null" || !json.Valid(caps) {
 		caps = json.RawMessage("{}")
 	}
-	u, err := e.acquire(r.Context(), p.User)
+	u, err := e.acquire(r.Context(), p.User, p.Scope)
 	if err != nil {
 		if errors.Is(err, errClosed) {
 			http.Error(w, "the MCP endpoint is shutting down", http.StatusServiceUnavailable)
@@ -748,6 +759,16 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 		victim.close("the user opened more sessions than the cap allows; it was the least recently used")
 		e.wg.Done() // admit's
 	}
+	if !p.Ends.IsZero() {
+		// The session ends with its token: a timer per session of an
+		// expiring token (no sweep over tokens); its next request would
+		// be refused anyway, since every request is verified.
+		s.mu.Lock()
+		if !s.closed {
+			s.expiry = time.AfterFunc(time.Until(p.Ends), func() { s.close("its token expired") })
+		}
+		s.mu.Unlock()
+	}
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -765,15 +786,23 @@ func (e *Endpoint) admit(s *session) (victim *session, status int, msg string) {
 		return nil, http.StatusServiceUnavailable, "the MCP endpoint is shutting down"
 	}
 	u := s.u
-	if e.maxPerUser > 0 && len(u.sessions) >= e.maxPerUser {
-		for o := range u.sessions {
-			if o.busy.Load() == 0 && (victim == nil || o.lastUsed.Load() < victim.lastUsed.Load()) {
-				victim = o
+	// The cap counts the user's sessions of every view (scoped tokens'
+	// too), so that many scopes do not multiply it.
+	n := 0
+	for v := range e.views[u.user] {
+		n += len(v.sessions)
+	}
+	if e.maxPerUser > 0 && n >= e.maxPerUser {
+		for v := range e.views[u.user] {
+			for o := range v.sessions {
+				if o.busy.Load() == 0 && (victim == nil || o.lastUsed.Load() < victim.lastUsed.Load()) {
+					victim = o
+				}
 			}
 		}
 		if victim == nil {
 			return nil, http.StatusTooManyRequests, fmt.Sprintf(
-				"user %q has %d open sessions, each with a request in flight: close one first", u.user, len(u.sessions))
+				"user %q has %d open sessions, each with a request in flight: close one first", u.user, n)
 		}
 	}
 	if e.maxAll > 0 && victim == nil && len(e.byID) >= e.maxAll {
@@ -785,7 +814,7 @@ func (e *Endpoint) admit(s *session) (victim *session, status int, msg string) {
 		// until then.
 		e.wg.Add(1)
 		delete(e.byID, victim.id)
-		delete(u.sessions, victim)
+		delete(victim.u.sessions, victim)
 		e.open.Add(-1)
 	}
 	e.byID[s.id] = s

@@ -56,7 +56,7 @@ func (e *Endpoint) newStatelessHandler() http.Handler {
 
 // serveStateless serves one request of the stateless revision for p.
 func (e *Endpoint) serveStateless(w http.ResponseWriter, r *http.Request, p Principal) {
-	u, err := e.acquire(r.Context(), p.User)
+	u, err := e.acquire(r.Context(), p.User, p.Scope)
 	if err != nil {
 		if errors.Is(err, errClosed) {
 			http.Error(w, "the MCP endpoint is shutting down", http.StatusServiceUnavailable)
@@ -344,7 +344,7 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 func (e *Endpoint) callStateless(ctx context.Context, u *userState, ent *entry, args, token json.RawMessage, sess ext.Session) (*ext.CallToolResult, *rpcError) {
 	e.calls.Add(1)
 	res, failed, rerr := e.callHost(ctx, &api.CallRequest{
-		User: u.user, Name: ent.original, Arguments: args, ProgressToken: token, Session: sess,
+		User: u.user, Name: ent.original, Arguments: args, ProgressToken: token, Session: sess, Scope: u.scope,
 	}, ent, nil)
 	if rerr != nil {
 		return nil, rerr
@@ -378,7 +378,7 @@ func (x *sdkServer) promptHandler(original string) mcp.PromptHandler {
 		args, _ := json.Marshal(req.Params.Arguments)
 		sess := newSDKSession(ctx, req)
 		defer sess.end()
-		out, err := x.e.host.GetPrompt(ctx, &api.PromptRequest{User: x.u.user, Name: original, Arguments: args, Session: sess})
+		out, err := x.e.host.GetPrompt(ctx, &api.PromptRequest{User: x.u.user, Name: original, Arguments: args, Session: sess, Scope: x.u.scope})
 		if err := hostError(out, err, fmt.Sprintf("prompt %q", req.Params.Name)); err != nil {
 			return nil, err
 		}
@@ -393,7 +393,7 @@ func (x *sdkServer) promptHandler(original string) mcp.PromptHandler {
 func (x *sdkServer) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	sess := newSDKSession(ctx, req)
 	defer sess.end()
-	out, err := x.e.host.ReadResource(ctx, &api.ResourceRequest{User: x.u.user, URI: req.Params.URI, Session: sess})
+	out, err := x.e.host.ReadResource(ctx, &api.ResourceRequest{User: x.u.user, URI: req.Params.URI, Session: sess, Scope: x.u.scope})
 	if errors.Is(err, ext.ErrNotFound) {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
@@ -421,6 +421,9 @@ func (x *sdkServer) complete(ctx context.Context, req *mcp.CompleteRequest) (*mc
 			p.Ref = &ref
 			params, _ = json.Marshal(&p)
 		}
+	}
+	if x.u.scope != nil && !x.u.cat.Load().completes(params) {
+		return nil, hostError(nil, ext.ErrNotFound, "completion")
 	}
 	sess := newSDKSession(ctx, req)
 	defer sess.end()

@@ -110,6 +110,8 @@ type catalogSource struct {
 // refreshes them.
 type userState struct {
 	user     string
+	scope    *ext.Scope            // the view's scope (a scoped token's); nil: everything
+	key      string                // its key in Endpoint.users: viewKey(user, scope)
 	refs     int                   // guarded by Endpoint.mu
 	sessions map[*session]struct{} // open sessions; guarded by Endpoint.mu
 	lease    time.Time             // a stateless request's hold ends then; guarded by Endpoint.mu
@@ -134,20 +136,35 @@ func (u *userState) stopLocked() {
 	}
 }
 
-// acquire returns the user's state with its tables loaded, holding a
-// reference that the caller releases. The first caller loads; concurrent
-// ones wait for it.
-func (e *Endpoint) acquire(ctx context.Context, user string) (*userState, error) {
+// viewKey names a user's view: the user's whole tables, or those a
+// scope reaches. Every session and stateless request of one token scope
+// shares one view.
+func viewKey(user string, scope *ext.Scope) string {
+	if scope == nil {
+		return user
+	}
+	return user + "\x00" + scope.Key()
+}
+
+// acquire returns the state of the user's view (everything, or what
+// scope reaches) with its tables loaded, holding a reference that the
+// caller releases. The first caller loads; concurrent ones wait for it.
+func (e *Endpoint) acquire(ctx context.Context, user string, scope *ext.Scope) (*userState, error) {
+	key := viewKey(user, scope)
 	e.mu.Lock()
 	if e.closing.Load() {
 		e.mu.Unlock()
 		return nil, errClosed
 	}
-	u := e.users[user]
+	u := e.users[key]
 	first := u == nil
 	if first {
-		u = &userState{user: user, ready: make(chan struct{}), stop: make(chan struct{}), sessions: map[*session]struct{}{}}
-		e.users[user] = u
+		u = &userState{user: user, scope: scope, key: key, ready: make(chan struct{}), stop: make(chan struct{}), sessions: map[*session]struct{}{}}
+		e.users[key] = u
+		if e.views[user] == nil {
+			e.views[user] = map[*userState]struct{}{}
+		}
+		e.views[user][u] = struct{}{}
 	}
 	u.refs++
 	e.mu.Unlock()
@@ -157,9 +174,10 @@ func (e *Endpoint) acquire(ctx context.Context, user string) (*userState, error)
 		if u.err != nil {
 			// A failed load is not cached: the next request tries again.
 			e.mu.Lock()
-			if e.users[user] == u {
-				delete(e.users, user)
+			if e.users[key] == u {
+				delete(e.users, key)
 			}
+			e.forgetView(u)
 			e.mu.Unlock()
 		}
 		close(u.ready)
@@ -185,10 +203,21 @@ func (e *Endpoint) release(u *userState) {
 	defer e.mu.Unlock()
 	u.refs--
 	if u.refs == 0 {
-		if e.users[u.user] == u {
-			delete(e.users, u.user)
+		if e.users[u.key] == u {
+			delete(e.users, u.key)
 		}
+		e.forgetView(u)
 		u.stopLocked()
+	}
+}
+
+// forgetView drops u from its user's views. e.mu must be held.
+func (e *Endpoint) forgetView(u *userState) {
+	if vs := e.views[u.user]; vs != nil {
+		delete(vs, u)
+		if len(vs) == 0 {
+			delete(e.views, u.user)
+		}
 	}
 }
 
@@ -208,8 +237,8 @@ func (e *Endpoint) load(ctx context.Context, u *userState) error {
 		stop()
 		return fmt.Errorf("listing the tools of user %q: %w", u.user, err)
 	}
-	u.table.Store(e.buildTable(u.user, tools, nil))
-	u.cat.Store(e.loadCatalog(ctx, u.user))
+	u.table.Store(e.buildTable(u.user, inScope(tools, u.scope), nil))
+	u.cat.Store(e.loadCatalog(ctx, u.user, u.scope))
 	e.mu.Lock()
 	if e.closing.Load() {
 		e.mu.Unlock()
@@ -270,7 +299,7 @@ func (e *Endpoint) refreshTools(u *userState) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	old := u.table.Load()
-	t := e.buildTable(u.user, tools, old)
+	t := e.buildTable(u.user, inScope(tools, u.scope), old)
 	u.table.Store(t)
 	baseChanged := !slices.Equal(old.base, t.base) || (len(old.deferred) > 0) != (len(t.deferred) > 0)
 	for _, s := range e.sessionsOf(u) {
@@ -292,7 +321,7 @@ func (e *Endpoint) refreshTools(u *userState) {
 func (e *Endpoint) refreshCatalog(u *userState) {
 	ctx, cancel := context.WithTimeout(e.ctx, refreshTimeout)
 	defer cancel()
-	c := e.loadCatalog(ctx, u.user)
+	c := e.loadCatalog(ctx, u.user, u.scope)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	old := u.cat.Load()
@@ -318,13 +347,31 @@ func sameItems(a, b []listItem) bool {
 	return slices.EqualFunc(a, b, func(x, y listItem) bool { return x.key == y.key && bytes.Equal(x.json, y.json) })
 }
 
+// inScope returns the tools scope reaches (all of them for nil).
+func inScope(tools []api.Tool, scope *ext.Scope) []api.Tool {
+	if scope == nil {
+		return tools
+	}
+	out := make([]api.Tool, 0, len(tools))
+	for _, t := range tools {
+		if scope.AllowsTool(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // loadCatalog lists the user's prompts, resources, templates and
-// instructions; a part that fails is left empty and logged.
-func (e *Endpoint) loadCatalog(ctx context.Context, user string) *catalogView {
+// instructions (those of the scope's servers only, when scope is set); a
+// part that fails is left empty and logged.
+func (e *Endpoint) loadCatalog(ctx context.Context, user string, scope *ext.Scope) *catalogView {
 	c := &catalogView{promptByName: map[string]*promptEntry{}}
 	prompts, err := e.host.Prompts(ctx, user)
 	if err != nil {
 		e.log.Warn("mcp: listing a user's prompts", "user", user, "err", err)
+	}
+	if scope != nil {
+		prompts = slices.DeleteFunc(slices.Clone(prompts), func(p api.Prompt) bool { return !scope.AllowsPrompt(p.Name) })
 	}
 	originals := make([]string, 0, len(prompts))
 	for _, p := range prompts {
@@ -349,6 +396,10 @@ func (e *Endpoint) loadCatalog(ctx context.Context, user string) *catalogView {
 	resources, templates, err := e.host.Resources(ctx, user)
 	if err != nil {
 		e.log.Warn("mcp: listing a user's resources", "user", user, "err", err)
+	}
+	if scope != nil {
+		resources = slices.DeleteFunc(slices.Clone(resources), func(r api.Resource) bool { return !scope.AllowsServer(r.Server) })
+		templates = slices.DeleteFunc(slices.Clone(templates), func(t api.ResourceTemplate) bool { return !scope.AllowsServer(t.Server) })
 	}
 	for _, r := range resources {
 		def := r.Definition
@@ -375,6 +426,11 @@ func (e *Endpoint) loadCatalog(ctx context.Context, user string) *catalogView {
 	ins, err := e.host.Instructions(ctx, user)
 	if err != nil {
 		e.log.Warn("mcp: reading a user's instructions", "user", user, "err", err)
+	}
+	if scope != nil {
+		// A source is a server (ext-mcp's); another extension's source
+		// names no server of the scope and is left out.
+		ins = slices.DeleteFunc(slices.Clone(ins), func(in api.Instruction) bool { return !scope.AllowsServer(in.Source) })
 	}
 	c.instructions = mergeInstructions(ins)
 	return c

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/auth"
@@ -58,6 +59,18 @@ func (t *TokenAdmin) CreateToken(ctx context.Context, user, name string, operato
 	return plain, tokenInfo(tok), nil
 }
 
+// CreateScopedToken issues a user's token narrowed to scope and/or
+// expiring. A scope may name servers the user does not have yet: it is
+// applied to what the user has at each request, so it grants nothing
+// there until the user adds the server.
+func (t *TokenAdmin) CreateScopedToken(ctx context.Context, user, name string, scope *ext.Scope, expires time.Time) (string, control.TokenInfo, error) {
+	plain, tok, err := t.Store.CreateScopedToken(ctx, user, name, auth.TokenOptions{Scope: scope, Expires: expires})
+	if err != nil {
+		return "", control.TokenInfo{}, mapAuthErr(err)
+	}
+	return plain, tokenInfo(tok), nil
+}
+
 // ListTokens lists a user's tokens, or every token when user is "".
 func (t *TokenAdmin) ListTokens(ctx context.Context, user string) ([]control.TokenInfo, error) {
 	toks, err := t.Store.ListTokens(ctx, user)
@@ -92,7 +105,8 @@ func LoginURL(baseURL, code string) string {
 }
 
 func tokenInfo(t auth.Token) control.TokenInfo {
-	return control.TokenInfo{ID: t.ID, User: t.User, Operator: t.Operator, Name: t.Name, Created: t.Created, LastUsed: t.LastUsed}
+	return control.TokenInfo{ID: t.ID, User: t.User, Operator: t.Operator, Name: t.Name, Created: t.Created, LastUsed: t.LastUsed,
+		Scope: t.Scope, Expires: t.Expires, Expired: t.Expired, Extension: t.Extension}
 }
 
 // mapAuthErr gives auth's errors the ext sentinels the control socket maps

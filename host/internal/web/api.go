@@ -54,7 +54,14 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request) (auth.Prin
 		writeError(w, http.StatusTooManyRequests, le.Error(), nil)
 	case errors.Is(err, auth.ErrInvalidToken):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agenthost", error="invalid_token"`)
-		writeError(w, http.StatusUnauthorized, "invalid or revoked token", nil)
+		msg := "invalid or revoked token"
+		switch {
+		case errors.Is(err, auth.ErrScoped):
+			msg = "this token is scoped to some servers: it opens /mcp only, not the JSON API"
+		case errors.Is(err, auth.ErrExpired):
+			msg = "this token has expired"
+		}
+		writeError(w, http.StatusUnauthorized, msg, nil)
 	default:
 		s.logger.Error("checking a bearer token", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error; the host's log has the details", nil)

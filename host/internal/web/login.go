@@ -280,6 +280,12 @@ func (s *server) loginSubmit(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			if errors.Is(err, auth.ErrInvalidToken) && !errors.Is(err, auth.ErrLockedOut) {
 				v.Error = "That token is not valid, or it has been revoked."
+				switch {
+				case errors.Is(err, auth.ErrScoped):
+					v.Error = "That token is limited to some servers: it works on the MCP endpoint only, not here."
+				case errors.Is(err, auth.ErrExpired):
+					v.Error = "That token has expired."
+				}
 				s.render(w, r, http.StatusUnauthorized, "login.html", v)
 				return
 			}

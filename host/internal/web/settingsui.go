@@ -130,7 +130,9 @@ type settingsView struct {
 	SessionToken             string // the token this session came from
 	NewToken, NewTokenName   string // a token just made, shown once
 	TokenName, TokenNameErr  string // a refused name
-	Apps                     appsView
+	// A refused scope or expiry: the fields as sent and their errors.
+	TokenServers, TokenServersErr, TokenTools, TokenToolsErr, TokenExpires, TokenExpiresErr string
+	Apps                                                                                    appsView
 }
 
 // submitted is a refused submission to re-render: the section, the
@@ -281,6 +283,9 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 	if sub != nil && sub.ext == tokensTarget {
 		v.NewToken, v.NewTokenName = sub.newToken, sub.newTokenName
 		v.TokenName, v.TokenNameErr = sub.form.Get("name"), sub.errs["name"]
+		v.TokenServers, v.TokenServersErr = sub.form.Get("servers"), sub.errs["servers"]
+		v.TokenTools, v.TokenToolsErr = sub.form.Get("tools"), sub.errs["tools"]
+		v.TokenExpires, v.TokenExpiresErr = sub.form.Get("expires"), sub.errs["expires"]
 		if sub.general != "" {
 			v.Error = sub.general
 		}

@@ -7,9 +7,11 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/auth"
 )
 
@@ -33,11 +35,22 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := strings.TrimSpace(r.PostForm.Get("name"))
-	sub := &submitted{ext: tokensTarget, form: url.Values{"name": {name}}, errs: map[string]string{}}
-	plain, tok, err := s.a.CreateToken(r.Context(), ws.User, name)
+	servers, tools, expires := r.PostForm.Get("servers"), r.PostForm.Get("tools"), r.PostForm.Get("expires")
+	sub := &submitted{ext: tokensTarget, form: url.Values{"name": {name}, "servers": {servers}, "tools": {tools}, "expires": {expires}}, errs: map[string]string{}}
+	opts, field, msg := tokenOptions(servers, tools, expires, time.Now())
+	if field != "" {
+		sub.errs[field] = msg
+		s.renderSettings(w, r, http.StatusBadRequest, sub, "")
+		return
+	}
+	plain, tok, err := s.a.CreateScopedToken(r.Context(), ws.User, name, opts)
 	switch {
-	case errors.Is(err, auth.ErrInvalidArgument):
+	case errors.Is(err, auth.ErrInvalidArgument) && checkTokenName(name) != nil:
 		sub.errs["name"] = "use 1 to 64 letters, digits, spaces or . _ @ + : / ( ) -"
+		s.renderSettings(w, r, http.StatusBadRequest, sub, "")
+		return
+	case errors.Is(err, auth.ErrInvalidArgument), errors.Is(err, ext.ErrInvalidArgument):
+		sub.errs["servers"] = err.Error()
 		s.renderSettings(w, r, http.StatusBadRequest, sub, "")
 		return
 	case err != nil:
@@ -107,17 +120,25 @@ func (s *server) apiCreateToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in struct {
-		Name string `json:"name"`
+		Name    string     `json:"name"`
+		Scope   *ext.Scope `json:"scope"`
+		Expires time.Time  `json:"expires"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		writeError(w, http.StatusBadRequest, `the body must be {"name": "<a name for the token>"}`, nil)
+		writeError(w, http.StatusBadRequest, `the body must be {"name": "<a name for the token>"}, with optional "scope": {"servers": [...], "tools": [globs]} and "expires": "<RFC 3339 time>"`, nil)
 		return
 	}
-	plain, tok, err := s.a.CreateToken(r.Context(), p.User, in.Name)
-	if errors.Is(err, auth.ErrInvalidArgument) {
-		writeError(w, http.StatusBadRequest, err.Error(), []fieldError{{Field: "name", Message: "use 1 to 64 letters, digits, spaces or . _ @ + : / ( ) -"}})
+	plain, tok, err := s.a.CreateScopedToken(r.Context(), p.User, in.Name, auth.TokenOptions{Scope: in.Scope, Expires: in.Expires})
+	if errors.Is(err, auth.ErrInvalidArgument) || errors.Is(err, ext.ErrInvalidArgument) {
+		field, msg := "scope", err.Error()
+		if checkTokenName(in.Name) != nil {
+			field, msg = "name", "use 1 to 64 letters, digits, spaces or . _ @ + : / ( ) -"
+		} else if !in.Expires.IsZero() && !in.Expires.After(time.Now()) {
+			field = "expires"
+		}
+		writeError(w, http.StatusBadRequest, err.Error(), []fieldError{{Field: field, Message: msg}})
 		return
 	}
 	if err != nil {
@@ -145,3 +166,43 @@ func (s *server) apiRevokeToken(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// tokenOptions reads the settings page's scope and expiry fields: servers
+// and tool globs comma-separated, an expiry among expiryChoices. It
+// returns the field at fault and why.
+func tokenOptions(servers, tools, expires string, now time.Time) (o auth.TokenOptions, field, msg string) {
+	split := func(v string) []string {
+		var out []string
+		for _, x := range strings.Split(v, ",") {
+			if x = strings.TrimSpace(x); x != "" {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	if sv := split(servers); len(sv) > 0 {
+		o.Scope = &ext.Scope{Servers: sv, Tools: split(tools)}
+		if err := o.Scope.Clone().Validate(); err != nil {
+			return o, "servers", err.Error()
+		}
+	} else if strings.TrimSpace(tools) != "" {
+		return o, "tools", "name the servers too: the globs narrow those servers' tools"
+	}
+	if expires != "" {
+		d, ok := expiryChoices[expires]
+		if !ok {
+			return o, "expires", "choose one of the listed expiries"
+		}
+		o.Expires = now.Add(d)
+	}
+	return o, "", ""
+}
+
+// expiryChoices are the settings page's expiries.
+var expiryChoices = map[string]time.Duration{
+	"30m": 30 * time.Minute, "1h": time.Hour, "8h": 8 * time.Hour, "24h": 24 * time.Hour, "168h": 7 * 24 * time.Hour, "720h": 30 * 24 * time.Hour,
+}
+
+// checkTokenName is auth's rule for a token's name (a name it refuses
+// is the name field's error, anything else the scope's).
+func checkTokenName(name string) error { return auth.CheckTokenName(name) }

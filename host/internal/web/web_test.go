@@ -1333,6 +1333,57 @@ func TestUserTokens(t *testing.T) {
 	}
 }
 
+// TestScopedUserTokens: the settings page and the JSON API make scoped,
+// expiring tokens and list them with their scope and expiry; a bad glob
+// or tools without servers is the field's error; the scoped token itself
+// opens neither the page's API nor a sign-in.
+func TestScopedUserTokens(t *testing.T) {
+	e := newEnv(t, nil)
+	b := e.signIn("alice")
+	r := b.postCSRF("/settings/_tokens", url.Values{"name": {"notes agent"}, "servers": {"notes, files"}, "tools": {"notes/list_*"}, "expires": {"1h"}})
+	m := regexp.MustCompile(`id="new-token" value="(ah_[A-Za-z0-9_-]{43})" readonly`).FindStringSubmatch(r.body)
+	if r.code != 200 || m == nil {
+		t.Fatalf("create: %d\n%s", r.code, r.body)
+	}
+	if !strings.Contains(r.body, "MCP only: servers files,notes; tools notes/list_*") {
+		t.Errorf("the list lacks the token's scope")
+	}
+	toks, _ := e.a.ListTokens(context.Background(), "alice")
+	var scoped auth.Token
+	for _, tk := range toks {
+		if tk.Name == "notes agent" {
+			scoped = tk
+		}
+	}
+	if scoped.Scope == nil || time.Until(scoped.Expires) < 59*time.Minute || time.Until(scoped.Expires) > time.Hour {
+		t.Errorf("stored token = %+v, want scoped, expiring in 1h", scoped)
+	}
+	if r := e.api("GET", "/api/v1/me", m[1], ""); r.code != 401 || !strings.Contains(r.body, "opens /mcp only") {
+		t.Errorf("the scoped token on the JSON API: %d %s, want 401 saying why", r.code, r.body)
+	}
+	for field, form := range map[string]url.Values{
+		"servers": {"name": {"x"}, "servers": {"notes"}, "tools": {"notes/["}},
+		"tools":   {"name": {"x"}, "tools": {"notes/*"}},
+		"expires": {"name": {"x"}, "expires": {"5s"}},
+	} {
+		if r := b.postCSRF("/settings/_tokens", form); r.code != 400 || !strings.Contains(r.body, `id="token-`+field+`-error"`) {
+			t.Errorf("%v: %d, want the %s field's error", form, r.code, field)
+		}
+	}
+
+	apiTok := e.token("carol")
+	r = e.api("POST", "/api/v1/tokens", apiTok, `{"name":"ci","scope":{"servers":["notes"],"tools":["notes/*"]},"expires":"`+time.Now().Add(time.Hour).Format(time.RFC3339)+`"}`)
+	if r.code != 201 || !strings.Contains(r.body, `"scope":{"servers":["notes"],"tools":["notes/*"]}`) || !strings.Contains(r.body, `"expires":`) {
+		t.Fatalf("POST a scoped token: %d %s", r.code, r.body)
+	}
+	if r := e.api("GET", "/api/v1/tokens", apiTok, ""); !strings.Contains(r.body, `"servers":["notes"]`) {
+		t.Errorf("GET tokens lacks the scope: %s", r.body)
+	}
+	if r := e.api("POST", "/api/v1/tokens", apiTok, `{"name":"ci","scope":{"servers":[]}}`); r.code != 400 || !strings.Contains(r.body, `"scope"`) {
+		t.Errorf("a scope without servers: %d %s", r.code, r.body)
+	}
+}
+
 // TestConcurrentUsers runs several users' browsers and API clients at once
 // (under -race in CI): each sees only their own values.
 func TestConcurrentUsers(t *testing.T) {
