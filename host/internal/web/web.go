@@ -23,6 +23,7 @@ import (
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/host/internal/guard"
+	"github.com/agenthost/agenthost/host/internal/oidclogin"
 	"github.com/agenthost/agenthost/settings"
 )
 
@@ -72,7 +73,10 @@ type Options struct {
 	// from this browser and returns the authorization URL to send it to
 	// (the settings page's Connect buttons); nil offers none.
 	SignIn func(w http.ResponseWriter, r *http.Request, user, extName, name string) (authURL string, err error)
-	_      struct{}
+	// OIDC, when set, signs people in with the operator's OpenID Connect
+	// provider: the sign-in page offers it first.
+	OIDC *oidclogin.Login
+	_    struct{}
 }
 
 // Limits and names.
@@ -187,6 +191,8 @@ func (s *server) routes(r chi.Router) {
 
 	r.Get("/settings/login", s.loginPage)
 	r.Post("/settings/login", s.loginSubmit)
+	r.Get(OIDCStartPath, s.oidcStart)
+	r.Get(OIDCCallbackPath, s.oidcCallback)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireSession)
 		r.Post("/settings/logout", s.logout)
