@@ -1,8 +1,27 @@
 // Package auth keeps the host's access control in one SQLite file
-// (auth.db in the data folder): the bearer tokens the host issues to users
-// and to the operator, one-time login links for the settings web UI, the
-// web sessions they open, and a [Limiter] that locks out an address after
-// repeated failures.
+// (auth.db in the data folder): the users the host knows, the bearer
+// tokens it issues to them and to the operator, one-time login links for
+// the settings web UI, the web sessions they open, and a [Limiter] that
+// locks out an address after repeated failures.
+//
+// # Users
+//
+// A user is created by the operator naming them (a token or login link
+// issued for a new name: [SourceOperator]), by a sign-in through the
+// OpenID provider ([Store.UpsertUser]), or was known before the table
+// existed ([SourceExisting]: backfilled from tokens, sessions and links by
+// the migration, and from the settings store by the host,
+// [Store.RecordUsers]). Nothing else makes a user: a name nobody issued a
+// credential to and nobody signed in as is unknown. Their last activity
+// is recorded at most once per Options.TouchEvery per user.
+//
+// [Store.DisableUser] and [Store.DeleteUser] revoke, in one transaction,
+// the user's tokens, sessions and login links, and then tell the
+// [Store.OnRevoke] subscribers of each token and the [Store.OnUserChange]
+// subscribers of the user (who revoke OAuth grants, close MCP sessions,
+// stop processes). A disabled user's sign-in, new tokens, links and
+// sessions are [ErrUserDisabled] until [Store.EnableUser]; their old
+// tokens stay revoked.
 //
 // # Secrets at rest
 //

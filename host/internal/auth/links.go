@@ -13,7 +13,9 @@ const codePrefix = "ahl_"
 
 // CreateLoginLink issues a one-time login code for user, valid for ttl (0
 // means Options.LoginLinkTTL, 15 minutes by default). Put it in a link
-// such as /settings/login?code=CODE. Only its hash is stored.
+// such as /settings/login?code=CODE. Only its hash is stored. A user not
+// yet known is created ([SourceOperator]); a disabled one is
+// [ErrUserDisabled] (disabling voids their links).
 func (s *Store) CreateLoginLink(ctx context.Context, user string, ttl time.Duration) (string, error) {
 	if err := checkUser(user); err != nil {
 		return "", err
@@ -25,6 +27,9 @@ func (s *Store) CreateLoginLink(ctx context.Context, user string, ttl time.Durat
 	now := s.now()
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM login_links WHERE expires_at <= ?`, ms(now)); err != nil {
+			return err
+		}
+		if err := admitUser(ctx, tx, user, SourceOperator, now); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO login_links (hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)`,
@@ -79,13 +84,20 @@ func (s *Store) RedeemLoginLink(ctx context.Context, code string) (string, error
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrInvalidCode
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		var disabled int64
+		if err := tx.QueryRowContext(ctx, `SELECT disabled_at FROM users WHERE name = ?`, user).Scan(&disabled); err == nil && disabled != 0 {
+			return fmt.Errorf("user %q: %w", user, ErrUserDisabled)
+		}
+		return nil
 	})
 	if err == nil && expires <= ms(s.now()) {
 		err = ErrInvalidCode // expired: deleted all the same
 	}
 	if err != nil {
-		if errors.Is(err, ErrInvalidCode) {
+		if errors.Is(err, ErrInvalidCode) || errors.Is(err, ErrUserDisabled) {
 			return "", err
 		}
 		return "", fmt.Errorf("redeeming login link: %w", err)

@@ -30,7 +30,8 @@ type Session struct {
 
 // CreateSession opens a web session for p and returns its ID (for the
 // cookie) and CSRF token. A session opened with a token (p.TokenID set)
-// ends when that token is revoked. Only the ID's hash is stored.
+// ends when that token is revoked. Only the ID's hash is stored. A
+// disabled user's is [ErrUserDisabled].
 func (s *Store) CreateSession(ctx context.Context, p Principal) (id, csrf string, err error) {
 	if p.Operator {
 		if p.User != "" {
@@ -49,6 +50,11 @@ func (s *Store) CreateSession(ctx context.Context, p Principal) (id, csrf string
 		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE last_seen_at <= ? OR created_at <= ?`,
 			ms(now.Add(-s.idle)), ms(now.Add(-s.maxAge))); err != nil {
 			return err
+		}
+		if !p.Operator {
+			if err := admitUser(ctx, tx, p.User, SourceOperator, now); err != nil {
+				return err
+			}
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (hash, user_id, operator, token_id, csrf, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			hashOf(id), p.User, boolInt(p.Operator), tokenID, csrf, ms(now), ms(now))
@@ -95,6 +101,9 @@ func (s *Store) Session(ctx context.Context, id string) (*Session, error) {
 			return err
 		})
 		return nil, ErrNoSession
+	}
+	if !ss.Operator {
+		s.SeenUser(ctx, ss.User)
 	}
 	if now.Sub(ss.LastSeen) >= s.touchEvery {
 		if err := s.write(ctx, func(tx *sql.Tx) error {

@@ -92,7 +92,13 @@ type Store struct {
 	// time, and queueing here is cheaper than its sleeping busy handler.
 	wmu sync.Mutex
 
-	revoked api.Callbacks[string] // revocation listeners, by token or grant ID
+	revoked    api.Callbacks[string]    // revocation listeners, by token or grant ID
+	userEvents api.Callbacks[UserEvent] // user listeners (disabled, deleted, groups)
+
+	// seen is when each user's last activity was recorded (SeenUser's
+	// throttle), guarded by seenMu.
+	seenMu sync.Mutex
+	seen   map[string]time.Time
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -136,6 +142,32 @@ var migrations = []string{
 		hash       BLOB    PRIMARY KEY,
 		revoked_at INTEGER NOT NULL
 	) STRICT, WITHOUT ROWID`,
+	// The users the host knows (issue 19). Groups are JSON arrays of
+	// strings; disabled_at 0 means enabled.
+	8: `CREATE TABLE users (
+		name            TEXT    PRIMARY KEY,
+		created_at      INTEGER NOT NULL,
+		last_seen_at    INTEGER NOT NULL DEFAULT 0,
+		source          TEXT    NOT NULL,
+		email           TEXT    NOT NULL DEFAULT '',
+		oidc_issuer     TEXT    NOT NULL DEFAULT '',
+		oidc_subject    TEXT    NOT NULL DEFAULT '',
+		provider_groups TEXT    NOT NULL DEFAULT '[]',
+		operator_groups TEXT    NOT NULL DEFAULT '[]',
+		disabled_at     INTEGER NOT NULL DEFAULT 0,
+		disabled_by     TEXT    NOT NULL DEFAULT ''
+	) STRICT, WITHOUT ROWID`,
+	9: `CREATE UNIQUE INDEX users_oidc ON users (oidc_issuer, oidc_subject) WHERE oidc_subject != ''`,
+	// Before the users table, a user was a name in a token, a session or
+	// a login link: each such name becomes a user, created when the
+	// earliest of them was. (Names only in the settings store are added
+	// by the host at start, RecordUsers.)
+	10: `INSERT OR IGNORE INTO users (name, created_at, last_seen_at, source)
+		SELECT user_id, min(created_at), max(last_seen), 'existing' FROM (
+			SELECT user_id, created_at, last_used_at AS last_seen FROM tokens WHERE operator = 0 AND user_id != ''
+			UNION ALL SELECT user_id, created_at, last_seen_at FROM sessions WHERE operator = 0 AND user_id != ''
+			UNION ALL SELECT user_id, created_at, 0 FROM login_links
+		) GROUP BY user_id`,
 }
 
 // keepRevoked is how long a revoked token is remembered as revoked
@@ -180,6 +212,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		idle:       orDefault(o.SessionIdle, 12*time.Hour),
 		maxAge:     orDefault(o.SessionMaxAge, 7*24*time.Hour),
 		touchEvery: orDefault(o.TouchEvery, time.Minute),
+		seen:       map[string]time.Time{},
 	}
 	return s, nil
 }

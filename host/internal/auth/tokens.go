@@ -40,7 +40,9 @@ type Principal struct {
 }
 
 // CreateToken issues a bearer token for user. The plaintext is returned
-// once and never stored: keep it or lose it.
+// once and never stored: keep it or lose it. A user not yet known is
+// created ([SourceOperator]: only the operator, or the user themselves,
+// issues tokens); a disabled one is [ErrUserDisabled].
 func (s *Store) CreateToken(ctx context.Context, user, name string) (string, Token, error) {
 	if err := checkUser(user); err != nil {
 		return "", Token{}, err
@@ -61,6 +63,11 @@ func (s *Store) createToken(ctx context.Context, user, name string, operator boo
 	plain := newSecret(TokenPrefix)
 	t := Token{ID: newID("tok_"), User: user, Name: name, Operator: operator, Created: s.now().Truncate(time.Millisecond)}
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		if !operator {
+			if err := admitUser(ctx, tx, user, SourceOperator, t.Created); err != nil {
+				return err
+			}
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (id, user_id, name, operator, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			t.ID, user, name, boolInt(operator), hashOf(plain), ms(t.Created))
 		return err
@@ -184,6 +191,9 @@ func (s *Store) Verify(ctx context.Context, token string) (Principal, error) {
 		return Principal{}, ErrInvalidToken
 	}
 	p.Operator = op == 1
+	if !p.Operator {
+		s.SeenUser(ctx, p.User)
+	}
 	if now := s.now(); now.Sub(fromMS(lastUsed)) >= s.touchEvery {
 		// A lost update only delays the next one; the check stands.
 		_ = s.write(ctx, func(tx *sql.Tx) error {
