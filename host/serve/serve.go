@@ -155,6 +155,10 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	base := guard.PathOf(cfg.PublicURL)
 	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
 		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base}
+	if webOpts.OIDC, err = s.openOIDC(h, logger.With("surface", "oidc")); err != nil {
+		_ = a.Close()
+		return nil, fmt.Errorf("serve: %w", err)
+	}
 	sessions := web.NewSessions(a, webOpts)
 	if cfg.OAuth.On() {
 		if s.oauth, err = s.openOAuth(&o, sessions, proxies.Key, hosts); err != nil {

@@ -65,9 +65,9 @@ type Users interface {
 	// their user on first sight, or updates email, subject, groups and
 	// last seen. An error matching [ErrDisabled] refuses a disabled user.
 	Admitted(ctx context.Context, id Identity) error
-	// NotAdmitted is told that the rule refused user: a user who exists
-	// is disabled.
-	NotAdmitted(ctx context.Context, user, reason string) error
+	// NotAdmitted is told that the rule refused the person: a user bound
+	// to this identity is disabled (they left the group).
+	NotAdmitted(ctx context.Context, id Identity, reason string) error
 }
 
 // ErrDisabled is a user the operator disabled.
@@ -217,7 +217,7 @@ func (l *Login) Finish(ctx context.Context, st State, q url.Values) (string, err
 	}
 	if reason := l.admit(id); reason != "" {
 		l.cfg.Logger.Warn("oidc: sign-in refused by the admission rule", "user", id.User, "reason", reason)
-		if nerr := l.cfg.Users.NotAdmitted(ctx, id.User, reason); nerr != nil {
+		if nerr := l.cfg.Users.NotAdmitted(ctx, id, reason); nerr != nil {
 			return "", fmt.Errorf("oidclogin: disabling %s: %w", id.User, nerr)
 		}
 		return "", &Refusal{User: id.User, Reason: reason}

@@ -72,8 +72,8 @@ func sign(t *testing.T, s jose.Signer, c map[string]any) string {
 
 type noUsers struct{}
 
-func (noUsers) Admitted(context.Context, Identity) error          { return nil }
-func (noUsers) NotAdmitted(context.Context, string, string) error { return nil }
+func (noUsers) Admitted(context.Context, Identity) error            { return nil }
+func (noUsers) NotAdmitted(context.Context, Identity, string) error { return nil }
 
 func newTestLogin(t *testing.T, issuer string) *Login {
 	l, err := New(Config{Issuer: issuer, ClientID: "agenthost",
