@@ -15,7 +15,9 @@
 // redirect URIs from -redirect) whose ID tokens carry the email and
 // profile claims (as Google's and Keycloak's do); and the signing key
 // rotated on SIGHUP or, with -admin, on POST /admin/rotate-keys: a new key
-// signs from then on, the JWKS lists it first and keeps the old one.
+// signs from then on, the JWKS lists it first and keeps the old one. With
+// -admin, POST /admin/groups?username=U&group=G&group=H replaces a user's
+// groups (a person leaving a group at the provider).
 //
 // It prints "serving <issuer>" on stderr once it listens. Passwords are
 // compared in clear: for tests only.
@@ -114,6 +116,14 @@ func run() error {
 			}
 			fmt.Fprintln(w, st.current())
 		})
+		mux.HandleFunc("POST /admin/groups", func(w http.ResponseWriter, r *http.Request) {
+			u := users.GetUserByUsername(r.FormValue("username"))
+			if u == nil {
+				http.Error(w, "no such user", http.StatusNotFound)
+				return
+			}
+			users.setGroups(u.ID, r.Form["group"])
+		})
 	}
 	mux.Handle("/", router)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -176,9 +186,24 @@ func readUsers(path string) (*userStore, error) {
 }
 
 // userStore is the example storage's UserStore over the -users file.
+// The groups change (POST /admin/groups), under mu.
 type userStore struct {
-	byID   map[string]*storage.User
+	byID map[string]*storage.User
+
+	mu     sync.Mutex
 	groups map[string][]string
+}
+
+func (u *userStore) groupsOf(id string) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.groups[id]
+}
+
+func (u *userStore) setGroups(id string, g []string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.groups[id] = g
 }
 
 func (u *userStore) GetUserByID(id string) *storage.User { return u.byID[id] }
@@ -274,7 +299,7 @@ func (s *store) SetUserinfoFromScopes(ctx context.Context, ui *oidc.UserInfo, us
 	if err := s.Storage.SetUserinfoFromScopes(ctx, ui, userID, clientID, scopes); err != nil {
 		return err
 	}
-	if g := s.users.groups[userID]; len(g) > 0 {
+	if g := s.users.groupsOf(userID); len(g) > 0 {
 		ui.AppendClaims("groups", g)
 	}
 	return nil

@@ -1,0 +1,262 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/agenthost/agenthost/examples/internal/testbin"
+)
+
+// oidcProvider is examples/oidcprovider (zitadel/oidc's OpenID Provider)
+// started by a test.
+type oidcProvider struct {
+	t      *testing.T
+	issuer string
+}
+
+const oidcClientSecret = "e2e-oidc-client-secret-0123456789"
+
+// startOIDCProvider starts the provider with these users, its one client
+// redirecting to redirect.
+func startOIDCProvider(t *testing.T, redirect string, users []map[string]any) *oidcProvider {
+	t.Helper()
+	bin := testbin.Build(t, pkg+"examples/oidcprovider")
+	f := filepath.Join(t.TempDir(), "users.json")
+	raw, _ := json.Marshal(users)
+	if err := os.WriteFile(f, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-users", f, "-redirect", redirect, "-admin")
+	cmd.Env = append(os.Environ(), "OIDCPROVIDER_CLIENT_SECRET="+oidcClientSecret)
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("oidcprovider log:\n%s", logs.String())
+		}
+	})
+	p := &oidcProvider{t: t}
+	eventually(t, "the OpenID provider serves", func() bool {
+		line, _, _ := strings.Cut(logs.String(), "\n")
+		if i := strings.Index(line, "serving "); i >= 0 {
+			p.issuer = strings.TrimSpace(line[i+len("serving "):])
+		}
+		return p.issuer != ""
+	})
+	return p
+}
+
+func (p *oidcProvider) admin(path string, form url.Values) {
+	p.t.Helper()
+	resp, err := http.PostForm(p.issuer+path, form)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		p.t.Fatalf("POST %s: %s", path, resp.Status)
+	}
+}
+
+// TestOIDCSignInInABrowser runs the real agenthost with a real OpenID
+// provider (examples/oidcprovider: zitadel/oidc's OP) and drives headless
+// Chromium through its login form: alice (in the allowed domain) and bob
+// (in the allowed group, outside the domain) become users at their first
+// sign-in and each lands on their own settings page with their own
+// servers; bob first arrives as an app connecting through the OAuth
+// consent page, signs in through the provider from there, comes back to
+// the consent page, allows, and the app's token works on /mcp; carol
+// (neither) gets a page naming why and no session; after the provider
+// rotates its signing key a new sign-in still verifies; bob, removed from
+// the group at the provider, is refused at his next sign-in and disabled
+// (his web session ends).
+func TestOIDCSignInInABrowser(t *testing.T) {
+	needChromium(t)
+	b := build(t)
+	port := freePort(t)
+	host := fmt.Sprintf("http://127.0.0.1:%d", port)
+	idp := startOIDCProvider(t, host+"/settings/oidc/callback", []map[string]any{
+		{"id": "u-alice", "username": "alice", "password": "alice-pw", "email": "Alice@Example.com", "emailVerified": true},
+		{"id": "u-bob", "username": "bob", "password": "bob-pw", "email": "bob@partner.org", "emailVerified": true, "groups": []string{"staff", "partners"}},
+		{"id": "u-carol", "username": "carol", "password": "carol-pw", "email": "carol@other.org", "emailVerified": true, "groups": []string{"guests"}},
+	})
+	e := newEnv(t, b, map[string]any{"userServers": "url"}, map[string]any{
+		"listen": fmt.Sprintf("127.0.0.1:%d", port),
+		"oidc": map[string]any{
+			"name": "Example IdP", "issuer": idp.issuer, "clientID": "agenthost", "clientSecret": "oidc-client",
+			"allowedDomains": []string{"example.com"}, "allowedGroups": []string{"staff"},
+		},
+	})
+	e.startServe()
+	e.must(oidcClientSecret+"\n", "secret", "set", "--operator", "oidc-client")
+	const alice, bob = "alice@example.com", "bob@partner.org"
+	for u, srv := range map[string]string{alice: "alice-own", bob: "bob-own"} {
+		e.must("", "settings", "set", "--user", u, "--ext", "mcp", "user-servers",
+			`{"servers":"{\"mcpServers\":{\"`+srv+`\":{\"url\":\"https://`+srv+`.example/mcp\"}}}"}`)
+	}
+
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	type browser struct {
+		ctx context.Context
+		do  func(step string, actions ...chromedp.Action[chromedp.Void])
+	}
+	open := func() browser {
+		ctx := newBrowser(t)
+		return browser{ctx, func(step string, actions ...chromedp.Action[chromedp.Void]) {
+			t.Helper()
+			if err := chromedp.Do(ctx, actions...); err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+		}}
+	}
+	page := func(br browser) string {
+		t.Helper()
+		s, err := chromedp.Run(br.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	location := func(br browser) string {
+		t.Helper()
+		u, err := chromedp.Run(br.ctx, chromedp.Location())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	// atProvider plays a person at the provider's login form.
+	atProvider := func(br browser, who, password string) {
+		t.Helper()
+		br.do(who+" at the provider's login form", chromedp.WaitVisible(css(`#username`)))
+		if u := location(br); !strings.HasPrefix(u, idp.issuer+"/login/") {
+			t.Fatalf("%s is at %q, want the provider's login form", who, u)
+		}
+		br.do(who+" signs in at the provider",
+			chromedp.SendKeys(css(`#username`), who),
+			chromedp.SendKeys(css(`#password`), password),
+			chromedp.Click(css(`button[type="submit"]`)),
+		)
+	}
+	// signIn signs a person in from the settings page; it returns their
+	// settings page's text.
+	signIn := func(br browser, who, password string) string {
+		t.Helper()
+		br.do(who+" opens the settings page",
+			chromedp.Navigate(host+"/settings"),
+			chromedp.WaitVisible(css(`#oidc-signin`)),
+		)
+		if got := page(br); !strings.Contains(got, "Sign in with Example IdP") {
+			t.Errorf("the sign-in page: %q; want the provider's button", got)
+		}
+		br.do(who+" chooses the provider", chromedp.Click(css(`#oidc-signin`)))
+		atProvider(br, who, password)
+		br.do(who+" lands on the settings page", chromedp.WaitVisible(css(`.who`)))
+		return page(br)
+	}
+
+	// Alice: her own page, her own server, nothing of bob's.
+	ab := open()
+	if got := signIn(ab, "alice", "alice-pw"); !strings.Contains(got, "Signed in as "+alice) || !strings.Contains(got, "alice-own") || strings.Contains(got, "bob-own") {
+		t.Errorf("alice's page after signing in:\n%s", got)
+	}
+	if u := location(ab); u != host+"/settings" {
+		t.Errorf("alice landed on %q, want %s/settings", u, host)
+	}
+
+	// Bob arrives as an app connecting through OAuth: the consent page
+	// sends him to sign in, the provider's form, and back to consent.
+	codes := make(chan url.Values, 1)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case codes <- r.URL.Query():
+		default:
+		}
+		_, _ = w.Write([]byte("app callback"))
+	}))
+	t.Cleanup(app.Close)
+	redirect := app.URL + "/callback"
+	client := e.register(redirect)
+	bb := open()
+	bb.do("bob's app opens the consent page",
+		chromedp.Navigate(e.authorizeURL(client, redirect, nil)),
+		chromedp.WaitVisible(css(`#sign-in`)),
+		chromedp.Click(css(`#sign-in`)),
+		chromedp.WaitVisible(css(`#oidc-signin`)),
+		chromedp.Click(css(`#oidc-signin`)),
+	)
+	atProvider(bb, "bob", "bob-pw")
+	bb.do("bob is back on the consent page", chromedp.WaitVisible(css(`#allow`)))
+	if got := page(bb); !strings.Contains(got, bob) {
+		t.Errorf("the consent page after bob's sign-in does not name him:\n%s", got)
+	}
+	bb.do("bob allows", chromedp.Click(css(`#allow`)))
+	var q url.Values
+	select {
+	case q = <-codes:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the app's callback never got the code")
+	}
+	code, _, body := fetch(t, http.DefaultClient, "POST", host+"/oauth/token", url.Values{"grant_type": {"authorization_code"},
+		"code": {q.Get("code")}, "redirect_uri": {redirect}, "client_id": {client}, "code_verifier": {pkceVerifier}})
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &tok) != nil || tok.AccessToken == "" {
+		t.Fatalf("the app's token exchange: %d %s", code, body)
+	}
+	if _, err := connect(t, host, tok.AccessToken); err != nil {
+		t.Fatalf("the app's token on /mcp: %v", err)
+	}
+	bb.do("bob opens his settings page", chromedp.Navigate(host+"/settings"), chromedp.WaitVisible(css(`.who`)))
+	if got := page(bb); !strings.Contains(got, "Signed in as "+bob) || !strings.Contains(got, "bob-own") || strings.Contains(got, "alice-own") {
+		t.Errorf("bob's page:\n%s", got)
+	}
+
+	// Carol: refused, with the reason; no session.
+	cb := open()
+	cb.do("carol opens the sign-in page", chromedp.Navigate(host+"/settings/login"), chromedp.WaitVisible(css(`#oidc-signin`)), chromedp.Click(css(`#oidc-signin`)))
+	atProvider(cb, "carol", "carol-pw")
+	cb.do("carol's refusal", chromedp.WaitVisible(css(`.error-box`)))
+	if got := page(cb); !strings.Contains(got, "Not allowed in") || !strings.Contains(got, "carol@other.org is not in an allowed domain") ||
+		!strings.Contains(got, "you are not in an allowed group") {
+		t.Errorf("carol's refusal page:\n%s", got)
+	}
+	cb.do("carol has no session", chromedp.Navigate(host+"/settings"), chromedp.WaitVisible(css(`#oidc-signin`)))
+
+	// The provider rotates its signing key; alice signs in again in
+	// carol's browser: the new key is fetched and the token verifies.
+	idp.admin("/admin/rotate-keys", nil)
+	if got := signIn(cb, "alice", "alice-pw"); !strings.Contains(got, "Signed in as "+alice) {
+		t.Errorf("alice's sign-in after the key rotation:\n%s", got)
+	}
+
+	// Bob leaves the group at the provider: his next sign-in is refused
+	// and disables him; his app's token stops working.
+	idp.admin("/admin/groups", url.Values{"username": {"bob"}, "group": {"partners"}})
+	db := open()
+	db.do("bob signs in again", chromedp.Navigate(host+"/settings/login"), chromedp.WaitVisible(css(`#oidc-signin`)), chromedp.Click(css(`#oidc-signin`)))
+	atProvider(db, "bob", "bob-pw")
+	db.do("bob's refusal", chromedp.WaitVisible(css(`.error-box`)))
+	if got := page(db); !strings.Contains(got, "you are not in an allowed group") {
+		t.Errorf("bob's refusal after leaving the group:\n%s", got)
+	}
+	bb.do("bob's old session is gone", chromedp.Navigate(host+"/settings"), chromedp.WaitVisible(css(`#oidc-signin`)))
+}
