@@ -260,3 +260,135 @@ func TestOIDCSignInInABrowser(t *testing.T) {
 	}
 	bb.do("bob's old session is gone", chromedp.Navigate(host+"/settings"), chromedp.WaitVisible(css(`#oidc-signin`)))
 }
+
+// toCallback plays a person without a browser: from the host's start URL
+// through the provider's login form, up to (not into) the host's callback,
+// whose URL it returns.
+func (p *oidcProvider) toCallback(hc *http.Client, start, who, password string) string {
+	p.t.Helper()
+	u := start
+	for range 10 {
+		code, hdr, body := fetch(p.t, hc, "GET", u, nil)
+		switch {
+		case code == http.StatusSeeOther || code == http.StatusFound:
+			u = resolve(p.t, u, hdr.Get("Location"))
+			continue
+		case code != http.StatusOK || !strings.Contains(body, `name="password"`):
+			p.t.Fatalf("the provider's login form at %s: %d\n%s", u, code, body)
+		}
+		lu, _ := url.Parse(u)
+		code, hdr, body = fetch(p.t, hc, "POST", p.issuer+"/login/username", url.Values{
+			"id": {lu.Query().Get("authRequestID")}, "username": {who}, "password": {password}})
+		for code == http.StatusFound && strings.HasPrefix(resolve(p.t, p.issuer, hdr.Get("Location")), p.issuer+"/") {
+			code, hdr, body = fetch(p.t, hc, "GET", resolve(p.t, p.issuer, hdr.Get("Location")), nil)
+		}
+		if code != http.StatusFound {
+			p.t.Fatalf("%s's login at the provider: %d\n%s", who, code, body)
+		}
+		return hdr.Get("Location")
+	}
+	p.t.Fatalf("too many redirects from %s", start)
+	return ""
+}
+
+func resolve(t *testing.T, base, ref string) string {
+	t.Helper()
+	b, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Parse(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.String()
+}
+
+// TestOIDCSignInGuards, over plain HTTP against the real provider: the
+// provider is asked for the code with PKCE S256 and a nonce; the pending
+// sign-in's cookie is HttpOnly, SameSite=Lax and short-lived; a callback
+// in a browser that did not start the sign-in (login CSRF), one with
+// another state, and a replay are refused and sign nobody in; a next
+// that leaves this host (an open redirect) is dropped for /settings, and
+// one of this host is kept.
+func TestOIDCSignInGuards(t *testing.T) {
+	b := build(t)
+	port := freePort(t)
+	host := fmt.Sprintf("http://127.0.0.1:%d", port)
+	idp := startOIDCProvider(t, host+"/settings/oidc/callback", []map[string]any{
+		{"id": "u-alice", "username": "alice", "password": "alice-pw", "email": "alice@example.com", "emailVerified": true},
+	})
+	e := newEnv(t, b, nil, map[string]any{
+		"listen": fmt.Sprintf("127.0.0.1:%d", port),
+		"oidc":   map[string]any{"issuer": idp.issuer, "clientID": "agenthost", "clientSecret": "oidc-client", "allowedUsers": []string{"alice@example.com"}},
+	})
+	e.startServe()
+	e.must(oidcClientSecret+"\n", "secret", "set", "--operator", "oidc-client")
+	signedIn := func(hc *http.Client) bool {
+		code, _, _ := fetch(t, hc, "GET", host+"/settings", nil)
+		return code == http.StatusOK
+	}
+
+	hc := browse()
+	code, hdr, _ := fetch(t, hc, "GET", host+"/settings/oidc/start", nil)
+	auth, _ := url.Parse(hdr.Get("Location"))
+	if q := auth.Query(); code != http.StatusSeeOther || !strings.HasPrefix(auth.String(), idp.issuer) || q.Get("code_challenge_method") != "S256" ||
+		q.Get("code_challenge") == "" || len(q.Get("nonce")) < 40 || len(q.Get("state")) < 40 || q.Get("redirect_uri") != host+"/settings/oidc/callback" {
+		t.Fatalf("the start: %d %s", code, auth)
+	}
+	sc := hdr.Get("Set-Cookie")
+	for _, want := range []string{"agenthost_oidc=", "HttpOnly", "SameSite=Lax", "Max-Age=600", "Path=/"} {
+		if !strings.Contains(sc, want) {
+			t.Errorf("the pending sign-in's cookie %q lacks %q", sc, want)
+		}
+	}
+	cb := idp.toCallback(hc, auth.String(), "alice", "alice-pw")
+	if !strings.HasPrefix(cb, host+"/settings/oidc/callback?") {
+		t.Fatalf("the provider sent alice to %q", cb)
+	}
+
+	// Another browser (an attacker's page making the victim's browser
+	// open the attacker's callback): refused, nobody signed in.
+	other := browse()
+	if code, _, body := fetch(t, other, "GET", cb, nil); code != http.StatusBadRequest || !strings.Contains(body, "did not start in this browser") {
+		t.Errorf("the callback in another browser: %d\n%s", code, body)
+	}
+	if signedIn(other) {
+		t.Error("the other browser is signed in")
+	}
+	// Another state, in the browser that started: refused.
+	cu, _ := url.Parse(cb)
+	q := cu.Query()
+	q.Set("state", "forged-"+q.Get("state"))
+	cu.RawQuery = q.Encode()
+	if code, _, body := fetch(t, hc, "GET", cu.String(), nil); code != http.StatusBadRequest || !strings.Contains(body, "did not start in this browser") {
+		t.Errorf("the callback with another state: %d\n%s", code, body)
+	}
+	// The failed callback used up the pending sign-in: the real one too
+	// is refused now, and a new start works.
+	if code, _, _ := fetch(t, hc, "GET", cb, nil); code != http.StatusBadRequest || signedIn(hc) {
+		t.Errorf("the real callback after the pending sign-in was used: %d", code)
+	}
+
+	// next: only a path of this host survives the round trip.
+	for next, want := range map[string]string{
+		"https://evil.example/x":           "/settings",
+		"//evil.example/x":                 "/settings",
+		"/oauth/authorize?client_id=c&x=1": "/oauth/authorize?client_id=c&amp;x=1",
+	} {
+		hc := browse()
+		_, hdr, _ := fetch(t, hc, "GET", host+"/settings/oidc/start?next="+url.QueryEscape(next), nil)
+		cb := idp.toCallback(hc, hdr.Get("Location"), "alice", "alice-pw")
+		code, _, body := fetch(t, hc, "GET", cb, nil)
+		if code != http.StatusOK || !strings.Contains(body, `data-follow href="`+want+`"`) || !strings.Contains(body, "alice@example.com") {
+			t.Errorf("next %q: %d, want a link to %q\n%s", next, code, want, body)
+		}
+		if !signedIn(hc) {
+			t.Errorf("next %q: not signed in", next)
+		}
+		// The code is used: a replay in the same browser is refused.
+		if code, _, _ := fetch(t, hc, "GET", cb, nil); code != http.StatusBadRequest {
+			t.Errorf("a replayed callback: %d", code)
+		}
+	}
+}
