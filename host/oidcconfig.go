@@ -39,6 +39,14 @@ type OIDCConfig struct {
 	GroupsClaim string `json:"groupsClaim,omitempty"`
 	// Scopes are asked for besides "openid" (default "email", "profile").
 	Scopes []string `json:"scopes,omitempty"`
+	// RecheckMinutes is how often a signed-in person's web session asks
+	// the provider again, with the refresh token kept from their sign-in
+	// (default 15; fractions allowed): a provider that refuses the
+	// refresh (they were removed there), or whose new ID token the rule
+	// no longer admits, disables the user. Only providers that give a
+	// refresh token are asked (most need the offline_access scope);
+	// without one, the rule is checked at each sign-in only.
+	RecheckMinutes float64 `json:"recheckMinutes,omitempty"`
 	// The admission rule: a person is admitted when their verified email
 	// is in one of AllowedDomains, or one of their groups is in
 	// AllowedGroups, or their user ID is in AllowedUsers. At least one of
@@ -69,6 +77,9 @@ func (o OIDCConfig) WithDefaults(extensions map[string]ExtensionConfig) OIDCConf
 	}
 	if o.GroupsClaim == "" {
 		o.GroupsClaim = DefaultOIDCGroupsClaim
+	}
+	if o.RecheckMinutes == 0 {
+		o.RecheckMinutes = 15
 	}
 	if o.Scopes == nil {
 		o.Scopes = []string{"email", "profile"}
@@ -124,6 +135,9 @@ func (o *OIDCConfig) validate(extensions map[string]ExtensionConfig) []error {
 		if !scopeToken.MatchString(s) {
 			errs = append(errs, fmt.Errorf("oidc.scopes[%d]: %q is not a scope", i, s))
 		}
+	}
+	if o.RecheckMinutes < 0 {
+		errs = append(errs, errors.New("oidc.recheckMinutes: must not be negative"))
 	}
 	if len(o.AllowedDomains)+len(o.AllowedGroups)+len(o.AllowedUsers) == 0 {
 		errs = append(errs, errors.New("oidc: set allowedDomains, allowedGroups or allowedUsers: who the provider vouches for is not enough (Google vouches for every account), and there is no admit-everyone default"))

@@ -392,3 +392,71 @@ func TestOIDCSignInGuards(t *testing.T) {
 		}
 	}
 }
+
+// TestOIDCRecheck: with offline_access the host keeps the provider's
+// refresh token and, every recheckMinutes of a web session's use, asks the
+// provider again: rotated refresh tokens keep working across re-checks;
+// a person who leaves the allowed group at the provider, or whose sign-in
+// the provider ends (removed there), is disabled at the next re-check:
+// the web session ends and their own token stops working on /mcp.
+func TestOIDCRecheck(t *testing.T) {
+	b := build(t)
+	port := freePort(t)
+	host := fmt.Sprintf("http://127.0.0.1:%d", port)
+	idp := startOIDCProvider(t, host+"/settings/oidc/callback", []map[string]any{
+		{"id": "u-alice", "username": "alice", "password": "alice-pw", "email": "alice@example.com", "emailVerified": true, "groups": []string{"staff"}},
+		{"id": "u-bob", "username": "bob", "password": "bob-pw", "email": "bob@example.com", "emailVerified": true, "groups": []string{"staff"}},
+	})
+	e := newEnv(t, b, nil, map[string]any{
+		"listen": fmt.Sprintf("127.0.0.1:%d", port),
+		"oidc": map[string]any{"issuer": idp.issuer, "clientID": "agenthost", "clientSecret": "oidc-client",
+			"scopes": []string{"email", "profile", "offline_access"}, "recheckMinutes": 0.001, "allowedGroups": []string{"staff"}},
+	})
+	e.startServe()
+	e.must(oidcClientSecret+"\n", "secret", "set", "--operator", "oidc-client")
+	signIn := func(who, password string) *http.Client {
+		t.Helper()
+		hc := browse()
+		_, hdr, _ := fetch(t, hc, "GET", host+"/settings/oidc/start", nil)
+		if code, _, body := fetch(t, hc, "GET", idp.toCallback(hc, hdr.Get("Location"), who, password), nil); code != http.StatusOK {
+			t.Fatalf("%s's sign-in: %d\n%s", who, code, body)
+		}
+		return hc
+	}
+	settings := func(hc *http.Client) int {
+		code, _, _ := fetch(t, hc, "GET", host+"/settings", nil)
+		return code
+	}
+	ah, bh := signIn("alice", "alice-pw"), signIn("bob", "bob-pw")
+	aliceTok := strings.TrimSpace(e.must("", "token", "create", "--user", "alice@example.com", "--name", "e2e"))
+	bobTok := strings.TrimSpace(e.must("", "token", "create", "--user", "bob@example.com", "--name", "e2e"))
+	// Each page load past the interval refreshes (the provider rotates the
+	// refresh token each time); a spent one would refuse and disable.
+	for i := range 5 {
+		time.Sleep(100 * time.Millisecond) // past recheckMinutes (60 ms), so that each load re-checks
+		if c := settings(ah); c != http.StatusOK {
+			t.Fatalf("alice's settings page at re-check %d: %d\n%s", i, c, e.serveOut.String())
+		}
+	}
+
+	// Alice leaves the group: her next re-check disables her.
+	idp.admin("/admin/groups", url.Values{"username": {"alice"}})
+	eventually(t, "alice's session ends", func() bool { return settings(ah) != http.StatusOK })
+	if c, _ := e.mcpPing(aliceTok); c != http.StatusUnauthorized {
+		t.Errorf("alice's token after she was disabled: %d, want 401", c)
+	}
+	// Bob is removed at the provider (his tokens there end).
+	if c := settings(bh); c != http.StatusOK {
+		t.Fatalf("bob's page before: %d", c)
+	}
+	idp.admin("/admin/terminate", url.Values{"username": {"bob"}})
+	eventually(t, "bob's session ends", func() bool { return settings(bh) != http.StatusOK })
+	if c, _ := e.mcpPing(bobTok); c != http.StatusUnauthorized {
+		t.Errorf("bob's token after he was disabled: %d, want 401", c)
+	}
+	for _, want := range []string{`user=alice@example.com reason="you are not in an allowed group"`, `user=bob@example.com reason="the identity provider no longer vouches for you`} {
+		if !strings.Contains(e.serveOut.String(), want) {
+			t.Errorf("the host's log lacks %q", want)
+		}
+	}
+}

@@ -17,7 +17,9 @@
 // rotated on SIGHUP or, with -admin, on POST /admin/rotate-keys: a new key
 // signs from then on, the JWKS lists it first and keeps the old one. With
 // -admin, POST /admin/groups?username=U&group=G&group=H replaces a user's
-// groups (a person leaving a group at the provider).
+// groups (a person leaving a group at the provider), and POST
+// /admin/terminate?username=U ends the user's tokens, refresh tokens
+// included (a person removed at the provider).
 //
 // It prints "serving <issuer>" on stderr once it listens. Passwords are
 // compared in clear: for tests only.
@@ -123,6 +125,14 @@ func run() error {
 				return
 			}
 			users.setGroups(u.ID, r.Form["group"])
+		})
+		mux.HandleFunc("POST /admin/terminate", func(w http.ResponseWriter, r *http.Request) {
+			u := users.GetUserByUsername(r.FormValue("username"))
+			if u == nil {
+				http.Error(w, "no such user", http.StatusNotFound)
+				return
+			}
+			_ = st.TerminateSession(r.Context(), u.ID, *clientID)
 		})
 	}
 	mux.Handle("/", router)

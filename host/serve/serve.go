@@ -155,9 +155,13 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	base := guard.PathOf(cfg.PublicURL)
 	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
 		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base}
-	if webOpts.OIDC, err = s.openOIDC(h, logger.With("surface", "oidc")); err != nil {
+	oidcLogin, recheck, err := s.openOIDC(h, logger.With("surface", "oidc"))
+	if err != nil {
 		_ = a.Close()
 		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if oidcLogin != nil {
+		webOpts.OIDC, webOpts.Recheck = oidcLogin, recheck.Check
 	}
 	sessions := web.NewSessions(a, webOpts)
 	if cfg.OAuth.On() {

@@ -27,8 +27,11 @@
 // is handed to [Users.Admitted] (which creates the user on first sight and
 // refuses a disabled one); a refused one gets a [*Refusal] naming why, and
 // when their user ID is known, [Users.NotAdmitted] (which disables a user
-// who exists: they left the group). Re-checks happen at each sign-in; the
-// provider's refresh token is not kept.
+// bound to that identity: they left the group). The refresh token the
+// provider gives at sign-in goes to Users.Admitted (the host keeps it in
+// its secrets backend); [Login.Recheck] uses it later to ask the provider
+// again (the web session's periodic re-check), and a refusal there
+// disables the user too.
 //
 // # Concurrency
 //

@@ -1,6 +1,7 @@
 package oidclogin
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -57,6 +58,9 @@ type Identity struct {
 	Subject string // the provider's stable ID of the person
 	Email   string // "" unless verified
 	Groups  []string
+	// RefreshToken is the provider's refresh token from this sign-in, ""
+	// when it gave none: for [Login.Recheck]. A secret: never logged.
+	RefreshToken string
 }
 
 // Users is what a sign-in needs of the host's users.
@@ -215,20 +219,92 @@ func (l *Login) Finish(ctx context.Context, st State, q url.Values) (string, err
 	if err != nil {
 		return "", err
 	}
+	id.RefreshToken = tok.RefreshToken
+	if err := l.apply(ctx, id, "sign-in"); err != nil {
+		return "", err
+	}
+	return id.User, nil
+}
+
+// apply applies the admission rule to id: an admitted person is handed to
+// Users.Admitted, a refused one to Users.NotAdmitted, and gets a
+// [*Refusal].
+func (l *Login) apply(ctx context.Context, id Identity, what string) error {
 	if reason := l.admit(id); reason != "" {
-		l.cfg.Logger.Warn("oidc: sign-in refused by the admission rule", "user", id.User, "reason", reason)
+		l.cfg.Logger.Warn("oidc: "+what+" refused by the admission rule", "user", id.User, "reason", reason)
 		if nerr := l.cfg.Users.NotAdmitted(ctx, id, reason); nerr != nil {
-			return "", fmt.Errorf("oidclogin: disabling %s: %w", id.User, nerr)
+			return fmt.Errorf("oidclogin: disabling %s: %w", id.User, nerr)
 		}
-		return "", &Refusal{User: id.User, Reason: reason}
+		return &Refusal{User: id.User, Reason: reason}
 	}
 	if err := l.cfg.Users.Admitted(ctx, id); err != nil {
 		if errors.Is(err, ErrDisabled) {
-			return "", &Refusal{User: id.User, Reason: "your account on this host has been disabled by its operator"}
+			return &Refusal{User: id.User, Reason: "your account on this host has been disabled by its operator"}
 		}
-		return "", fmt.Errorf("oidclogin: recording the sign-in of %s: %w", id.User, err)
+		return fmt.Errorf("oidclogin: recording the %s of %s: %w", what, id.User, err)
 	}
-	return id.User, nil
+	return nil
+}
+
+// Recheck asks the provider again about a signed-in person: id as the
+// users table knows them (User, Issuer, Subject) with the refresh token
+// kept from their sign-in. A provider that refuses the refresh
+// (invalid_grant: the person was removed, or their sign-in there ended),
+// or whose new ID token names another person or one the rule no longer
+// admits, gets Users.NotAdmitted (the user is disabled) and a
+// [*Refusal]. Admitted, the person is recorded again (Users.Admitted,
+// groups updated, with the refresh token the provider gave: providers
+// rotate them). Any other error (the provider unreachable) decides
+// nothing.
+func (l *Login) Recheck(ctx context.Context, id Identity) error {
+	p, err := l.discover(ctx)
+	if err != nil {
+		return err
+	}
+	secret, err := l.cfg.ClientSecret(ctx)
+	if err != nil {
+		return fmt.Errorf("oidclogin: reading the client secret: %w", err)
+	}
+	tok, err := l.oauth2Config(p, secret).TokenSource(l.ctx(ctx), &oauth2.Token{RefreshToken: id.RefreshToken}).Token()
+	var re *oauth2.RetrieveError
+	switch {
+	case errors.As(err, &re) && re.ErrorCode == "invalid_grant":
+		return l.refuse(ctx, id, "the identity provider no longer vouches for you (your account or your sign-in there was ended)")
+	case err != nil:
+		return fmt.Errorf("oidclogin: refreshing %s at %s: %w", id.User, l.cfg.Issuer, err)
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		return fmt.Errorf("oidclogin: the provider %s refreshed %s without an ID token", l.cfg.Issuer, id.User)
+	}
+	t, err := p.Verifier(&oidc.Config{ClientID: l.cfg.ClientID}).Verify(l.ctx(ctx), raw)
+	if err != nil {
+		return fmt.Errorf("oidclogin: the refreshed ID token from %s failed its checks: %w", l.cfg.Issuer, err)
+	}
+	var claims map[string]any
+	if err := t.Claims(&claims); err != nil {
+		return fmt.Errorf("oidclogin: reading the refreshed ID token's claims: %w", err)
+	}
+	now, err := l.identity(claims, t.Subject)
+	var r *Refusal
+	switch {
+	case errors.As(err, &r):
+		return l.refuse(ctx, id, r.Reason)
+	case err != nil:
+		return err
+	case now.Subject != id.Subject || now.User != id.User:
+		return l.refuse(ctx, id, "the identity provider now names another person")
+	}
+	now.RefreshToken = cmp.Or(tok.RefreshToken, id.RefreshToken)
+	return l.apply(ctx, now, "re-check")
+}
+
+func (l *Login) refuse(ctx context.Context, id Identity, reason string) error {
+	l.cfg.Logger.Warn("oidc: re-check refused", "user", id.User, "reason", reason)
+	if err := l.cfg.Users.NotAdmitted(ctx, id, reason); err != nil {
+		return fmt.Errorf("oidclogin: disabling %s: %w", id.User, err)
+	}
+	return &Refusal{User: id.User, Reason: reason}
 }
 
 // verify checks an ID token: signature by the provider's keys, issuer,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/host/internal/auth"
+	"github.com/agenthost/agenthost/host/internal/oidclogin"
 )
 
 type ctxKey int
@@ -46,6 +47,18 @@ func (s *server) currentSession(w http.ResponseWriter, r *http.Request) *webSess
 		}
 		s.setSessionCookie(w, r, "", -1)
 		return nil
+	}
+	if s.opts.Recheck != nil && !ss.Operator && ss.User != "" {
+		var refusal *oidclogin.Refusal
+		switch err := s.opts.Recheck(r.Context(), ss.User); {
+		case errors.As(err, &refusal):
+			s.logger.Warn("oidc: a session's user is no longer admitted", "user", ss.User, "reason", refusal.Reason)
+			_ = s.a.DeleteSession(r.Context(), c.Value)
+			s.setSessionCookie(w, r, "", -1)
+			return nil
+		case err != nil:
+			s.logger.Error("oidc: re-checking a session's user at the provider", "user", ss.User, "err", err)
+		}
 	}
 	return &webSession{ID: c.Value, Session: ss}
 }

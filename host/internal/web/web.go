@@ -76,7 +76,12 @@ type Options struct {
 	// OIDC, when set, signs people in with the operator's OpenID Connect
 	// provider: the sign-in page offers it first.
 	OIDC *oidclogin.Login
-	_    struct{}
+	// Recheck, when set, is called with the user of every request of a
+	// user's web session (it decides itself when to ask the provider
+	// again); a *oidclogin.Refusal ends the session (the user was
+	// disabled), another error is logged and decides nothing.
+	Recheck func(ctx context.Context, user string) error
+	_       struct{}
 }
 
 // Limits and names.
