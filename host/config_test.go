@@ -108,7 +108,7 @@ func TestOIDCConfig(t *testing.T) {
 		t.Fatalf("a minimal block: %+v, %v", cfg.OIDC, err)
 	}
 	d := cfg.OIDC.WithDefaults(cfg.Extensions)
-	if d.UserClaim != "email" || d.GroupsClaim != "groups" || d.ClientSecretExtension != "mcp" || d.AllowedDomains[0] != "example.com" || len(d.Scopes) != 2 {
+	if d.UserClaim != "email" || d.GroupsClaim != "groups" || d.ClientSecretExtension != "mcp" || d.AllowedDomains[0] != "example.com" || len(d.Scopes) != 2 || d.RecheckMinutes != 15 {
 		t.Errorf("defaults: %+v", d)
 	}
 	if cfg, err := host.ParseConfig([]byte(`{`+exts+`}`), t.TempDir()); err != nil || cfg.OIDC.On() {
