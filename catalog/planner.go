@@ -56,6 +56,44 @@ type SettingsPlanner struct {
 	// Credential, when set, resolves the credential user would use on s,
 	// once per plan (see [Credential]).
 	Credential func(ctx context.Context, user string, s ServerDecl) (Credential, error)
+	// Groups, when set, returns user's groups, for the "group:NAME"
+	// entries of shared servers' allowlists ([Lends]); nil means none.
+	Groups func(user string) []string
+}
+
+// GroupPrefix marks a group in a shared server's allowlist: "group:eng"
+// lends the server to the members of eng. (A user ID has no colon.)
+const GroupPrefix = "group:"
+
+// Lends reports whether the allowlist users (names, and groups as
+// "group:NAME") lends a shared server to user, a member of groups.
+func Lends(users []string, user string, groups []string) bool {
+	for _, u := range users {
+		if g, ok := strings.CutPrefix(u, GroupPrefix); ok {
+			if slices.Contains(groups, g) {
+				return true
+			}
+			continue
+		}
+		if u == user {
+			return true
+		}
+	}
+	return false
+}
+
+// Lent reports whether s takes part for user as far as its allowlist goes:
+// always for a server that is not shared, else when [Lends] says so with
+// user's groups.
+func (p *SettingsPlanner) Lent(s ServerDecl, user string) bool {
+	if s.Credentials != CredentialsShared {
+		return true
+	}
+	var groups []string
+	if p.Groups != nil {
+		groups = p.Groups(user)
+	}
+	return Lends(s.Users, user, groups)
 }
 
 // Credential is what a [SettingsPlanner] learned of the credential a user
@@ -101,7 +139,7 @@ func (p *SettingsPlanner) Plan(ctx context.Context, user string) (Plan, error) {
 		if !s.Enabled {
 			continue
 		}
-		if s.Credentials == CredentialsShared && !slices.Contains(s.Users, user) {
+		if !p.Lent(s, user) {
 			// Not offered. Say nothing about it, unless the user switched
 			// it on: then say why it stays off.
 			if bytes.Equal(bytes.TrimSpace(toggles[s.Name]), []byte("true")) {

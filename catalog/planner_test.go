@@ -328,3 +328,30 @@ func refMatch(p, n []rune) bool {
 	}
 	return m[0][0]
 }
+
+// A shared server's allowlist names groups as "group:NAME": the planner
+// lends it to the members the Groups function names, and to nobody else.
+func TestSettingsPlannerGroups(t *testing.T) {
+	team := catalog.ServerDecl{Name: "team", Remote: true, Enabled: true, Credentials: catalog.CredentialsShared,
+		Users: []string{"carol", "group:eng"}, Fingerprint: "t"}
+	groups := map[string][]string{"alice": {"eng", "ops"}, "bob": {"ops"}}
+	p := &catalog.SettingsPlanner{Servers: []catalog.ServerDecl{team},
+		Groups: func(user string) []string { return groups[user] }}
+	for user, want := range map[string]bool{"alice": true, "bob": false, "carol": true, "eng": false, "dave": false} {
+		plan, err := p.Plan(context.Background(), user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(plan.Servers) == 1; got != want {
+			t.Errorf("%s is lent team: %v, want %v", user, got, want)
+		}
+	}
+	// Without a Groups function a group lends nothing.
+	p.Groups = nil
+	if plan, _ := p.Plan(context.Background(), "alice"); len(plan.Servers) != 0 {
+		t.Errorf("alice without groups is lent %v", plan.Servers)
+	}
+	if !catalog.Lends([]string{"group:a b"}, "x", []string{"a b"}) || catalog.Lends([]string{"group:eng"}, "group:eng", nil) {
+		t.Error("Lends: a group with a space, or a user named like a group entry")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/invopop/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -99,8 +100,10 @@ type Server struct {
 	Credentials string `json:"credentials,omitempty" jsonschema:"enum=user,enum=shared" jsonschema_description:"user: each user's own token (default). shared: the operator's credential, lent to the users listed in users."`
 	// Availability is "default" (on until switched off) or "opt-in".
 	Availability string `json:"availability,omitempty" jsonschema:"enum=default,enum=opt-in" jsonschema_description:"default: on until a user switches it off. opt-in: off until a user switches it on."`
-	// Users is the allowlist of a shared server.
-	Users []string `json:"users,omitempty" jsonschema_description:"The users a shared server is lent to."`
+	// Users is the allowlist of a shared server: user IDs, and groups
+	// as "group:NAME" (lent to the group's members, as the host's users
+	// table has them: the identity provider's groups and the operator's).
+	Users []string `json:"users,omitempty" jsonschema_description:"The users a shared server is lent to; group:NAME lends it to a group's members."`
 	// SharedAuthority says why the operator lends this credential; users
 	// see it next to the server's switch.
 	SharedAuthority string `json:"sharedAuthority,omitempty" jsonschema_description:"Why the operator lends this credential (shown to users)."`
@@ -657,8 +660,14 @@ func checkServer(s *Server, where string, user bool, errs *problems) {
 			errs.add(where+".users", "a shared server needs the list of users it is lent to")
 		}
 		for i, u := range s.Users {
-			if u == "" || u == OperatorUser {
-				errs.add(fmt.Sprintf("%s.users[%d]", where, i), "is not a user")
+			if g, ok := strings.CutPrefix(u, catalog.GroupPrefix); ok {
+				if g == "" || len(g) > 128 || strings.TrimSpace(g) != g || strings.ContainsFunc(g, func(r rune) bool { return r == ',' || !unicode.IsPrint(r) }) {
+					errs.add(fmt.Sprintf("%s.users[%d]", where, i), "%q is not a group (want group:NAME, NAME 1-128 printable characters, no comma)", clip(u, 40))
+				}
+				continue
+			}
+			if u == "" || u == OperatorUser || strings.Contains(u, ":") {
+				errs.add(fmt.Sprintf("%s.users[%d]", where, i), "%q is not a user (a group is written group:NAME)", clip(u, 40))
 			}
 		}
 	default:

@@ -137,7 +137,12 @@ func TestParseConfigErrors(t *testing.T) {
 			"mcpServers.a.sharedAuthority: applies to shared servers only (credentials: shared)",
 		}},
 		"the operator as a user": {`{"mcpServers": {"a": {"url": "https://h", "credentials": "shared", "users": ["@operator", ""]}}}`, []string{
-			"mcpServers.a.users[0]: is not a user", "mcpServers.a.users[1]: is not a user",
+			`mcpServers.a.users[0]: "@operator" is not a user (a group is written group:NAME)`, `mcpServers.a.users[1]: "" is not a user (a group is written group:NAME)`,
+		}},
+		"groups in an allowlist": {`{"mcpServers": {"a": {"url": "https://h", "credentials": "shared", "users": ["group:eng", "alice", "group:", "group: x", "team:eng"]}}}`, []string{
+			`mcpServers.a.users[2]: "group:" is not a group (want group:NAME, NAME 1-128 printable characters, no comma)`,
+			`mcpServers.a.users[3]: "group: x" is not a group (want group:NAME, NAME 1-128 printable characters, no comma)`,
+			`mcpServers.a.users[4]: "team:eng" is not a user (a group is written group:NAME)`,
 		}},
 		"stdio fields on a url": {`{"mcpServers": {"a": {"url": "https://h", "env": {"A": "b"}}}}`,
 			[]string{"mcpServers.a: args, env and cwd apply to command servers only"}},

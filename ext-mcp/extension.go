@@ -98,6 +98,12 @@ type Extension struct {
 	conn      *connector // the engine's: its transports' idle pools are closed with it
 	sections  []ext.SettingsSection
 	shut      bool
+
+	// groups are each user's groups as their last activation carried
+	// them (ext.UserGroups), for allowlists naming "group:NAME"; guarded
+	// by groupsMu (read by the planner under the engine's locks).
+	groupsMu sync.Mutex
+	groups   map[string][]string
 }
 
 // Compile-time guards.
@@ -200,6 +206,7 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		OwnServers:      x.ownServers,
 		ParseOwnServers: parseOwn,
 		Credential:      x.credentialFor,
+		Groups:          x.userGroups,
 	}
 	h := req.Host
 	opts := x.catalogOpts
@@ -369,10 +376,32 @@ func (x *Extension) Activate(ctx context.Context, user string) error {
 	if err != nil {
 		return err
 	}
+	x.setUserGroups(user, ext.UserGroups(ctx))
 	if err := e.Activate(ctx, user); err != nil {
 		return err
 	}
 	return x.refuseNotLent(ctx, h, planner, user)
+}
+
+// setUserGroups records user's groups from their activation.
+func (x *Extension) setUserGroups(user string, groups []string) {
+	x.groupsMu.Lock()
+	defer x.groupsMu.Unlock()
+	if x.groups == nil {
+		x.groups = map[string][]string{}
+	}
+	if len(groups) == 0 {
+		delete(x.groups, user)
+		return
+	}
+	x.groups[user] = groups
+}
+
+// userGroups returns user's groups as their last activation carried them.
+func (x *Extension) userGroups(user string) []string {
+	x.groupsMu.Lock()
+	defer x.groupsMu.Unlock()
+	return x.groups[user]
 }
 
 // refuseNotLent turns off the switches of shared servers user is not lent.
@@ -437,7 +466,7 @@ func (x *Extension) ValidateSettings(_ context.Context, req *ext.ValidateSetting
 // withholdsAny reports whether some shared server is not lent to user.
 func withholdsAny(planner *catalog.SettingsPlanner, user string) bool {
 	return slices.ContainsFunc(planner.Servers, func(d catalog.ServerDecl) bool {
-		return d.Credentials == catalog.CredentialsShared && !slices.Contains(d.Users, user)
+		return !planner.Lent(d, user)
 	})
 }
 
@@ -446,7 +475,7 @@ func withholdsAny(planner *catalog.SettingsPlanner, user string) bool {
 func notLentOn(planner *catalog.SettingsPlanner, user string, toggles map[string]json.RawMessage) []string {
 	var refused []string
 	for _, d := range planner.Servers {
-		if d.Credentials == catalog.CredentialsShared && !slices.Contains(d.Users, user) &&
+		if !planner.Lent(d, user) &&
 			bytes.Equal(bytes.TrimSpace(toggles[d.Name]), []byte("true")) {
 			refused = append(refused, d.Name)
 		}

@@ -249,9 +249,10 @@ func (c *Client) ValidateSettings(ctx context.Context, req *ValidateSettingsRequ
 	return wireErr(ctx, err)
 }
 
-// Activate implements [UserLifecycle].
+// Activate implements [UserLifecycle]; the user's groups travel from ctx
+// ([WithUserGroups]).
 func (c *Client) Activate(ctx context.Context, user string) error {
-	_, err := c.client.Activate(ctx, &extpb.ActivateRequest{UserId: user})
+	_, err := c.client.Activate(ctx, &extpb.ActivateRequest{UserId: user, Groups: UserGroups(ctx)})
 	return wireErr(ctx, err)
 }
 

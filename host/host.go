@@ -159,9 +159,13 @@ type Host struct {
 	// Idle tracking (see idle.go): each active user's last activity, their
 	// calls in flight, and the deactivations underway (a new activation
 	// waits for its user's).
-	seen     map[string]time.Time
-	busy     map[string]int
-	deact    map[string]chan struct{}
+	seen  map[string]time.Time
+	busy  map[string]int
+	deact map[string]chan struct{}
+	// disabled are the users refused until enabled, groups each user's
+	// groups for their activations (users.go).
+	disabled map[string]bool
+	groups   map[string][]string
 	userIdle time.Duration
 	bg       sync.WaitGroup // the idle and slot watchers
 	slots    *slotQueue     // users refused a service process slot (slots.go)
@@ -249,6 +253,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		exts:  map[string]*extension{},
 		start: time.Now(), active: map[string]*activation{}, convs: map[string]string{},
 		seen: map[string]time.Time{}, busy: map[string]int{}, deact: map[string]chan struct{}{},
+		disabled: map[string]bool{}, groups: map[string][]string{},
 		userIdle: minutes(cfg.Services.IdleMinutes, 10), slots: newSlotQueue(),
 		dataDir:  dataDir,
 		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
@@ -471,6 +476,10 @@ func (h *Host) ensureActive(ctx context.Context, user string) error {
 			h.mu.Unlock()
 			return fmt.Errorf("the host is closed: %w", ext.ErrUnavailable)
 		}
+		if err := h.userDisabledLocked(user); err != nil {
+			h.mu.Unlock()
+			return err
+		}
 		ch, ok := h.deact[user]
 		if !ok {
 			break
@@ -538,7 +547,7 @@ func (h *Host) activateAll(ctx context.Context, user string) {
 
 func (h *Host) activateOne(ctx context.Context, e *extension, user string) error {
 	return use(ctx, e, ext.CapabilityUsers, func() string { return "activating user " + user },
-		func(ul ext.UserLifecycle) error { return ul.Activate(ctx, user) })
+		func(ul ext.UserLifecycle) error { return ul.Activate(h.withGroups(ctx, user), user) })
 }
 
 // reactivate activates every active user again in e, 8 at a time, after

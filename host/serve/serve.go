@@ -151,7 +151,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	s.auth = a
-	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL}
+	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL, Host: h}
 	base := guard.PathOf(cfg.PublicURL)
 	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
 		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base}
@@ -170,6 +170,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 			return nil, fmt.Errorf("serve: %w", err)
 		}
 		webOpts.Apps = s.oauth
+		s.tokens.Apps = s.oauth
 	}
 	epOpts := &mcpendpoint.Options{
 		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
@@ -191,11 +192,12 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	stopTok := a.OnRevoke(s.ep.CloseToken)
-	s.stopRev = stopTok
+	stopUsers := a.OnUserChange(s.userChanged)
+	s.stopRev = func() { stopTok(); stopUsers() }
 	if s.oauth != nil {
 		// Revoking a grant closes its MCP sessions, as a token's do.
 		stopGrant := s.oauth.OnRevoke(s.ep.CloseToken)
-		s.stopRev = func() { stopTok(); stopGrant() }
+		s.stopRev = func() { stopTok(); stopUsers(); stopGrant() }
 	}
 	var mcpURL string
 	if cfg.PublicURL != "" {
@@ -255,6 +257,10 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		ConnState:         s.connState,
+	}
+	if err := s.syncUsers(context.Background()); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("serve: %w", err)
 	}
 	if o.ControlSocket {
 		if s.ctl, err = control.Serve(cfg.DataPath(), h, s.tokens, s.flows, logger); err != nil {
@@ -536,6 +542,11 @@ func (s *Server) openOAuth(o *Options, sessions *web.Sessions, addrKey func(*htt
 	}
 	if oc.PassphraseHash != "" {
 		opts.Passphrase = &oauthserver.Passphrase{Hash: oc.PassphraseHash, User: oc.PassphraseUser}
+	}
+	// A grant goes to a user the host knows and has not disabled (the
+	// passphrase's user is the operator's: recorded as such).
+	opts.Admit = func(ctx context.Context, user string) error {
+		return s.auth.AdmitUser(ctx, user, auth.SourceOperator)
 	}
 	return oauthserver.New(st, opts)
 }

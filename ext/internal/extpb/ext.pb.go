@@ -1694,8 +1694,12 @@ func (*ShutdownResponse) Descriptor() ([]byte, []int) {
 }
 
 type ActivateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The user's groups (the identity provider's and the operator's), for
+	// allowlists that name groups. Hosts before v0.3 send none: an
+	// extension then lends a group nothing.
+	Groups        []string `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1735,6 +1739,13 @@ func (x *ActivateRequest) GetUserId() string {
 		return x.UserId
 	}
 	return ""
+}
+
+func (x *ActivateRequest) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
 }
 
 type ActivateResponse struct {
@@ -4347,9 +4358,10 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"listenAddr\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
-	"\x10ShutdownResponse\"*\n" +
+	"\x10ShutdownResponse\"B\n" +
 	"\x0fActivateRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x12\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups\"\x12\n" +
 	"\x10ActivateResponse\"<\n" +
 	"\rRetireRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -9,6 +10,7 @@ import (
 	"github.com/agenthost/agenthost/host"
 	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/host/internal/control"
+	"github.com/agenthost/agenthost/host/internal/oauthserver"
 	"github.com/agenthost/agenthost/host/internal/web"
 )
 
@@ -37,11 +39,38 @@ func (a *app) openBackend(ctx context.Context) (c *control.Client, close func(),
 		_ = h.Close()
 		return nil, nil, err
 	}
-	c, srv := control.Pipe(h, &web.TokenAdmin{Store: store, BaseURL: cfg.BaseURL}, nil, logger)
+	admin := &web.TokenAdmin{Store: store, BaseURL: cfg.BaseURL, Host: h}
+	// Users of an install from before the users table.
+	if known, err := h.KnownUsers(ctx); err == nil {
+		_, _ = store.RecordUsers(ctx, known)
+	}
+	// No server runs: a disabled or deleted user's OAuth grants are
+	// revoked in its store directly (the server does it when it runs).
+	var grants *oauthserver.SQLite
+	if oauthPath := filepath.Join(cfg.DataPath(), oauthserver.FileName); fileExists(oauthPath) {
+		if grants, err = oauthserver.OpenSQLite(oauthPath, nil); err != nil {
+			_ = h.Close()
+			_ = store.Close()
+			return nil, nil, err
+		}
+		admin.Apps = grants
+	}
+	stopUsers := store.OnUserChange(func(ev auth.UserEvent) {
+		if grants != nil && (ev.Change == auth.UserDisabled || ev.Change == auth.UserDeleted) {
+			if _, err := grants.RevokeUserGrants(ctx, ev.User); err != nil {
+				logger.Error("revoking the OAuth grants of a user", "user", ev.User, "err", err)
+			}
+		}
+	})
+	c, srv := control.Pipe(h, admin, nil, logger)
 	return c, func() {
 		c.Close()
 		_ = srv.Close()
+		stopUsers()
 		_ = h.Close()
+		if grants != nil {
+			_ = grants.Close()
+		}
 		_ = store.Close()
 	}, nil
 }
@@ -80,4 +109,9 @@ func (a *app) withBackend(cmd *cobra.Command, fn func(ctx context.Context, c *co
 	}
 	defer closeFn()
 	return fn(ctx, c)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -592,3 +592,24 @@ func (s *Store) markSeen(user string, now time.Time) {
 	s.seen[user] = now
 	s.seenMu.Unlock()
 }
+
+// AdmitUser makes sure user exists, creating them with source (default
+// [SourceOperator]), and refuses a disabled one with [ErrUserDisabled]:
+// the check before a credential is given to a user this store does not
+// issue (an OAuth grant).
+func (s *Store) AdmitUser(ctx context.Context, user, source string) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	if source == "" {
+		source = SourceOperator
+	}
+	if !validSource.MatchString(source) {
+		return fmt.Errorf("user source %q is not valid: %w", source, ErrInvalidArgument)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error { return admitUser(ctx, tx, user, source, s.now()) })
+	if err != nil && !errors.Is(err, ErrUserDisabled) {
+		return fmt.Errorf("admitting user %q: %w", user, err)
+	}
+	return err
+}

@@ -106,6 +106,7 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 		}
 		return auth.Wait(r.Context(), q(r, "state"))
 	})
+	userRoutes(mux, tokens)
 	return mux
 }
 

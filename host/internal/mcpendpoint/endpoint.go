@@ -522,6 +522,27 @@ func (e *Endpoint) CloseToken(tokenID string) {
 	}
 }
 
+// CloseUser closes every open session of user (a user disabled or
+// deleted), whatever credential opened it. Their tokens are revoked
+// too, which [Endpoint.CloseToken] hears; this also ends a session whose
+// credential was not (and drops nothing else).
+func (e *Endpoint) CloseUser(user string) {
+	if user == "" {
+		return
+	}
+	e.mu.Lock()
+	var out []*session
+	for _, s := range e.byID {
+		if s.p.User == user {
+			out = append(out, s)
+		}
+	}
+	e.mu.Unlock()
+	for _, s := range out {
+		s.close("its user was disabled")
+	}
+}
+
 // Close closes every session, cancels calls in flight (stateless ones
 // too), stops listening to the host and waits for every goroutine the
 // endpoint started. Requests

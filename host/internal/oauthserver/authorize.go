@@ -338,6 +338,13 @@ func (s *Server) grant(w http.ResponseWriter, r *http.Request, ar fosite.Authori
 		ar.GrantScope(sc)
 	}
 	ar.GrantAudience(s.Resource())
+	if s.opts.Admit != nil {
+		if err := s.opts.Admit(ctx, user); err != nil {
+			s.log.Warn("oauth: grant refused to a user the host does not admit", "user", user, "client", clip(c.ID), "err", err)
+			s.errorRedirect(w, r, ar, fosite.ErrAccessDenied.WithHint("This user may not connect apps (disabled by the operator)."))
+			return
+		}
+	}
 	g := api.Grant{ID: ar.GetID(), User: user, ClientID: c.ID, Client: c.displayName(), ClientURI: c.URI,
 		Scopes: ar.GetGrantedScopes(), Created: s.now().Truncate(time.Second)}
 	if err := s.store.CreateGrant(ctx, g); err != nil {

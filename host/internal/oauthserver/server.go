@@ -121,6 +121,10 @@ type Options struct {
 	Refusals *guard.RefusalLog
 	// Passphrase, when set, offers the passphrase gate beside the sign-in.
 	Passphrase *Passphrase
+	// Admit, when set, is asked before a grant is given to user: an error
+	// (a disabled user) refuses it with access_denied. The host records
+	// the user and refuses a disabled one (auth.Store.AdmitUser).
+	Admit func(ctx context.Context, user string) error
 	// AccessTokenTTL is an access token's life (default 1 h).
 	AccessTokenTTL time.Duration
 	// RefreshTokenTTL is a refresh token's life (default 30 days); each
@@ -412,6 +416,23 @@ func (s *Server) RevokeGrant(ctx context.Context, user, id string) error {
 	s.log.Info("oauth: grant revoked by its user", "user", user, "grant", id)
 	s.revoked.Run(id)
 	return nil
+}
+
+// RevokeUser revokes every grant of user at once (a user disabled or
+// deleted): their tokens stop working and [Server.OnRevoke] subscribers
+// hear of each grant. It returns how many there were.
+func (s *Server) RevokeUser(ctx context.Context, user string) (int, error) {
+	ids, err := s.store.RevokeUserGrants(ctx, user)
+	if err != nil {
+		return 0, err
+	}
+	if len(ids) > 0 {
+		s.log.Info("oauth: every grant of a user revoked", "user", user, "grants", len(ids))
+	}
+	for _, id := range ids {
+		s.revoked.Run(id)
+	}
+	return len(ids), nil
 }
 
 // OnRevoke registers fn to be called with a grant's ID whenever its

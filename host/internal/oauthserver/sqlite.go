@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -639,6 +640,41 @@ func (s *SQLite) RevokeGrant(ctx context.Context, user, id string) error {
 		}
 		return nil
 	})
+}
+
+// RevokeUserGrants deletes every grant of user and revokes their tokens.
+func (s *SQLite) RevokeUserGrants(ctx context.Context, user string) ([]string, error) {
+	var ids []string
+	err := s.write(ctx, func(q querier) error {
+		ids = nil
+		rows, err := q.QueryContext(ctx, `DELETE FROM grants WHERE user_id = ? RETURNING id`, user)
+		if err != nil {
+			return fmt.Errorf("revoking the grants of %q: %w", user, err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if _, err := q.ExecContext(ctx, `UPDATE tokens SET active = 0, revoked = 1 WHERE grant_id = ?`, id); err != nil {
+				return fmt.Errorf("revoking the grants of %q: %w", user, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // TouchGrant records a grant's last use.

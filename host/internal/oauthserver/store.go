@@ -64,6 +64,9 @@ type Store interface {
 	// RevokeGrant revokes every token of grant id, which must be user's
 	// (else [ErrNotFound]).
 	RevokeGrant(ctx context.Context, user, id string) error
+	// RevokeUserGrants revokes every grant of user (a user disabled or
+	// deleted) and returns their IDs.
+	RevokeUserGrants(ctx context.Context, user string) ([]string, error)
 	// ClientGranted reports whether any user's grant of client id is on
 	// record (one not swept yet): a user consented to it, having seen
 	// where it sends them back.

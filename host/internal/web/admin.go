@@ -23,9 +23,18 @@ type TokenAdmin struct {
 	// It is a function because a server listening on port 0 knows its URL
 	// only once it listens.
 	BaseURL func() string
+	// Host, when set, removes a deleted user's data and tells their
+	// servers' trouble (control.Users); Apps, when set, counts their
+	// connected apps. Without Host the user verbs still disable, enable
+	// and delete in the Store.
+	Host UserHost
+	Apps ConnectedApps
 }
 
-var _ control.Tokens = (*TokenAdmin)(nil)
+var (
+	_ control.Tokens = (*TokenAdmin)(nil)
+	_ control.Users  = (*TokenAdmin)(nil)
+)
 
 // CreateToken issues a user's token, or an operator token when operator
 // is set (user must then be empty).
@@ -98,6 +107,10 @@ func mapAuthErr(err error) error {
 		return ext.Mark(err, ext.ErrNotFound)
 	case errors.Is(err, auth.ErrClosed):
 		return ext.Mark(err, ext.ErrUnavailable)
+	case errors.Is(err, auth.ErrUserDisabled):
+		return ext.Mark(err, ext.ErrPermission)
+	case errors.Is(err, auth.ErrConflict):
+		return ext.Mark(err, ext.ErrInvalidArgument)
 	}
 	return err
 }
