@@ -84,9 +84,8 @@ func (p *oidcProvider) admin(path string, form url.Values) {
 // consent page, signs in through the provider from there, comes back to
 // the consent page, allows, and the app's token works on /mcp; carol
 // (neither) gets a page naming why and no session; after the provider
-// rotates its signing key a new sign-in still verifies; bob, removed from
-// the group at the provider, is refused at his next sign-in and disabled
-// (his web session ends).
+// rotates its signing key a new sign-in still verifies; bob, removed from the group at the provider, is refused at his next
+// sign-in and disabled: his web session ends and his app stops working.
 func TestOIDCSignInInABrowser(t *testing.T) {
 	needChromium(t)
 	b := build(t)
@@ -230,7 +229,7 @@ func TestOIDCSignInInABrowser(t *testing.T) {
 		t.Errorf("bob's page:\n%s", got)
 	}
 
-	// Carol: refused, with the reason; no session.
+	// Carol: refused, with the reason; no session, no user.
 	cb := open()
 	cb.do("carol opens the sign-in page", chromedp.Navigate(host+"/settings/login"), chromedp.WaitVisible(css(`#oidc-signin`)), chromedp.Click(css(`#oidc-signin`)))
 	atProvider(cb, "carol", "carol-pw")
@@ -240,6 +239,21 @@ func TestOIDCSignInInABrowser(t *testing.T) {
 		t.Errorf("carol's refusal page:\n%s", got)
 	}
 	cb.do("carol has no session", chromedp.Navigate(host+"/settings"), chromedp.WaitVisible(css(`#oidc-signin`)))
+	users := func() map[string]struct{ Source, DisabledBy string } {
+		t.Helper()
+		var list []struct{ Name, Source, DisabledBy string }
+		if err := json.Unmarshal([]byte(e.must("", "user", "list", "--json")), &list); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]struct{ Source, DisabledBy string }{}
+		for _, u := range list {
+			m[u.Name] = struct{ Source, DisabledBy string }{u.Source, u.DisabledBy}
+		}
+		return m
+	}
+	if us := users(); us[alice].Source != "oidc" || us[bob].Source != "oidc" || len(us) != 2 {
+		t.Errorf("the users after carol's refusal: %+v; want alice and bob from oidc, no carol", us)
+	}
 
 	// The provider rotates its signing key; alice signs in again in
 	// carol's browser: the new key is fetched and the token verifies.
@@ -259,6 +273,12 @@ func TestOIDCSignInInABrowser(t *testing.T) {
 		t.Errorf("bob's refusal after leaving the group:\n%s", got)
 	}
 	bb.do("bob's old session is gone", chromedp.Navigate(host+"/settings"), chromedp.WaitVisible(css(`#oidc-signin`)))
+	if _, err := connect(t, host, tok.AccessToken); err == nil {
+		t.Error("bob's app still connects to /mcp after he was disabled")
+	}
+	if us := users(); us[bob].DisabledBy != "oidc" || us[alice].DisabledBy != "" {
+		t.Errorf("the users after bob left the group: %+v; want bob disabled by oidc", us)
+	}
 }
 
 // toCallback plays a person without a browser: from the host's start URL
