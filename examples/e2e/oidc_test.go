@@ -181,7 +181,7 @@ func TestOIDCSignInInABrowser(t *testing.T) {
 	}
 
 	// Bob arrives as an app connecting through OAuth: the consent page
-	// sends him to sign in, the provider's form, and back to consent.
+	// sends him to the provider's form, and back to consent.
 	codes := make(chan url.Values, 1)
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -196,11 +196,12 @@ func TestOIDCSignInInABrowser(t *testing.T) {
 	bb := open()
 	bb.do("bob's app opens the consent page",
 		chromedp.Navigate(e.authorizeURL(client, redirect, nil)),
-		chromedp.WaitVisible(css(`#sign-in`)),
-		chromedp.Click(css(`#sign-in`)),
-		chromedp.WaitVisible(css(`#oidc-signin`)),
-		chromedp.Click(css(`#oidc-signin`)),
+		chromedp.WaitVisible(css(`#provider-sign-in`)),
 	)
+	if got := page(bb); !strings.Contains(got, "Sign in with Example IdP") || !strings.Contains(got, "with a token or a link") {
+		t.Errorf("the consent page before sign-in:\n%s", got)
+	}
+	bb.do("bob chooses the provider on the consent page", chromedp.Click(css(`#provider-sign-in`)))
 	atProvider(bb, "bob", "bob-pw")
 	bb.do("bob is back on the consent page", chromedp.WaitVisible(css(`#allow`)))
 	if got := page(bb); !strings.Contains(got, bob) {

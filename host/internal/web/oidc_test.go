@@ -47,6 +47,16 @@ func TestOIDCSignInPage(t *testing.T) {
 	if r := b.get("/settings/login?next=https://evil.example/"); strings.Contains(r.body, "evil") {
 		t.Errorf("a foreign next reached the button:\n%s", r.body)
 	}
+	sess := NewSessions(e.a, &Options{OIDC: l})
+	if name, u := sess.ProviderLogin("/oauth/authorize?x=1"); name != "ACME SSO" || u != "/settings/oidc/start?next=%2Foauth%2Fauthorize%3Fx%3D1" {
+		t.Errorf("ProviderLogin for the consent page: %q %q", name, u)
+	}
+	if _, u := sess.ProviderLogin("https://evil.example/"); u != "/settings/oidc/start" {
+		t.Errorf("ProviderLogin with a foreign next: %q", u)
+	}
+	if name, u := NewSessions(e.a, nil).ProviderLogin("/x"); name != "" || u != "" {
+		t.Errorf("ProviderLogin without a provider: %q %q", name, u)
+	}
 	if r := b.get(OIDCStartPath); r.code != http.StatusBadGateway || !strings.Contains(r.body, "could not be reached") {
 		t.Errorf("the start with the provider down: %d\n%s", r.code, r.body)
 	}
