@@ -53,8 +53,8 @@ type pageView struct {
 	// Provider and ProviderURL: the sign-in with the operator's OpenID
 	// Connect provider, offered first ("" without one).
 	Provider, ProviderURL string
-	Passphrase bool
-	Locked     bool
+	Passphrase            bool
+	Locked                bool
 	// formTarget is the redirect URI a form post of this page ends at.
 	formTarget string
 }
