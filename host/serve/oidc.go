@@ -52,6 +52,18 @@ func (s *Server) openOIDC(h *host.Host, logger *slog.Logger) (*oidclogin.Login, 
 		return nil, nil, err
 	}
 	rc.login = l
+	// A disabled or deleted user's refresh token is of no more use: it
+	// goes (a re-enabled user's next sign-in brings a new one).
+	s.stopOIDC = s.auth.OnUserChange(func(ev auth.UserEvent) {
+		if ev.Change != auth.UserDisabled && ev.Change != auth.UserDeleted {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.DeleteHostSecret(ctx, ev.User, refreshSecret); err != nil {
+			logger.Error("deleting the provider's refresh token of a user", "user", ev.User, "err", err)
+		}
+	})
 	return l, rc, nil
 }
 
@@ -106,10 +118,7 @@ func (u oidcUsers) NotAdmitted(ctx context.Context, id oidclogin.Identity, reaso
 		return nil
 	}
 	u.log.Warn("oidc: disabling a user the admission rule no longer admits", "user", id.User, "reason", reason)
-	if err := u.a.DisableUser(ctx, id.User, auth.SourceOIDC); err != nil {
-		return err
-	}
-	return u.h.DeleteHostSecret(ctx, id.User, refreshSecret)
+	return u.a.DisableUser(ctx, id.User, auth.SourceOIDC)
 }
 
 // oidcRechecker asks the provider again about a user whose web session is

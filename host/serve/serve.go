@@ -89,6 +89,9 @@ type Server struct {
 	ln      net.Listener    // Options.Listener, nil: Listen opens one
 	ctl     *control.Server // nil without Options.ControlSocket
 	stopRev func()
+	// stopOIDC unsubscribes the OpenID sign-in from the users' changes;
+	// nil without a provider.
+	stopOIDC func()
 
 	refusals *guard.RefusalLog // shared by the surfaces
 
@@ -429,6 +432,9 @@ func (s *Server) Close() error {
 			_ = s.srv.Close()
 		}
 		s.stopRev()
+		if s.stopOIDC != nil {
+			s.stopOIDC()
+		}
 		var cerr error
 		if s.ctl != nil {
 			cerr = s.ctl.Close()
