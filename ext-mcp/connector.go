@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -99,13 +98,13 @@ var _ catalog.Connector = (*connector)(nil)
 
 // ownerOf returns whose credential user uses on d: the user's own on a
 // personal server; the operator's ([OperatorUser]) on a shared server, and
-// only for a user on its allowlist.
-func ownerOf(user string, d catalog.ServerDecl) (string, error) {
+// only for a user on its allowlist, by name or by one of groups.
+func ownerOf(user string, groups []string, d catalog.ServerDecl) (string, error) {
 	if user == "" {
 		return "", fmt.Errorf("caller not identified: %w", ext.ErrPermission)
 	}
 	if d.Credentials == catalog.CredentialsShared {
-		if user != OperatorUser && !slices.Contains(d.Users, user) {
+		if user != OperatorUser && !catalog.Lends(d.Users, user, groups) {
 			return "", fmt.Errorf("user %q may not use the shared server %q: %w", user, d.Name, ext.ErrPermission)
 		}
 		return OperatorUser, nil

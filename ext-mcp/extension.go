@@ -440,13 +440,15 @@ func (x *Extension) refuseNotLent(ctx context.Context, h ext.Host, planner *cata
 // servers" values that switch on a shared server the operator does not
 // lend them are refused, naming it, before anything is stored, whether
 // or not the user is active.
-func (x *Extension) ValidateSettings(_ context.Context, req *ext.ValidateSettingsRequest) error {
+func (x *Extension) ValidateSettings(ctx context.Context, req *ext.ValidateSettingsRequest) error {
 	if req == nil || req.Section != SectionServers {
 		return nil
 	}
 	if err := checkUser(req.User); err != nil {
 		return err
 	}
+	// The host sends the user's groups with the check, active or not.
+	x.setUserGroups(req.User, ext.UserGroups(ctx))
 	x.mu.Lock()
 	planner := x.planner
 	x.mu.Unlock()
@@ -735,7 +737,7 @@ func (x *Extension) bound(ctx context.Context, h ext.Host, user string, d catalo
 	if sp, ok := d.Spec.(*userSpec); ok {
 		return sp, nil
 	}
-	owner, err := ownerOf(user, d)
+	owner, err := ownerOf(user, x.userGroups(user), d)
 	if err != nil {
 		return nil, err
 	}

@@ -243,9 +243,11 @@ func (c *Client) CompleteAuth(ctx context.Context, req *CompleteAuthRequest) (*C
 	return completeAuthResultFromProto(resp), nil
 }
 
-// ValidateSettings implements [SettingsValidator].
+// ValidateSettings implements [SettingsValidator]; the user's groups
+// travel from ctx ([WithUserGroups]).
 func (c *Client) ValidateSettings(ctx context.Context, req *ValidateSettingsRequest) error {
-	_, err := c.client.ValidateSettings(ctx, &extpb.ValidateSettingsRequest{UserId: req.User, Section: req.Section, Values: req.Values})
+	_, err := c.client.ValidateSettings(ctx, &extpb.ValidateSettingsRequest{UserId: req.User, Section: req.Section, Values: req.Values,
+		Groups: UserGroups(ctx)})
 	return wireErr(ctx, err)
 }
 

@@ -601,17 +601,19 @@ type StatusEntry struct {
 type userGroupsKey struct{}
 
 // WithUserGroups returns ctx carrying the groups of the user being
-// activated. The host sets it on [UserLifecycle.Activate]'s context (and
-// it travels over the wire); an extension reads it with [UserGroups].
+// activated (or whose settings are validated). The host sets it on
+// [UserLifecycle.Activate]'s and [SettingsValidator.ValidateSettings]'s
+// context (it travels over the wire); an extension reads it with
+// [UserGroups].
 func WithUserGroups(ctx context.Context, groups []string) context.Context {
 	return context.WithValue(ctx, userGroupsKey{}, slices.Clone(groups))
 }
 
 // UserGroups returns the groups of the user [UserLifecycle.Activate] is
-// activating: the identity provider's groups claim and the operator's
-// (agenthost user set-groups). It is empty outside an activation, and
-// from a host that predates groups: an extension must then lend a group
-// nothing.
+// activating, or whose settings [SettingsValidator.ValidateSettings]
+// checks: the identity provider's groups claim and the operator's
+// (agenthost user set-groups). It is empty elsewhere, and from a host
+// that predates groups: an extension must then lend a group nothing.
 func UserGroups(ctx context.Context) []string {
 	g, _ := ctx.Value(userGroupsKey{}).([]string)
 	return slices.Clone(g)

@@ -96,7 +96,7 @@ func (s *extensionServer) ValidateSettings(ctx context.Context, req *extpb.Valid
 	if !ok {
 		return nil, fmt.Errorf("extension validates no settings: %w", ErrUnimplemented)
 	}
-	return &extpb.ValidateSettingsResponse{}, v.ValidateSettings(ctx, &ValidateSettingsRequest{
+	return &extpb.ValidateSettingsResponse{}, v.ValidateSettings(WithUserGroups(ctx, req.GetGroups()), &ValidateSettingsRequest{
 		User: req.GetUserId(), Section: req.GetSection(), Values: raw(req.GetValues()),
 	})
 }

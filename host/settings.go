@@ -244,7 +244,7 @@ func (h *Host) checkValues(ctx context.Context, f settings.Form, extName, user, 
 	}
 	err = use(ctx, e, ext.CapabilityValidate, func() string { return fmt.Sprintf("checking the values of section %q", section) },
 		func(v ext.SettingsValidator) error {
-			return v.ValidateSettings(ctx, &ext.ValidateSettingsRequest{User: user, Section: section, Values: normalized})
+			return v.ValidateSettings(h.withGroups(ctx, user), &ext.ValidateSettingsRequest{User: user, Section: section, Values: normalized})
 		})
 	if err != nil {
 		return nil, err

@@ -204,3 +204,79 @@ func TestUserDisableAndDelete(t *testing.T) {
 		t.Errorf("disabling an unknown user: exit %d %q, want a refusal naming it", code, errOut)
 	}
 }
+
+// TestGroupLendsSharedServer (issue 19): a shared server lent to
+// "group:eng" is lent to its members only. alice, whom the operator puts
+// in eng, switches it on and gets its tools; bob, not in eng, is refused
+// (400 naming it) and never sees them; alice taken out of eng loses them.
+func TestGroupLendsSharedServer(t *testing.T) {
+	b := build(t)
+	e := newEnv(t, b, map[string]any{"mcpServers": map[string]any{
+		"team": map[string]any{"command": b.notes, "credentials": "shared", "users": []string{"group:eng"},
+			"sharedAuthority": "the team's account"},
+	}})
+	e.startServe()
+	e.must("operator-team-token", "secret", "set", "--operator", "--ext", "mcp", "token:team")
+	tok := func(u string) string {
+		return strings.TrimSpace(e.must("", "token", "create", "--user", u, "--name", "e2e"))
+	}
+	alice, bob := tok("alice"), tok("bob")
+	if out := e.must("", "user", "set-groups", "alice", "eng,ops"); !strings.Contains(out, "eng,ops") {
+		t.Errorf("set-groups said %q", out)
+	}
+	if g := e.users()["alice"].Groups; strings.Join(g, ",") != "eng,ops" {
+		t.Errorf("alice's groups listed %v", g)
+	}
+	hasTeam := func(token string) bool {
+		_, tools := e.api("GET", "/api/v1/tools", token, "")
+		return strings.Contains(tools, `"team/`)
+	}
+	// alice, not active yet, switches it on: lent through her group.
+	if code, body := e.api("PUT", "/api/v1/settings/mcp/servers", alice, `{"team": true}`); code/100 != 2 {
+		t.Fatalf("alice (in eng) switching team on: HTTP %d %s", code, body)
+	}
+	eventually(t, "alice gets team's tools", func() bool { return hasTeam(alice) })
+	if code, body := e.api("PUT", "/api/v1/settings/mcp/servers", bob, `{"team": true}`); code != http.StatusBadRequest || !strings.Contains(body, "team") {
+		t.Errorf("bob (not in eng) switching team on: HTTP %d %s; want 400 naming team", code, body)
+	}
+	if hasTeam(bob) {
+		t.Error("bob, not in eng, has team's tools")
+	}
+	// Out of the group: her next request activates her without it.
+	e.must("", "user", "set-groups", "alice", "ops")
+	eventually(t, "alice loses team's tools", func() bool { return !hasTeam(alice) })
+	if _, errOut, code := e.run("", "user", "set-groups", "alice", "bad,,x\x01"); code == 0 {
+		t.Errorf("set-groups with a control character: exit 0 %q", errOut)
+	}
+}
+
+// TestUserDisableWithoutRunningHost: with no host running, `agenthost
+// user disable` (served in-process by the CLI) revokes the user's OAuth
+// grants in oauth.db too, so that once the host is back the app's refresh
+// token is refused; the data folder's users are listed, those of an
+// install from before the users table included.
+func TestUserDisableWithoutRunningHost(t *testing.T) {
+	e := gateHost(t, build(t), map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", freePort(t))})
+	e.startServe()
+	const redirect = "http://127.0.0.1:33420/cb"
+	client := e.register(redirect)
+	_, refresh := e.oauthApp(client, redirect)
+	e.must("", "settings", "set", "--user", "carol", "servers", `{}`)
+	e.stopServe()
+
+	if out := e.must("", "user", "disable", "bob"); !strings.Contains(out, "disabled bob") {
+		t.Errorf("user disable without a host: %q", out)
+	}
+	users := e.users()
+	if u := users["bob"]; u.Disabled.IsZero() || u.Apps != 0 {
+		t.Errorf("bob = %+v, want disabled, no apps", u)
+	}
+	if _, ok := users["carol"]; !ok {
+		t.Errorf("carol, who has only settings, is not listed: %v", users)
+	}
+	e.startServe()
+	if code, _, body := fetch(t, browse(), "POST", e.url+"/oauth/token", url.Values{"grant_type": {"refresh_token"},
+		"refresh_token": {refresh}, "client_id": {client}}); code != http.StatusBadRequest || !strings.Contains(body, "invalid_grant") {
+		t.Errorf("bob's app's refresh after an offline disable: %d %s, want invalid_grant", code, body)
+	}
+}

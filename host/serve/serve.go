@@ -157,7 +157,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	s.tokens = &web.TokenAdmin{Store: a, BaseURL: s.URL, Host: h}
 	base := guard.PathOf(cfg.PublicURL)
 	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
-		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base}
+		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base, Users: s.tokens}
 	oidcLogin, recheck, err := s.openOIDC(h, logger.With("surface", "oidc"))
 	if err != nil {
 		_ = a.Close()
@@ -581,6 +581,7 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 		}
 		// The grant is the session's token: its refreshed tokens keep the
 		// session, and revoking it closes the session.
+		v.s.SeenUser(ctx, p.User) // at most once a minute per user
 		return mcpendpoint.Principal{User: p.User, TokenID: p.GrantID, Expires: p.Expires}, nil
 	}
 	p, err := v.s.Verify(ctx, tok)

@@ -1151,7 +1151,9 @@ type ValidateSettingsRequest struct {
 	Section string                 `protobuf:"bytes,2,opt,name=section,proto3" json:"section,omitempty"`
 	// The values the section's form accepted, normalized (secret fields
 	// never travel here).
-	Values        []byte `protobuf:"bytes,3,opt,name=values,proto3" json:"values,omitempty"`
+	Values []byte `protobuf:"bytes,3,opt,name=values,proto3" json:"values,omitempty"`
+	// The user's groups, as ActivateRequest.groups (none from older hosts).
+	Groups        []string `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1203,6 +1205,13 @@ func (x *ValidateSettingsRequest) GetSection() string {
 func (x *ValidateSettingsRequest) GetValues() []byte {
 	if x != nil {
 		return x.Values
+	}
+	return nil
+}
+
+func (x *ValidateSettingsRequest) GetGroups() []string {
+	if x != nil {
+		return x.Groups
 	}
 	return nil
 }
@@ -4321,11 +4330,12 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x16\n" +
 	"\x06params\x18\x03 \x01(\fR\x06params\"\x17\n" +
-	"\x15SessionNotifyResponse\"d\n" +
+	"\x15SessionNotifyResponse\"|\n" +
 	"\x17ValidateSettingsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\asection\x18\x02 \x01(\tR\asection\x12\x16\n" +
-	"\x06values\x18\x03 \x01(\fR\x06values\"\x1a\n" +
+	"\x06values\x18\x03 \x01(\fR\x06values\x12\x16\n" +
+	"\x06groups\x18\x04 \x03(\tR\x06groups\"\x1a\n" +
 	"\x18ValidateSettingsResponse\"\x11\n" +
 	"\x0fDescribeRequest\"P\n" +
 	"\x10DescribeResponse\x12<\n" +

@@ -508,8 +508,11 @@ func (s *Store) afterRevokeUser(name string, tokens []string, change UserChange)
 
 // OnUserChange registers fn to be called whenever a user is disabled,
 // enabled or deleted, or their groups change, after the change is
-// committed. fn runs on the changing goroutine and must return quickly.
-// The returned function unregisters fn; it may be called more than once.
+// committed. fn runs on the changing goroutine, so that the change's
+// caller returns once every subscriber has acted (the server's stops the
+// user's processes, which may take seconds); it must not call back into
+// the change. The returned function unregisters fn; it may be called
+// more than once.
 func (s *Store) OnUserChange(fn func(UserEvent)) (cancel func()) {
 	return s.userEvents.Add(fn)
 }

@@ -73,6 +73,10 @@ type Options struct {
 	// from this browser and returns the authorization URL to send it to
 	// (the settings page's Connect buttons); nil offers none.
 	SignIn func(w http.ResponseWriter, r *http.Request, user, extName, name string) (authURL string, err error)
+	// Users, when set, serves the operator's users page (/users) and
+	// operator API (/api/operator/v1/users): list, disable, enable,
+	// delete.
+	Users *TokenAdmin
 	// OIDC, when set, signs people in with the operator's OpenID Connect
 	// provider: the sign-in page offers it first.
 	OIDC *oidclogin.Login
@@ -215,6 +219,7 @@ func (s *server) routes(r chi.Router) {
 
 	r.Get("/status", s.statusPage)
 	r.Get("/status.json", s.statusJSON)
+	s.operatorRoutes(r)
 
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireBearer)
