@@ -84,7 +84,8 @@ func (p *oidcProvider) admin(path string, form url.Values) {
 // consent page, signs in through the provider from there, comes back to
 // the consent page, allows, and the app's token works on /mcp; carol
 // (neither) gets a page naming why and no session; after the provider
-// rotates its signing key a new sign-in still verifies; bob, removed from the group at the provider, is refused at his next
+// rotates its signing key a new sign-in still verifies; a shared server
+// lent to group:staff reaches bob (staff at the provider), not alice; bob, removed from the group at the provider, is refused at his next
 // sign-in and disabled: his web session ends and his app stops working.
 func TestOIDCSignInInABrowser(t *testing.T) {
 	needChromium(t)
@@ -96,7 +97,10 @@ func TestOIDCSignInInABrowser(t *testing.T) {
 		{"id": "u-bob", "username": "bob", "password": "bob-pw", "email": "bob@partner.org", "emailVerified": true, "groups": []string{"staff", "partners"}},
 		{"id": "u-carol", "username": "carol", "password": "carol-pw", "email": "carol@other.org", "emailVerified": true, "groups": []string{"guests"}},
 	})
-	e := newEnv(t, b, map[string]any{"userServers": "url"}, map[string]any{
+	e := newEnv(t, b, map[string]any{
+		"userServers": "url",
+		"mcpServers":  map[string]any{"team": map[string]any{"command": b.notes, "credentials": "shared", "users": []string{"group:staff"}}},
+	}, map[string]any{
 		"listen": fmt.Sprintf("127.0.0.1:%d", port),
 		"oidc": map[string]any{
 			"name": "Example IdP", "issuer": idp.issuer, "clientID": "agenthost", "clientSecret": "oidc-client",
@@ -228,6 +232,17 @@ func TestOIDCSignInInABrowser(t *testing.T) {
 	bb.do("bob opens his settings page", chromedp.Navigate(host+"/settings"), chromedp.WaitVisible(css(`.who`)))
 	if got := page(bb); !strings.Contains(got, "Signed in as "+bob) || !strings.Contains(got, "bob-own") || strings.Contains(got, "alice-own") {
 		t.Errorf("bob's page:\n%s", got)
+	}
+
+	// The shared server lent to group:staff: bob (staff at the provider)
+	// switches it on and has its tools; alice (not in staff) cannot.
+	e.must("", "settings", "set", "--user", bob, "--ext", "mcp", "servers", `{"team":true}`)
+	eventually(t, "team reaches bob", func() bool { return hasPrefix(e.toolNames(bob), "team/") })
+	if _, errOut, code := e.run("", "settings", "set", "--user", alice, "--ext", "mcp", "servers", `{"team":true}`); code == 0 || !strings.Contains(errOut, "not to you") {
+		t.Errorf("alice switching on team (lent to group:staff): exit %d %s", code, errOut)
+	}
+	if hasPrefix(e.toolNames(alice), "team/") {
+		t.Error("alice has the tools of team")
 	}
 
 	// Carol: refused, with the reason; no session, no user.
