@@ -30,7 +30,7 @@ const oidcClientSecret = "e2e-oidc-client-secret-0123456789"
 
 // startOIDCProvider starts the provider with these users, its one client
 // redirecting to redirect.
-func startOIDCProvider(t *testing.T, redirect string, users []map[string]any) *oidcProvider {
+func startOIDCProvider(t *testing.T, redirect string, users []map[string]any, flags ...string) *oidcProvider {
 	t.Helper()
 	bin := testbin.Build(t, pkg+"examples/oidcprovider")
 	f := filepath.Join(t.TempDir(), "users.json")
@@ -38,7 +38,7 @@ func startOIDCProvider(t *testing.T, redirect string, users []map[string]any) *o
 	if err := os.WriteFile(f, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-users", f, "-redirect", redirect, "-admin")
+	cmd := exec.Command(bin, append([]string{"-users", f, "-redirect", redirect, "-admin"}, flags...)...)
 	cmd.Env = append(os.Environ(), "OIDCPROVIDER_CLIENT_SECRET="+oidcClientSecret)
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
@@ -494,5 +494,29 @@ func TestOIDCRecheck(t *testing.T) {
 		if !strings.Contains(e.serveOut.String(), want) {
 			t.Errorf("the host's log lacks %q", want)
 		}
+	}
+}
+
+// TestOIDCUserinfoClaims: a provider that keeps the email out of the ID
+// token (OIDC Core 5.4: at the userinfo endpoint only, when an access
+// token is issued) still signs people in: the claims the ID token lacks
+// come from the userinfo endpoint, for the same subject.
+func TestOIDCUserinfoClaims(t *testing.T) {
+	b := build(t)
+	port := freePort(t)
+	host := fmt.Sprintf("http://127.0.0.1:%d", port)
+	idp := startOIDCProvider(t, host+"/settings/oidc/callback", []map[string]any{
+		{"id": "u-alice", "username": "alice", "password": "alice-pw", "email": "alice@example.com", "emailVerified": true},
+	}, "-strict-claims")
+	e := newEnv(t, b, nil, map[string]any{
+		"listen": fmt.Sprintf("127.0.0.1:%d", port),
+		"oidc":   map[string]any{"issuer": idp.issuer, "clientID": "agenthost", "clientSecret": "oidc-client", "allowedDomains": []string{"example.com"}},
+	})
+	e.startServe()
+	e.must(oidcClientSecret+"\n", "secret", "set", "--operator", "oidc-client")
+	hc := browse()
+	_, hdr, _ := fetch(t, hc, "GET", host+"/settings/oidc/start", nil)
+	if code, _, body := fetch(t, hc, "GET", idp.toCallback(hc, hdr.Get("Location"), "alice", "alice-pw"), nil); code != http.StatusOK || !strings.Contains(body, "alice@example.com") {
+		t.Fatalf("alice's sign-in with the email at the userinfo endpoint only: %d\n%s", code, body)
 	}
 }

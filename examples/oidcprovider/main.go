@@ -13,7 +13,8 @@
 // "groups"}]), with their groups in the ID token's "groups" claim; one web
 // client (-client-id, the secret from $OIDCPROVIDER_CLIENT_SECRET, the
 // redirect URIs from -redirect) whose ID tokens carry the email and
-// profile claims (as Google's and Keycloak's do); and the signing key
+// profile claims (as Google's and Keycloak's do; with -strict-claims they
+// are at the userinfo endpoint only, as OIDC Core 5.4 has it); and the signing key
 // rotated on SIGHUP or, with -admin, on POST /admin/rotate-keys: a new key
 // signs from then on, the JWKS lists it first and keeps the old one. With
 // -admin, POST /admin/groups?username=U&group=G&group=H replaces a user's
@@ -84,7 +85,8 @@ func run() error {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	usersFile := flag.String("users", "", "the users, a JSON file (required)")
 	clientID := flag.String("client-id", "agenthost", "the web client's ID")
-	admin := flag.Bool("admin", false, "serve POST /admin/rotate-keys")
+	admin := flag.Bool("admin", false, "serve POST /admin/rotate-keys, /admin/groups and /admin/terminate")
+	strict := flag.Bool("strict-claims", false, "keep the email and profile claims out of ID tokens (OIDC Core 5.4: at the userinfo endpoint only)")
 	var redirectURIs redirects
 	flag.Var(&redirectURIs, "redirect", "a redirect URI of the client (repeatable)")
 	flag.Parse()
@@ -103,7 +105,7 @@ func run() error {
 	issuer := "http://" + ln.Addr().String()
 
 	storage.RegisterClients(storage.WebClient(*clientID, secret, redirectURIs...))
-	st := &store{Storage: storage.NewStorage(users), users: users}
+	st := &store{Storage: storage.NewStorage(users), users: users, strict: *strict}
 	if err := st.rotate(); err != nil {
 		return err
 	}
@@ -231,7 +233,8 @@ func (u *userStore) ExampleClientID() string { return "" }
 // claim, and ID tokens that carry the email and profile claims.
 type store struct {
 	*storage.Storage
-	users *userStore
+	users  *userStore
+	strict bool // no userinfo claims in ID tokens
 
 	mu   sync.Mutex
 	keys []*key // newest first
@@ -294,8 +297,8 @@ func (s *store) KeySet(context.Context) ([]op.Key, error) {
 // (email, profile) in its ID tokens.
 func (s *store) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
 	c, err := s.Storage.GetClientByClientID(ctx, id)
-	if err != nil {
-		return nil, err
+	if err != nil || s.strict {
+		return c, err
 	}
 	return assertingClient{c}, nil
 }

@@ -215,6 +215,9 @@ func (l *Login) Finish(ctx context.Context, st State, q url.Values) (string, err
 	if err != nil {
 		return "", err
 	}
+	if err := l.userinfo(ctx, p, tok, sub, claims); err != nil {
+		return "", err
+	}
 	id, err := l.identity(claims, sub)
 	if err != nil {
 		return "", err
@@ -285,6 +288,9 @@ func (l *Login) Recheck(ctx context.Context, id Identity) error {
 	if err := t.Claims(&claims); err != nil {
 		return fmt.Errorf("oidclogin: reading the refreshed ID token's claims: %w", err)
 	}
+	if err := l.userinfo(ctx, p, tok, t.Subject, claims); err != nil {
+		return err
+	}
 	now, err := l.identity(claims, t.Subject)
 	var r *Refusal
 	switch {
@@ -323,6 +329,44 @@ func (l *Login) verify(ctx context.Context, p *oidc.Provider, raw, nonce string)
 		return nil, "", fmt.Errorf("oidclogin: reading the ID token's claims: %w", err)
 	}
 	return claims, t.Subject, nil
+}
+
+// userinfo fills in, from the provider's userinfo endpoint, the claims
+// the ID token lacks of those the sign-in reads (the user's, email and
+// email_verified, groups): providers that follow OIDC Core 5.4 strictly
+// put the email and profile claims there only, when an access token is
+// issued. The answer counts only when its sub is the ID token's (5.3.2);
+// a provider without the endpoint leaves the claims as they are.
+func (l *Login) userinfo(ctx context.Context, p *oidc.Provider, tok *oauth2.Token, sub string, claims map[string]any) error {
+	want := []string{l.cfg.UserClaim, "email", "email_verified", l.cfg.GroupsClaim}
+	missing := false
+	for _, c := range want {
+		if _, ok := claims[c]; !ok {
+			missing = true
+		}
+	}
+	if !missing || p.UserInfoEndpoint() == "" || tok.AccessToken == "" {
+		return nil
+	}
+	ui, err := p.UserInfo(l.ctx(ctx), oauth2.StaticTokenSource(tok))
+	if err != nil {
+		return fmt.Errorf("oidclogin: reading the userinfo of %s: %w", l.cfg.Issuer, err)
+	}
+	if ui.Subject != sub {
+		return fmt.Errorf("oidclogin: the userinfo of %s names another subject than the ID token", l.cfg.Issuer)
+	}
+	var more map[string]any
+	if err := ui.Claims(&more); err != nil {
+		return fmt.Errorf("oidclogin: reading the userinfo's claims: %w", err)
+	}
+	for _, c := range want {
+		if _, ok := claims[c]; !ok {
+			if v, ok := more[c]; ok {
+				claims[c] = v
+			}
+		}
+	}
+	return nil
 }
 
 // identity reads the person from the ID token's claims.
