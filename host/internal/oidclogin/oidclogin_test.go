@@ -23,6 +23,10 @@ type keyProvider struct {
 	srv  *httptest.Server
 	mu   sync.Mutex
 	keys []jose.JSONWebKey // public keys served
+	// idToken is what the token endpoint answers; userinfo what the
+	// userinfo endpoint does.
+	idToken  string
+	userinfo map[string]any
 }
 
 func newKeyProvider(t *testing.T) *keyProvider {
@@ -32,12 +36,25 @@ func newKeyProvider(t *testing.T) *keyProvider {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"issuer": kp.srv.URL, "authorization_endpoint": kp.srv.URL + "/auth", "token_endpoint": kp.srv.URL + "/token",
 			"jwks_uri": kp.srv.URL + "/keys", "id_token_signing_alg_values_supported": []string{"RS256"},
+			"userinfo_endpoint": kp.srv.URL + "/userinfo",
 		})
 	})
 	mux.HandleFunc("/keys", func(w http.ResponseWriter, r *http.Request) {
 		kp.mu.Lock()
 		defer kp.mu.Unlock()
 		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: kp.keys})
+	})
+	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		kp.mu.Lock()
+		defer kp.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": "at", "token_type": "Bearer", "expires_in": 60, "id_token": kp.idToken})
+	})
+	mux.HandleFunc("/userinfo", func(w http.ResponseWriter, r *http.Request) {
+		kp.mu.Lock()
+		defer kp.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(kp.userinfo)
 	})
 	kp.srv = httptest.NewServer(mux)
 	t.Cleanup(kp.srv.Close)
@@ -191,5 +208,45 @@ func TestIdentityAndAdmission(t *testing.T) {
 	}
 	if _, err := l.identity(map[string]any{}, "s"); err == nil || !strings.Contains(err.Error(), "no preferred_username claim") {
 		t.Errorf("no claim: %v", err)
+	}
+}
+
+// TestFinishUserinfo: the claims an ID token lacks come from the userinfo
+// endpoint, but only for the same subject; a callback whose state is not
+// the browser's is refused before anything is exchanged.
+func TestFinishUserinfo(t *testing.T) {
+	kp := newKeyProvider(t)
+	key := kp.newKey(t, "k1", true)
+	l := newTestLogin(t, kp.srv.URL)
+	ctx := context.Background()
+	_, st, err := l.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	kp.mu.Lock()
+	kp.idToken = sign(t, key, map[string]any{"iss": kp.srv.URL, "aud": "agenthost", "sub": "s1", "nonce": st.Nonce,
+		"iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix()})
+	kp.userinfo = map[string]any{"sub": "s1", "email": "alice@example.com", "email_verified": true}
+	kp.mu.Unlock()
+	q := map[string][]string{"code": {"c"}, "state": {st.State}}
+	if user, err := l.Finish(ctx, st, q); err != nil || user != "alice@example.com" {
+		t.Errorf("the email from userinfo: %q %v", user, err)
+	}
+	kp.mu.Lock()
+	kp.userinfo["sub"] = "s2"
+	kp.mu.Unlock()
+	if _, err := l.Finish(ctx, st, q); err == nil || !strings.Contains(err.Error(), "another subject") {
+		t.Errorf("userinfo of another subject: %v", err)
+	}
+	if _, err := l.Finish(ctx, st, map[string][]string{"code": {"c"}, "state": {"other"}}); !errors.Is(err, ErrBadState) {
+		t.Errorf("another state: %v", err)
+	}
+	if _, err := l.Finish(ctx, State{}, map[string][]string{"code": {"c"}, "state": {""}}); !errors.Is(err, ErrBadState) {
+		t.Errorf("no pending sign-in: %v", err)
+	}
+	var pe *ProviderError
+	if _, err := l.Finish(ctx, st, map[string][]string{"error": {"access_denied"}}); !errors.As(err, &pe) || pe.Code != "access_denied" {
+		t.Errorf("the provider's refusal: %v", err)
 	}
 }
