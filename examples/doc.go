@@ -1,5 +1,6 @@
 // Package examples holds runnable, tested examples of agenthost: a minimal
 // extension (hello), a program embedding the host and serving /mcp
-// (embed), example MCP servers (servers/...), and the demo
-// config. Nothing imports this module.
+// (embed), example MCP servers (servers/...), an OpenID Connect provider
+// for tests and demos (oidcprovider, built from zitadel/oidc), and the
+// demo config. Nothing imports this module.
 package examples

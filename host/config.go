@@ -52,6 +52,9 @@ type Config struct {
 	// OAuth configures the OAuth authorization server that lets apps such
 	// as Claude's custom connectors connect to /mcp.
 	OAuth OAuthConfig `json:"oauth,omitzero"`
+	// OIDC names the OpenID Connect provider people sign in with; nil
+	// signs in with tokens and one-time links only.
+	OIDC *OIDCConfig `json:"oidc,omitempty"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string
@@ -184,6 +187,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		AllowedOrigins []string                   `json:"allowedOrigins"`
 		TrustedProxies []string                   `json:"trustedProxies"`
 		OAuth          json.RawMessage            `json:"oauth"`
+		OIDC           json.RawMessage            `json:"oidc"`
 	}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
@@ -230,6 +234,14 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 			errs = append(errs, fmt.Errorf("oauth: %w", err))
 		} else {
 			errs = append(errs, cfg.OAuth.validate()...)
+		}
+	}
+	if len(top.OIDC) > 0 && string(top.OIDC) != "null" {
+		cfg.OIDC = &OIDCConfig{}
+		if err := strictDecode(top.OIDC, cfg.OIDC); err != nil {
+			errs = append(errs, fmt.Errorf("oidc: %w", err))
+		} else {
+			errs = append(errs, cfg.OIDC.validate(cfg.Extensions)...)
 		}
 	}
 	switch cfg.Secrets.Backend {

@@ -96,3 +96,38 @@ func TestOAuthConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestOIDCConfig: the oidc block's defaults, and the refusals: no
+// admission rule, an http issuer beyond loopback, a client secret
+// extension that is not there, a bad user in the list.
+func TestOIDCConfig(t *testing.T) {
+	t.Parallel()
+	const exts = `"extensions":{"mcp":{"path":"/bin/true"}}`
+	cfg, err := host.ParseConfig([]byte(`{`+exts+`,"oidc":{"issuer":"https://accounts.google.com","clientID":"c","clientSecret":"oidc","allowedDomains":["@Example.com"]}}`), t.TempDir())
+	if err != nil || !cfg.OIDC.On() {
+		t.Fatalf("a minimal block: %+v, %v", cfg.OIDC, err)
+	}
+	d := cfg.OIDC.WithDefaults(cfg.Extensions)
+	if d.UserClaim != "email" || d.GroupsClaim != "groups" || d.ClientSecretExtension != "mcp" || d.AllowedDomains[0] != "example.com" || len(d.Scopes) != 2 || d.RecheckMinutes != 15 {
+		t.Errorf("defaults: %+v", d)
+	}
+	if cfg, err := host.ParseConfig([]byte(`{`+exts+`}`), t.TempDir()); err != nil || cfg.OIDC.On() {
+		t.Errorf("no oidc block: %+v %v", cfg.OIDC, err)
+	}
+	for block, want := range map[string]string{
+		`{"issuer":"https://i","clientID":"c","clientSecret":"s"}`:                                                      "oidc: set allowedDomains, allowedGroups or allowedUsers",
+		`{"issuer":"http://idp.example.com","clientID":"c","clientSecret":"s","allowedGroups":["g"]}`:                   "oidc.issuer: \"http://idp.example.com\" must be https",
+		`{"issuer":"http://127.0.0.1:5556","clientID":"c","clientSecret":"s","allowedGroups":["g"],"x":1}`:              `oidc: unknown field "x"`,
+		`{"issuer":"https://i","clientSecret":"s","allowedGroups":["g"]}`:                                               "oidc.clientID: required",
+		`{"issuer":"https://i","clientID":"c","allowedGroups":["g"]}`:                                                   "oidc.clientSecret: required",
+		`{"issuer":"https://i","clientID":"c","clientSecret":"s","clientSecretExtension":"nope","allowedGroups":["g"]}`: `oidc.clientSecretExtension: "nope"`,
+		`{"issuer":"https://i","clientID":"c","clientSecret":"s","allowedUsers":["@op"]}`:                               "oidc.allowedUsers[0]",
+		`{"issuer":"https://i","clientID":"c","clientSecret":"s","allowedDomains":["https://x.com"]}`:                   "oidc.allowedDomains[0]",
+		`{"issuer":"https://i","clientID":"c","clientSecret":"s","allowedGroups":["g"],"userClaim":"a b"}`:              "oidc.userClaim",
+	} {
+		_, err := host.ParseConfig([]byte(`{`+exts+`,"oidc":`+block+`}`), t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("oidc %s: %v, want an error with %q", block, err, want)
+		}
+	}
+}

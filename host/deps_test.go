@@ -13,7 +13,7 @@ import (
 // examples); go-plugin only inside the supervisor package; go-sdk only in
 // the agent-facing MCP endpoint, but for its OAuth packages (auth,
 // oauthex), which the OAuth server may use too; fosite only in the OAuth
-// server; and only cmd/ packages call os.Exit.
+// server; go-oidc only in the OpenID Connect sign-in; and only cmd/ packages call os.Exit.
 func TestDependencyRules(t *testing.T) {
 	const mod = "github.com/agenthost/agenthost/"
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Imports " "}}|{{join .Deps " "}}`, "./...").CombinedOutput()
@@ -44,6 +44,8 @@ func TestDependencyRules(t *testing.T) {
 				}
 			case strings.HasPrefix(imp, "github.com/modelcontextprotocol/go-sdk") && !strings.Contains(pkg, "/internal/mcpendpoint"):
 				t.Errorf("%s imports %s: go-sdk belongs in the agent-facing MCP endpoint only", pkg, imp)
+			case strings.HasPrefix(imp, "github.com/coreos/go-oidc") && !strings.HasSuffix(pkg, "/internal/oidclogin"):
+				t.Errorf("%s imports %s: go-oidc (the OpenID Connect sign-in) belongs in host/internal/oidclogin only", pkg, imp)
 			case strings.HasPrefix(imp, "github.com/ory/") && !strings.HasSuffix(pkg, "/internal/oauthserver"):
 				t.Errorf("%s imports %s: fosite (the authorization server's library) belongs in host/internal/oauthserver only", pkg, imp)
 			}

@@ -303,6 +303,15 @@ func (h *Host) DeleteSecret(ctx context.Context, user, extName, name string) err
 	return h.refreshAfterSecret(ctx, user, extName)
 }
 
+// OperatorSecret reads an operator secret of an extension: for the host's
+// own use (the OpenID Connect client secret), never shown.
+func (h *Host) OperatorSecret(ctx context.Context, extName, name string) (string, error) {
+	if err := h.checkSecretOwner(OperatorUser, extName); err != nil {
+		return "", err
+	}
+	return (&userStore{h: h, ext: extName, user: OperatorUser}).Secrets().Get(ctx, name)
+}
+
 // SecretNames lists a user's (or the operator's) secret names for an
 // extension; values are never returned.
 func (h *Host) SecretNames(ctx context.Context, user, extName string) ([]string, error) {

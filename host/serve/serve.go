@@ -90,6 +90,9 @@ type Server struct {
 	ln      net.Listener    // Options.Listener, nil: Listen opens one
 	ctl     *control.Server // nil without Options.ControlSocket
 	stopRev func()
+	// stopOIDC unsubscribes the OpenID sign-in from the users' changes;
+	// nil without a provider.
+	stopOIDC func()
 
 	refusals *guard.RefusalLog // shared by the surfaces
 
@@ -157,6 +160,14 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	base := guard.PathOf(cfg.PublicURL)
 	webOpts := &web.Options{Logger: logger.With("surface", "web"), Secure: s.tls != nil,
 		AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, BasePath: base, Users: s.tokens}
+	oidcLogin, recheck, err := s.openOIDC(h, logger.With("surface", "oidc"))
+	if err != nil {
+		_ = a.Close()
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if oidcLogin != nil {
+		webOpts.OIDC, webOpts.Recheck = oidcLogin, recheck.Check
+	}
 	sessions := web.NewSessions(a, webOpts)
 	if cfg.OAuth.On() {
 		if s.oauth, err = s.openOAuth(&o, sessions, proxies.Key, hosts); err != nil {
@@ -423,6 +434,9 @@ func (s *Server) Close() error {
 			_ = s.srv.Close()
 		}
 		s.stopRev()
+		if s.stopOIDC != nil {
+			s.stopOIDC()
+		}
 		var cerr error
 		if s.ctl != nil {
 			cerr = s.ctl.Close()

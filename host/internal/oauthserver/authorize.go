@@ -50,8 +50,11 @@ type pageView struct {
 	Params     []paramView // the authorization request, re-posted
 	CSRF       string
 	LoginURL   string
-	Passphrase bool
-	Locked     bool
+	// Provider and ProviderURL: the sign-in with the operator's OpenID
+	// Connect provider, offered first ("" without one).
+	Provider, ProviderURL string
+	Passphrase            bool
+	Locked                bool
 	// formTarget is the redirect URI a form post of this page ends at.
 	formTarget string
 }
@@ -213,6 +216,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, code int, v *pag
 	}
 	v.Mode, v.Title = "signin", "Sign in to connect "+v.Client
 	v.LoginURL = s.opts.Sessions.LoginURL(s.basePath() + PathAuthorize + "?" + q.Encode())
+	v.Provider, v.ProviderURL = s.opts.Sessions.ProviderLogin(s.basePath() + PathAuthorize + "?" + q.Encode())
 	if s.opts.Passphrase != nil {
 		v.Passphrase, v.CSRF = true, s.opts.Sessions.FormToken(w, r)
 	}

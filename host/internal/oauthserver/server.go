@@ -76,6 +76,10 @@ type Sessions interface {
 	// LoginURL is the sign-in page's path that comes back to next (a
 	// local path) once signed in.
 	LoginURL(next string) string
+	// ProviderLogin is the operator's OpenID Connect provider's name and
+	// the path that signs in there and comes back to next; "" and ""
+	// without a provider.
+	ProviderLogin(next string) (name, url string)
 }
 
 // Limiter counts passphrase guesses with every other failed sign-in (the

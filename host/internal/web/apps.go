@@ -71,6 +71,20 @@ func (x *Sessions) LoginURL(next string) string {
 	return x.s.path("/settings/login") + "?next=" + url.QueryEscape(next)
 }
 
+// ProviderLogin is the OpenID Connect provider's name and the path that
+// signs in there and comes back to next (a path of this server); "" and
+// "" without a provider.
+func (x *Sessions) ProviderLogin(next string) (name, loginURL string) {
+	if x.s.opts.OIDC == nil {
+		return "", ""
+	}
+	u := x.s.path(OIDCStartPath)
+	if next = x.s.safeNext(next); next != "" {
+		u += "?next=" + url.QueryEscape(next)
+	}
+	return x.s.opts.OIDC.Name(), u
+}
+
 // safeNext returns next when it is a path of this server to go on to
 // after sign-in, else "": never another site (an open redirect).
 func (s *server) safeNext(next string) string {

@@ -29,8 +29,12 @@
 //
 // # Access
 //
-// People sign in at /settings/login with a bearer token or a one-time
-// login link (which asks before it signs in, so that a planted link cannot
+// People sign in at /settings/login with the operator's OpenID Connect
+// provider when there is one ([Options.OIDC], offered first:
+// /settings/oidc/start and /settings/oidc/callback, see package oidclogin;
+// the pending sign-in's state, nonce, PKCE verifier and next path live in
+// a 10-minute HttpOnly SameSite=Lax cookie used once), with a bearer
+// token, or with a one-time login link (which asks before it signs in, so that a planted link cannot
 // sign a browser into someone else's account). A link followed from
 // another site's page (Sec-Fetch-Site other than same-origin or none; in
 // older browsers an Origin or Referer of another origin) is not looked at:

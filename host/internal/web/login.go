@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/host/internal/auth"
+	"github.com/agenthost/agenthost/host/internal/oidclogin"
 )
 
 type ctxKey int
@@ -46,6 +47,18 @@ func (s *server) currentSession(w http.ResponseWriter, r *http.Request) *webSess
 		}
 		s.setSessionCookie(w, r, "", -1)
 		return nil
+	}
+	if s.opts.Recheck != nil && !ss.Operator && ss.User != "" {
+		var refusal *oidclogin.Refusal
+		switch err := s.opts.Recheck(r.Context(), ss.User); {
+		case errors.As(err, &refusal):
+			s.logger.Warn("oidc: a session's user is no longer admitted", "user", ss.User, "reason", refusal.Reason)
+			_ = s.a.DeleteSession(r.Context(), c.Value)
+			s.setSessionCookie(w, r, "", -1)
+			return nil
+		case err != nil:
+			s.logger.Error("oidc: re-checking a session's user at the provider", "user", ss.User, "err", err)
+		}
 	}
 	return &webSession{ID: c.Value, Session: ss}
 }
@@ -141,10 +154,13 @@ type loginView struct {
 	Notice string
 	Title  string
 	Next   string // where to go once signed in (a path here)
+	// Provider names the OpenID Connect provider whose button comes
+	// first; "" without one.
+	Provider string
 }
 
 func (s *server) loginPage(w http.ResponseWriter, r *http.Request) {
-	v := &loginView{Base: s.base, CSRF: s.loginToken(w, r), Title: "Sign in", Next: s.safeNext(r.URL.Query().Get("next"))}
+	v := &loginView{Base: s.base, CSRF: s.loginToken(w, r), Title: "Sign in", Next: s.safeNext(r.URL.Query().Get("next")), Provider: s.providerName()}
 	code := r.URL.Query().Get("code")
 	if code == "" {
 		if ws := s.currentSession(w, r); ws != nil {
@@ -248,7 +264,7 @@ func (s *server) redirectHome(w http.ResponseWriter, r *http.Request, operator b
 // code is redeemed. Each credential is checked before the lockout is
 // consulted, so a valid one signs in from a locked-out address too.
 func (s *server) loginSubmit(w http.ResponseWriter, r *http.Request) {
-	v := &loginView{Base: s.base, Title: "Sign in"}
+	v := &loginView{Base: s.base, Title: "Sign in", Provider: s.providerName()}
 	if err := r.ParseForm(); err != nil {
 		s.formError(w, r, err)
 		return
@@ -298,18 +314,9 @@ func (s *server) loginSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A fresh session ID at every sign-in; the old session, if any, ends.
-	if old, err := r.Cookie(s.cookie); err == nil && old.Value != "" {
-		_ = s.a.DeleteSession(r.Context(), old.Value)
-	}
-	id, _, err := s.a.CreateSession(r.Context(), p)
-	if err != nil {
-		s.logger.Error("creating a web session", "err", err)
-		s.errorPage(w, r, http.StatusInternalServerError, "Sign-in failed", "The session could not be created; the host's log has the details.")
+	if err := s.startSession(w, r, p); err != nil {
 		return
 	}
-	s.setSessionCookie(w, r, id, 0)
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		Secure: s.opts.Secure || r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	s.logger.Info("signed in to the web UI", "user", p.User, "operator", p.Operator, "token", p.TokenID)
 	s.redirectAfter(w, r, p.Operator, v.Next)
 }
@@ -371,4 +378,12 @@ func humanDuration(d time.Duration) string {
 		unit += "s"
 	}
 	return strconv.Itoa(n) + " " + unit
+}
+
+// providerName is the OpenID Connect provider's name, "" without one.
+func (s *server) providerName() string {
+	if s.opts.OIDC == nil {
+		return ""
+	}
+	return s.opts.OIDC.Name()
 }

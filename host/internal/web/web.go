@@ -23,6 +23,7 @@ import (
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/host/internal/guard"
+	"github.com/agenthost/agenthost/host/internal/oidclogin"
 	"github.com/agenthost/agenthost/settings"
 )
 
@@ -76,7 +77,15 @@ type Options struct {
 	// operator API (/api/operator/v1/users): list, disable, enable,
 	// delete.
 	Users *TokenAdmin
-	_     struct{}
+	// OIDC, when set, signs people in with the operator's OpenID Connect
+	// provider: the sign-in page offers it first.
+	OIDC *oidclogin.Login
+	// Recheck, when set, is called with the user of every request of a
+	// user's web session (it decides itself when to ask the provider
+	// again); a *oidclogin.Refusal ends the session (the user was
+	// disabled), another error is logged and decides nothing.
+	Recheck func(ctx context.Context, user string) error
+	_       struct{}
 }
 
 // Limits and names.
@@ -191,6 +200,8 @@ func (s *server) routes(r chi.Router) {
 
 	r.Get("/settings/login", s.loginPage)
 	r.Post("/settings/login", s.loginSubmit)
+	r.Get(OIDCStartPath, s.oidcStart)
+	r.Get(OIDCCallbackPath, s.oidcCallback)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireSession)
 		r.Post("/settings/logout", s.logout)
