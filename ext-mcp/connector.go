@@ -52,6 +52,9 @@ type authTransport struct {
 	headers http.Header
 	token   string
 	oauth   bool // the request's Authorization is the OAuth handler's: keep it
+	// secretHeaders hold a user's secret inputs (a catalog server's): like
+	// Authorization, they go to the configured origin only.
+	secretHeaders []string
 }
 
 func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -72,6 +75,9 @@ func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if originOf(r.URL) != t.origin {
 		r.Header.Del("Authorization")
+		for _, k := range t.secretHeaders {
+			r.Header.Del(k)
+		}
 	}
 	return t.base.RoundTrip(r)
 }
@@ -132,6 +138,26 @@ func (x *Extension) ownerSpec(ctx context.Context, h ext.Host, owner string, d c
 		return nil, fmt.Errorf("server %q has no MCP spec", d.Name)
 	}
 	us := &userSpec{spec: sp, owner: owner}
+	if sp.entry != nil && owner != OperatorUser {
+		// A server added from the catalog: its secret inputs other than
+		// the token, each the user's secret input:<server>:<input>.
+		for _, in := range sp.entry.secretSlots() {
+			v, err := h.UserStore(owner).Secrets().Get(ctx, InputSecret(d.Name, in.Name))
+			switch {
+			case errors.Is(err, ext.ErrNotFound) || (err == nil && v == ""):
+				if in.IsRequired {
+					us.missing = append(us.missing, in.Name)
+				}
+				v = ""
+			case err != nil:
+				return nil, fmt.Errorf("reading the secret input %q for %q: %w", in.Name, d.Name, err)
+			}
+			if us.inputs == nil {
+				us.inputs = map[string]string{}
+			}
+			us.inputs[in.Name] = v
+		}
+	}
 	tok, err := h.UserStore(owner).Secrets().Get(ctx, TokenSecret(d.Name))
 	switch {
 	case errors.Is(err, ext.ErrNotFound):
@@ -173,11 +199,12 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	if err != nil {
 		return nil, err
 	}
+	if err := us.needsInputs(d.Name); err != nil {
+		return nil, err
+	}
 	token, replace := us.token, us.replace
 	cn := &conn{x: x, host: h, user: user, server: d.Name, limit: c.limit(us.server), done: make(chan struct{}), active: map[*activeCall]struct{}{}}
-	if token != "" {
-		cn.secrets = []string{token}
-	}
+	cn.secrets = us.secretValues()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agenthost-ext-mcp", Version: Version}, &mcp.ClientOptions{
 		Logger: x.log.With("server", d.Name, "user", user),
 		Capabilities: &mcp.ClientCapabilities{
@@ -203,7 +230,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		if err != nil {
 			return nil, err
 		}
-		cn.output = newOutputRedactor(spec, token)
+		cn.output = newOutputRedactor(spec, us.secretValues()...)
 		cn.operatorsOutput = us.owner == OperatorUser && user != OperatorUser && !s.ShowOutputToUsers
 		svc, err := h.ConnectServiceSpec(ctx, x.serviceName(d.Name), user, spec)
 		if err != nil {
@@ -227,11 +254,16 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 			return nil, fmt.Errorf("the url does not parse")
 		}
 		hdr := http.Header{}
+		var secretHeaders []string // sent to the server's origin only
 		for k, v := range s.Headers {
 			if replace && isAuthorization(k) {
 				continue
 			}
-			hdr.Set(k, expand(v, user, ""))
+			filled := withSecrets(expand(v, user, ""), us.inputs)
+			if filled != expand(v, user, "") {
+				secretHeaders = append(secretHeaders, k)
+			}
+			hdr.Set(k, filled)
 		}
 		if !replace {
 			// The configured Authorization of a shared server without an
@@ -259,7 +291,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 			oa = ca
 		}
 		hc = &http.Client{Transport: capBodies(&authTransport{base: c.guard.transport(us.own), origin: originOf(u), headers: hdr, token: token,
-			oauth: oa != nil}, d.Name, c.limit(s))}
+			oauth: oa != nil, secretHeaders: secretHeaders}, d.Name, c.limit(s))}
 		switch {
 		case s.Type == "sse":
 			transport = &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: int(c.limit(s))}
