@@ -741,16 +741,24 @@ type userSpec struct {
 	missing []string
 }
 
-// needsInputs returns an error naming the first required secret input
-// the user has not set, or nil.
-func (us *userSpec) needsInputs(server string) error {
+// missingReason names the first required secret input the user has not
+// set, or is "".
+func (us *userSpec) missingReason(server string) string {
 	if len(us.missing) == 0 {
-		return nil
+		return ""
 	}
-	// Like a sign-in, it waits for the user: no retries, and the server
-	// connects again when the secret is set (the credential changes).
-	return &catalog.SignInError{Reason: fmt.Sprintf("MCP server %q needs your secret input %q (your secret %s): set it in the server's section of your settings",
-		server, us.missing[0], InputSecret(server, us.missing[0]))}
+	return fmt.Sprintf("needs your secret input %q: set it in the server's section of your settings (it is stored as your secret %s)",
+		us.missing[0], InputSecret(server, us.missing[0]))
+}
+
+// needsInputs returns an error naming the first required secret input the
+// user has not set, or nil. The planner leaves such a server out
+// ([catalog.Credential.Missing]); this is the connector's own check.
+func (us *userSpec) needsInputs(server string) error {
+	if r := us.missingReason(server); r != "" {
+		return fmt.Errorf("MCP server %q %s: %w", server, r, ext.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // secretValues are the secret values us sends: the token and the
@@ -781,16 +789,18 @@ func (x *Extension) credentialFor(ctx context.Context, user string, d catalog.Se
 	if err != nil {
 		return catalog.Credential{}, err
 	}
+	if r := us.missingReason(d.Name); r != "" {
+		// Not planned: its status says what is missing; setting it
+		// plans it again.
+		return catalog.Credential{Missing: r}, nil
+	}
 	id := "none"
 	switch {
-	case us.token != "" || len(us.inputs) > 0 || len(us.missing) > 0:
+	case us.token != "" || len(us.inputs) > 0:
 		m := hmac.New(sha256.New, x.key)
 		m.Write([]byte(us.token))
 		for _, k := range sortedKeys(us.inputs) {
 			m.Write([]byte("\x00" + k + "=" + us.inputs[k]))
-		}
-		for _, k := range us.missing {
-			m.Write([]byte("\x00missing " + k))
 		}
 		id = hex.EncodeToString(m.Sum(nil)[:12])
 		if us.token == "" && us.grant != nil {

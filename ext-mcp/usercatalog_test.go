@@ -195,7 +195,7 @@ func TestCatalogSecretInputs(t *testing.T) {
 	// The required key is not set: the server waits, naming it.
 	for _, name := range []string{"u_rec", "u_keys"} {
 		st := f.statusOf("alice", name)
-		if st.State != ext.StateNeedsSignIn || !strings.Contains(st.Reason, `needs your secret input "key"`) ||
+		if st.State != "error" || !strings.Contains(st.Reason, `needs your secret input "key"`) ||
 			!strings.Contains(st.Reason, extmcp.InputSecret(name, "key")) {
 			t.Errorf("%s without its key: %+v", name, st)
 		}
