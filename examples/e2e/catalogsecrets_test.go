@@ -25,7 +25,8 @@ import (
 //     its token in MCP_ACCESS_TOKEN and a key in NOTES_KEY, without which
 //     it does not start.
 //
-// The user fills the four secrets in the browser; a go-sdk client calls
+// The user adds web with its token only, and its status names the missing
+// key; then fills the rest of the four secrets in the browser; a go-sdk client calls
 // both servers' tools over /mcp, which answer with what they were given;
 // the secrets are in the user's secrets (their names), never in the
 // settings, the page or the notes process's arguments.
@@ -95,15 +96,57 @@ func TestCatalogSecretInputsInABrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("sign in: %v", err)
 	}
-	for name, secrets := range map[string][2]string{"web": {webToken, webKey}, "notes": {notesToken, notesKey}} {
+	tok := strings.TrimSpace(e.must("", "token", "create", "--user", "alice", "--name", "check"))
+	// Added with its token only, web waits for its required key: its
+	// status beside the switch names it.
+	const webForm = `#s-mcp-catalog-web-form`
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.url+"/settings"),
+		chromedp.WaitVisible(chromedp.CSS(webForm)),
+		chromedp.Click(chromedp.CSS(webForm+` input[name="added"]`)),
+		chromedp.SetValue(chromedp.CSS(webForm+` input[name="token:u_web"]`), webToken),
+		chromedp.Click(chromedp.CSS(webForm+` p.actions button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.flash`)),
+	); err != nil {
+		t.Fatalf("add web without its key: %v", err)
+	}
+	const reason = `needs your secret input \"key\"`
+	eventually(t, "web's status names its missing key", func() bool {
+		_, body := e.api("GET", "/api/v1/status", tok, "")
+		return strings.Contains(body, reason) && strings.Contains(body, "input:u_web:key")
+	})
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url+"/settings"), chromedp.WaitVisible(chromedp.CSS(webForm))); err != nil {
+		t.Fatal(err)
+	}
+	status, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#s-mcp-catalog-web-form').textContent`))
+	if err != nil || !strings.Contains(status, `needs your secret input "key"`) {
+		t.Errorf("the web section does not say its key is missing: %v\n%s", err, status)
+	}
+	// The token is set (it may be cleared), the key not; neither is shown.
+	clears, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#s-mcp-catalog-web-form button.clear').length`))
+	if err != nil || clears != 1 || strings.Contains(status, "CANARY-") {
+		t.Errorf("the web section has %d Clear buttons, want 1 (the token's): %v", clears, err)
+	}
+
+	for name, secrets := range map[string][2]string{"web": {"", webKey}, "notes": {notesToken, notesKey}} {
 		form := `#s-mcp-catalog-` + name + `-form`
 		if err := chromedp.Do(ctx,
 			chromedp.Navigate(e.url+"/settings"),
 			chromedp.WaitVisible(chromedp.CSS(form)),
-			chromedp.Click(chromedp.CSS(form+` input[name="added"]`)),
-			chromedp.SetValue(chromedp.CSS(form+` input[name="token:u_`+name+`"]`), secrets[0]),
+		); err != nil {
+			t.Fatalf("open %s's section: %v", name, err)
+		}
+		if secrets[0] != "" { // web is on, its token set: only its key is filled in
+			if err := chromedp.Do(ctx,
+				chromedp.Click(chromedp.CSS(form+` input[name="added"]`)),
+				chromedp.SetValue(chromedp.CSS(form+` input[name="token:u_`+name+`"]`), secrets[0]),
+			); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := chromedp.Do(ctx,
 			chromedp.SetValue(chromedp.CSS(form+` input[name="input:u_`+name+`:key"]`), secrets[1]),
-			chromedp.Click(chromedp.CSS(form+` button[type=submit]`)),
+			chromedp.Click(chromedp.CSS(form+` p.actions button[type=submit]`)),
 			chromedp.WaitVisible(chromedp.CSS(`p.flash`)),
 		); err != nil {
 			t.Fatalf("add %s from the catalog: %v", name, err)
@@ -114,7 +157,6 @@ func TestCatalogSecretInputsInABrowser(t *testing.T) {
 		}
 	}
 
-	tok := strings.TrimSpace(e.must("", "token", "create", "--user", "alice", "--name", "check"))
 	eventually(t, "u_web and u_notes in alice's tools", func() bool {
 		names := e.toolNames("alice")
 		return slices.Contains(names, "u_web/whoami") && slices.Contains(names, "u_notes/whoami")
