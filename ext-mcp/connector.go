@@ -139,14 +139,19 @@ func (x *Extension) ownerSpec(ctx context.Context, h ext.Host, owner string, d c
 	}
 	us := &userSpec{spec: sp, owner: owner}
 	if sp.entry != nil && owner != OperatorUser {
-		// A server added from the catalog: its secret inputs other than
-		// the token, each the user's secret input:<server>:<input>.
-		for _, in := range sp.entry.secretSlots() {
-			v, err := h.UserStore(owner).Secrets().Get(ctx, InputSecret(d.Name, in.Name))
+		// A server added from the catalog: each secret input is the
+		// user's secret (input:<server>:<input>, or the token token:<server>,
+		// which may stand in other values too); "" when not set.
+		for _, in := range sp.entry.Inputs {
+			if !in.IsSecret {
+				continue
+			}
+			name := sp.entry.secretName(d.Name, in)
+			v, err := h.UserStore(owner).Secrets().Get(ctx, name)
 			switch {
 			case errors.Is(err, ext.ErrNotFound) || (err == nil && v == ""):
 				if in.IsRequired {
-					us.missing = append(us.missing, in.Name)
+					us.missing = append(us.missing, [2]string{in.Name, name})
 				}
 				v = ""
 			case err != nil:

@@ -738,24 +738,24 @@ type userSpec struct {
 	// (other than its token), by input name; missing names the required
 	// ones the user has not set.
 	inputs  map[string]string
-	missing []string
+	missing [][2]string // input, secret name
 }
 
 // missingReason names the first required secret input the user has not
 // set, or is "".
-func (us *userSpec) missingReason(server string) string {
+func (us *userSpec) missingReason() string {
 	if len(us.missing) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("needs your secret input %q: set it in the server's section of your settings (it is stored as your secret %s)",
-		us.missing[0], InputSecret(server, us.missing[0]))
+		us.missing[0][0], us.missing[0][1])
 }
 
 // needsInputs returns an error naming the first required secret input the
 // user has not set, or nil. The planner leaves such a server out
 // ([catalog.Credential.Missing]); this is the connector's own check.
 func (us *userSpec) needsInputs(server string) error {
-	if r := us.missingReason(server); r != "" {
+	if r := us.missingReason(); r != "" {
 		return fmt.Errorf("MCP server %q %s: %w", server, r, ext.ErrInvalidArgument)
 	}
 	return nil
@@ -789,7 +789,7 @@ func (x *Extension) credentialFor(ctx context.Context, user string, d catalog.Se
 	if err != nil {
 		return catalog.Credential{}, err
 	}
-	if r := us.missingReason(d.Name); r != "" {
+	if r := us.missingReason(); r != "" {
 		// Not planned: its status says what is missing; setting it
 		// plans it again.
 		return catalog.Credential{Missing: r}, nil

@@ -164,7 +164,9 @@ func TestCatalogSecretInputs(t *testing.T) {
 		"keys": {"package": {"command": %q, "env": {%q: "dynamic", "API_KEY": "{key}", "PAT": "pat-{pat}"}},
 			"inputs": [{"name": "key", "isSecret": true, "isRequired": true}, {"name": "pat", "isSecret": true}]},
 		"leaky": {"package": {"command": %q, "env": {%q: "leakkey", "API_KEY": "{key}"}},
-			"inputs": [{"name": "key", "isSecret": true}]}}}`, rec.URL, exe, modeEnv, exe, modeEnv)
+			"inputs": [{"name": "key", "isSecret": true}]},
+		"both": {"package": {"command": %q, "env": {%q: "dynamic", "MCP_ACCESS_TOKEN": "{tok}", "API_KEY": "{tok}"}},
+			"inputs": [{"name": "tok", "isSecret": true, "isRequired": true}]}}}`, rec.URL, exe, modeEnv, exe, modeEnv, exe, modeEnv)
 	f := newFixture(t, "inprocess", cfg, nil)
 
 	desc, err := f.x.Describe(ctx(t))
@@ -184,7 +186,7 @@ func TestCatalogSecretInputs(t *testing.T) {
 			t.Errorf("secret fields %q, want %q", got, want)
 		}
 	}
-	for _, name := range []string{"rec", "keys", "leaky"} {
+	for _, name := range []string{"rec", "keys", "leaky", "both"} {
 		values := `{"added": true, "inputs": {"team": "red"}}`
 		if err := f.h.UserStore("alice").Settings().Set(ctx(t), extmcp.SectionCatalogPrefix+name, json.RawMessage(values)); err != nil {
 			t.Fatal(err)
@@ -199,6 +201,11 @@ func TestCatalogSecretInputs(t *testing.T) {
 			!strings.Contains(st.Reason, extmcp.InputSecret(name, "key")) {
 			t.Errorf("%s without its key: %+v", name, st)
 		}
+	}
+	// A required token not set is named too, as the token secret.
+	if st := f.statusOf("alice", "u_both"); !strings.Contains(st.Reason, `needs your secret input "tok"`) ||
+		!strings.Contains(st.Reason, extmcp.TokenSecret("u_both")) {
+		t.Errorf("u_both without its token: %+v", st)
 	}
 
 	f.setSecret("alice", extmcp.InputSecret("u_rec", "key"), "CANARY-key")
@@ -219,6 +226,15 @@ func TestCatalogSecretInputs(t *testing.T) {
 	}
 	if got := f.mustCall("alice", "u_keys/keys", `{}`).Text(); got != "CANARY-stdio-key|pat-CANARY-pat" {
 		t.Errorf("the process's API_KEY|PAT: %q", got)
+	}
+	// The token stands in another value too.
+	f.setSecret("alice", extmcp.TokenSecret("u_both"), "CANARY-both")
+	f.activate("alice")
+	if got := f.mustCall("alice", "u_both/keys", `{}`).Text(); got != "CANARY-both|" {
+		t.Errorf("the token as API_KEY: %q", got)
+	}
+	if got := f.mustCall("alice", "u_both/env", `{}`).Text(); got != "CANARY-both" {
+		t.Errorf("the token as MCP_ACCESS_TOKEN: %q", got)
 	}
 	st := f.statusOf("alice", "u_leaky")
 	if !strings.Contains(st.Reason, "bad key [redacted] for this account") || strings.Contains(st.Reason, short) {
