@@ -109,6 +109,11 @@ type Credential struct {
 	// not read again while connecting. It is handed to the Connector
 	// only, never logged or shown.
 	Spec any
+	// Missing, when set, says what the user must provide before the server
+	// can be used (a required secret they have not set): the server is left
+	// out of the plan, with Missing as its problem's reason, so nothing
+	// connects without it and nothing retries. Never a secret.
+	Missing string
 }
 
 var _ Planner = (*SettingsPlanner)(nil)
@@ -179,16 +184,23 @@ func (p *SettingsPlanner) Plan(ctx context.Context, user string) (Plan, error) {
 		plan.Servers = append(plan.Servers, s)
 	}
 	if p.Credential != nil {
-		for i, s := range plan.Servers {
+		bound := plan.Servers[:0]
+		for _, s := range plan.Servers {
 			c, err := p.Credential(ctx, user, s)
 			if err != nil {
 				return Plan{}, fmt.Errorf("reading the credential of %q for server %q: %w", user, s.Name, err)
 			}
-			plan.Servers[i].Fingerprint = s.Fingerprint + "\x00" + c.ID
-			if c.Spec != nil {
-				plan.Servers[i].Spec = c.Spec
+			if c.Missing != "" {
+				plan.Problems = append(plan.Problems, Problem{Server: s.Name, Reason: c.Missing})
+				continue
 			}
+			s.Fingerprint += "\x00" + c.ID
+			if c.Spec != nil {
+				s.Spec = c.Spec
+			}
+			bound = append(bound, s)
 		}
+		plan.Servers = bound
 	}
 	return plan, nil
 }

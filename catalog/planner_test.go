@@ -241,6 +241,35 @@ func TestSettingsPlannerCredential(t *testing.T) {
 	}
 }
 
+// TestSettingsPlannerCredentialMissing: a server whose credential lacks
+// what the user must provide is left out of the plan, with the reason as
+// its problem; the others stay.
+func TestSettingsPlannerCredentialMissing(t *testing.T) {
+	p := &catalog.SettingsPlanner{
+		Servers: []catalog.ServerDecl{{Name: "a", Enabled: true}, {Name: "b", Enabled: true}, {Name: "c", Enabled: true}},
+		Credential: func(_ context.Context, _ string, s catalog.ServerDecl) (catalog.Credential, error) {
+			if s.Name == "b" {
+				return catalog.Credential{Missing: `needs your secret input "key"`}, nil
+			}
+			return catalog.Credential{ID: "x"}, nil
+		},
+	}
+	plan, err := p.Plan(context.Background(), "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range plan.Servers {
+		names = append(names, s.Name)
+	}
+	if strings.Join(names, " ") != "a c" {
+		t.Errorf("planned %q, want a and c", names)
+	}
+	if len(plan.Problems) != 1 || plan.Problems[0].Server != "b" || plan.Problems[0].Reason != `needs your secret input "key"` {
+		t.Errorf("problems %+v", plan.Problems)
+	}
+}
+
 func TestToolPolicy(t *testing.T) {
 	p := catalog.ToolPolicy{
 		"exact":      ext.ExposureCodemode,

@@ -926,6 +926,9 @@ type spec struct {
 	name   string
 	server Server
 	own    bool
+	// entry is the operator's catalog entry a user's own server was added
+	// from (usercatalog.go), or nil.
+	entry *CatalogEntry
 }
 
 // fingerprint identifies what a connection depends on: the fields that

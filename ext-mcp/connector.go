@@ -51,6 +51,9 @@ type authTransport struct {
 	headers http.Header
 	token   string
 	oauth   bool // the request's Authorization is the OAuth handler's: keep it
+	// secretHeaders hold a user's secret inputs (a catalog server's): like
+	// Authorization, they go to the configured origin only.
+	secretHeaders []string
 }
 
 func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -71,6 +74,9 @@ func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if originOf(r.URL) != t.origin {
 		r.Header.Del("Authorization")
+		for _, k := range t.secretHeaders {
+			r.Header.Del(k)
+		}
 	}
 	return t.base.RoundTrip(r)
 }
@@ -131,6 +137,31 @@ func (x *Extension) ownerSpec(ctx context.Context, h ext.Host, owner string, d c
 		return nil, fmt.Errorf("server %q has no MCP spec", d.Name)
 	}
 	us := &userSpec{spec: sp, owner: owner}
+	if sp.entry != nil && owner != OperatorUser {
+		// A server added from the catalog: each secret input is the
+		// user's secret (input:<server>:<input>, or the token token:<server>,
+		// which may stand in other values too); "" when not set.
+		for _, in := range sp.entry.Inputs {
+			if !in.IsSecret {
+				continue
+			}
+			name := sp.entry.secretName(d.Name, in)
+			v, err := h.UserStore(owner).Secrets().Get(ctx, name)
+			switch {
+			case errors.Is(err, ext.ErrNotFound) || (err == nil && v == ""):
+				if in.IsRequired {
+					us.missing = append(us.missing, [2]string{in.Name, name})
+				}
+				v = ""
+			case err != nil:
+				return nil, fmt.Errorf("reading the secret input %q for %q: %w", in.Name, d.Name, err)
+			}
+			if us.inputs == nil {
+				us.inputs = map[string]string{}
+			}
+			us.inputs[in.Name] = v
+		}
+	}
 	tok, err := h.UserStore(owner).Secrets().Get(ctx, TokenSecret(d.Name))
 	switch {
 	case errors.Is(err, ext.ErrNotFound):
@@ -172,11 +203,12 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	if err != nil {
 		return nil, err
 	}
+	if err := us.needsInputs(d.Name); err != nil {
+		return nil, err
+	}
 	token, replace := us.token, us.replace
 	cn := &conn{x: x, host: h, user: user, server: d.Name, limit: c.limit(us.server), done: make(chan struct{}), active: map[*activeCall]struct{}{}}
-	if token != "" {
-		cn.secrets = []string{token}
-	}
+	cn.secrets = us.secretValues()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agenthost-ext-mcp", Version: Version}, &mcp.ClientOptions{
 		Logger: x.log.With("server", d.Name, "user", user),
 		Capabilities: &mcp.ClientCapabilities{
@@ -202,7 +234,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		if err != nil {
 			return nil, err
 		}
-		cn.output = newOutputRedactor(spec, token)
+		cn.output = newOutputRedactor(spec, us.secretValues()...)
 		cn.operatorsOutput = us.owner == OperatorUser && user != OperatorUser && !s.ShowOutputToUsers
 		svc, err := h.ConnectServiceSpec(ctx, x.serviceName(d.Name), user, spec)
 		if err != nil {
@@ -226,11 +258,16 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 			return nil, fmt.Errorf("the url does not parse")
 		}
 		hdr := http.Header{}
+		var secretHeaders []string // sent to the server's origin only
 		for k, v := range s.Headers {
 			if replace && isAuthorization(k) {
 				continue
 			}
-			hdr.Set(k, expand(v, user, ""))
+			filled := withSecrets(expand(v, user, ""), us.inputs)
+			if filled != expand(v, user, "") {
+				secretHeaders = append(secretHeaders, k)
+			}
+			hdr.Set(k, filled)
 		}
 		if !replace {
 			// The configured Authorization of a shared server without an
@@ -258,7 +295,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 			oa = ca
 		}
 		hc = &http.Client{Transport: capBodies(&authTransport{base: c.guard.transport(us.own), origin: originOf(u), headers: hdr, token: token,
-			oauth: oa != nil}, d.Name, c.limit(s))}
+			oauth: oa != nil, secretHeaders: secretHeaders}, d.Name, c.limit(s))}
 		switch {
 		case s.Type == "sse":
 			transport = &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: int(c.limit(s))}

@@ -63,6 +63,12 @@
 // configured Authorization header; not a remote one without, which signs
 // in with OAuth or needs no credential), and each switch names its status
 // entry so that the settings page shows the server's state beside it.
+// A server added from the operator's catalog (usercatalog.go) may take
+// more secrets: each secret input beside the token is the user's secret
+// input:S:<input> ([InputSecret]), read with the token, put into its
+// header or env value only when the request is sent or the process
+// started, and redacted like it; a required one not set leaves the server
+// out with a reason naming it.
 //
 // # OAuth
 //

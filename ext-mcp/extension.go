@@ -206,7 +206,7 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		OwnServers: func(ctx context.Context, user string) (json.RawMessage, error) {
 			return x.ownServers(ctx, user, cfg.Catalog)
 		},
-		ParseOwnServers: parseOwn,
+		ParseOwnServers: x.parseOwn(cfg.Catalog),
 		Credential:      x.credentialFor,
 		Groups:          x.userGroups,
 	}
@@ -588,6 +588,9 @@ func (x *Extension) StartService(ctx context.Context, name, user string) (*ext.P
 // on shared servers) when there is one; the placeholders of args, env and
 // cwd replaced by the user's (placeholders.go).
 func (x *Extension) processSpec(ctx context.Context, h ext.Host, name, user string, us *userSpec) (*ext.ProcessSpec, error) {
+	if err := us.needsInputs(name); err != nil {
+		return nil, err
+	}
 	s := us.server
 	own := strings.HasPrefix(name, catalog.UserServerPrefix)
 	sandboxed := own || (s.Sandbox != nil && *s.Sandbox)
@@ -603,7 +606,9 @@ func (x *Extension) processSpec(ctx context.Context, h ext.Host, name, user stri
 		if k == "MCP_ACCESS_TOKEN" && us.replace {
 			continue
 		}
-		env = append(env, k+"="+expand(s.Env[k], user, dir))
+		// A catalog server's secret inputs are put in last: a secret is
+		// text, never a placeholder.
+		env = append(env, k+"="+withSecrets(expand(s.Env[k], user, dir), us.inputs))
 	}
 	if us.token != "" {
 		env = append(env, "MCP_ACCESS_TOKEN="+us.token)
@@ -699,23 +704,56 @@ func (x *Extension) pastedServers(ctx context.Context, user string) (json.RawMes
 	return field, nil // stored as JSON rather than text
 }
 
-// parseOwn is the planner's parser for the user's own servers.
-func parseOwn(raw json.RawMessage) ([]catalog.ServerDecl, error) {
-	list, err := ParseServerList(raw)
-	if err != nil {
-		var ce *ConfigError
-		if errors.As(err, &ce) {
-			return nil, ce
+// parseOwn returns the planner's parser for the user's own servers. The
+// servers [Extension.withCatalog] added from the catalog cat are named
+// under the key [Extension.catalogTag], which it removes: their specs
+// carry their entry, whose secret inputs are read when the user's
+// credential is bound ([Extension.ownerSpec]). The key is secret to this
+// process, so a pasted list cannot claim a catalog entry's secrets.
+func (x *Extension) parseOwn(cat map[string]CatalogEntry) func(json.RawMessage) ([]catalog.ServerDecl, error) {
+	tag := x.catalogTag()
+	return func(raw json.RawMessage) ([]catalog.ServerDecl, error) {
+		var fromCatalog []string
+		var top map[string]json.RawMessage
+		if json.Unmarshal(raw, &top) == nil && top[tag] != nil {
+			if err := json.Unmarshal(top[tag], &fromCatalog); err != nil {
+				return nil, fmt.Errorf("the catalog servers of the list: %w", err)
+			}
+			delete(top, tag)
+			b, err := json.Marshal(top)
+			if err != nil {
+				return nil, err
+			}
+			raw = b
 		}
-		return nil, err
+		list, err := ParseServerList(raw)
+		if err != nil {
+			var ce *ConfigError
+			if errors.As(err, &ce) {
+				return nil, ce
+			}
+			return nil, err
+		}
+		var out []catalog.ServerDecl
+		list.each(func(name string, s Server) {
+			d := decl(catalog.UserServerPrefix+name, s, true)
+			if e, ok := cat[name]; ok && slices.Contains(fromCatalog, name) {
+				d.Spec.(*spec).entry = &e
+			}
+			d.Name = name // the planner adds the prefix
+			out = append(out, d)
+		})
+		return out, nil
 	}
-	var out []catalog.ServerDecl
-	list.each(func(name string, s Server) {
-		d := decl(catalog.UserServerPrefix+name, s, true)
-		d.Name = name // the planner adds the prefix
-		out = append(out, d)
-	})
-	return out, nil
+}
+
+// catalogTag is the key under which [Extension.withCatalog] names the
+// servers it added to a user's own list: unguessable, and the same for
+// the life of this process.
+func (x *Extension) catalogTag() string {
+	m := hmac.New(sha256.New, x.key)
+	m.Write([]byte("catalog servers"))
+	return "x-agenthost-catalog-" + hex.EncodeToString(m.Sum(nil)[:12])
 }
 
 // userSpec is a server's spec bound to the credential one user uses on it,
@@ -727,6 +765,46 @@ type userSpec struct {
 	token   string
 	replace bool   // the token (or grant) replaces the configured credential
 	grant   *grant // the OAuth grant, when there is no token
+	// inputs are the secret inputs of a server added from the catalog
+	// (other than its token), by input name; missing names the required
+	// ones the user has not set.
+	inputs  map[string]string
+	missing [][2]string // input, secret name
+}
+
+// missingReason names the first required secret input the user has not
+// set, or is "".
+func (us *userSpec) missingReason() string {
+	if len(us.missing) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("needs your secret input %q: set it in the server's section of your settings (it is stored as your secret %s)",
+		us.missing[0][0], us.missing[0][1])
+}
+
+// needsInputs returns an error naming the first required secret input the
+// user has not set, or nil. The planner leaves such a server out
+// ([catalog.Credential.Missing]); this is the connector's own check.
+func (us *userSpec) needsInputs(server string) error {
+	if r := us.missingReason(); r != "" {
+		return fmt.Errorf("MCP server %q %s: %w", server, r, ext.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// secretValues are the secret values us sends: the token and the
+// catalog's secret inputs, for redaction.
+func (us *userSpec) secretValues() []string {
+	var out []string
+	if us.token != "" {
+		out = append(out, us.token)
+	}
+	for _, k := range sortedKeys(us.inputs) {
+		if v := us.inputs[k]; v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // credentialFor is the planner's [catalog.SettingsPlanner.Credential]: it
@@ -742,12 +820,23 @@ func (x *Extension) credentialFor(ctx context.Context, user string, d catalog.Se
 	if err != nil {
 		return catalog.Credential{}, err
 	}
+	if r := us.missingReason(); r != "" {
+		// Not planned: its status says what is missing; setting it
+		// plans it again.
+		return catalog.Credential{Missing: r}, nil
+	}
 	id := "none"
 	switch {
-	case us.token != "":
+	case us.token != "" || len(us.inputs) > 0:
 		m := hmac.New(sha256.New, x.key)
 		m.Write([]byte(us.token))
+		for _, k := range sortedKeys(us.inputs) {
+			m.Write([]byte("\x00" + k + "=" + us.inputs[k]))
+		}
 		id = hex.EncodeToString(m.Sum(nil)[:12])
+		if us.token == "" && us.grant != nil {
+			id += "/" + x.credentialID(us.grant)
+		}
 	case us.grant != nil:
 		id = x.credentialID(us.grant)
 	case !us.replace:

@@ -83,7 +83,7 @@ const (
 	minPartial   = 4
 )
 
-func newOutputRedactor(spec *ext.ProcessSpec, token string) *outputRedactor {
+func newOutputRedactor(spec *ext.ProcessSpec, handed ...string) *outputRedactor {
 	var secrets []string
 	add := func(v string) {
 		if v == "" {
@@ -94,7 +94,9 @@ func newOutputRedactor(spec *ext.ProcessSpec, token string) *outputRedactor {
 			secrets = append(secrets, e)
 		}
 	}
-	add(token)
+	for _, v := range handed {
+		add(v)
+	}
 	if spec != nil {
 		for _, kv := range spec.Env {
 			if _, v, _ := strings.Cut(kv, "="); len(v) >= minEnvSecret {

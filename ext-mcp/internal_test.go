@@ -17,7 +17,8 @@ import (
 
 // TestAuthTransport checks the header rules of remote servers: configured
 // headers pass, Authorization in any spelling is replaced by the user's
-// token or dropped, and never follows a redirect to another origin.
+// token or dropped, and never follows a redirect to another origin; nor
+// does a header that holds a catalog server's secret input.
 func TestAuthTransport(t *testing.T) {
 	var got []http.Header
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +34,7 @@ func TestAuthTransport(t *testing.T) {
 	defer srv.Close()
 	u := srv.URL
 	hdr := http.Header{}
-	for k, v := range map[string]string{"X-Team": "blue"} {
+	for k, v := range map[string]string{"X-Team": "blue", "X-API-Key": "key-1"} {
 		hdr.Set(k, v)
 	}
 	for name, tc := range map[string]struct {
@@ -45,7 +46,7 @@ func TestAuthTransport(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			got = nil
-			rt := &authTransport{base: http.DefaultTransport, origin: strings.ToLower(u), headers: hdr, token: tc.token}
+			rt := &authTransport{base: http.DefaultTransport, origin: strings.ToLower(u), headers: hdr, token: tc.token, secretHeaders: []string{"X-API-Key"}}
 			c := &http.Client{Transport: rt}
 			req, _ := http.NewRequest("GET", u+"/redirect", nil)
 			req.Header.Set("authorization", "Bearer injected")
@@ -65,6 +66,9 @@ func TestAuthTransport(t *testing.T) {
 			}
 			if a := got[1].Get("Authorization"); a != "" {
 				t.Errorf("Authorization followed a redirect to another origin: %q", a)
+			}
+			if got[0].Get("X-API-Key") != "key-1" || got[1].Get("X-API-Key") != "" {
+				t.Errorf("the secret header: %q to the server, %q to another origin", got[0].Get("X-API-Key"), got[1].Get("X-API-Key"))
 			}
 		})
 	}

@@ -91,6 +91,9 @@ func serveMode(mode string) int {
 	case "leak": // fails, printing its token on stderr
 		fmt.Fprintln(os.Stderr, "auth failed for "+os.Getenv("MCP_ACCESS_TOKEN"))
 		return 1
+	case "leakkey": // fails, printing its API_KEY on stderr
+		fmt.Fprintln(os.Stderr, "bad key "+os.Getenv("API_KEY")+" for this account")
+		return 1
 	case "hang": // reads requests, never answers
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		return 0
@@ -150,6 +153,10 @@ func serveDynamic() int {
 	s.AddTool(&mcp.Tool{Name: "env", InputSchema: obj},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(os.Getenv("MCP_ACCESS_TOKEN")), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "keys", InputSchema: obj},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(os.Getenv("API_KEY") + "|" + os.Getenv("PAT")), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "kinds", InputSchema: obj, OutputSchema: obj},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

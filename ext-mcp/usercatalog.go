@@ -30,16 +30,26 @@ import (
 // MCP.
 //
 // A user's entry is the settings section "catalog-<name>": a switch
-// ("added"), the non-secret inputs (bound under "inputs") and, for the
-// secret input, the secret field token:u_<name> — the token of the user's
-// own server u_<name>, the existing credential path (sent as Authorization:
-// Bearer to a remote server, MCP_ACCESS_TOKEN to a command). So a secret
-// input may appear only there: as a remote's "Authorization": "Bearer
-// {x}" or a package's "MCP_ACCESS_TOKEN": "{x}"; the filled server leaves
-// that header or variable out, and no secret is ever in the settings.
+// ("added"), the non-secret inputs (bound under "inputs") and a secret
+// field per secret input, so no secret is ever in the settings. A secret
+// input goes only in a header value or an env value, whole or in part
+// (never in the url, command or args: an address is shown and logged, a
+// process's arguments are readable by every user of the machine). The one
+// in a remote's "Authorization": "Bearer {x}" or a package's
+// "MCP_ACCESS_TOKEN": "{x}" is the token of the user's own server
+// u_<name>, the secret token:u_<name>, the existing credential path; each
+// other one is the secret input:u_<name>:<input> ([InputSecret]). Filled
+// in, the server keeps "{x}" in those values; the secrets are put in only
+// when the request is sent or the process started (the credential bound
+// by [Extension.ownerSpec]), are redacted from errors and the process's
+// output like the token, and a header holding one goes to the server's
+// origin only. A required one the user has not set keeps the server
+// waiting, its status naming the input.
+//
 // When the user's own list is read ([Extension.ownServers]) each added
-// entry is filled in and joins it under its name, as if pasted; a server
-// of the same name pasted there wins.
+// entry is filled in and joins it under its name, as if pasted (named
+// under a key secret to the process, so that only these carry their
+// entry's secret inputs); a server of the same name pasted there wins.
 
 // SectionCatalogPrefix starts the ID of a catalog entry's settings section.
 const SectionCatalogPrefix = "catalog-"
@@ -164,7 +174,6 @@ func checkEntry(name string, e CatalogEntry, errs *problems) bool {
 		errs.add(where+".package.command", "is required")
 	}
 	inputs := map[string]CatalogInput{}
-	secrets := 0
 	for i, in := range e.Inputs {
 		w := fmt.Sprintf("%s.inputs[%d]", where, i)
 		switch {
@@ -185,18 +194,15 @@ func checkEntry(name string, e CatalogEntry, errs *problems) bool {
 			errs.add(w+".format", "%q is not one of string, number, boolean, filepath", clip(in.Format, 20))
 		}
 		if in.IsSecret {
-			secrets++
 			if in.Default != "" {
 				errs.add(w+".default", "a secret input has no default: it would be every user's secret")
 			}
 		}
 	}
-	if secrets > 1 {
-		errs.add(where+".inputs", "has %d secret inputs; at most one (it is the user's token for the server)", secrets)
-	}
-	// Every placeholder names an input; a secret input is only the token.
+	// Every placeholder names an input; a secret input goes only in a
+	// header value or an env value (see secretPlacement).
 	used := map[string]bool{}
-	scan := func(v, field string, tokenSlot bool) {
+	scan := func(v, field, refused string) {
 		names, _ := placeholdersIn(v)
 		for _, n := range names {
 			in, ok := inputs[n]
@@ -205,31 +211,44 @@ func checkEntry(name string, e CatalogEntry, errs *problems) bool {
 				continue
 			}
 			used[in.Name] = true
-			if in.IsSecret && !tokenSlot {
-				errs.add(field, "uses the secret input %q: a secret input may only be a remote's \"Authorization\": \"Bearer {%s}\" or a package's \"MCP_ACCESS_TOKEN\": \"{%s}\" (it is stored as the user's token for the server)",
-					in.Name, in.Name, in.Name)
+			if in.IsSecret && refused != "" {
+				errs.add(field, "uses the secret input %q: %s", in.Name, refused)
 			}
 		}
 	}
+	const (
+		inURL  = "a secret may go only in a header value or an env value: an address is shown and logged (the status, the settings page, the server's own logs)"
+		inArgs = "a secret may go only in an env value: a process's arguments are readable by every user of this machine (/proc/<pid>/cmdline)"
+		inAuth = "the Authorization header may hold a secret only as \"Bearer {name}\" (the user's token for the server); put other keys in a header of their own"
+		inTok  = "MCP_ACCESS_TOKEN may hold a secret only as \"{name}\" alone (the user's token for the server)"
+	)
 	isSecretRef := func(v, prefix string) bool {
 		names, _ := placeholdersIn(v)
 		return len(names) == 1 && v == prefix+"{"+names[0]+"}" && inputs[names[0]].IsSecret
 	}
 	if r := e.Remote; r != nil {
-		scan(r.URL, where+".remote.url", false)
+		scan(r.URL, where+".remote.url", inURL)
 		for _, k := range sortedKeys(r.Headers) {
 			v := r.Headers[k]
-			scan(v, where+".remote.headers."+k, strings.EqualFold(k, "Authorization") && isSecretRef(v, "Bearer "))
+			refused := ""
+			if strings.EqualFold(k, "Authorization") && !isSecretRef(v, "Bearer ") {
+				refused = inAuth
+			}
+			scan(v, where+".remote.headers."+k, refused)
 		}
 	}
 	if p := e.Package; p != nil {
-		scan(p.Command, where+".package.command", false)
+		scan(p.Command, where+".package.command", inArgs)
 		for i, a := range p.Args {
-			scan(a, fmt.Sprintf("%s.package.args[%d]", where, i), false)
+			scan(a, fmt.Sprintf("%s.package.args[%d]", where, i), inArgs)
 		}
 		for _, k := range sortedKeys(p.Env) {
 			v := p.Env[k]
-			scan(v, where+".package.env."+k, k == "MCP_ACCESS_TOKEN" && isSecretRef(v, ""))
+			refused := ""
+			if k == "MCP_ACCESS_TOKEN" && !isSecretRef(v, "") {
+				refused = inTok
+			}
+			scan(v, where+".package.env."+k, refused)
 		}
 	}
 	for _, in := range e.Inputs {
@@ -271,16 +290,70 @@ func (e CatalogEntry) title(name string) string {
 	return name
 }
 
+// tokenInput returns the secret input that is the user's token for the
+// server (stored as [TokenSecret], the existing credential path): the one
+// in a remote's "Authorization": "Bearer {x}" or a package's
+// "MCP_ACCESS_TOKEN": "{x}"; "" when there is none. Its header or
+// variable is left out of the filled server: the token is sent there.
+func (e CatalogEntry) tokenInput() string {
+	ref := func(v, prefix string) string {
+		names, _ := placeholdersIn(v)
+		if len(names) != 1 || v != prefix+"{"+names[0]+"}" {
+			return ""
+		}
+		for _, in := range e.Inputs {
+			if in.Name == names[0] && in.IsSecret {
+				return in.Name
+			}
+		}
+		return ""
+	}
+	if r := e.Remote; r != nil {
+		for k, v := range r.Headers {
+			if strings.EqualFold(k, "Authorization") {
+				return ref(v, "Bearer ")
+			}
+		}
+	}
+	if p := e.Package; p != nil {
+		if v, ok := p.Env["MCP_ACCESS_TOKEN"]; ok {
+			return ref(v, "")
+		}
+	}
+	return ""
+}
+
+// InputSecret is the name of the user's secret that holds the secret
+// input of a catalog entry added as the user's own server (u_<name>),
+// other than the token ([TokenSecret]).
+func InputSecret(server, input string) string { return "input:" + server + ":" + input }
+
+// secretName is the name of the user's secret of the entry's secret
+// input in, added as own server.
+func (e CatalogEntry) secretName(own string, in CatalogInput) string {
+	if in.Name == e.tokenInput() {
+		return TokenSecret(own)
+	}
+	return InputSecret(own, in.Name)
+}
+
 // fill returns the server entry (as a user's own list holds it) made from
 // the user's values: each {input} replaced (an empty value by its
-// default), the secret input's header or variable left out (the secret is
-// the user's token for the server). An error names the input.
+// default), the token's header or variable left out (the token is the
+// user's token for the server). The other secret inputs stay "{name}" in
+// the header and env values that hold them: they are replaced only when
+// the request is sent or the process started ([secretSlots]), so no secret
+// is in the filled server. An error names the input.
 func (e CatalogEntry) fill(values map[string]string) (map[string]any, error) {
 	vals := map[string]string{}
-	secret := ""
+	var secretNames []string
 	for _, in := range e.Inputs {
 		if in.IsSecret {
-			secret = in.Name
+			secretNames = append(secretNames, in.Name)
+		}
+	}
+	for _, in := range e.Inputs {
+		if in.IsSecret {
 			continue
 		}
 		v := strings.TrimSpace(values[in.Name])
@@ -296,6 +369,11 @@ func (e CatalogEntry) fill(values map[string]string) (map[string]any, error) {
 		if strings.ContainsAny(v, "\x00\r\n") {
 			return nil, fmt.Errorf("%q may not hold a line break", in.Name)
 		}
+		for _, sn := range secretNames {
+			if strings.Contains(v, "{"+sn+"}") {
+				return nil, fmt.Errorf("%q may not hold {%s}: it names a secret input", in.Name, sn)
+			}
+		}
 		// A value is text: "${" in it is a literal, not a placeholder of
 		// the list (placeholders.go).
 		vals[in.Name] = strings.ReplaceAll(v, "${", "$${")
@@ -306,16 +384,17 @@ func (e CatalogEntry) fill(values map[string]string) (map[string]any, error) {
 		last := 0
 		for i, sp := range spans {
 			b.WriteString(v[last:sp[0]])
-			b.WriteString(vals[names[i]])
+			if val, ok := vals[names[i]]; ok {
+				b.WriteString(val)
+			} else {
+				b.WriteString(v[sp[0]:sp[1]]) // a secret input: replaced later
+			}
 			last = sp[1]
 		}
 		b.WriteString(v[last:])
 		return b.String()
 	}
-	isSecret := func(v string) bool {
-		names, _ := placeholdersIn(v)
-		return secret != "" && slices.Contains(names, secret)
-	}
+	token := e.tokenInput()
 	out := map[string]any{}
 	if r := e.Remote; r != nil {
 		u := sub(r.URL)
@@ -330,7 +409,7 @@ func (e CatalogEntry) fill(values map[string]string) (map[string]any, error) {
 		}
 		h := map[string]string{}
 		for k, v := range r.Headers {
-			if !isSecret(v) {
+			if token == "" || !strings.EqualFold(k, "Authorization") {
 				h[k] = sub(v)
 			}
 		}
@@ -350,7 +429,7 @@ func (e CatalogEntry) fill(values map[string]string) (map[string]any, error) {
 	}
 	env := map[string]string{}
 	for k, v := range p.Env {
-		if !isSecret(v) {
+		if token == "" || k != "MCP_ACCESS_TOKEN" {
 			env[k] = sub(v)
 		}
 	}
@@ -358,6 +437,41 @@ func (e CatalogEntry) fill(values map[string]string) (map[string]any, error) {
 		out["env"] = env
 	}
 	return out, nil
+}
+
+// secretSlots returns the entry's secret inputs other than the token,
+// which stay "{name}" in the filled server's header and env values.
+func (e CatalogEntry) secretSlots() []CatalogInput {
+	token := e.tokenInput()
+	var out []CatalogInput
+	for _, in := range e.Inputs {
+		if in.IsSecret && in.Name != token {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// withSecrets replaces the {name} of each secret input in v (a header or
+// env value of a filled catalog server) by the user's secret.
+func withSecrets(v string, secrets map[string]string) string {
+	if len(secrets) == 0 || !strings.Contains(v, "{") {
+		return v
+	}
+	names, spans := placeholdersIn(v)
+	var b strings.Builder
+	last := 0
+	for i, sp := range spans {
+		b.WriteString(v[last:sp[0]])
+		if val, ok := secrets[names[i]]; ok {
+			b.WriteString(val)
+		} else {
+			b.WriteString(v[sp[0]:sp[1]])
+		}
+		last = sp[1]
+	}
+	b.WriteString(v[last:])
+	return b.String()
 }
 
 // checkCatalogPolicy reports catalog entries the users' policy would not
@@ -384,15 +498,16 @@ func catalogSections(cfg *Config) []settings.Section {
 		e := cfg.Catalog[name]
 		own := catalog.UserServerPrefix + name
 		var inputs []*settings.Node
-		var secret *settings.Node
+		var secrets []*settings.Node
 		for _, in := range e.Inputs {
 			help := in.Description
 			if in.IsRequired {
 				help = strings.TrimSpace(help + " Required.")
 			}
 			if in.IsSecret {
-				secret = settings.Secret(TokenSecret(own), in.Name).WithHelp(strings.TrimSpace(help +
-					" Stored as your secret " + TokenSecret(own) + "; never shown again."))
+				sn := e.secretName(own, in)
+				secrets = append(secrets, settings.Secret(sn, in.Name).WithHelp(strings.TrimSpace(help+
+					" Stored as your secret "+sn+"; never shown again.")))
 				continue
 			}
 			n := settings.Text(in.Name, in.Name).WithMaxLength(2048)
@@ -415,9 +530,7 @@ func catalogSections(cfg *Config) []settings.Section {
 		if len(inputs) > 0 {
 			nodes = append(nodes, settings.Group(CatalogInputsField, "Its settings", inputs...))
 		}
-		if secret != nil {
-			nodes = append(nodes, secret)
-		}
+		nodes = append(nodes, secrets...)
 		desc := strings.TrimSpace(e.Description + " From the operator's catalog: fill in what it needs; it joins your own servers as if you had pasted it.")
 		out = append(out, settings.Section{ID: SectionCatalogPrefix + name, Title: "Add " + e.title(name), Scope: settings.ScopeUser,
 			Description: desc, Form: settings.NewForm(nodes...)})
@@ -573,5 +686,17 @@ func (x *Extension) withCatalog(ctx context.Context, h ext.Host, user string, pa
 		return nil, err
 	}
 	top[key] = b
+	// Which servers came from the catalog, for parseOwn (the key is
+	// secret to this process: a pasted one would be refused as unknown).
+	var fromCatalog []string
+	for _, n := range keys {
+		if !names[n] {
+			fromCatalog = append(fromCatalog, n)
+		}
+	}
+	if b, err = json.Marshal(fromCatalog); err != nil {
+		return nil, err
+	}
+	top[x.catalogTag()] = b
 	return json.Marshal(top)
 }

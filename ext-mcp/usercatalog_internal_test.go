@@ -68,6 +68,62 @@ func TestCatalogFill(t *testing.T) {
 	}
 }
 
+// TestCatalogFillSecrets: secret inputs other than the token stay {name}
+// in the header and env values that hold them, so no secret value is in
+// the filled entry; withSecrets puts them in, and only those; each is
+// stored under its own secret name; a value may not name a secret input.
+func TestCatalogFillSecrets(t *testing.T) {
+	remote := CatalogEntry{
+		Remote: &CatalogRemote{URL: "https://a.example/mcp", Headers: map[string]string{
+			"Authorization": "Bearer {token}", "X-API-Key": "{key}", "X-Pair": "{team}:{pair}"}},
+		Inputs: []CatalogInput{{Name: "team"}, {Name: "token", IsSecret: true}, {Name: "key", IsSecret: true, IsRequired: true}, {Name: "pair", IsSecret: true}},
+	}
+	got, err := remote.fill(map[string]string{"team": "red", "token": "CANARY-1", "key": "CANARY-2", "pair": "CANARY-3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(got)
+	if want := `{"headers":{"X-API-Key":"{key}","X-Pair":"red:{pair}"},"type":"http","url":"https://a.example/mcp"}`; string(b) != want {
+		t.Errorf("filled:\n got %s\nwant %s", b, want)
+	}
+	if strings.Contains(string(b), "CANARY") {
+		t.Errorf("a secret is in the entry: %s", b)
+	}
+	h := got["headers"].(map[string]string)
+	if v := withSecrets(h["X-Pair"], map[string]string{"pair": "p{key}", "key": "k"}); v != "red:p{key}" {
+		t.Errorf("withSecrets: %q", v)
+	}
+	if got := remote.tokenInput(); got != "token" {
+		t.Errorf("token input %q", got)
+	}
+	var slots []string
+	for _, in := range remote.secretSlots() {
+		slots = append(slots, in.Name+"="+remote.secretName("u_r", in))
+	}
+	if strings.Join(slots, " ") != "key=input:u_r:key pair=input:u_r:pair" {
+		t.Errorf("secret slots: %q", slots)
+	}
+	if _, err := remote.fill(map[string]string{"team": "{key}"}); err == nil || !strings.Contains(err.Error(), `"team" may not hold {key}`) {
+		t.Errorf("a value naming a secret input: %v", err)
+	}
+
+	pkg := CatalogEntry{
+		Package: &CatalogPackage{Command: "gh", Args: []string{"stdio"}, Env: map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": "{pat}", "API_KEY": "{key}"}},
+		Inputs:  []CatalogInput{{Name: "pat", IsSecret: true}, {Name: "key", IsSecret: true}},
+	}
+	got, err = pkg.fill(map[string]string{"pat": "CANARY-1", "key": "CANARY-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(got)
+	if want := `{"args":["stdio"],"command":"gh","env":{"API_KEY":"{key}","GITHUB_PERSONAL_ACCESS_TOKEN":"{pat}"}}`; string(b) != want {
+		t.Errorf("filled:\n got %s\nwant %s", b, want)
+	}
+	if pkg.tokenInput() != "" || len(pkg.secretSlots()) != 2 {
+		t.Errorf("token %q, slots %v", pkg.tokenInput(), pkg.secretSlots())
+	}
+}
+
 // TestCatalogSectionForm: an entry's section is a switch, its inputs and
 // the secret field token:u_<name>; it can be saved switched off with
 // nothing filled in, and a value of the wrong format is refused by the

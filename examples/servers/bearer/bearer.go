@@ -28,6 +28,8 @@ type options struct {
 	tokens []string
 	// reveal lets whoami return the token itself (tests only).
 	reveal bool
+	// apiKey, when set, must be every request's X-API-Key header.
+	apiKey string
 	// stateless serves the stateless protocol (2026-07-28) instead of
 	// stateful sessions (2025-11-25).
 	stateless bool
@@ -83,5 +85,15 @@ func newHandler(o options) http.Handler {
 		}
 		return info, nil
 	}
-	return auth.RequireBearerToken(verify, nil)(h)
+	withToken := auth.RequireBearerToken(verify, nil)(h)
+	if o.apiKey == "" {
+		return withToken
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-API-Key")), []byte(o.apiKey)) != 1 {
+			http.Error(w, "a missing or wrong X-API-Key", http.StatusUnauthorized)
+			return
+		}
+		withToken.ServeHTTP(w, r)
+	})
 }

@@ -102,3 +102,48 @@ func TestWhoamiAndEcho(t *testing.T) {
 		})
 	}
 }
+
+// TestAPIKey: with an API key, a request needs both the token and the key
+// in X-API-Key.
+func TestAPIKey(t *testing.T) {
+	t.Parallel()
+	url := serve(t, options{tokens: []string{"good"}, apiKey: "key-1"})
+	for _, key := range []string{"", "key-2"} {
+		req, _ := http.NewRequest("POST", url, nil)
+		if key != "" {
+			req.Header.Set("X-API-Key", key)
+		}
+		resp, err := (&http.Client{Transport: bearerRT{"good"}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("key %q: status %d, want 401", key, resp.StatusCode)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: keyRT{key: "key-1", next: bearerRT{"good"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("with the token and the key: %v", err)
+	}
+	defer cs.Close()
+	if who := whoami(t, cs); who.User == "" {
+		t.Errorf("whoami: %+v", who)
+	}
+}
+
+// keyRT adds an X-API-Key header.
+type keyRT struct {
+	key  string
+	next http.RoundTripper
+}
+
+func (k keyRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-API-Key", k.key)
+	return k.next.RoundTrip(r)
+}

@@ -4,10 +4,12 @@
 // -reveal-token, for canary tests only); echo is for benchmarks, big (a
 // text of any size) for tests of result limits.
 //
-//	bearer [-addr 127.0.0.1:8090] [-tokens a,b] [-stateless] [-reveal-token]
+//	bearer [-addr 127.0.0.1:8090] [-tokens a,b] [-api-key K] [-stateless] [-reveal-token]
 //
 // Tokens come from -tokens or, when it is empty, from BEARER_TOKENS
-// (comma-separated). With neither, any non-empty token is accepted.
+// (comma-separated). With neither, any non-empty token is accepted. With
+// -api-key (or BEARER_API_KEY) a request must also carry the header
+// X-API-Key: K, as servers that take a key beside the token do.
 package main
 
 import (
@@ -27,6 +29,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8090", "address to listen on; the endpoint is /mcp")
 	tokens := flag.String("tokens", "", "comma-separated accepted tokens (default: $BEARER_TOKENS; none: any token)")
+	apiKey := flag.String("api-key", "", "a key every request must carry in X-API-Key (default: $BEARER_API_KEY; none: no key)")
 	stateless := flag.Bool("stateless", false, "serve the stateless protocol (2026-07-28) instead of sessions")
 	reveal := flag.Bool("reveal-token", false, "let whoami return the token itself (tests only)")
 	flag.Parse()
@@ -34,7 +37,10 @@ func main() {
 	if list == "" {
 		list = os.Getenv("BEARER_TOKENS")
 	}
-	o := options{reveal: *reveal, stateless: *stateless}
+	o := options{reveal: *reveal, stateless: *stateless, apiKey: *apiKey}
+	if o.apiKey == "" {
+		o.apiKey = os.Getenv("BEARER_API_KEY")
+	}
 	for _, t := range strings.Split(list, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			o.tokens = append(o.tokens, t)

@@ -6,14 +6,17 @@
 // Tools: add_note, list_notes, slow (sleeps, for drain tests), echo (for
 // benchmarks), big (a text of any size, for tests of result limits) and
 // whoami (the token's hash; the token itself with -reveal-token, for
-// canary tests only). With -hostile it also attacks the terminal of the
+// canary tests only). With -key-env NAME it needs a key in the
+// environment variable NAME beside its token, as servers that take an API
+// key do: it refuses to start without one, and whoami names it by hash
+// too (the key itself with -reveal-token). With -hostile it also attacks the terminal of the
 // operator who lists its tools (for tests of agenthost's escaping):
 // -hostile=tools adds a tool whose name clears the screen and sets the
 // window title, and one whose description and error write the clipboard
 // (OSC 52) and forge a line; -hostile=list fails tools/list with such an
 // error.
 //
-//	notes [-token T] [-reveal-token] [-hostile tools|list]
+//	notes [-token T] [-key-env NAME] [-reveal-token] [-hostile tools|list]
 package main
 
 import (
@@ -30,6 +33,7 @@ import (
 func main() {
 	token := flag.String("token", "", "the caller's token when MCP_ACCESS_TOKEN is not set (for manual runs)")
 	reveal := flag.Bool("reveal-token", false, "let whoami return the token itself (tests only)")
+	keyEnv := flag.String("key-env", "", "the environment variable that must hold a key beside the token")
 	hostile := flag.String("hostile", "", "tools or list: attack the operator's terminal (tests only)")
 	flag.Parse()
 	tok := os.Getenv("MCP_ACCESS_TOKEN")
@@ -39,7 +43,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Run returns when stdin reaches EOF (the client went away) or ctx ends.
-	s := newServer(tok, *reveal)
+	var key string
+	if *keyEnv != "" {
+		if key = os.Getenv(*keyEnv); key == "" {
+			fmt.Fprintf(os.Stderr, "notes: the key in $%s is not set (-key-env)\n", *keyEnv)
+			os.Exit(2)
+		}
+	}
+	s := newServerWithKey(tok, key, *reveal)
 	switch *hostile {
 	case "":
 	case "tools":

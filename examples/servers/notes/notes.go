@@ -55,12 +55,17 @@ type echoIn struct {
 type whoamiOut struct {
 	User  string `json:"user" jsonschema:"the hash prefix that names the caller's token"`
 	Token string `json:"token,omitempty" jsonschema:"the token itself, only in test mode"`
+	Key   string `json:"key,omitempty" jsonschema:"the hash prefix of the key given with -key-env (the key itself in test mode)"`
 }
 
 // newServer returns the notes server for a process whose caller holds
 // token. With reveal, whoami returns the token itself (for canary tests
 // only; never in production).
-func newServer(token string, reveal bool) *mcp.Server {
+func newServer(token string, reveal bool) *mcp.Server { return newServerWithKey(token, "", reveal) }
+
+// newServerWithKey is newServer for a process that was also given a key
+// (-key-env), which whoami names.
+func newServerWithKey(token, apiKey string, reveal bool) *mcp.Server {
 	st := &store{notes: map[string][]string{}}
 	key := tokenKey(token)
 	s := mcp.NewServer(&mcp.Implementation{Name: "agenthost-example-notes", Version: "v0.1.0"}, nil)
@@ -103,8 +108,14 @@ func newServer(token string, reveal bool) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Say which token this server was started with (by hash)."},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, whoamiOut, error) {
 			out := whoamiOut{User: key}
+			if apiKey != "" {
+				out.Key = tokenKey(apiKey)
+			}
 			if reveal {
 				out.Token = token
+				if apiKey != "" {
+					out.Key = apiKey
+				}
 			}
 			return nil, out, nil
 		})

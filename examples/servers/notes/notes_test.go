@@ -155,3 +155,29 @@ func TestProcess(t *testing.T) {
 		t.Errorf("exit took %v; want it prompt on stdin EOF", d)
 	}
 }
+
+// TestProcessKeyEnv: with -key-env NAME the server needs a key in $NAME
+// beside its token: it refuses to start without one and whoami names it.
+func TestProcessKeyEnv(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-reveal-token", "-key-env", "NOTES_KEY")
+	cmd.Env = append(os.Environ(), "NOTES_TEST_SERVE=1", "MCP_ACCESS_TOKEN=tok-proc", "NOTES_KEY=key-proc")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+		&mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var who whoamiOut
+	callJSON(t, cs, "whoami", map[string]any{}, &who)
+	if who.Token != "tok-proc" || who.Key != "key-proc" {
+		t.Errorf("whoami with a key: %+v", who)
+	}
+	_ = cs.Close()
+
+	without := exec.Command(os.Args[0], "-key-env", "NOTES_KEY")
+	without.Env = append(os.Environ(), "NOTES_TEST_SERVE=1", "NOTES_KEY=")
+	out, err := without.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the key in $NOTES_KEY is not set") {
+		t.Errorf("without its key: %v %s", err, out)
+	}
+}
