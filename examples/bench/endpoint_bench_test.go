@@ -77,7 +77,7 @@ func BenchmarkEndpointCall(b *testing.B) {
 		// go-sdk one once with Go's default GC target and once with ours.
 		{"proxy-gosdk", toolCall(startProxy(b, oneproxy, notes, "GOGC=100"), "echo")},
 		{"proxy-gosdk-gogc400", toolCall(startProxy(b, oneproxy, notes, "GOGC=400"), "echo")},
-		{"proxy-mcpgo", toolCall(startProxy(b, mcpgoproxy, notes), "echo")},
+		{"proxy-mcpgo", toolCall(startProxy(b, mcpgoproxy, notes, mcpgoArgs()...), "echo")},
 		{"agenthost", toolCall(host.connect(b), "notes__echo")},
 		// What an unpinned go-sdk client gets: the stateless revision,
 		// whose plain calls take the endpoint's fast path too (4 runs on
@@ -130,11 +130,21 @@ func BenchmarkEndpointCall(b *testing.B) {
 }
 
 // startProxy runs a one-hop proxy binary in front of the stdio server
-// notes until the benchmark ends, and connects a go-sdk client to it,
-// pinned to 2025-11-25 like every client here.
-func startProxy(b *testing.B, bin, notes string, env ...string) *mcp.ClientSession {
+// notes until the benchmark ends (envOrFlags: "-flag"s for it, else
+// environment), and connects a go-sdk client to it, pinned to 2025-11-25
+// like every client here.
+func startProxy(b *testing.B, bin, notes string, envOrFlags ...string) *mcp.ClientSession {
 	b.Helper()
-	cmd := exec.Command(bin, "-server", notes)
+	args := []string{"-server", notes}
+	var env []string
+	for _, a := range envOrFlags {
+		if strings.HasPrefix(a, "-") {
+			args = append(args, a)
+		} else {
+			env = append(env, a)
+		}
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -156,6 +166,16 @@ func startProxy(b *testing.B, bin, notes string, env ...string) *mcp.ClientSessi
 	}
 	b.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// mcpgoArgs are the mcp-go proxy's flags: -stateless when
+// BENCH_MCPGO_STATELESS=1, to tell what TBXark/mcp-proxy's stateless mode
+// is worth.
+func mcpgoArgs() []string {
+	if os.Getenv("BENCH_MCPGO_STATELESS") == "1" {
+		return []string{"-stateless"}
+	}
+	return nil
 }
 
 // served is a running `agenthost serve`.
