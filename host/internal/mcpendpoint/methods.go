@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/host/internal/api"
 )
 
@@ -55,7 +56,7 @@ func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json
 		s.mu.Unlock()
 		return json.RawMessage("{}"), nil
 	case ext.MethodTaskGet, ext.MethodTaskResult, ext.MethodTaskCancel, ext.MethodTaskList:
-		if s.version < v20251125 {
+		if s.version < mcpwire.V20251125 {
 			break
 		}
 		params := m.Params
@@ -68,7 +69,7 @@ func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json
 		}
 		return checked(out, err, "the task request")
 	}
-	return nil, &rpcError{code: codeMethodNotFound, msg: fmt.Sprintf("method %q not found", m.Method)}
+	return nil, &rpcError{code: mcpwire.CodeMethodNotFound, msg: fmt.Sprintf("method %q not found", m.Method)}
 }
 
 // hostCompletion returns completion/complete params with a prompt's MCP
@@ -104,11 +105,11 @@ func checked(out json.RawMessage, err error, what string) (json.RawMessage, erro
 	case errors.Is(err, ext.ErrNotFound):
 		return nil, errParams("%s: not found", what)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return nil, &rpcError{code: codeInternal, msg: what + " was cancelled or timed out"}
+		return nil, &rpcError{code: mcpwire.CodeInternalError, msg: what + " was cancelled or timed out"}
 	case err != nil:
-		return nil, &rpcError{code: codeInternal, msg: what + " failed: try again later"}
+		return nil, &rpcError{code: mcpwire.CodeInternalError, msg: what + " failed: try again later"}
 	case !json.Valid(out) || len(bytes.TrimSpace(out)) == 0 || bytes.TrimSpace(out)[0] != '{':
-		return nil, &rpcError{code: codeInternal, msg: what + " returned a malformed answer"}
+		return nil, &rpcError{code: mcpwire.CodeInternalError, msg: what + " returned a malformed answer"}
 	}
 	return out, nil
 }
@@ -404,7 +405,7 @@ func (s *session) getPrompt(ctx context.Context, rs *reqSession, raw json.RawMes
 // resourceNotFound is MCP's error for an unknown resource.
 func resourceNotFound(uri string) *rpcError {
 	data, _ := json.Marshal(map[string]string{"uri": uri})
-	return &rpcError{code: codeNoResource, msg: "Resource not found", data: data}
+	return &rpcError{code: mcpwire.CodeResourceNotFound, msg: "Resource not found", data: data}
 }
 
 // readResource reads a resource; the host routes it by URI.
@@ -438,16 +439,16 @@ func (s *session) subscribe(ctx context.Context, raw json.RawMessage, unsubscrib
 	switch {
 	case s.closed:
 		s.mu.Unlock()
-		return nil, &rpcError{code: codeInvalidRequest, msg: "the session is closed"}
+		return nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: "the session is closed"}
 	case state == subChanging:
 		s.mu.Unlock()
-		return nil, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("a change of the subscription to %q is under way", p.URI)}
+		return nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: fmt.Sprintf("a change of the subscription to %q is under way", p.URI)}
 	case had != unsubscribe:
 		s.mu.Unlock()
 		return json.RawMessage("{}"), nil // nothing changes
 	case !unsubscribe && len(s.subs) >= maxSubscriptions:
 		s.mu.Unlock()
-		return nil, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("a session may subscribe to at most %d resources", maxSubscriptions)}
+		return nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: fmt.Sprintf("a session may subscribe to at most %d resources", maxSubscriptions)}
 	}
 	if s.subs == nil {
 		s.subs = map[string]subState{}
@@ -470,7 +471,7 @@ func (s *session) subscribe(ctx context.Context, raw json.RawMessage, unsubscrib
 	if closed && err == nil && !unsubscribe {
 		// Closed meanwhile: close left this one to us; undo it.
 		_ = s.e.host.SubscribeResource(context.WithoutCancel(ctx), s.p.User, p.URI, true)
-		return nil, &rpcError{code: codeInvalidRequest, msg: "the session is closed"}
+		return nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: "the session is closed"}
 	}
 	if err != nil {
 		if errors.Is(err, ext.ErrNotFound) {
@@ -490,7 +491,7 @@ func (e *Endpoint) initializeResult(u *userState, version string) []byte {
 	b = append(b, version...)
 	b = append(b, `","capabilities":{"tools":{"listChanged":true},"prompts":{"listChanged":true},`+
 		`"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}`...)
-	if version >= v20251125 {
+	if version >= mcpwire.V20251125 {
 		b = append(b, `,"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`...)
 	}
 	b = append(b, `},"serverInfo":`...)

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // The fast path of the stateless revision: a plain 2026-07-28 tools/call
@@ -102,10 +103,10 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 	// result to a slow client takes its time, and holds up no one else).
 	sseHeaders(w)
 	if rerr != nil {
-		_ = sendEvent(w, "", errorMsg(c.id, rerr))
+		_ = sendEvent(w, "", rerr.message(c.id))
 		return true
 	}
-	_ = sendEvent(w, "", resultMsg(c.id, e.statelessResult(fieldsResult(result))))
+	_ = sendEvent(w, "", mcpwire.ResultMsg(c.id, e.statelessResult(fieldsResult(result))))
 	return true
 }
 
@@ -115,7 +116,7 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 // that go-sdk's own DNS rebinding check passes.
 func (e *Endpoint) fastHeaders(r *http.Request) bool {
 	h := r.Header
-	if h.Get("Mcp-Protocol-Version") != v20260728 || h.Get("Mcp-Method") != "tools/call" ||
+	if h.Get("Mcp-Protocol-Version") != mcpwire.V20260728 || h.Get("Mcp-Method") != "tools/call" ||
 		h.Get("Mcp-Name") == "" || len(h.Values("Last-Event-ID")) > 0 {
 		return false
 	}
@@ -331,7 +332,7 @@ func parseMeta(raw json.RawMessage) (json.RawMessage, bool) {
 			return once(&info, v)
 		}
 		return false
-	}) || string(version) != `"`+v20260728+`"` {
+	}) || string(version) != `"`+mcpwire.V20260728+`"` {
 		return nil, false
 	}
 	var meta mcp.Meta
