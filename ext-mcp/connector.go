@@ -22,6 +22,7 @@ import (
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/ext/netguard"
 )
 
@@ -309,7 +310,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		cn.protocol = init.ProtocolVersion
 		cn.init = init
 	}
-	if s.URL != "" && s.Type != "sse" && cn.protocol != "" && cn.protocol <= legacyProtocol {
+	if s.URL != "" && s.Type != "sse" && cn.protocol != "" && cn.protocol <= mcpwire.LatestSessionRevision {
 		// A session-bound revision: ext-mcp's own requests go as POSTs in
 		// go-sdk's session.
 		cn.http = &httpRaw{url: s.URL, server: d.Name, limit: c.limit(s), hc: hc, session: cs.ID(), protocol: cn.protocol, lost: func() { _ = cs.Close() }}
@@ -327,11 +328,6 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	go cn.wait()
 	return cn, nil
 }
-
-// legacyProtocol is the newest revision with sessions and initialize; a
-// server that negotiated a newer one is stateless and gets every request
-// through go-sdk.
-const legacyProtocol = "2025-11-25"
 
 // explainConnect says in plain words why a connection could not be made,
 // keeping the detail.

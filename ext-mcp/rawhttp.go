@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // httpRaw sends ext-mcp's own requests to a Streamable HTTP server beside
@@ -110,16 +111,7 @@ func (h *httpRaw) call(ctx context.Context, method string, params func(token str
 	if err != nil {
 		return nil, err
 	}
-	body := make([]byte, 0, 64+len(method)+len(p))
-	body = append(body, `{"jsonrpc":"2.0","id":"`...)
-	body = append(body, id...)
-	body = append(body, `","method":`...)
-	body = strconv.AppendQuote(body, method)
-	if len(p) > 0 {
-		body = append(body, `,"params":`...)
-		body = append(body, p...)
-	}
-	body = append(body, '}')
+	body := mcpwire.RequestMsg(id, method, p)
 	resp, err := h.post(ctx, body)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -456,8 +448,7 @@ func toWireError(err error) *jsonrpc.Error {
 // cancel tells the server, in the background, that the request id was
 // given up.
 func (h *httpRaw) cancel(id string, ctx context.Context) {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": methodCancelled,
-		"params": map[string]string{"requestId": id, "reason": context.Cause(ctx).Error()}})
+	b := mcpwire.NotificationMsg(mcpwire.MethodCancelled, mcpwire.CancelledParams(id, context.Cause(ctx).Error()))
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

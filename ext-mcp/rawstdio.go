@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // rawPrefix starts the IDs of the requests ext-mcp sends itself, and the
@@ -239,17 +240,10 @@ func (c *stdioConn) tooLarge(o *oversized) error {
 // a string id is its raw JSON content (escapes as the server wrote them),
 // so it goes back between quotes as it is.
 func errorAnswer(id []byte, idType jsonparser.ValueType, code int64, message string) []byte {
-	b := []byte(`{"jsonrpc":"2.0","id":`)
 	if idType == jsonparser.String {
-		b = append(append(append(b, '"'), id...), '"')
-	} else {
-		b = append(b, id...)
+		id = append(append(append(make([]byte, 0, len(id)+2), '"'), id...), '"')
 	}
-	b = append(b, `,"error":{"code":`...)
-	b = strconv.AppendInt(b, code, 10)
-	b = append(b, `,"message":`...)
-	msg, _ := json.Marshal(message)
-	return append(append(b, msg...), "}}"...)
+	return mcpwire.ErrorMsg(id, int(code), message, nil)
 }
 
 // Read implements [mcp.Connection] for go-sdk.
@@ -322,9 +316,6 @@ func (c *stdioConn) SessionID() string { return "" }
 // wait blocks until the reader has ended.
 func (c *stdioConn) wait() { <-c.done }
 
-// methodCancelled tells the other side a request was given up.
-const methodCancelled = "notifications/cancelled"
-
 // cancelTimeout bounds sending a cancellation.
 const cancelTimeout = 5 * time.Second
 
@@ -350,16 +341,7 @@ func (c *stdioConn) call(ctx context.Context, method string, params func(token s
 	}
 	c.calls[id] = w
 	c.mu.Unlock()
-	msg := make([]byte, 0, 64+len(method)+len(p))
-	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
-	msg = append(msg, id...)
-	msg = append(msg, `","method":`...)
-	msg = strconv.AppendQuote(msg, method)
-	if len(p) > 0 {
-		msg = append(msg, `,"params":`...)
-		msg = append(msg, p...)
-	}
-	msg = append(msg, '}', '\n')
+	msg := append(mcpwire.RequestMsg(id, method, p), '\n')
 	if err := c.writeEnded(msg); err != nil {
 		c.forget(id)
 		return nil, err
@@ -375,8 +357,7 @@ func (c *stdioConn) call(ctx context.Context, method string, params func(token s
 		return r.result, nil
 	case <-ctx.Done():
 		c.forget(id)
-		cancel, _ := json.Marshal(map[string]any{"requestId": id, "reason": context.Cause(ctx).Error()})
-		_ = c.notify(methodCancelled, cancel)
+		_ = c.notify(mcpwire.MethodCancelled, mcpwire.CancelledParams(id, context.Cause(ctx).Error()))
 		return nil, ctx.Err()
 	}
 }
@@ -389,13 +370,5 @@ func (c *stdioConn) forget(id string) {
 
 // notify sends a notification of ext-mcp's own.
 func (c *stdioConn) notify(method string, params json.RawMessage) error {
-	msg := make([]byte, 0, 48+len(method)+len(params))
-	msg = append(msg, `{"jsonrpc":"2.0","method":`...)
-	msg = strconv.AppendQuote(msg, method)
-	if len(params) > 0 {
-		msg = append(msg, `,"params":`...)
-		msg = append(msg, params...)
-	}
-	msg = append(msg, '}')
-	return c.writeLine(msg)
+	return c.writeLine(mcpwire.NotificationMsg(method, params))
 }

@@ -90,7 +90,20 @@ func ErrorMsg(id []byte, code int, message string, data json.RawMessage) []byte 
 func AppendRequest(dst []byte, id, method string, params json.RawMessage) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","id":"`...)
 	dst = append(dst, id...)
-	dst = append(dst, `","method":`...)
+	dst = append(dst, '"')
+	return appendRequestRest(dst, method, params)
+}
+
+// AppendRequestRawID is AppendRequest with id as raw JSON (a number, or a
+// string with its quotes).
+func AppendRequestRawID(dst []byte, id json.RawMessage, method string, params json.RawMessage) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
+	return appendRequestRest(dst, method, params)
+}
+
+func appendRequestRest(dst []byte, method string, params json.RawMessage) []byte {
+	dst = append(dst, `,"method":`...)
 	dst = appendString(dst, method)
 	if len(params) > 0 {
 		dst = append(dst, `,"params":`...)

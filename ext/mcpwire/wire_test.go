@@ -24,6 +24,7 @@ func TestMessages(t *testing.T) {
 		{"request", mcpwire.RequestMsg("ah-1", mcpwire.MethodToolsCall, json.RawMessage(`{"name":"echo"}`)),
 			`{"jsonrpc":"2.0","id":"ah-1","method":"tools/call","params":{"name":"echo"}}`},
 		{"request, no params", mcpwire.RequestMsg("s-2", "roots/list", nil), `{"jsonrpc":"2.0","id":"s-2","method":"roots/list"}`},
+		{"request, number id", mcpwire.AppendRequestRawID(nil, json.RawMessage(`2`), mcpwire.MethodToolsList, nil), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`},
 		{"request, odd method", mcpwire.RequestMsg("1", "a\"b", nil), `{"jsonrpc":"2.0","id":"1","method":"a\"b"}`},
 		{"notification", mcpwire.NotificationMsg(mcpwire.MethodProgress, json.RawMessage(`{"progress":1}`)),
 			`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}`},
