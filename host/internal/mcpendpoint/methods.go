@@ -146,19 +146,19 @@ func parseCallParams(raw json.RawMessage) (callParams, error) {
 func fastCallParams(raw json.RawMessage) (callParams, bool) {
 	var p callParams
 	var name []byte
-	ok := objectFields(raw, func(k, v []byte) bool {
+	ok := mcpwire.ObjectFields(raw, func(k, v []byte) bool {
 		switch string(k) {
 		case "name":
-			return once(&name, v)
+			return mcpwire.Once(&name, v)
 		case "arguments":
-			return once((*[]byte)(&p.Arguments), v)
+			return mcpwire.Once((*[]byte)(&p.Arguments), v)
 		case "_meta":
-			return once((*[]byte)(&p.Meta), v)
+			return mcpwire.Once((*[]byte)(&p.Meta), v)
 		case "task":
-			return once((*[]byte)(&p.Task), v)
+			return mcpwire.Once((*[]byte)(&p.Task), v)
 		}
 		return false
-	}) && plainString(name, &p.Name)
+	}) && mcpwire.PlainString(name, &p.Name)
 	return p, ok
 }
 

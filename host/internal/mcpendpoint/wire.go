@@ -177,41 +177,23 @@ func jsonKind(c byte) string {
 // whole and a decode, for the message and again for its params).
 func fastMsg(b []byte, m *rpcMsg) bool {
 	var version, method []byte
-	return objectFields(b, func(k, v []byte) bool {
+	return mcpwire.ObjectFields(b, func(k, v []byte) bool {
 		switch string(k) {
 		case "jsonrpc":
-			return once(&version, v)
+			return mcpwire.Once(&version, v)
 		case "id":
-			return once((*[]byte)(&m.ID), v)
+			return mcpwire.Once((*[]byte)(&m.ID), v)
 		case "method":
-			return once(&method, v)
+			return mcpwire.Once(&method, v)
 		case "params":
-			return once((*[]byte)(&m.Params), v)
+			return mcpwire.Once((*[]byte)(&m.Params), v)
 		case "result":
-			return once((*[]byte)(&m.Result), v)
+			return mcpwire.Once((*[]byte)(&m.Result), v)
 		case "error":
-			return once((*[]byte)(&m.Error), v)
+			return mcpwire.Once((*[]byte)(&m.Error), v)
 		}
 		return false
-	}) && plainString(version, &m.JSONRPC) && plainString(method, &m.Method)
-}
-
-// plainString sets *dst to the JSON string v (nil: absent, left as is)
-// when it is printable ASCII with no escape, reporting whether it was.
-func plainString(v []byte, dst *string) bool {
-	if v == nil {
-		return true
-	}
-	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
-		return false
-	}
-	for _, c := range v[1 : len(v)-1] {
-		if c < 0x20 || c > 0x7e || c == '\\' {
-			return false
-		}
-	}
-	*dst = string(v[1 : len(v)-1])
-	return true
+	}) && mcpwire.PlainString(version, &m.JSONRPC) && mcpwire.PlainString(method, &m.Method)
 }
 
 // rpcError is a JSON-RPC error answer.
