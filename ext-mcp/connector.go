@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/buger/jsonparser"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -722,11 +721,38 @@ func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 	}
 	// Only the top level's isError is read (in place); the result goes on
 	// as the server's bytes.
-	isErr, err := jsonparser.GetBoolean(res, "isError")
-	if (err != nil && !errors.Is(err, jsonparser.KeyPathNotFoundError)) || !json.Valid(res) {
+	isErr, ok := topIsError(res)
+	if !ok {
 		return ext.ErrorResult("MCP server %q answered tool %q with a malformed result", c.server, req.Name), nil
 	}
 	return &ext.CallToolResult{Raw: res, IsError: isErr}, nil
+}
+
+// topIsError reads the isError member of res, a result object, in place:
+// ok is false when res is no valid JSON object or its isError is no
+// boolean.
+func topIsError(res json.RawMessage) (isErr, ok bool) {
+	if !json.Valid(res) {
+		return false, false
+	}
+	ok = true
+	if !mcpwire.ObjectFields(res, func(k, v []byte) bool {
+		if string(k) == "isError" {
+			isErr, ok = string(v) == "true", string(v) == "true" || string(v) == "false"
+		}
+		return true
+	}) {
+		// Not a plain object of the scanner's (an escaped key, or no
+		// object): encoding/json decides.
+		var o struct {
+			IsError *bool `json:"isError"`
+		}
+		if err := json.Unmarshal(res, &o); err != nil {
+			return false, false
+		}
+		return o.IsError != nil && *o.IsError, true
+	}
+	return isErr, ok
 }
 
 // callError maps a broken call: a protocol error is an error result naming

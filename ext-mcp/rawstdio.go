@@ -127,17 +127,15 @@ type envelope struct {
 
 // dispatch routes one message: answers and progress of ext-mcp's own
 // requests to their waiters, everything else to go-sdk. The top level is
-// scanned in place (buger/jsonparser: no allocation, nothing decoded
-// below it), which is all the hot path of a call costs here.
+// scanned in place (mcpwire.ObjectFields: nothing decoded below it),
+// which is all the hot path of a call costs here; what the scanner does
+// not take (not an object, an escaped key) is decoded by encoding/json.
 func (c *stdioConn) dispatch(line []byte) error {
-	var (
-		id, method, params, result, werr []byte
-		idType                           jsonparser.ValueType
-	)
-	err := jsonparser.ObjectEach(line, func(k, v []byte, t jsonparser.ValueType, _ int) error {
+	var id, method, params, result, werr []byte
+	if !mcpwire.ObjectFields(line, func(k, v []byte) bool {
 		switch string(k) {
 		case "id":
-			id, idType = v, t
+			id = v
 		case "method":
 			method = v
 		case "params":
@@ -147,16 +145,25 @@ func (c *stdioConn) dispatch(line []byte) error {
 		case "error":
 			werr = v
 		}
-		return nil
-	})
-	if err != nil {
-		return newNotMCPError(line, err)
+		return true
+	}) {
+		var env struct {
+			ID     json.RawMessage `json:"id"`
+			Method json.RawMessage `json:"method"`
+			Params json.RawMessage `json:"params"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(line, &env); err != nil {
+			return newNotMCPError(line, err)
+		}
+		id, method, params, result, werr = env.ID, env.Method, env.Params, env.Result, env.Error
 	}
 	switch {
-	case method == nil && idType == jsonparser.String && bytes.HasPrefix(id, []byte(rawPrefix)):
+	case method == nil && rawID(id) != nil:
 		c.mu.Lock()
-		w := c.calls[string(id)]
-		delete(c.calls, string(id))
+		w := c.calls[string(rawID(id))]
+		delete(c.calls, string(rawID(id)))
 		c.mu.Unlock()
 		if w == nil {
 			return nil
@@ -173,11 +180,17 @@ func (c *stdioConn) dispatch(line []byte) error {
 		}
 		w.reply <- r
 		return nil
-	case id == nil && string(method) == ext.MethodProgress:
-		tok, t, _, err := jsonparser.Get(params, "progressToken")
-		if err == nil && t == jsonparser.String && bytes.HasPrefix(tok, []byte(rawPrefix)) {
+	case id == nil && string(method) == `"`+mcpwire.MethodProgress+`"`:
+		var tok []byte
+		mcpwire.ObjectFields(params, func(k, v []byte) bool {
+			if string(k) == "progressToken" {
+				tok = v
+			}
+			return true
+		})
+		if rawID(tok) != nil {
 			c.mu.Lock()
-			w := c.calls[string(tok)]
+			w := c.calls[string(rawID(tok))]
 			c.mu.Unlock()
 			if w != nil && w.sess != nil {
 				// Notify must not block the reader for long: sessions
@@ -244,6 +257,15 @@ func errorAnswer(id []byte, idType jsonparser.ValueType, code int64, message str
 		id = append(append(append(make([]byte, 0, len(id)+2), '"'), id...), '"')
 	}
 	return mcpwire.ErrorMsg(id, int(code), message, nil)
+}
+
+// rawID returns the content of v, a JSON string, when it is one of
+// ext-mcp's own request ids or progress tokens (rawPrefix), else nil.
+func rawID(v []byte) []byte {
+	if len(v) < 2+len(rawPrefix) || v[0] != '"' || v[len(v)-1] != '"' || !bytes.HasPrefix(v[1:], []byte(rawPrefix)) {
+		return nil
+	}
+	return v[1 : len(v)-1]
 }
 
 // Read implements [mcp.Connection] for go-sdk.
