@@ -708,7 +708,7 @@ func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 			tok = token
 		}
 		untrack = c.track(sess, tok)
-		return callParams(req.Name, args, req.Meta, tok, req.Task)
+		return mcpwire.CallParams(req.Name, args, req.Meta, tok, req.Task)
 	}, sess)
 	if untrack != nil {
 		defer untrack()
@@ -778,67 +778,6 @@ func (c *conn) callError(ctx context.Context, tool string, err error) (*ext.Call
 			c.redactString(werr.Message), werr.Code), nil
 	}
 	return nil, c.redact(err)
-}
-
-// callParams builds tools/call params: the name, the raw arguments, the
-// client's _meta with our progress token, and task params.
-func callParams(name string, args, meta json.RawMessage, token string, task json.RawMessage) ([]byte, error) {
-	b := make([]byte, 0, 64+len(name)+len(args)+len(meta)+len(task))
-	b = append(b, `{"name":`...)
-	if plainJSONString(name) {
-		b = append(append(append(b, '"'), name...), '"')
-	} else {
-		nb, err := json.Marshal(name)
-		if err != nil {
-			return nil, err
-		}
-		b = append(b, nb...)
-	}
-	b = append(b, `,"arguments":`...)
-	b = append(b, args...)
-	if m, err := withToken(meta, token); err != nil {
-		return nil, err
-	} else if len(m) > 0 {
-		b = append(b, `,"_meta":`...)
-		b = append(b, m...)
-	}
-	if len(task) > 0 {
-		b = append(b, `,"task":`...)
-		b = append(b, task...)
-	}
-	return append(b, '}'), nil
-}
-
-// plainJSONString reports whether s is printable ASCII that json.Marshal
-// quotes as it is (no quote, backslash or HTML character to escape), as
-// tool names are: they go out without a trip through reflection.
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
-}
-
-// withToken returns the _meta object meta with progressToken set to token
-// (when token is not empty).
-func withToken(meta json.RawMessage, token string) (json.RawMessage, error) {
-	if token == "" {
-		if isEmpty(meta) {
-			return nil, nil
-		}
-		return meta, nil
-	}
-	m := map[string]json.RawMessage{}
-	if !isEmpty(meta) {
-		if err := json.Unmarshal(meta, &m); err != nil {
-			return nil, fmt.Errorf("the call's _meta is not a JSON object: %w", err)
-		}
-	}
-	m["progressToken"], _ = json.Marshal(token)
-	return json.Marshal(m)
 }
 
 // callSDK calls a tool through go-sdk (SSE transport, stateless

@@ -162,28 +162,6 @@ func fastCallParams(raw json.RawMessage) (callParams, bool) {
 	return p, ok
 }
 
-// splitMeta takes the progress token out of a request's _meta; rest is
-// the other fields (nil when none).
-func splitMeta(meta json.RawMessage) (token, rest json.RawMessage, err error) {
-	if len(meta) == 0 || string(meta) == "null" {
-		return nil, nil, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(meta, &m); err != nil {
-		return nil, nil, errParams("_meta must be an object")
-	}
-	token = m["progressToken"]
-	if string(token) == "null" {
-		token = nil
-	}
-	delete(m, "progressToken")
-	if len(m) == 0 {
-		return token, nil, nil
-	}
-	rest, err = json.Marshal(m)
-	return token, rest, err
-}
-
 // callTool runs a tool through the user's table: arguments go out and the
 // result comes back as raw JSON.
 func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMessage) (json.RawMessage, error) {
@@ -206,7 +184,9 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 	var meta json.RawMessage
 	if len(p.Meta) > 0 {
 		var err error
-		if rs.token, meta, err = splitMeta(p.Meta); err != nil {
+		if rs.token, meta, err = mcpwire.SplitProgressToken(p.Meta); errors.Is(err, mcpwire.ErrMetaNotObject) {
+			return nil, errParams("%v", err)
+		} else if err != nil {
 			return nil, err
 		}
 	}
