@@ -1,6 +1,7 @@
 package mcpendpoint_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -32,6 +33,11 @@ type goldenStep struct {
 	// cancelBody is then posted, and the transcript shows the cancel's
 	// answer before the call's.
 	cancelBody string
+	// stream: a GET opens the session's standalone stream; the user's
+	// tools change (notifications/tools/list_changed on it), then the
+	// session ends (DELETE), which ends the stream; the transcript shows
+	// the DELETE's answer, then the stream's.
+	stream bool
 }
 
 // goldenHost is a host whose tools show each kind of answer: notes/add
@@ -91,7 +97,7 @@ func statefulScript(v string) []goldenStep {
 	} else {
 		steps = append(steps, goldenStep{name: "batch-refused", body: `[{"jsonrpc":"2.0","id":13,"method":"ping"}]`})
 	}
-	return append(steps, goldenStep{name: "end", method: http.MethodDelete})
+	return append(steps, goldenStep{name: "stream-and-end", method: http.MethodGet, stream: true})
 }
 
 // The _meta a stateless (2026-07-28) request carries.
@@ -140,6 +146,27 @@ func TestGoldenTranscripts(t *testing.T) {
 			for i, s := range steps {
 				prefix := fmt.Sprintf("%02d-%s", i+1, s.name)
 				hdr := goldenHeaders(v, sid, s.body)
+				if s.stream {
+					greq, gresp := goldenDo(t, e, http.MethodGet, "", hdr)
+					e.host.SetTools("alice", tool("notes/add", "Add a note.", ""), tool("notes/new", "New.", ""))
+					// The first event, read before the session ends.
+					br := bufio.NewReader(gresp.Body)
+					var first strings.Builder
+					for !strings.HasSuffix(first.String(), "\n\n") {
+						line, err := br.ReadString('\n')
+						first.WriteString(line)
+						if err != nil {
+							t.Fatalf("reading the stream: %v (read %q)", err, first.String())
+						}
+					}
+					dreq, dresp := goldenDo(t, e, http.MethodDelete, "", hdr)
+					gresp.Body = io.NopCloser(io.MultiReader(strings.NewReader(first.String()), br))
+					ar.Files = append(ar.Files, txtar.File{Name: prefix + " GET request", Data: greq},
+						txtar.File{Name: prefix + " DELETE request", Data: dreq},
+						txtar.File{Name: prefix + " DELETE answer", Data: goldenAnswer(t, dresp, sid)},
+						txtar.File{Name: prefix + " GET answer", Data: goldenAnswer(t, gresp, sid)})
+					continue
+				}
 				if s.cancelBody == "" {
 					req, resp := goldenDo(t, e, s.method, s.body, hdr)
 					if s.name == "initialize" {
@@ -255,7 +282,11 @@ func goldenDo(t *testing.T, e *env, method, body string, hdr map[string]string) 
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	if method != http.MethodPost {
+	switch method {
+	case http.MethodGet:
+		req.Header.Del("Content-Type")
+		req.Header.Set("Accept", "text/event-stream")
+	case http.MethodDelete:
 		req.Header.Del("Content-Type")
 		req.Header.Del("Accept")
 	}
