@@ -233,8 +233,10 @@ func (h *httpRaw) read(ctx context.Context, id string, body io.Reader, sess ext.
 			if done {
 				return res, true, err
 			}
-		case bytes.HasPrefix(line, []byte("data:")):
-			v := bytes.TrimPrefix(line[5:], []byte(" "))
+			continue
+		}
+		switch name, v, colon := mcpwire.EventField(line); {
+		case name == "data" && colon:
 			if int64(len(data)+len(v)) > h.limit {
 				return nil, true, &tooLargeError{server: h.server, limit: h.limit, size: int64(len(data) + len(v)), atLeast: true}
 			}
@@ -242,13 +244,13 @@ func (h *httpRaw) read(ctx context.Context, id string, body io.Reader, sess ext.
 				data = append(data, '\n')
 			}
 			data = append(data, v...)
-		case bytes.HasPrefix(line, []byte("id:")), string(line) == "id":
+		case name == "id":
 			// The line is the reader's copy: keeping a slice of it is safe.
-			if v := bytes.TrimPrefix(line[2:], []byte(":")); bytes.IndexByte(v, 0) < 0 {
-				cur.id = bytes.TrimPrefix(v, []byte(" "))
+			if bytes.IndexByte(v, 0) < 0 {
+				cur.id = v
 			}
-		case bytes.HasPrefix(line, []byte("retry:")):
-			if ms, ok := sseDigits(bytes.TrimPrefix(line[6:], []byte(" "))); ok {
+		case name == "retry" && colon:
+			if ms, ok := sseDigits(v); ok {
 				cur.retry = time.Duration(ms) * time.Millisecond
 			}
 		}

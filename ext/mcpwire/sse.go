@@ -31,3 +31,20 @@ func AppendEvent(dst []byte, id string, msg []byte) ([]byte, error) {
 // EventSize is how many bytes AppendEvent adds for msg and id, at most
 // (msg as it is).
 func EventSize(id string, msg []byte) int { return len(msg) + len(id) + 28 }
+
+// EventField splits one line of an event stream (its line break removed)
+// as the SSE standard reads it: the field's name up to the first colon
+// and its value after it, less one leading space; colon reports whether
+// there was one (a line without is a name with an empty value). A comment
+// line (": …") has an empty name.
+func EventField(line []byte) (name string, value []byte, colon bool) {
+	i := bytes.IndexByte(line, ':')
+	if i < 0 {
+		return string(line), nil, false
+	}
+	v := line[i+1:]
+	if len(v) > 0 && v[0] == ' ' {
+		v = v[1:]
+	}
+	return string(line[:i]), v, true
+}

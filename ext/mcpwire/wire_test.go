@@ -70,3 +70,26 @@ func TestRevisions(t *testing.T) {
 		}
 	}
 }
+
+// TestEventField: SSE lines as the standard splits them.
+func TestEventField(t *testing.T) {
+	for line, want := range map[string][3]string{
+		"data: {\"a\":1}": {"data", `{"a":1}`, "colon"},
+		"data:x":          {"data", "x", "colon"},
+		"data:  two":      {"data", " two", "colon"},
+		"id":              {"id", "", ""},
+		"id: 7":           {"id", "7", "colon"},
+		"retry: 100":      {"retry", "100", "colon"},
+		": a comment":     {"", "a comment", "colon"},
+		"a:b:c":           {"a", "b:c", "colon"},
+	} {
+		name, v, colon := mcpwire.EventField([]byte(line))
+		c := ""
+		if colon {
+			c = "colon"
+		}
+		if got := [3]string{name, string(v), c}; got != want {
+			t.Errorf("EventField(%q) = %q, want %q", line, got, want)
+		}
+	}
+}
