@@ -21,6 +21,7 @@ import (
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/ext/netguard"
 )
 
@@ -261,7 +262,7 @@ const (
 // (BenchmarkCall): against go-sdk servers the draft 2026-07-28 protocol
 // costs about 40% more per call than 2025-11-25, servers of other SDKs
 // mostly speak only 2025-11-25, and keepalive works only on it.
-const DefaultProtocolVersion = "2025-11-25"
+const DefaultProtocolVersion = mcpwire.V20251125
 
 var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 

@@ -14,13 +14,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/buger/jsonparser"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/ext/netguard"
 )
 
@@ -345,7 +345,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		cn.protocol = init.ProtocolVersion
 		cn.init = init
 	}
-	if s.URL != "" && s.Type != "sse" && cn.protocol != "" && cn.protocol <= legacyProtocol {
+	if s.URL != "" && s.Type != "sse" && cn.protocol != "" && cn.protocol <= mcpwire.LatestSessionRevision {
 		// A session-bound revision: ext-mcp's own requests go as POSTs in
 		// go-sdk's session.
 		cn.http = &httpRaw{url: s.URL, server: d.Name, limit: c.limit(s), hc: hc, session: cs.ID(), protocol: cn.protocol, lost: func() { _ = cs.Close() }}
@@ -363,11 +363,6 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 	go cn.wait()
 	return cn, nil
 }
-
-// legacyProtocol is the newest revision with sessions and initialize; a
-// server that negotiated a newer one is stateless and gets every request
-// through go-sdk.
-const legacyProtocol = "2025-11-25"
 
 // explainConnect says in plain words why a connection could not be made,
 // keeping the detail.
@@ -749,7 +744,7 @@ func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 			tok = token
 		}
 		untrack = c.track(sess, tok)
-		return callParams(req.Name, args, req.Meta, tok, req.Task)
+		return mcpwire.CallParams(req.Name, args, req.Meta, tok, req.Task)
 	}, sess)
 	if untrack != nil {
 		defer untrack()
@@ -762,11 +757,38 @@ func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 	}
 	// Only the top level's isError is read (in place); the result goes on
 	// as the server's bytes.
-	isErr, err := jsonparser.GetBoolean(res, "isError")
-	if (err != nil && !errors.Is(err, jsonparser.KeyPathNotFoundError)) || !json.Valid(res) {
+	isErr, ok := topIsError(res)
+	if !ok {
 		return ext.ErrorResult("MCP server %q answered tool %q with a malformed result", c.server, req.Name), nil
 	}
 	return &ext.CallToolResult{Raw: res, IsError: isErr}, nil
+}
+
+// topIsError reads the isError member of res, a result object, in place:
+// ok is false when res is no valid JSON object or its isError is no
+// boolean.
+func topIsError(res json.RawMessage) (isErr, ok bool) {
+	if !json.Valid(res) {
+		return false, false
+	}
+	ok = true
+	if !mcpwire.ObjectFields(res, func(k, v []byte) bool {
+		if string(k) == "isError" {
+			isErr, ok = string(v) == "true", string(v) == "true" || string(v) == "false"
+		}
+		return true
+	}) {
+		// Not a plain object of the scanner's (an escaped key, or no
+		// object): encoding/json decides.
+		var o struct {
+			IsError *bool `json:"isError"`
+		}
+		if err := json.Unmarshal(res, &o); err != nil {
+			return false, false
+		}
+		return o.IsError != nil && *o.IsError, true
+	}
+	return isErr, ok
 }
 
 // callError maps a broken call: a protocol error is an error result naming
@@ -792,67 +814,6 @@ func (c *conn) callError(ctx context.Context, tool string, err error) (*ext.Call
 			c.redactString(werr.Message), werr.Code), nil
 	}
 	return nil, c.redact(err)
-}
-
-// callParams builds tools/call params: the name, the raw arguments, the
-// client's _meta with our progress token, and task params.
-func callParams(name string, args, meta json.RawMessage, token string, task json.RawMessage) ([]byte, error) {
-	b := make([]byte, 0, 64+len(name)+len(args)+len(meta)+len(task))
-	b = append(b, `{"name":`...)
-	if plainJSONString(name) {
-		b = append(append(append(b, '"'), name...), '"')
-	} else {
-		nb, err := json.Marshal(name)
-		if err != nil {
-			return nil, err
-		}
-		b = append(b, nb...)
-	}
-	b = append(b, `,"arguments":`...)
-	b = append(b, args...)
-	if m, err := withToken(meta, token); err != nil {
-		return nil, err
-	} else if len(m) > 0 {
-		b = append(b, `,"_meta":`...)
-		b = append(b, m...)
-	}
-	if len(task) > 0 {
-		b = append(b, `,"task":`...)
-		b = append(b, task...)
-	}
-	return append(b, '}'), nil
-}
-
-// plainJSONString reports whether s is printable ASCII that json.Marshal
-// quotes as it is (no quote, backslash or HTML character to escape), as
-// tool names are: they go out without a trip through reflection.
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
-}
-
-// withToken returns the _meta object meta with progressToken set to token
-// (when token is not empty).
-func withToken(meta json.RawMessage, token string) (json.RawMessage, error) {
-	if token == "" {
-		if isEmpty(meta) {
-			return nil, nil
-		}
-		return meta, nil
-	}
-	m := map[string]json.RawMessage{}
-	if !isEmpty(meta) {
-		if err := json.Unmarshal(meta, &m); err != nil {
-			return nil, fmt.Errorf("the call's _meta is not a JSON object: %w", err)
-		}
-	}
-	m["progressToken"], _ = json.Marshal(token)
-	return json.Marshal(m)
 }
 
 // callSDK calls a tool through go-sdk (SSE transport, stateless

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // What a server offers beside tools: prompts, resources, resource
@@ -79,9 +80,6 @@ func isMethodNotFound(err error) bool {
 	return errors.As(err, &werr) && werr.Code == jsonrpc.CodeMethodNotFound
 }
 
-// codeResourceNotFound is MCP's error code for an unknown resource.
-const codeResourceNotFound = -32002
-
 // request sends one request with a raw result: ext-mcp's own where the
 // connection has that path, else through viaSDK (nil: unsupported here).
 func (c *conn) request(ctx context.Context, method string, params json.RawMessage, sess ext.Session, viaSDK func() (any, error)) (json.RawMessage, error) {
@@ -115,7 +113,7 @@ func (c *conn) requestError(method string, err error) error {
 	}
 	if errors.As(err, &werr) {
 		msg := c.redactString(werr.Message)
-		notFound := werr.Code == codeResourceNotFound ||
+		notFound := werr.Code == mcpwire.CodeResourceNotFound ||
 			(werr.Code == jsonrpc.CodeInvalidParams && strings.Contains(strings.ToLower(msg), "not found"))
 		if notFound {
 			return fmt.Errorf("MCP server %q: %s: %s: %w", c.server, method, msg, ext.ErrNotFound)

@@ -259,21 +259,6 @@ func TestSourcePerServer(t *testing.T) {
 	}
 }
 
-// TestCallParamsName checks that a tool name goes out as json.Marshal
-// writes it, whether it takes the plain path or not.
-func TestCallParamsName(t *testing.T) {
-	for _, name := range []string{"echo", "a b/c-d_e.f", "say \"hi\"", `back\slash`, "<tag>&", "tab\there", "ünï", "\x7f", "\xff"} {
-		got, err := callParams(name, json.RawMessage(`{}`), nil, "", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nb, _ := json.Marshal(name)
-		if want := `{"name":` + string(nb) + `,"arguments":{}}`; string(got) != want {
-			t.Errorf("callParams(%q) = %s, want %s", name, got, want)
-		}
-	}
-}
-
 // TestOutputRedactor: what a process wrote loses every secret it was
 // handed (the token whatever its length, env values of 8 bytes or more,
 // as written and escaped), and a cut line loses the start of one at its

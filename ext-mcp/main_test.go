@@ -118,6 +118,8 @@ func serveMode(mode string) int {
 		return 0
 	case "rawbig":
 		return serveRawBig()
+	case "scripted":
+		return serveScripted()
 	}
 	fmt.Fprintln(os.Stderr, "unknown mode", mode)
 	return 2

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // httpRaw sends ext-mcp's own requests to a Streamable HTTP server beside
@@ -110,16 +111,7 @@ func (h *httpRaw) call(ctx context.Context, method string, params func(token str
 	if err != nil {
 		return nil, err
 	}
-	body := make([]byte, 0, 64+len(method)+len(p))
-	body = append(body, `{"jsonrpc":"2.0","id":"`...)
-	body = append(body, id...)
-	body = append(body, `","method":`...)
-	body = strconv.AppendQuote(body, method)
-	if len(p) > 0 {
-		body = append(body, `,"params":`...)
-		body = append(body, p...)
-	}
-	body = append(body, '}')
+	body := mcpwire.RequestMsg(id, method, p)
 	resp, err := h.post(ctx, body)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -241,8 +233,10 @@ func (h *httpRaw) read(ctx context.Context, id string, body io.Reader, sess ext.
 			if done {
 				return res, true, err
 			}
-		case bytes.HasPrefix(line, []byte("data:")):
-			v := bytes.TrimPrefix(line[5:], []byte(" "))
+			continue
+		}
+		switch name, v, colon := mcpwire.EventField(line); {
+		case name == "data" && colon:
 			if int64(len(data)+len(v)) > h.limit {
 				return nil, true, &tooLargeError{server: h.server, limit: h.limit, size: int64(len(data) + len(v)), atLeast: true}
 			}
@@ -250,13 +244,13 @@ func (h *httpRaw) read(ctx context.Context, id string, body io.Reader, sess ext.
 				data = append(data, '\n')
 			}
 			data = append(data, v...)
-		case bytes.HasPrefix(line, []byte("id:")), string(line) == "id":
+		case name == "id":
 			// The line is the reader's copy: keeping a slice of it is safe.
-			if v := bytes.TrimPrefix(line[2:], []byte(":")); bytes.IndexByte(v, 0) < 0 {
-				cur.id = bytes.TrimPrefix(v, []byte(" "))
+			if bytes.IndexByte(v, 0) < 0 {
+				cur.id = v
 			}
-		case bytes.HasPrefix(line, []byte("retry:")):
-			if ms, ok := sseDigits(bytes.TrimPrefix(line[6:], []byte(" "))); ok {
+		case name == "retry" && colon:
+			if ms, ok := sseDigits(v); ok {
 				cur.retry = time.Duration(ms) * time.Millisecond
 			}
 		}
@@ -456,8 +450,7 @@ func toWireError(err error) *jsonrpc.Error {
 // cancel tells the server, in the background, that the request id was
 // given up.
 func (h *httpRaw) cancel(id string, ctx context.Context) {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": methodCancelled,
-		"params": map[string]string{"requestId": id, "reason": context.Cause(ctx).Error()}})
+	b := mcpwire.NotificationMsg(mcpwire.MethodCancelled, mcpwire.CancelledParams(id, context.Cause(ctx).Error()))
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

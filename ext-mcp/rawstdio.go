@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // rawPrefix starts the IDs of the requests ext-mcp sends itself, and the
@@ -126,17 +127,15 @@ type envelope struct {
 
 // dispatch routes one message: answers and progress of ext-mcp's own
 // requests to their waiters, everything else to go-sdk. The top level is
-// scanned in place (buger/jsonparser: no allocation, nothing decoded
-// below it), which is all the hot path of a call costs here.
+// scanned in place (mcpwire.ObjectFields: nothing decoded below it),
+// which is all the hot path of a call costs here; what the scanner does
+// not take (not an object, an escaped key) is decoded by encoding/json.
 func (c *stdioConn) dispatch(line []byte) error {
-	var (
-		id, method, params, result, werr []byte
-		idType                           jsonparser.ValueType
-	)
-	err := jsonparser.ObjectEach(line, func(k, v []byte, t jsonparser.ValueType, _ int) error {
+	var id, method, params, result, werr []byte
+	if !mcpwire.ObjectFields(line, func(k, v []byte) bool {
 		switch string(k) {
 		case "id":
-			id, idType = v, t
+			id = v
 		case "method":
 			method = v
 		case "params":
@@ -146,16 +145,25 @@ func (c *stdioConn) dispatch(line []byte) error {
 		case "error":
 			werr = v
 		}
-		return nil
-	})
-	if err != nil {
-		return newNotMCPError(line, err)
+		return true
+	}) {
+		var env struct {
+			ID     json.RawMessage `json:"id"`
+			Method json.RawMessage `json:"method"`
+			Params json.RawMessage `json:"params"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(line, &env); err != nil {
+			return newNotMCPError(line, err)
+		}
+		id, method, params, result, werr = env.ID, env.Method, env.Params, env.Result, env.Error
 	}
 	switch {
-	case method == nil && idType == jsonparser.String && bytes.HasPrefix(id, []byte(rawPrefix)):
+	case method == nil && rawID(id) != nil:
 		c.mu.Lock()
-		w := c.calls[string(id)]
-		delete(c.calls, string(id))
+		w := c.calls[string(rawID(id))]
+		delete(c.calls, string(rawID(id)))
 		c.mu.Unlock()
 		if w == nil {
 			return nil
@@ -172,11 +180,17 @@ func (c *stdioConn) dispatch(line []byte) error {
 		}
 		w.reply <- r
 		return nil
-	case id == nil && string(method) == ext.MethodProgress:
-		tok, t, _, err := jsonparser.Get(params, "progressToken")
-		if err == nil && t == jsonparser.String && bytes.HasPrefix(tok, []byte(rawPrefix)) {
+	case id == nil && string(method) == `"`+mcpwire.MethodProgress+`"`:
+		var tok []byte
+		mcpwire.ObjectFields(params, func(k, v []byte) bool {
+			if string(k) == "progressToken" {
+				tok = v
+			}
+			return true
+		})
+		if rawID(tok) != nil {
 			c.mu.Lock()
-			w := c.calls[string(tok)]
+			w := c.calls[string(rawID(tok))]
 			c.mu.Unlock()
 			if w != nil && w.sess != nil {
 				// Notify must not block the reader for long: sessions
@@ -239,17 +253,19 @@ func (c *stdioConn) tooLarge(o *oversized) error {
 // a string id is its raw JSON content (escapes as the server wrote them),
 // so it goes back between quotes as it is.
 func errorAnswer(id []byte, idType jsonparser.ValueType, code int64, message string) []byte {
-	b := []byte(`{"jsonrpc":"2.0","id":`)
 	if idType == jsonparser.String {
-		b = append(append(append(b, '"'), id...), '"')
-	} else {
-		b = append(b, id...)
+		id = append(append(append(make([]byte, 0, len(id)+2), '"'), id...), '"')
 	}
-	b = append(b, `,"error":{"code":`...)
-	b = strconv.AppendInt(b, code, 10)
-	b = append(b, `,"message":`...)
-	msg, _ := json.Marshal(message)
-	return append(append(b, msg...), "}}"...)
+	return mcpwire.ErrorMsg(id, int(code), message, nil)
+}
+
+// rawID returns the content of v, a JSON string, when it is one of
+// ext-mcp's own request ids or progress tokens (rawPrefix), else nil.
+func rawID(v []byte) []byte {
+	if len(v) < 2+len(rawPrefix) || v[0] != '"' || v[len(v)-1] != '"' || !bytes.HasPrefix(v[1:], []byte(rawPrefix)) {
+		return nil
+	}
+	return v[1 : len(v)-1]
 }
 
 // Read implements [mcp.Connection] for go-sdk.
@@ -322,9 +338,6 @@ func (c *stdioConn) SessionID() string { return "" }
 // wait blocks until the reader has ended.
 func (c *stdioConn) wait() { <-c.done }
 
-// methodCancelled tells the other side a request was given up.
-const methodCancelled = "notifications/cancelled"
-
 // cancelTimeout bounds sending a cancellation.
 const cancelTimeout = 5 * time.Second
 
@@ -350,16 +363,7 @@ func (c *stdioConn) call(ctx context.Context, method string, params func(token s
 	}
 	c.calls[id] = w
 	c.mu.Unlock()
-	msg := make([]byte, 0, 64+len(method)+len(p))
-	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
-	msg = append(msg, id...)
-	msg = append(msg, `","method":`...)
-	msg = strconv.AppendQuote(msg, method)
-	if len(p) > 0 {
-		msg = append(msg, `,"params":`...)
-		msg = append(msg, p...)
-	}
-	msg = append(msg, '}', '\n')
+	msg := append(mcpwire.RequestMsg(id, method, p), '\n')
 	if err := c.writeEnded(msg); err != nil {
 		c.forget(id)
 		return nil, err
@@ -375,8 +379,7 @@ func (c *stdioConn) call(ctx context.Context, method string, params func(token s
 		return r.result, nil
 	case <-ctx.Done():
 		c.forget(id)
-		cancel, _ := json.Marshal(map[string]any{"requestId": id, "reason": context.Cause(ctx).Error()})
-		_ = c.notify(methodCancelled, cancel)
+		_ = c.notify(mcpwire.MethodCancelled, mcpwire.CancelledParams(id, context.Cause(ctx).Error()))
 		return nil, ctx.Err()
 	}
 }
@@ -389,13 +392,5 @@ func (c *stdioConn) forget(id string) {
 
 // notify sends a notification of ext-mcp's own.
 func (c *stdioConn) notify(method string, params json.RawMessage) error {
-	msg := make([]byte, 0, 48+len(method)+len(params))
-	msg = append(msg, `{"jsonrpc":"2.0","method":`...)
-	msg = strconv.AppendQuote(msg, method)
-	if len(params) > 0 {
-		msg = append(msg, `,"params":`...)
-		msg = append(msg, params...)
-	}
-	msg = append(msg, '}')
-	return c.writeLine(msg)
+	return c.writeLine(mcpwire.NotificationMsg(method, params))
 }

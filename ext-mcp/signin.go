@@ -21,6 +21,7 @@ import (
 
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/ext/netguard"
 )
 
@@ -265,9 +266,10 @@ func (x *Extension) probe(ctx context.Context, us *userSpec) (*http.Request, *ht
 	if version == ProtocolLatest {
 		version = DefaultProtocolVersion
 	}
-	req, resp, err := send(http.MethodPost, "", "", fmt.Sprintf(
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"agenthost-ext-mcp","version":%q}}}`,
-		version, Version))
+	var probe probeInit
+	probe.ProtocolVersion, probe.ClientInfo.Name, probe.ClientInfo.Version = version, "agenthost-ext-mcp", Version
+	initParams, _ := json.Marshal(probe) // strings always encode
+	req, resp, err := send(http.MethodPost, "", "", string(mcpwire.AppendRequestRawID(nil, json.RawMessage("1"), mcpwire.MethodInitialize, initParams)))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -290,8 +292,8 @@ func (x *Extension) probe(ctx context.Context, us *userSpec) (*http.Request, *ht
 	}
 	version = cmp.Or(negotiatedVersion(b), version)
 	for _, step := range []struct{ method, body string }{
-		{"notifications/initialized", `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
-		{"tools/list", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`},
+		{mcpwire.MethodInitialized, string(mcpwire.NotificationMsg(mcpwire.MethodInitialized, nil))},
+		{mcpwire.MethodToolsList, string(mcpwire.AppendRequestRawID(nil, json.RawMessage("2"), mcpwire.MethodToolsList, nil))},
 	} {
 		req, resp, err := send(http.MethodPost, sid, version, step.body)
 		if err != nil {
@@ -708,4 +710,14 @@ func (r *asRecorder) pkceS256() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.issuer != "" && r.s256
+}
+
+// probeInit is the initialize params of a sign-in probe.
+type probeInit struct {
+	ProtocolVersion string   `json:"protocolVersion"`
+	Capabilities    struct{} `json:"capabilities"`
+	ClientInfo      struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"clientInfo"`
 }

@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -146,4 +147,24 @@ func (r *CallToolResult) Text() string {
 		}
 	}
 	return s
+}
+
+// MarshalJSON writes r in MCP's CallToolResult shape, as [CallToolResult.JSON]
+// does: {"content":[…],"structuredContent":…,"isError":true}, or Raw as it
+// is. Details is the host's, not MCP's, and is left out.
+func (r CallToolResult) MarshalJSON() ([]byte, error) { return r.JSON() }
+
+// UnmarshalJSON reads an MCP CallToolResult (or a CreateTaskResult) the
+// way the out-of-process carrier delivers one, as [RawResult] does: the
+// object is kept as Raw and IsError is read from its top level.
+func (r *CallToolResult) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // as encoding/json does for other types
+	}
+	res, err := RawResult(bytes.Clone(b))
+	if err != nil {
+		return err
+	}
+	*r = *res
+	return nil
 }

@@ -42,7 +42,10 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 //   - agenthost: the real `agenthost serve` binary with the ext-mcp binary:
 //     HTTP → host → call channel → ext-mcp → the stdio server (descriptors
 //     passed); agenthost-2026: the same host to an unpinned client, which
-//     speaks the stateless 2026-07-28 revision.
+//     speaks the stateless 2026-07-28 revision;
+//   - mcp-proxy: TBXark/mcp-proxy, the fastest public proxy (issue 20),
+//     built from its source (see buildMCPProxy; skipped, loudly, when it
+//     cannot be built), run from its JSON config as it is deployed.
 //
 // The targets (issue 11): agenthost's p50 ≤ 0.9× and its throughput ≥ 1.2×
 // the fastest one-hop proxy of the same run, reported as
@@ -74,7 +77,7 @@ func BenchmarkEndpointCall(b *testing.B) {
 		// go-sdk one once with Go's default GC target and once with ours.
 		{"proxy-gosdk", toolCall(startProxy(b, oneproxy, notes, "GOGC=100"), "echo")},
 		{"proxy-gosdk-gogc400", toolCall(startProxy(b, oneproxy, notes, "GOGC=400"), "echo")},
-		{"proxy-mcpgo", toolCall(startProxy(b, mcpgoproxy, notes), "echo")},
+		{"proxy-mcpgo", toolCall(startProxy(b, mcpgoproxy, notes, mcpgoArgs()...), "echo")},
 		{"agenthost", toolCall(host.connect(b), "notes__echo")},
 		// What an unpinned go-sdk client gets: the stateless revision,
 		// whose plain calls take the endpoint's fast path too (4 runs on
@@ -83,31 +86,65 @@ func BenchmarkEndpointCall(b *testing.B) {
 		// and 0.56–0.60×).
 		{"agenthost-2026", toolCall(host.connectVersion(b, ""), "notes__echo")},
 	}
-	res := interleave(b, sides)
-	ours := res[4]
-	best := figures{p50: math.Inf(1)}
-	for _, f := range res[1:4] {
-		best.p50, best.perSec = min(best.p50, f.p50), max(best.perSec, f.perSec)
+	// The fastest public proxy (issue 20), built from its source.
+	if bin, why := buildMCPProxy(b); why != "" {
+		b.Logf("SKIPPING THE TBXark/mcp-proxy BASELINE: it could not be built: %s", why)
+	} else {
+		sides = append(sides, side{"mcp-proxy", toolCall(startMCPProxy(b, bin, notes), "echo")})
 	}
-	stateless := res[5]
+	res := map[string]figures{}
+	for i, f := range interleave(b, sides) {
+		res[sides[i].name] = f
+	}
+	ours, stateless := res["agenthost"], res["agenthost-2026"]
+	best := figures{p50: math.Inf(1)}
+	lean := math.Inf(1)
+	for _, name := range []string{"proxy-gosdk", "proxy-gosdk-gogc400", "proxy-mcpgo", "mcp-proxy"} {
+		if f, ok := res[name]; ok {
+			best.p50, best.perSec = min(best.p50, f.p50), max(best.perSec, f.perSec)
+			if f.cpu > 0 {
+				lean = min(lean, f.cpu)
+			}
+		}
+	}
 	b.ReportMetric(ours.p50/best.p50, "×p50-fastest-proxy")
 	b.ReportMetric(ours.perSec/best.perSec, "×calls/s-best-proxy")
-	if lean := min(res[1].cpu, res[2].cpu, res[3].cpu); lean > 0 {
+	if !math.IsInf(lean, 1) {
 		b.ReportMetric(ours.cpu/lean, "×cpu/call-leanest-proxy")
 	}
 	b.ReportMetric(stateless.p50/ours.p50, "2026-×p50-stateful")
 	b.ReportMetric(stateless.perSec/ours.perSec, "2026-×calls/s-stateful")
 	b.Logf("agenthost p50 %.0f µs, %.0f calls/s; fastest proxy p50 %.0f µs, best proxy %.0f calls/s → ×%.2f p50, ×%.2f calls/s (targets ≤ 0.9, ≥ 1.2); direct stdio p50 %.0f µs; stateless 2026-07-28 p50 %.0f µs, %.0f calls/s → ×%.2f p50, ×%.2f calls/s of the stateful",
-		ours.p50, ours.perSec, best.p50, best.perSec, ours.p50/best.p50, ours.perSec/best.perSec, res[0].p50,
+		ours.p50, ours.perSec, best.p50, best.perSec, ours.p50/best.p50, ours.perSec/best.perSec, res["direct"].p50,
 		stateless.p50, stateless.perSec, stateless.p50/ours.p50, stateless.perSec/ours.perSec)
+	if mp, ok := res["mcp-proxy"]; ok {
+		// Issue 20's targets against it: p50 ≤ 0.9×, throughput ≥ 1.1×, on
+		// both revisions.
+		b.ReportMetric(ours.p50/mp.p50, "×p50-mcp-proxy")
+		b.ReportMetric(ours.perSec/mp.perSec, "×calls/s-mcp-proxy")
+		b.ReportMetric(stateless.p50/mp.p50, "2026-×p50-mcp-proxy")
+		b.ReportMetric(stateless.perSec/mp.perSec, "2026-×calls/s-mcp-proxy")
+		b.Logf("TBXark/mcp-proxy p50 %.0f µs, %.0f calls/s; agenthost pinned 2025-11-25 ×%.2f p50, ×%.2f calls/s; unpinned (2026-07-28) ×%.2f p50, ×%.2f calls/s (targets ≤ 0.9, ≥ 1.1)",
+			mp.p50, mp.perSec, ours.p50/mp.p50, ours.perSec/mp.perSec, stateless.p50/mp.p50, stateless.perSec/mp.perSec)
+	}
 }
 
 // startProxy runs a one-hop proxy binary in front of the stdio server
-// notes until the benchmark ends, and connects a go-sdk client to it,
-// pinned to 2025-11-25 like every client here.
-func startProxy(b *testing.B, bin, notes string, env ...string) *mcp.ClientSession {
+// notes until the benchmark ends (envOrFlags: "-flag"s for it, else
+// environment), and connects a go-sdk client to it, pinned to 2025-11-25
+// like every client here.
+func startProxy(b *testing.B, bin, notes string, envOrFlags ...string) *mcp.ClientSession {
 	b.Helper()
-	cmd := exec.Command(bin, "-server", notes)
+	args := []string{"-server", notes}
+	var env []string
+	for _, a := range envOrFlags {
+		if strings.HasPrefix(a, "-") {
+			args = append(args, a)
+		} else {
+			env = append(env, a)
+		}
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -129,6 +166,16 @@ func startProxy(b *testing.B, bin, notes string, env ...string) *mcp.ClientSessi
 	}
 	b.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// mcpgoArgs are the mcp-go proxy's flags: -stateless when
+// BENCH_MCPGO_STATELESS=1, to tell what TBXark/mcp-proxy's stateless mode
+// is worth.
+func mcpgoArgs() []string {
+	if os.Getenv("BENCH_MCPGO_STATELESS") == "1" {
+		return []string{"-stateless"}
+	}
+	return nil
 }
 
 // served is a running `agenthost serve`.

@@ -4,7 +4,10 @@
 // mcp-go Streamable HTTP server whose tools forward to one stdio MCP
 // server through an mcp-go stdio client, with mcp-go's defaults.
 //
-//	mcpgoproxy -addr 127.0.0.1:0 -server /path/to/stdio-server
+//	mcpgoproxy -addr 127.0.0.1:0 -server /path/to/stdio-server [-stateless]
+//
+// -stateless serves with mcp-go's WithStateLess(true), as TBXark/mcp-proxy
+// does (no session is kept between requests).
 //
 // It prints "listening on http://ADDR/mcp" once it serves.
 package main
@@ -28,17 +31,18 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
 	stdio := flag.String("server", "", "the stdio MCP server to proxy")
+	stateless := flag.Bool("stateless", false, "serve without sessions (mcp-go's WithStateLess)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr, *stdio); err != nil {
+	if err := run(ctx, *addr, *stdio, *stateless); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpgoproxy:", err)
 		stop()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, addr, stdio string) error {
+func run(ctx context.Context, addr, stdio string, stateless bool) error {
 	up, err := client.NewStdioMCPClient(stdio, nil)
 	if err != nil {
 		return err
@@ -68,7 +72,7 @@ func run(ctx context.Context, addr, stdio string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: server.NewStreamableHTTPServer(s), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: server.NewStreamableHTTPServer(s, server.WithStateLess(stateless)), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("listening on http://%s/mcp\n", ln.Addr())
 	go func() {
 		<-ctx.Done()

@@ -7,10 +7,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
-
-// isSpace reports JSON whitespace.
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // splitArray cuts a JSON array of objects into its elements without
 // decoding them: one pass that tracks strings and nesting. It reports false
@@ -18,7 +16,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // validated separately.
 func splitArray(raw []byte) ([][]byte, bool) {
 	i := 0
-	for i < len(raw) && isSpace(raw[i]) {
+	for i < len(raw) && mcpwire.IsSpace(raw[i]) {
 		i++
 	}
 	if i == len(raw) || raw[i] != '[' {
@@ -36,7 +34,7 @@ func splitArray(raw []byte) ([][]byte, bool) {
 			if depth == 0 {
 				return nil, false // a string element, not a block
 			}
-			i = stringEnd(raw, i) - 1
+			i = mcpwire.StringEnd(raw, i) - 1
 		case '{', '[':
 			if depth == 0 {
 				if c != '{' || start >= 0 {
@@ -52,7 +50,7 @@ func splitArray(raw []byte) ([][]byte, bool) {
 					return nil, false
 				}
 				for i++; i < len(raw); i++ {
-					if !isSpace(raw[i]) {
+					if !mcpwire.IsSpace(raw[i]) {
 						return nil, false
 					}
 				}
@@ -186,18 +184,4 @@ func toMCP(f *ext.CallToolResult) *mcp.CallToolResult {
 		out.StructuredContent = json.RawMessage(f.StructuredContent)
 	}
 	return out
-}
-
-// stringEnd returns the index just past the JSON string that starts at
-// b[i] (a quote): past its closing quote, or len(b) when it has none.
-func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++ // the escaped byte
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/guard"
 )
@@ -134,17 +135,9 @@ const (
 	DefaultMaxSessions        = 10_000
 )
 
-// The MCP revisions the endpoint speaks.
-const (
-	v20250326 = "2025-03-26"
-	v20250618 = "2025-06-18"
-	v20251125 = "2025-11-25"
-	v20260728 = "2026-07-28"
-)
-
 // sessionVersions are the revisions of stateful sessions (initialize),
 // newest first; 2026-07-28 is served statelessly (see stateless.go).
-var sessionVersions = []string{v20251125, v20250618, v20250326}
+var sessionVersions = []string{mcpwire.V20251125, mcpwire.V20250618, mcpwire.V20250326}
 
 // Options configures an [Endpoint]. The zero value is ready to use.
 type Options struct {
@@ -452,7 +445,7 @@ func (e *Endpoint) route(w http.ResponseWriter, r *http.Request, p Principal) {
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v >= v20260728 {
+	if v := r.Header.Get("Mcp-Protocol-Version"); mcpwire.Stateless(v) {
 		e.serveStateless(w, r, p)
 		return
 	}
@@ -475,10 +468,10 @@ func (e *Endpoint) route(w http.ResponseWriter, r *http.Request, p Principal) {
 	case head.Method == "server/discover" || head.Params.Meta[mcp.MetaKeyProtocolVersion] != nil:
 		e.serveStateless(w, r, p)
 	case bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")):
-		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
+		writeRPCError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest,
 			"Bad Request: no session: a JSON-RPC batch cannot open one (initialize must be sent alone)")
 	default:
-		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
+		writeRPCError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest,
 			"Bad Request: no session: the first request must be initialize (or use protocol revision 2026-07-28)")
 	}
 }

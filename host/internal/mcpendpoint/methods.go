@@ -13,6 +13,7 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/host/internal/api"
 )
 
@@ -61,7 +62,7 @@ func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json
 		s.mu.Unlock()
 		return json.RawMessage("{}"), nil
 	case ext.MethodTaskGet, ext.MethodTaskResult, ext.MethodTaskCancel, ext.MethodTaskList:
-		if s.version < v20251125 || u.scope != nil {
+		if s.version < mcpwire.V20251125 || u.scope != nil {
 			break
 		}
 		params := m.Params
@@ -74,7 +75,7 @@ func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json
 		}
 		return checked(out, err, "the task request")
 	}
-	return nil, &rpcError{code: codeMethodNotFound, msg: fmt.Sprintf("method %q not found", m.Method)}
+	return nil, &rpcError{code: mcpwire.CodeMethodNotFound, msg: fmt.Sprintf("method %q not found", m.Method)}
 }
 
 // completes reports whether a completion/complete's ref is one of the
@@ -151,11 +152,11 @@ func checked(out json.RawMessage, err error, what string) (json.RawMessage, erro
 	case errors.Is(err, ext.ErrNotFound):
 		return nil, errParams("%s: not found", what)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return nil, &rpcError{code: codeInternal, msg: what + " was cancelled or timed out"}
+		return nil, &rpcError{code: mcpwire.CodeInternalError, msg: what + " was cancelled or timed out"}
 	case err != nil:
-		return nil, &rpcError{code: codeInternal, msg: what + " failed: try again later"}
+		return nil, &rpcError{code: mcpwire.CodeInternalError, msg: what + " failed: try again later"}
 	case !json.Valid(out) || len(bytes.TrimSpace(out)) == 0 || bytes.TrimSpace(out)[0] != '{':
-		return nil, &rpcError{code: codeInternal, msg: what + " returned a malformed answer"}
+		return nil, &rpcError{code: mcpwire.CodeInternalError, msg: what + " returned a malformed answer"}
 	}
 	return out, nil
 }
@@ -192,42 +193,20 @@ func parseCallParams(raw json.RawMessage) (callParams, error) {
 func fastCallParams(raw json.RawMessage) (callParams, bool) {
 	var p callParams
 	var name []byte
-	ok := objectFields(raw, func(k, v []byte) bool {
+	ok := mcpwire.ObjectFields(raw, func(k, v []byte) bool {
 		switch string(k) {
 		case "name":
-			return once(&name, v)
+			return mcpwire.Once(&name, v)
 		case "arguments":
-			return once((*[]byte)(&p.Arguments), v)
+			return mcpwire.Once((*[]byte)(&p.Arguments), v)
 		case "_meta":
-			return once((*[]byte)(&p.Meta), v)
+			return mcpwire.Once((*[]byte)(&p.Meta), v)
 		case "task":
-			return once((*[]byte)(&p.Task), v)
+			return mcpwire.Once((*[]byte)(&p.Task), v)
 		}
 		return false
-	}) && plainString(name, &p.Name)
+	}) && mcpwire.PlainString(name, &p.Name)
 	return p, ok
-}
-
-// splitMeta takes the progress token out of a request's _meta; rest is
-// the other fields (nil when none).
-func splitMeta(meta json.RawMessage) (token, rest json.RawMessage, err error) {
-	if len(meta) == 0 || string(meta) == "null" {
-		return nil, nil, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(meta, &m); err != nil {
-		return nil, nil, errParams("_meta must be an object")
-	}
-	token = m["progressToken"]
-	if string(token) == "null" {
-		token = nil
-	}
-	delete(m, "progressToken")
-	if len(m) == 0 {
-		return token, nil, nil
-	}
-	rest, err = json.Marshal(m)
-	return token, rest, err
 }
 
 // callTool runs a tool through the user's table: arguments go out and the
@@ -252,7 +231,9 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 	var meta json.RawMessage
 	if len(p.Meta) > 0 {
 		var err error
-		if rs.token, meta, err = splitMeta(p.Meta); err != nil {
+		if rs.token, meta, err = mcpwire.SplitProgressToken(p.Meta); errors.Is(err, mcpwire.ErrMetaNotObject) {
+			return nil, errParams("%v", err)
+		} else if err != nil {
 			return nil, err
 		}
 	}
@@ -453,7 +434,7 @@ func (s *session) getPrompt(ctx context.Context, rs *reqSession, raw json.RawMes
 // resourceNotFound is MCP's error for an unknown resource.
 func resourceNotFound(uri string) *rpcError {
 	data, _ := json.Marshal(map[string]string{"uri": uri})
-	return &rpcError{code: codeNoResource, msg: "Resource not found", data: data}
+	return &rpcError{code: mcpwire.CodeResourceNotFound, msg: "Resource not found", data: data}
 }
 
 // readResource reads a resource; the host routes it by URI.
@@ -490,16 +471,16 @@ func (s *session) subscribe(ctx context.Context, raw json.RawMessage, unsubscrib
 	switch {
 	case s.closed:
 		s.mu.Unlock()
-		return nil, &rpcError{code: codeInvalidRequest, msg: "the session is closed"}
+		return nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: "the session is closed"}
 	case state == subChanging:
 		s.mu.Unlock()
-		return nil, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("a change of the subscription to %q is under way", p.URI)}
+		return nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: fmt.Sprintf("a change of the subscription to %q is under way", p.URI)}
 	case had != unsubscribe:
 		s.mu.Unlock()
 		return json.RawMessage("{}"), nil // nothing changes
 	case !unsubscribe && len(s.subs) >= maxSubscriptions:
 		s.mu.Unlock()
-		return nil, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("a session may subscribe to at most %d resources", maxSubscriptions)}
+		return nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: fmt.Sprintf("a session may subscribe to at most %d resources", maxSubscriptions)}
 	}
 	if s.subs == nil {
 		s.subs = map[string]subState{}
@@ -522,7 +503,7 @@ func (s *session) subscribe(ctx context.Context, raw json.RawMessage, unsubscrib
 	if closed && err == nil && !unsubscribe {
 		// Closed meanwhile: close left this one to us; undo it.
 		_ = s.e.host.SubscribeResource(context.WithoutCancel(ctx), s.p.User, p.URI, true)
-		return nil, &rpcError{code: codeInvalidRequest, msg: "the session is closed"}
+		return nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: "the session is closed"}
 	}
 	if err != nil {
 		if errors.Is(err, ext.ErrNotFound) {
@@ -542,7 +523,7 @@ func (e *Endpoint) initializeResult(u *userState, version string) []byte {
 	b = append(b, version...)
 	b = append(b, `","capabilities":{"tools":{"listChanged":true},"prompts":{"listChanged":true},`+
 		`"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}`...)
-	if version >= v20251125 {
+	if version >= mcpwire.V20251125 {
 		b = append(b, `,"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`...)
 	}
 	b = append(b, `},"serverInfo":`...)

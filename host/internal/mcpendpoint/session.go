@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // session is one stateful MCP session (2025-03-26 to 2025-11-25). It
@@ -79,7 +80,7 @@ var errSessionGone = fmt.Errorf("the client's session is closed: %w", ext.ErrUna
 func (e *Endpoint) serveSession(w http.ResponseWriter, r *http.Request, p Principal, sid string) {
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(sessionVersions, v) {
 		http.Error(w, "Bad Request: Unsupported protocol version (supported versions: "+
-			fmt.Sprint(sessionVersions)+"; "+v20260728+" has no sessions)", http.StatusBadRequest)
+			fmt.Sprint(sessionVersions)+"; "+mcpwire.V20260728+" has no sessions)", http.StatusBadRequest)
 		return
 	}
 	e.mu.Lock()
@@ -159,8 +160,8 @@ func (s *session) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, perr := parseBody(body)
-	if in.batch && s.version != v20250326 {
-		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
+	if in.batch && s.version != mcpwire.V20250326 {
+		writeRPCError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest,
 			"JSON-RPC batches are not supported: only protocol revision 2025-03-26 has them")
 		return
 	}
@@ -192,11 +193,11 @@ func (s *session) servePOST(w http.ResponseWriter, r *http.Request) {
 		}
 		switch {
 		case why != "" && !in.batch:
-			writeRPCError(w, http.StatusBadRequest, replyID, codeInvalidRequest, why)
+			writeRPCError(w, http.StatusBadRequest, replyID, mcpwire.CodeInvalidRequest, why)
 			return
 		case why != "":
-			refused = append(refused, errorMsg(replyID, &rpcError{code: codeInvalidRequest,
-				msg: fmt.Sprintf("message %d of the batch: %s", i+1, why)}))
+			refused = append(refused, mcpwire.ErrorMsg(replyID, mcpwire.CodeInvalidRequest,
+				fmt.Sprintf("message %d of the batch: %s", i+1, why), nil))
 		case m.Method == "":
 			s.deliver(m)
 		case !hasID(m.ID):
@@ -259,7 +260,7 @@ func (in *parsedBody) refusal(i int) string {
 func (s *session) handle(ctx context.Context, rsp *responder, m *rpcMsg) []byte {
 	ctx, done, terr := s.track(ctx, m.ID)
 	if terr != nil {
-		return errorMsg(m.ID, terr)
+		return terr.message(m.ID)
 	}
 	defer done()
 	rs := &reqSession{s: s, rsp: rsp}
@@ -269,11 +270,11 @@ func (s *session) handle(ctx context.Context, rsp *responder, m *rpcMsg) []byte 
 		var re *rpcError
 		if !errors.As(err, &re) {
 			s.e.log.Warn("mcp: a request failed", "user", s.p.User, "method", m.Method, "err", err)
-			re = &rpcError{code: codeInternal, msg: "internal error"}
+			re = &rpcError{code: mcpwire.CodeInternalError, msg: "internal error"}
 		}
-		return errorMsg(m.ID, re)
+		return re.message(m.ID)
 	}
-	return resultMsg(m.ID, res)
+	return mcpwire.ResultMsg(m.ID, res)
 }
 
 // track registers a request in flight, cancellable by the client
@@ -286,15 +287,15 @@ func (s *session) track(ctx context.Context, id json.RawMessage) (context.Contex
 	case s.closed:
 		s.mu.Unlock()
 		cancel()
-		return nil, nil, &rpcError{code: codeInvalidRequest, msg: "the session is closed"}
+		return nil, nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: "the session is closed"}
 	case s.inflight[key] != nil:
 		s.mu.Unlock()
 		cancel()
-		return nil, nil, &rpcError{code: codeInvalidRequest, msg: "a request with this id is already in flight"}
+		return nil, nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: "a request with this id is already in flight"}
 	case len(s.inflight) >= maxInflight:
 		s.mu.Unlock()
 		cancel()
-		return nil, nil, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("too many requests in flight on this session (%d)", maxInflight)}
+		return nil, nil, &rpcError{code: mcpwire.CodeInvalidRequest, msg: fmt.Sprintf("too many requests in flight on this session (%d)", maxInflight)}
 	}
 	if s.inflight == nil {
 		s.inflight = map[string]context.CancelFunc{}
@@ -379,7 +380,7 @@ func (s *session) ask(ctx context.Context, method string, params json.RawMessage
 		delete(s.pending, key)
 		s.mu.Unlock()
 	}
-	if err := send(requestMsg(id, method, params)); err != nil {
+	if err := send(mcpwire.RequestMsg(id, method, params)); err != nil {
 		forget()
 		return nil, fmt.Errorf("asking the client %s: %v: %w", method, err, ext.ErrUnavailable)
 	}
@@ -403,7 +404,7 @@ func (s *session) ask(ctx context.Context, method string, params json.RawMessage
 	case <-ctx.Done():
 		forget()
 		// Tell the client to stop; on the same path if it is still open.
-		cancel := notificationMsg("notifications/cancelled", json.RawMessage(`{"requestId":"`+id+`","reason":"the request was cancelled"}`))
+		cancel := mcpwire.NotificationMsg("notifications/cancelled", json.RawMessage(`{"requestId":"`+id+`","reason":"the request was cancelled"}`))
 		if send(cancel) != nil {
 			_ = s.push(cancel)
 		}
@@ -462,7 +463,7 @@ func (s *session) Notify(_ context.Context, method string, params json.RawMessag
 	default:
 		return fmt.Errorf("notification %q is not sent outside a request: %w", method, ext.ErrInvalidArgument)
 	}
-	return s.push(notificationMsg(method, params))
+	return s.push(mcpwire.NotificationMsg(method, params))
 }
 
 // Request implements [ext.Session] outside any request: it asks the
@@ -532,7 +533,7 @@ func (rs *reqSession) Notify(_ context.Context, method string, params json.RawMe
 	default:
 		return fmt.Errorf("notification %q is not sent in a request: %w", method, ext.ErrInvalidArgument)
 	}
-	if err := rs.rsp.event(notificationMsg(method, params)); err != nil {
+	if err := rs.rsp.event(mcpwire.NotificationMsg(method, params)); err != nil {
 		return fmt.Errorf("sending %s: %v: %w", method, err, ext.ErrUnavailable)
 	}
 	return nil
@@ -707,7 +708,7 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	var m rpcMsg
 	if err := json.Unmarshal(body, &m); err != nil || m.check() != nil || !hasID(m.ID) {
-		writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest, "initialize must be a single JSON-RPC request")
+		writeRPCError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "initialize must be a single JSON-RPC request")
 		return
 	}
 	var params struct {
@@ -715,7 +716,7 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 		Capabilities    json.RawMessage `json:"capabilities"`
 	}
 	if err := json.Unmarshal(m.Params, &params); err != nil {
-		writeRPCError(w, http.StatusBadRequest, m.ID, codeInvalidParams, "initialize params: "+err.Error())
+		writeRPCError(w, http.StatusBadRequest, m.ID, mcpwire.CodeInvalidParams, "initialize params: "+err.Error())
 		return
 	}
 	version := params.ProtocolVersion
@@ -735,7 +736,7 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 			return
 		}
 		e.log.Error("mcp: loading a user's tools", "user", p.User, "err", err)
-		writeRPCError(w, http.StatusServiceUnavailable, m.ID, codeInternal, "could not load your tools: try again later")
+		writeRPCError(w, http.StatusServiceUnavailable, m.ID, mcpwire.CodeInternalError, "could not load your tools: try again later")
 		return
 	}
 	s := &session{e: e, u: u, p: p, id: rand.Text(), version: version, caps: caps, level: -1}
@@ -752,7 +753,7 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 		if status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "30")
 		}
-		writeRPCError(w, status, m.ID, codeInternal, msg)
+		writeRPCError(w, status, m.ID, mcpwire.CodeInternalError, msg)
 		return
 	}
 	if victim != nil {
@@ -772,7 +773,7 @@ func (e *Endpoint) initialize(w http.ResponseWriter, r *http.Request, p Principa
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(resultMsg(m.ID, e.initializeResult(u, version)))
+	_, _ = w.Write(mcpwire.ResultMsg(m.ID, e.initializeResult(u, version)))
 }
 
 // admit registers a new session under the caps. When the user is at the

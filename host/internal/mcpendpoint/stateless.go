@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/host/internal/api"
 )
 
@@ -63,7 +64,7 @@ func (e *Endpoint) serveStateless(w http.ResponseWriter, r *http.Request, p Prin
 			return
 		}
 		e.log.Error("mcp: loading a user's tools", "user", p.User, "err", err)
-		writeRPCError(w, http.StatusServiceUnavailable, nil, codeInternal, "could not load your tools: try again later")
+		writeRPCError(w, http.StatusServiceUnavailable, nil, mcpwire.CodeInternalError, "could not load your tools: try again later")
 		return
 	}
 	defer e.release(u)
@@ -280,7 +281,7 @@ func (x *sdkServer) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 func supportsMRTR(req *mcp.CallToolRequest) bool {
 	if req.Session != nil {
 		if p := req.Session.InitializeParams(); p != nil {
-			return p.ProtocolVersion >= v20260728
+			return mcpwire.Stateless(p.ProtocolVersion)
 		}
 	}
 	return true
@@ -317,7 +318,7 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 			}
 			return &res, nil
 		}
-		return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: t.unknownTool(req.Params.Name, x.e.sep)}
+		return nil, &jsonrpc.Error{Code: mcpwire.CodeInvalidParams, Message: t.unknownTool(req.Params.Name, x.e.sep)}
 	}
 	if refused := ent.refusal(); refused != nil {
 		f, _ := statelessFields(&ext.CallToolResult{Raw: refused})
@@ -509,7 +510,7 @@ func (s *sdkSession) Notify(_ context.Context, method string, params json.RawMes
 // Request implements [ext.Session]: the stateless revision asks clients
 // nothing.
 func (s *sdkSession) Request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
-	return nil, fmt.Errorf("protocol revision %s has no %s requests to the client: %w", v20260728, method, ext.ErrUnimplemented)
+	return nil, fmt.Errorf("protocol revision %s has no %s requests to the client: %w", mcpwire.V20260728, method, ext.ErrUnimplemented)
 }
 
 var _ ext.Session = (*sdkSession)(nil)

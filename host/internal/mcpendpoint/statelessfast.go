@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // The fast path of the stateless revision: a plain 2026-07-28 tools/call
@@ -102,10 +103,10 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 	// result to a slow client takes its time, and holds up no one else).
 	sseHeaders(w)
 	if rerr != nil {
-		_ = sendEvent(w, "", errorMsg(c.id, rerr))
+		_ = sendEvent(w, "", rerr.message(c.id))
 		return true
 	}
-	_ = sendEvent(w, "", resultMsg(c.id, e.statelessResult(fieldsResult(result))))
+	_ = sendEvent(w, "", mcpwire.ResultMsg(c.id, e.statelessResult(fieldsResult(result))))
 	return true
 }
 
@@ -115,7 +116,7 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 // that go-sdk's own DNS rebinding check passes.
 func (e *Endpoint) fastHeaders(r *http.Request) bool {
 	h := r.Header
-	if h.Get("Mcp-Protocol-Version") != v20260728 || h.Get("Mcp-Method") != "tools/call" ||
+	if h.Get("Mcp-Protocol-Version") != mcpwire.V20260728 || h.Get("Mcp-Method") != "tools/call" ||
 		h.Get("Mcp-Name") == "" || len(h.Values("Last-Event-ID")) > 0 {
 		return false
 	}
@@ -163,29 +164,29 @@ func parseFast(r *http.Request, body []byte, u *userState) (fastCall, bool) {
 		return c, false
 	}
 	var version, method, params, meta, name []byte
-	if !objectFields(body, func(k, v []byte) bool {
+	if !mcpwire.ObjectFields(body, func(k, v []byte) bool {
 		switch string(k) {
 		case "jsonrpc":
-			return once(&version, v)
+			return mcpwire.Once(&version, v)
 		case "method":
-			return once(&method, v)
+			return mcpwire.Once(&method, v)
 		case "id":
-			return once((*[]byte)(&c.id), v)
+			return mcpwire.Once((*[]byte)(&c.id), v)
 		case "params":
-			return once(&params, v)
+			return mcpwire.Once(&params, v)
 		}
 		return false
 	}) || string(version) != `"2.0"` || string(method) != `"tools/call"` || !plainID(c.id) || params == nil {
 		return c, false
 	}
-	if !objectFields(params, func(k, v []byte) bool {
+	if !mcpwire.ObjectFields(params, func(k, v []byte) bool {
 		switch string(k) {
 		case "_meta":
-			return once(&meta, v)
+			return mcpwire.Once(&meta, v)
 		case "name":
-			return once(&name, v)
+			return mcpwire.Once(&name, v)
 		case "arguments":
-			return once((*[]byte)(&c.args), v)
+			return mcpwire.Once((*[]byte)(&c.args), v)
 		}
 		return false
 	}) || len(name) < 2 || name[0] != '"' {
@@ -202,94 +203,6 @@ func parseFast(r *http.Request, body []byte, u *userState) (fastCall, bool) {
 	var ok bool
 	c.caps, ok = u.checkMeta(meta)
 	return c, ok
-}
-
-// once sets *dst to v, reporting false when it was set already (a key
-// given twice).
-func once(dst *[]byte, v []byte) bool {
-	if *dst != nil {
-		return false
-	}
-	*dst = v
-	return true
-}
-
-// objectFields calls fn with each key (raw, without its quotes) and raw
-// value of b, one valid JSON object in valid UTF-8, in order. It reports false when b is
-// not an object, a key holds an escape, or fn returns false.
-func objectFields(b []byte, fn func(key, value []byte) bool) bool {
-	i := skipSpace(b, 0)
-	if i == len(b) || b[i] != '{' {
-		return false
-	}
-	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
-		return true
-	}
-	for i < len(b) && b[i] == '"' {
-		n := bytes.IndexByte(b[i+1:], '"')
-		if n < 0 {
-			return false
-		}
-		key := b[i+1 : i+1+n]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			return false
-		}
-		if i = skipSpace(b, i+n+2); i == len(b) || b[i] != ':' {
-			return false
-		}
-		i = skipSpace(b, i+1)
-		end := valueEnd(b, i)
-		if !fn(key, b[i:end]) {
-			return false
-		}
-		switch i = skipSpace(b, end); {
-		case i == len(b):
-			return false
-		case b[i] == '}':
-			return true
-		case b[i] == ',':
-			i = skipSpace(b, i+1)
-		default:
-			return false
-		}
-	}
-	return false
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// valueEnd returns where the JSON value starting at b[i] ends; b is valid
-// JSON.
-func valueEnd(b []byte, i int) int {
-	depth := 0
-	for j := i; j < len(b); j++ {
-		switch b[j] {
-		case '"':
-			if j = stringEnd(b, j); depth == 0 {
-				return j
-			}
-			j--
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return j // the end of a literal or number inside the parent
-			}
-			if depth--; depth == 0 {
-				return j + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return j
-			}
-		}
-	}
-	return len(b)
 }
 
 // fastMeta is a request's _meta that the fast path took, and the client's
@@ -321,17 +234,17 @@ func (u *userState) checkMeta(raw json.RawMessage) (json.RawMessage, bool) {
 // capabilities as go-sdk reports them.
 func parseMeta(raw json.RawMessage) (json.RawMessage, bool) {
 	var version, capsRaw, info []byte
-	if !objectFields(raw, func(k, v []byte) bool {
+	if !mcpwire.ObjectFields(raw, func(k, v []byte) bool {
 		switch string(k) {
 		case mcp.MetaKeyProtocolVersion:
-			return once(&version, v)
+			return mcpwire.Once(&version, v)
 		case mcp.MetaKeyClientCapabilities:
-			return once(&capsRaw, v)
+			return mcpwire.Once(&capsRaw, v)
 		case mcp.MetaKeyClientInfo:
-			return once(&info, v)
+			return mcpwire.Once(&info, v)
 		}
 		return false
-	}) || string(version) != `"`+v20260728+`"` {
+	}) || string(version) != `"`+mcpwire.V20260728+`"` {
 		return nil, false
 	}
 	var meta mcp.Meta
@@ -392,7 +305,7 @@ func plainJSON(b []byte) bool {
 	for i := 0; i < len(b); i++ {
 		switch c := b[i]; {
 		case c == '"':
-			i = stringEnd(b, i) - 1
+			i = mcpwire.StringEnd(b, i) - 1
 		case c == '{' || c == '[':
 			if depth++; depth > maxSDKDepth {
 				return false

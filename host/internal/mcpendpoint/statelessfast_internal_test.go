@@ -1,49 +1,10 @@
 package mcpendpoint
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
-
-// FuzzObjectFields: the fields objectFields walks are the ones
-// encoding/json decodes, value bytes included.
-func FuzzObjectFields(f *testing.F) {
-	for _, s := range []string{
-		`{}`, ` { "a" : 1 , "b":[1,{"c":"}"}], "d":"x\"y" ,"e":null,"f":true,"g":-1.5e3}`,
-		`{"a":{"b":{}},"c":[]}`, `{"a":"\\"}`, `{"k\"":1}`, `[1]`, `"s"`, `{"a":1,"a":2}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if !json.Valid(b) || !utf8.Valid(b) {
-			return // not what parseFast walks
-		}
-		var keys []string
-		got := map[string][]byte{}
-		if !objectFields(b, func(k, v []byte) bool {
-			keys = append(keys, string(k))
-			got[string(k)] = v
-			return true
-		}) {
-			return
-		}
-		var want map[string]json.RawMessage
-		if err := json.Unmarshal(b, &want); err != nil {
-			t.Fatalf("objectFields walked %q, which does not decode as an object: %v", b, err)
-		}
-		if len(keys) == len(got) && len(got) != len(want) {
-			t.Fatalf("%q: fields %q, want %d", b, keys, len(want))
-		}
-		for k, v := range got {
-			if len(keys) == len(got) && !bytes.Equal(bytes.TrimSpace(want[k]), v) {
-				t.Fatalf("%q: field %q = %q, want %q", b, k, v, want[k])
-			}
-		}
-	})
-}
 
 func TestPlainID(t *testing.T) {
 	t.Parallel()

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/host/internal/api"
 )
 
@@ -282,9 +283,9 @@ func (e *Endpoint) sessionsOf(u *userState) []*session {
 }
 
 var (
-	toolsChanged     = notificationMsg("notifications/tools/list_changed", nil)
-	promptsChanged   = notificationMsg("notifications/prompts/list_changed", nil)
-	resourcesChanged = notificationMsg("notifications/resources/list_changed", nil)
+	toolsChanged     = mcpwire.NotificationMsg("notifications/tools/list_changed", nil)
+	promptsChanged   = mcpwire.NotificationMsg("notifications/prompts/list_changed", nil)
+	resourcesChanged = mcpwire.NotificationMsg("notifications/resources/list_changed", nil)
 )
 
 func (e *Endpoint) refreshTools(u *userState) {

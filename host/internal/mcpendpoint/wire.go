@@ -9,16 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// JSON-RPC and MCP error codes.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInvalidParams  = -32602
-	codeInternal       = -32603
-	codeNoResource     = -32002
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // rpcMsg is one JSON-RPC message of a POST body: a request (method and
@@ -95,7 +87,7 @@ type parsedBody struct {
 func parseBody(body []byte) (parsedBody, *rpcError) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 {
-		return parsedBody{}, &rpcError{code: codeParseError, msg: "the body is empty"}
+		return parsedBody{}, &rpcError{code: mcpwire.CodeParseError, msg: "the body is empty"}
 	}
 	if trimmed[0] == '[' {
 		return parseBatch(trimmed)
@@ -108,9 +100,9 @@ func parseBody(body []byte) (parsedBody, *rpcError) {
 	msgs[0] = rpcMsg{}
 	if err := json.Unmarshal(trimmed, &msgs[0]); err != nil {
 		if valid {
-			return parsedBody{}, &rpcError{code: codeInvalidRequest, msg: notMessage(trimmed, err)}
+			return parsedBody{}, &rpcError{code: mcpwire.CodeInvalidRequest, msg: notMessage(trimmed, err)}
 		}
-		return parsedBody{}, &rpcError{code: codeParseError, msg: "malformed message: " + err.Error()}
+		return parsedBody{}, &rpcError{code: mcpwire.CodeParseError, msg: "malformed message: " + err.Error()}
 	}
 	return parsedBody{msgs: msgs}, nil
 }
@@ -120,14 +112,14 @@ func parseBatch(b []byte) (parsedBody, *rpcError) {
 	out := parsedBody{batch: true}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(b, &raws); err != nil {
-		return out, &rpcError{code: codeParseError, msg: "malformed batch: " + err.Error()}
+		return out, &rpcError{code: mcpwire.CodeParseError, msg: "malformed batch: " + err.Error()}
 	}
 	switch {
 	case len(raws) == 0:
-		return out, &rpcError{code: codeInvalidRequest, msg: "the batch is empty"}
+		return out, &rpcError{code: mcpwire.CodeInvalidRequest, msg: "the batch is empty"}
 	case len(raws) > maxBatch:
 		// Each request of a batch runs at once: bound them before they start.
-		return out, &rpcError{code: codeInvalidRequest, msg: fmt.Sprintf("a JSON-RPC batch may hold at most %d messages", maxBatch)}
+		return out, &rpcError{code: mcpwire.CodeInvalidRequest, msg: fmt.Sprintf("a JSON-RPC batch may hold at most %d messages", maxBatch)}
 	}
 	out.msgs = make([]rpcMsg, len(raws))
 	out.bad = make([]string, len(raws))
@@ -185,41 +177,23 @@ func jsonKind(c byte) string {
 // whole and a decode, for the message and again for its params).
 func fastMsg(b []byte, m *rpcMsg) bool {
 	var version, method []byte
-	return objectFields(b, func(k, v []byte) bool {
+	return mcpwire.ObjectFields(b, func(k, v []byte) bool {
 		switch string(k) {
 		case "jsonrpc":
-			return once(&version, v)
+			return mcpwire.Once(&version, v)
 		case "id":
-			return once((*[]byte)(&m.ID), v)
+			return mcpwire.Once((*[]byte)(&m.ID), v)
 		case "method":
-			return once(&method, v)
+			return mcpwire.Once(&method, v)
 		case "params":
-			return once((*[]byte)(&m.Params), v)
+			return mcpwire.Once((*[]byte)(&m.Params), v)
 		case "result":
-			return once((*[]byte)(&m.Result), v)
+			return mcpwire.Once((*[]byte)(&m.Result), v)
 		case "error":
-			return once((*[]byte)(&m.Error), v)
+			return mcpwire.Once((*[]byte)(&m.Error), v)
 		}
 		return false
-	}) && plainString(version, &m.JSONRPC) && plainString(method, &m.Method)
-}
-
-// plainString sets *dst to the JSON string v (nil: absent, left as is)
-// when it is printable ASCII with no escape, reporting whether it was.
-func plainString(v []byte, dst *string) bool {
-	if v == nil {
-		return true
-	}
-	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
-		return false
-	}
-	for _, c := range v[1 : len(v)-1] {
-		if c < 0x20 || c > 0x7e || c == '\\' {
-			return false
-		}
-	}
-	*dst = string(v[1 : len(v)-1])
-	return true
+	}) && mcpwire.PlainString(version, &m.JSONRPC) && mcpwire.PlainString(method, &m.Method)
 }
 
 // rpcError is a JSON-RPC error answer.
@@ -232,70 +206,17 @@ type rpcError struct {
 func (e *rpcError) Error() string { return fmt.Sprintf("%s (code %d)", e.msg, e.code) }
 
 func errParams(format string, args ...any) *rpcError {
-	return &rpcError{code: codeInvalidParams, msg: fmt.Sprintf(format, args...)}
+	return &rpcError{code: mcpwire.CodeInvalidParams, msg: fmt.Sprintf(format, args...)}
 }
 
-// resultMsg is a response carrying result (raw).
-func resultMsg(id, result []byte) []byte {
-	b := make([]byte, 0, len(result)+len(id)+40)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"result":`...)
-	b = append(b, result...)
-	return append(b, '}')
-}
-
-// errorMsg is a response carrying an error; id nil is null.
-func errorMsg(id []byte, e *rpcError) []byte {
-	if len(id) == 0 {
-		id = []byte("null")
-	}
-	msg, _ := json.Marshal(e.msg)
-	b := make([]byte, 0, len(msg)+len(id)+len(e.data)+60)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = fmt.Appendf(b, `,"error":{"code":%d,"message":`, e.code)
-	b = append(b, msg...)
-	if len(e.data) > 0 {
-		b = append(b, `,"data":`...)
-		b = append(b, e.data...)
-	}
-	return append(b, "}}"...)
-}
-
-// requestMsg is a request of ours (id is a JSON string).
-func requestMsg(id, method string, params json.RawMessage) []byte {
-	b := make([]byte, 0, len(params)+len(method)+len(id)+50)
-	b = append(b, `{"jsonrpc":"2.0","id":"`...)
-	b = append(b, id...)
-	b = append(b, `","method":"`...)
-	b = append(b, method...)
-	b = append(b, '"')
-	if len(params) > 0 {
-		b = append(b, `,"params":`...)
-		b = append(b, params...)
-	}
-	return append(b, '}')
-}
-
-// notificationMsg is a notification (params may be nil).
-func notificationMsg(method string, params json.RawMessage) []byte {
-	b := make([]byte, 0, len(params)+len(method)+40)
-	b = append(b, `{"jsonrpc":"2.0","method":"`...)
-	b = append(b, method...)
-	b = append(b, '"')
-	if len(params) > 0 {
-		b = append(b, `,"params":`...)
-		b = append(b, params...)
-	}
-	return append(b, '}')
-}
+// message is e as an error response to id (nil: null).
+func (e *rpcError) message(id []byte) []byte { return mcpwire.ErrorMsg(id, e.code, e.msg, e.data) }
 
 // writeRPCError answers with a JSON-RPC error and an HTTP status.
 func writeRPCError(w http.ResponseWriter, status int, id []byte, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(errorMsg(id, &rpcError{code: code, msg: msg}))
+	_, _ = w.Write(mcpwire.ErrorMsg(id, code, msg, nil))
 }
 
 // sseWriteTimeout bounds one write of an event: a client that stops
@@ -316,22 +237,10 @@ func writeEvent(w http.ResponseWriter, id string, msg []byte) error {
 // sendEvent is writeEvent without a deadline, for a response that carries
 // only its own request's answer (a slow client holds up no one else).
 func sendEvent(w http.ResponseWriter, id string, msg []byte) error {
-	if bytes.ContainsAny(msg, "\r\n") {
-		var b bytes.Buffer
-		if err := json.Compact(&b, msg); err != nil {
-			return fmt.Errorf("compacting an event: %w", err)
-		}
-		msg = b.Bytes()
+	buf, err := mcpwire.AppendEvent(make([]byte, 0, mcpwire.EventSize(id, msg)), id, msg)
+	if err != nil {
+		return err
 	}
-	buf := make([]byte, 0, len(msg)+len(id)+28)
-	if id != "" {
-		buf = append(buf, "id: "...)
-		buf = append(buf, id...)
-		buf = append(buf, '\n')
-	}
-	buf = append(buf, "event: message\ndata: "...)
-	buf = append(buf, msg...)
-	buf = append(buf, "\n\n"...)
 	if _, err := w.Write(buf); err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // parseSamples are bodies of one message: plain ones (fastMsg's), and
@@ -60,7 +62,7 @@ func checkParse(t *testing.T, b []byte) {
 	t.Helper()
 	in, err := parseBody(b)
 	trimmed := bytes.TrimLeft(b, " \t\r\n")
-	if err != nil && (err.code == codeParseError) != !json.Valid(trimmed) {
+	if err != nil && (err.code == mcpwire.CodeParseError) != !json.Valid(trimmed) {
 		t.Fatalf("%q: parseBody error %v, but json.Valid says %v", b, err, json.Valid(trimmed))
 	}
 	if in.batch {

@@ -1,0 +1,74 @@
+package mcpwire_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/agenthost/agenthost/ext/mcpwire"
+)
+
+// TestCallParamsName: a tool name goes out as json.Marshal writes it,
+// whether it takes the plain path or not.
+func TestCallParamsName(t *testing.T) {
+	for _, name := range []string{"echo", "a b/c-d_e.f", "say \"hi\"", `back\slash`, "<tag>&", "tab\there", "ünï", "\x7f", "\xff"} {
+		got, err := mcpwire.CallParams(name, json.RawMessage(`{}`), nil, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nb, _ := json.Marshal(name)
+		if want := `{"name":` + string(nb) + `,"arguments":{}}`; string(got) != want {
+			t.Errorf("CallParams(%q) = %s, want %s", name, got, want)
+		}
+	}
+}
+
+// TestCallParams: the client's _meta goes out with ext-mcp's progress
+// token in place of the client's, task params as they came.
+func TestCallParams(t *testing.T) {
+	for _, c := range []struct {
+		meta, token, task, want string
+	}{
+		{"", "", "", `{"name":"t","arguments":{"a":1}}`},
+		{`null`, "", "", `{"name":"t","arguments":{"a":1}}`},
+		{`{"trace":"x"}`, "", `{"ttl":5}`, `{"name":"t","arguments":{"a":1},"_meta":{"trace":"x"},"task":{"ttl":5}}`},
+		{"", "ah-1", "", `{"name":"t","arguments":{"a":1},"_meta":{"progressToken":"ah-1"}}`},
+		{`{"trace":"x","progressToken":7}`, "ah-2", "", `{"name":"t","arguments":{"a":1},"_meta":{"progressToken":"ah-2","trace":"x"}}`},
+	} {
+		var meta, task json.RawMessage
+		if c.meta != "" {
+			meta = json.RawMessage(c.meta)
+		}
+		if c.task != "" {
+			task = json.RawMessage(c.task)
+		}
+		got, err := mcpwire.CallParams("t", json.RawMessage(`{"a":1}`), meta, c.token, task)
+		if err != nil || string(got) != c.want {
+			t.Errorf("CallParams(meta %s, token %q) = %s, %v; want %s", c.meta, c.token, got, err, c.want)
+		}
+	}
+	if _, err := mcpwire.CallParams("t", json.RawMessage(`{}`), json.RawMessage(`[1]`), "ah-1", nil); !errors.Is(err, mcpwire.ErrMetaNotObject) {
+		t.Errorf("a _meta that is an array: %v", err)
+	}
+}
+
+// TestSplitProgressToken: the client's progress token comes out of its
+// _meta; the rest stays.
+func TestSplitProgressToken(t *testing.T) {
+	for _, c := range []struct{ meta, token, rest string }{
+		{``, ``, ``},
+		{`null`, ``, ``},
+		{`{}`, ``, ``},
+		{`{"progressToken":5}`, `5`, ``},
+		{`{"progressToken":null,"trace":"x"}`, ``, `{"trace":"x"}`},
+		{`{"trace":"x","progressToken":"p"}`, `"p"`, `{"trace":"x"}`},
+	} {
+		tok, rest, err := mcpwire.SplitProgressToken(json.RawMessage(c.meta))
+		if err != nil || string(tok) != c.token || string(rest) != c.rest {
+			t.Errorf("SplitProgressToken(%s) = %s, %s, %v; want %s, %s", c.meta, tok, rest, err, c.token, c.rest)
+		}
+	}
+	if _, _, err := mcpwire.SplitProgressToken(json.RawMessage(`"x"`)); !errors.Is(err, mcpwire.ErrMetaNotObject) {
+		t.Errorf("a _meta that is a string: %v", err)
+	}
+}
