@@ -55,6 +55,8 @@ type Config struct {
 	// OIDC names the OpenID Connect provider people sign in with; nil
 	// signs in with tokens and one-time links only.
 	OIDC *OIDCConfig `json:"oidc,omitempty"`
+	// Audit configures the audit log (on by default).
+	Audit AuditConfig `json:"audit,omitzero"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string

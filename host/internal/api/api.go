@@ -122,7 +122,11 @@ type CallRequest struct {
 	// Scope, when set, bounds the call (a scoped token's): a tool outside
 	// it is not found, as one the user does not have.
 	Scope *ext.Scope
-	_     struct{}
+	// Credential and SessionID name, for the audit log, what the caller
+	// authenticated with ("token:<id>", "oauth:<grant id>"; empty: the
+	// Go API or the CLI) and the client's MCP session. Never a secret.
+	Credential, SessionID string
+	_                     struct{}
 }
 
 // PromptRequest asks for one of a user's prompts.
@@ -134,7 +138,9 @@ type PromptRequest struct {
 	Session      ext.Session
 	// Scope is as [CallRequest.Scope].
 	Scope *ext.Scope
-	_     struct{}
+	// Credential and SessionID are as [CallRequest.Credential].
+	Credential, SessionID string
+	_                     struct{}
 }
 
 // ResourceRequest asks for one of a user's resources.
@@ -146,7 +152,9 @@ type ResourceRequest struct {
 	// Scope is as [CallRequest.Scope]: a resource of a server outside it
 	// (or of none) is not found.
 	Scope *ext.Scope
-	_     struct{}
+	// Credential and SessionID are as [CallRequest.Credential].
+	Credential, SessionID string
+	_                     struct{}
 }
 
 // Prompt is a registered prompt and the extension that owns it.

@@ -46,7 +46,7 @@ type Writer struct {
 	now    func() time.Time
 	sweepc chan chan struct{}
 
-	written, dropped, failed, swept atomic.Int64
+	accepted, written, dropped, failed, swept atomic.Int64
 
 	mu     sync.RWMutex // guards closed against Add's send
 	closed bool
@@ -101,6 +101,7 @@ func (w *Writer) Add(rec Record) {
 	}
 	select {
 	case w.q <- rec:
+		w.accepted.Add(1)
 	default:
 		w.dropped.Add(1)
 	}
@@ -133,7 +134,7 @@ func (w *Writer) Sweep(ctx context.Context) {
 // Flush waits until every record queued before it is written (or ctx
 // ends).
 func (w *Writer) Flush(ctx context.Context) {
-	target := w.written.Load() + w.failed.Load() + int64(len(w.q))
+	target := w.accepted.Load()
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for w.written.Load()+w.failed.Load() < target {
