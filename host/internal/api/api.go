@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/audit"
 )
 
 // OperatorUser is the reserved user ID of the operator's own secrets.
@@ -102,6 +103,9 @@ type Overview struct {
 	ActiveUsers      int             `json:"activeUsers"`
 	ServiceProcesses int             `json:"serviceProcesses"`
 	SecretsBackend   string          `json:"secretsBackend"`
+	// Audit is the audit writer's counters (the records dropped among
+	// them); nil when the audit log is off.
+	Audit *audit.Stats `json:"audit,omitempty"`
 }
 
 // CallRequest is a tool call through the host with everything a client

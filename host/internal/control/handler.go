@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/audit"
 )
 
 // maxBody bounds a request body.
@@ -49,6 +50,21 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 			return nil, err
 		}
 		return callResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
+	})
+	get("GET /v1/audit", func(r *http.Request) (any, error) {
+		a, ok := h.(Auditor)
+		if !ok {
+			return nil, fmt.Errorf("this host keeps no audit log: %w", ext.ErrUnimplemented)
+		}
+		f, err := audit.ParseFilter(r.URL.Query())
+		if err != nil {
+			return nil, err
+		}
+		recs, err := a.Audit(r.Context(), f)
+		if recs == nil && err == nil {
+			recs = []audit.Record{}
+		}
+		return recs, err
 	})
 	get("GET /v1/sections", func(r *http.Request) (any, error) { return h.Sections(r.Context()) })
 	get("GET /v1/settings", func(r *http.Request) (any, error) {
