@@ -34,6 +34,14 @@ type AuditConfig struct {
 	Queue int `json:"queue,omitempty"`
 }
 
+func (a AuditConfig) validate() []error {
+	var errs []error
+	if a.RetentionDays < 0 || a.SweepMinutes < 0 || a.MaxRows < 0 || a.BodyBytes < 0 || a.Queue < 0 {
+		errs = append(errs, errors.New("audit: retentionDays, maxRows, sweepMinutes, bodyBytes and queue must not be negative"))
+	}
+	return errs
+}
+
 // AuditRecord is one entry of the audit log.
 type AuditRecord = audit.Record
 
