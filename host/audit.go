@@ -133,7 +133,7 @@ func (h *Host) auditCall(kind, user, name, cred, sess string, def *Tool, start t
 		rec.Server, _, _ = strings.Cut(name, "/")
 	}
 	if def != nil && def.Name != "" {
-		rec.ToolHash = audit.ToolHash(def.Name, def.Title, def.Description, def.InputSchema, def.OutputSchema, def.Annotations)
+		rec.ToolHash = h.auditHashes.Hash(def.Name, def.Title, def.Description, def.InputSchema, def.OutputSchema, def.Annotations)
 	}
 	switch {
 	case err != nil && (errors.Is(err, ext.ErrNotFound) || errors.Is(err, ext.ErrPermission) || errors.Is(err, ext.ErrInvalidArgument) || errors.Is(err, ext.ErrBusy)):

@@ -191,7 +191,8 @@ type Host struct {
 	// and section: a slow check holds up that section of that user only.
 	userWrites keyedLock
 
-	audit *audit.Writer // nil: the audit log is off (audit.go)
+	audit       *audit.Writer // nil: the audit log is off (audit.go)
+	auditHashes audit.HashCache
 
 	closeOnce sync.Once
 	closeErr  error

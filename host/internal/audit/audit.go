@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
+	"unsafe"
 )
 
 // Kinds of record.
@@ -116,4 +118,39 @@ func Cap(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…[truncated]"
+}
+
+// HashCache memoizes [ToolHash] per definition: the registry keeps each
+// tool's schemas in the same byte slices until the tool changes, so their
+// addresses (with the strings) identify a definition. Bounded: it starts
+// over past 4096 entries. Safe for concurrent use.
+type HashCache struct {
+	mu sync.Mutex
+	m  map[hashKey]string
+}
+
+type hashKey struct {
+	name, title, description string
+	in, out, ann             *byte
+	lin, lout, lann          int
+}
+
+// Hash returns ToolHash of the definition, computed once per definition.
+func (c *HashCache) Hash(name, title, description string, inputSchema, outputSchema, annotations json.RawMessage) string {
+	k := hashKey{name, title, description, unsafe.SliceData(inputSchema), unsafe.SliceData(outputSchema), unsafe.SliceData(annotations),
+		len(inputSchema), len(outputSchema), len(annotations)}
+	c.mu.Lock()
+	h, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return h
+	}
+	h = ToolHash(name, title, description, inputSchema, outputSchema, annotations)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= 4096 {
+		c.m = map[hashKey]string{}
+	}
+	c.m[k] = h
+	c.mu.Unlock()
+	return h
 }
