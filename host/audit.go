@@ -155,3 +155,24 @@ func (h *Host) auditCall(kind, user, name, cred, sess string, def *Tool, start t
 	}
 	h.audit.Add(rec)
 }
+
+// auditChange records a settings or secret change of user (what, never a
+// value) with its outcome; deferred with the caller's named error.
+func (h *Host) auditChange(user, what string, start time.Time, errp *error) {
+	if h.audit == nil {
+		return
+	}
+	rec := audit.Record{Time: start, Kind: audit.KindSettings, User: user, Credential: "api", Tool: what,
+		Duration: time.Since(start), Outcome: audit.OutcomeOK}
+	switch err := *errp; {
+	case err == nil:
+	case errors.Is(err, ext.ErrInvalidArgument):
+		// A refusal of values may quote them: the reason names none.
+		rec.Outcome, rec.Reason = audit.OutcomeRefused, "invalid values"
+	case errors.Is(err, ext.ErrPermission) || errors.Is(err, ext.ErrNotFound):
+		rec.Outcome, rec.Reason = audit.OutcomeRefused, err.Error()
+	default:
+		rec.Outcome, rec.Reason = audit.OutcomeError, err.Error()
+	}
+	h.audit.Add(rec)
+}

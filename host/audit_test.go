@@ -98,3 +98,33 @@ func TestAuditBodiesAndOff(t *testing.T) {
 		t.Error("Audit with the log off succeeded")
 	}
 }
+
+// TestAuditSettingsChanges: a settings change and a secret change are
+// recorded by what changed, never the value.
+func TestAuditSettingsChanges(t *testing.T) {
+	ctx := context.Background()
+	h, err := host.New(ctx, &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"}}, &host.Options{
+		Extensions: map[string]host.InProcess{"t": {Extension: &testExt{}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.SetSettings(ctx, "alice", "t", "prefs", json.RawMessage(`{"greeting":"canary-value"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetSecret(ctx, "alice", "t", "api_key", "canary-secret"); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := h.Audit(ctx, host.AuditFilter{Kind: "settings"})
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("settings records = %+v, %v", recs, err)
+	}
+	if recs[0].Tool != "settings t/prefs" || recs[1].Tool != "secret set t/api_key" || recs[0].User != "alice" || recs[1].Outcome != "ok" {
+		t.Errorf("records = %+v", recs)
+	}
+	b, _ := json.Marshal(recs)
+	if strings.Contains(string(b), "canary") {
+		t.Errorf("a value reached the audit log: %s", b)
+	}
+}
