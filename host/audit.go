@@ -42,6 +42,13 @@ func (a AuditConfig) validate() []error {
 	return errs
 }
 
+// Kinds of audit records outside the call path (see [Host.AuditEvent]).
+const (
+	AuditKindToken    = audit.KindToken
+	AuditKindSignIn   = audit.KindSignIn
+	AuditKindSettings = audit.KindSettings
+)
+
 // AuditRecord is one entry of the audit log.
 type AuditRecord = audit.Record
 

@@ -83,7 +83,8 @@ func (e *env) toolHashOf(user, name string) string {
 // server, the tool, the hash of the tool's definition and the outcome; a
 // call the host refuses appears with why; the filters select; bob's JSON
 // API and settings page show his records and none of alice's, the
-// operator API shows both; arguments are not kept (bodies off); a tiny
+// operator API shows both; arguments are not kept (bodies off); tokens
+// issued and sign-ins are recorded by ID, never a token; a tiny
 // retention set in the config deletes the past records.
 func TestAuditLog(t *testing.T) {
 	b := build(t)
@@ -143,7 +144,7 @@ func TestAuditLog(t *testing.T) {
 	if refused.Outcome != "refused" || !strings.Contains(refused.Reason, "not found") {
 		t.Errorf("the refused call = %+v, want refused with why", *refused)
 	}
-	raw, _ := os.ReadFile(e.dir + "/data/audit.db")
+	raw := dbBytes(e.dir + "/data/audit.db")
 	if strings.Contains(string(raw), alice) || strings.Contains(string(raw), "canary-alice-args") {
 		t.Error("audit.db holds a token or the call's arguments")
 	}
@@ -197,6 +198,22 @@ func TestAuditLog(t *testing.T) {
 		t.Errorf("bob on the operator audit API: %d, want 403", code)
 	}
 
+	// Tokens issued and sign-ins are recorded, by ID, never the token.
+	var issued, signin bool
+	for _, r := range e.auditLines("--kind", "token") {
+		issued = issued || (r.User == "alice" && r.Tool == "token issued" && r.Credential == aliceTokID)
+	}
+	for _, r := range e.auditLines("--kind", "signin", "--user", "bob") {
+		signin = signin || r.Tool == "signin"
+	}
+	if !issued || !signin {
+		t.Errorf("token issued recorded: %v; bob's sign-in recorded: %v", issued, signin)
+	}
+	raw = dbBytes(e.dir + "/data/audit.db")
+	if strings.Contains(string(raw), bob) || strings.Contains(string(raw), op) {
+		t.Error("audit.db holds a token")
+	}
+
 	// Retention: a host started with a retention shorter than the
 	// records' age deletes them at start.
 	e.stopServe()
@@ -212,4 +229,11 @@ func TestAuditLog(t *testing.T) {
 	if left := e.auditLines(); len(left) != 0 {
 		t.Errorf("records past the retention are still there: %+v", left)
 	}
+}
+
+// dbBytes is a SQLite file with its write-ahead log.
+func dbBytes(path string) []byte {
+	a, _ := os.ReadFile(path)
+	b, _ := os.ReadFile(path + "-wal")
+	return append(a, b...)
 }
