@@ -214,6 +214,12 @@ func TestAuditLog(t *testing.T) {
 		t.Error("audit.db holds a token")
 	}
 
+	// The status names the writer's counters, the dropped records among
+	// them.
+	if st := e.must("", "status"); !strings.Contains(st, "audit log: ") || !strings.Contains(st, " 0 dropped") {
+		t.Errorf("status lacks the audit log's counters:\n%s", st)
+	}
+
 	// Retention: a host started with a retention shorter than the
 	// records' age deletes them at start.
 	e.stopServe()
