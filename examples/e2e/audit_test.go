@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +85,8 @@ func (e *env) toolHashOf(user, name string) string {
 // call the host refuses appears with why; the filters select; bob's JSON
 // API and settings page show his records and none of alice's, the
 // operator API shows both; arguments are not kept (bodies off); tokens
-// issued and sign-ins are recorded by ID, never a token; a tiny
+// issued and sign-ins are recorded by ID, never a token; --follow shows
+// a call made after it started; status shows the counters; a tiny
 // retention set in the config deletes the past records.
 func TestAuditLog(t *testing.T) {
 	b := build(t)
@@ -219,6 +221,26 @@ func TestAuditLog(t *testing.T) {
 	if st := e.must("", "status"); !strings.Contains(st, "audit log: ") || !strings.Contains(st, " 0 dropped") {
 		t.Errorf("status lacks the audit log's counters:\n%s", st)
 	}
+
+	// --follow prints the records that come after it started.
+	// (The table's header is printed once the first query answered: the
+	// call after it is one only --follow can show.)
+	follow := exec.Command(e.bin.agenthost, "--config", e.cfg, "audit", "--follow", "--user", "carol")
+	fout, _ := follow.StdoutPipe()
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = follow.Process.Kill(); _ = follow.Wait() }()
+	frd := bufio.NewReader(fout)
+	if head, err := frd.ReadString('\n'); err != nil || !strings.HasPrefix(head, "TIME") {
+		t.Fatalf("audit --follow: %q %v", head, err)
+	}
+	e.must("", "call", "--user", "carol", "notes/echo", `{"text":"followed"}`)
+	line, err := frd.ReadString('\n')
+	if err != nil || !strings.Contains(line, "carol") || !strings.Contains(line, "notes/echo") || !strings.Contains(line, " ok ") {
+		t.Errorf("audit --follow printed %q %v", line, err)
+	}
+	_ = follow.Process.Signal(os.Interrupt)
 
 	// Retention: a host started with a retention shorter than the
 	// records' age deletes them at start.
