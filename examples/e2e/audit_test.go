@@ -143,8 +143,8 @@ func TestAuditLog(t *testing.T) {
 	if ok.Arguments != "" {
 		t.Errorf("the arguments were kept without audit.bodies: %q", ok.Arguments)
 	}
-	if refused.Outcome != "refused" || !strings.Contains(refused.Reason, "not found") {
-		t.Errorf("the refused call = %+v, want refused with why", *refused)
+	if refused.Outcome != "refused" || !strings.Contains(refused.Reason, "not found") || refused.Credential != "cli" {
+		t.Errorf("the refused call = %+v, want refused with why, by the CLI", *refused)
 	}
 	raw := dbBytes(e.dir + "/data/audit.db")
 	if strings.Contains(string(raw), alice) || strings.Contains(string(raw), "canary-alice-args") {
