@@ -163,3 +163,40 @@ func BenchmarkServiceRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAuditOverhead prints the per-call cost of the audit log: the
+// same in-process tool call through the host with the audit log off (the
+// baseline) and on, in one run.
+func BenchmarkAuditOverhead(b *testing.B) {
+	ctx := context.Background()
+	args := json.RawMessage(`{"text":"hello"}`)
+	for _, c := range []struct {
+		name string
+		off  bool
+	}{{"audit-off", true}, {"audit-on", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			h, err := host.New(ctx, &host.Config{DataDir: b.TempDir(), Audit: host.AuditConfig{Off: c.off}}, &host.Options{
+				Extensions: map[string]host.InProcess{"t": {Extension: &testExt{}}},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close()
+			if _, err := h.Call(ctx, "alice", "", "t/echo", args); err != nil {
+				b.Fatal(err)
+			}
+			lat := make(latencies, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				if _, err := h.Call(ctx, "alice", "", "t/echo", args); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			lat.report(b)
+			b.ReportMetric(float64(h.AuditStats().Dropped), "dropped")
+		})
+	}
+}

@@ -55,6 +55,8 @@ type Config struct {
 	// OIDC names the OpenID Connect provider people sign in with; nil
 	// signs in with tokens and one-time links only.
 	OIDC *OIDCConfig `json:"oidc,omitempty"`
+	// Audit configures the audit log (on by default).
+	Audit AuditConfig `json:"audit,omitzero"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string
@@ -188,6 +190,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		TrustedProxies []string                   `json:"trustedProxies"`
 		OAuth          json.RawMessage            `json:"oauth"`
 		OIDC           json.RawMessage            `json:"oidc"`
+		Audit          AuditConfig                `json:"audit"`
 	}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
@@ -195,7 +198,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	cfg := &Config{
 		Listen: top.Listen, DataDir: top.DataDir, Services: top.Services, MCP: top.MCP, Secrets: top.Secrets,
 		TLS: top.TLS, PublicURL: top.PublicURL, AllowedOrigins: top.AllowedOrigins, TrustedProxies: top.TrustedProxies,
-		Extensions: map[string]ExtensionConfig{}, dir: dir,
+		Extensions: map[string]ExtensionConfig{}, dir: dir, Audit: top.Audit,
 	}
 	var errs []error
 	names := make([]string, 0, len(top.Extensions))
@@ -228,6 +231,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		errs = append(errs, fmt.Errorf("services.sandboxUIDs: want first ≥ 1 and count ≥ 1 with first+count below 2147483647"))
 	}
 	errs = append(errs, cfg.MCP.validate()...)
+	errs = append(errs, cfg.Audit.validate()...)
 	errs = append(errs, cfg.validateListen()...)
 	if len(top.OAuth) > 0 {
 		if err := strictDecode(top.OAuth, &cfg.OAuth); err != nil {

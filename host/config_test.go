@@ -131,3 +131,14 @@ func TestOIDCConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditConfig: the audit block is read, and negative bounds refused.
+func TestAuditConfig(t *testing.T) {
+	cfg, err := host.ParseConfig([]byte(`{"extensions":{},"audit":{"retentionDays":7,"maxRows":10,"bodies":true}}`), t.TempDir())
+	if err != nil || cfg.Audit.RetentionDays != 7 || cfg.Audit.MaxRows != 10 || !cfg.Audit.Bodies {
+		t.Fatalf("audit block = %+v, %v", cfg, err)
+	}
+	if _, err := host.ParseConfig([]byte(`{"extensions":{},"audit":{"maxRows":-1}}`), t.TempDir()); err == nil || !strings.Contains(err.Error(), "audit") {
+		t.Errorf("negative maxRows: %v", err)
+	}
+}

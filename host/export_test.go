@@ -1,6 +1,10 @@
 package host
 
-import "time"
+import (
+	"time"
+
+	"github.com/agenthost/agenthost/host/internal/audit"
+)
 
 // Hooks for the external tests: the idle clock at its real (default)
 // length, without waiting for it.
@@ -32,4 +36,9 @@ func SetScryptWorkFactor(t interface{ Cleanup(func()) }, n int) {
 	old := scryptWorkFactor
 	scryptWorkFactor = n
 	t.Cleanup(func() { scryptWorkFactor = old })
+}
+
+// AuditHash is the audit log's hash of a tool's definition.
+func AuditHash(t Tool) string {
+	return audit.ToolHash(t.Name, t.Title, t.Description, t.InputSchema, t.OutputSchema, t.Annotations)
 }

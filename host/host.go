@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/audit"
 	"github.com/agenthost/agenthost/host/internal/services"
 	"github.com/agenthost/agenthost/host/internal/supervisor"
 	"github.com/agenthost/agenthost/secrets"
@@ -190,6 +191,9 @@ type Host struct {
 	// and section: a slow check holds up that section of that user only.
 	userWrites keyedLock
 
+	audit       *audit.Writer // nil: the audit log is off (audit.go)
+	auditHashes audit.HashCache
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -272,6 +276,10 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	h.ownStores = o.Settings == nil
 	h.ownSecrets = o.Secrets == nil
 	logger.Info("stores opened", "secrets", kind)
+	if err := openAudit(cfg, dataDir, h); err != nil {
+		_ = h.Close()
+		return nil, err
+	}
 	inprocs := map[string]ext.Extension{}
 	for name, ec := range cfg.Extensions {
 		if ec.Disabled {
@@ -357,6 +365,9 @@ func (h *Host) Close() error {
 		// Extensions are gone, and with them their handles: stop the
 		// service processes.
 		if err := h.services.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := h.closeAudit(); err != nil {
 			errs = append(errs, err)
 		}
 		if h.ownStores && h.settings != nil {

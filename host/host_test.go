@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	case os.Getenv("HOST_TEST_EXTENSION") != "":
 		ext.Serve(&testExt{})
 		os.Exit(0)
+	case os.Getenv("HOST_TEST_AUDIT_LOAD") != "":
+		runAuditLoad()
+		os.Exit(0)
 	case os.Getenv("HOST_TEST_HOST") != "":
 		runHostProcess()
 		os.Exit(0)

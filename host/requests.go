@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/audit"
 )
 
 // CallRequest is a tool call through the host with everything a client
@@ -165,6 +167,24 @@ func (h *Host) SessionNotify(ctx context.Context, user, method string, params js
 // See [Host.Call] for the rules; a task-augmented call (req.Task) to an
 // extension without the "tasks" capability runs as a plain call.
 func (h *Host) CallTool(ctx context.Context, req *CallRequest) (*ext.CallToolResult, error) {
+	if h.audit == nil {
+		return h.callTool(ctx, req, nil)
+	}
+	var def Tool
+	start := time.Now()
+	res, err := h.callTool(ctx, req, &def)
+	var isErr bool
+	var size int
+	if res != nil {
+		isErr, size = res.IsError, len(res.Raw)+len(res.Content)+len(res.StructuredContent)
+	}
+	h.auditCall(audit.KindTool, req.User, req.Name, req.Credential, req.SessionID, &def, start, req.Arguments, isErr, size,
+		func() []byte { b, _ := res.JSON(); return b }, err)
+	return res, err
+}
+
+// callTool is CallTool; it sets *def (when not nil) to the tool found.
+func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.CallToolResult, error) {
 	if err := checkUser(req.User); err != nil {
 		return nil, err
 	}
@@ -180,6 +200,9 @@ func (h *Host) CallTool(ctx context.Context, req *CallRequest) (*ext.CallToolRes
 	tool, ok := h.reg.lookup(req.User, req.Name)
 	if !ok || !req.Scope.AllowsTool(req.Name) {
 		return nil, fmt.Errorf("tool %q for user %q: %w", req.Name, req.User, ext.ErrNotFound)
+	}
+	if def != nil {
+		*def = tool
 	}
 	e := h.exts[tool.Extension]
 	if e == nil {
@@ -320,6 +343,14 @@ func (h *Host) Prompts(ctx context.Context, user string) ([]Prompt, error) {
 // GetPrompt renders one of the user's prompts (an MCP GetPromptResult,
 // raw).
 func (h *Host) GetPrompt(ctx context.Context, req *PromptRequest) (json.RawMessage, error) {
+	start := time.Now()
+	out, err := h.getPrompt(ctx, req)
+	h.auditCall(audit.KindPrompt, req.User, req.Name, req.Credential, req.SessionID, nil, start, req.Arguments, false, len(out),
+		func() []byte { return out }, err)
+	return out, err
+}
+
+func (h *Host) getPrompt(ctx context.Context, req *PromptRequest) (json.RawMessage, error) {
 	if err := checkUser(req.User); err != nil {
 		return nil, err
 	}
@@ -357,6 +388,14 @@ func (h *Host) Resources(ctx context.Context, user string) ([]Resource, []Resour
 // other goes, in name order, to the extensions with resource templates
 // until one serves it.
 func (h *Host) ReadResource(ctx context.Context, req *ResourceRequest) (json.RawMessage, error) {
+	start := time.Now()
+	out, err := h.readResource(ctx, req)
+	h.auditCall(audit.KindResource, req.User, req.URI, req.Credential, req.SessionID, nil, start, nil, false, len(out),
+		func() []byte { return out }, err)
+	return out, err
+}
+
+func (h *Host) readResource(ctx context.Context, req *ResourceRequest) (json.RawMessage, error) {
 	if err := checkUser(req.User); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 
@@ -101,7 +102,8 @@ func (h *Host) GetSettings(ctx context.Context, user, extName, section string) (
 // value is refused with [settings.FieldErrors] naming each field, values
 // the extension refuses ([ext.SettingsValidator]) with its error, whether
 // or not the user is active; either way nothing is stored.
-func (h *Host) SetSettings(ctx context.Context, user, extName, section string, values json.RawMessage) error {
+func (h *Host) SetSettings(ctx context.Context, user, extName, section string, values json.RawMessage) (err error) {
+	defer h.auditChange(user, "settings "+extName+"/"+section, time.Now(), &err)
 	if err := checkUser(user); err != nil {
 		return err
 	}
@@ -121,7 +123,8 @@ const patchAttempts = 4
 // merge is stored only if no other write of this host changed the values
 // since they were read (else it is merged again), so two patches never
 // lose each other's keys.
-func (h *Host) PatchSettings(ctx context.Context, user, extName, section string, patch json.RawMessage) error {
+func (h *Host) PatchSettings(ctx context.Context, user, extName, section string, patch json.RawMessage) (err error) {
+	defer h.auditChange(user, "settings "+extName+"/"+section, time.Now(), &err)
 	if err := checkUser(user); err != nil {
 		return err
 	}
@@ -281,7 +284,8 @@ func (h *Host) storeSettings(ctx context.Context, extName, user, section string,
 
 // SetSecret stores a secret of a user (or, with [OperatorUser], of the
 // operator) for an extension, then refreshes the user there.
-func (h *Host) SetSecret(ctx context.Context, user, extName, name, value string) error {
+func (h *Host) SetSecret(ctx context.Context, user, extName, name, value string) (err error) {
+	defer h.auditChange(user, "secret set "+extName+"/"+name, time.Now(), &err)
 	if err := h.checkSecretOwner(user, extName); err != nil {
 		return err
 	}
@@ -293,7 +297,8 @@ func (h *Host) SetSecret(ctx context.Context, user, extName, name, value string)
 
 // DeleteSecret removes a secret of a user (or of the operator) for an
 // extension, then refreshes.
-func (h *Host) DeleteSecret(ctx context.Context, user, extName, name string) error {
+func (h *Host) DeleteSecret(ctx context.Context, user, extName, name string) (err error) {
+	defer h.auditChange(user, "secret delete "+extName+"/"+name, time.Now(), &err)
 	if err := h.checkSecretOwner(user, extName); err != nil {
 		return err
 	}

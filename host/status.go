@@ -89,7 +89,13 @@ func (h *Host) Overview(context.Context) (Overview, error) {
 	h.mu.Lock()
 	users := len(h.active)
 	h.mu.Unlock()
+	var st *AuditStats
+	if h.audit != nil {
+		s := h.audit.Stats()
+		st = &s
+	}
 	return Overview{
+		Audit:   st,
 		Version: Build().Version, Commit: Build().Commit, CommitDate: Build().Date, ExtProtocol: ext.ProtocolVersion, Started: h.start, Uptime: time.Since(h.start).Round(time.Second).String(),
 		Extensions: h.extensionInfos(), ActiveUsers: users, ServiceProcesses: h.services.Running(),
 		SecretsBackend: h.secretsKind,

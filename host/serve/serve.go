@@ -150,7 +150,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		hosts = []string{h}
 	}
 	s.refusals = guard.NewRefusalLog(nil)
-	a, err := auth.Open(filepath.Join(cfg.DataPath(), auth.FileName), &auth.Options{Logger: logger, Refusals: s.refusals})
+	a, err := auth.Open(filepath.Join(cfg.DataPath(), auth.FileName), &auth.Options{Logger: logger, Refusals: s.refusals, OnEvent: auditAuth(h)})
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
@@ -638,4 +638,19 @@ func (v verifier) Verify(ctx context.Context, tok string) (mcpendpoint.Principal
 	// A scoped token's sessions see its scope only; an expiring one's end
 	// when it expires.
 	return mcpendpoint.Principal{User: p.User, TokenID: p.TokenID, Scope: p.Scope, Expires: p.Expires, Ends: p.Expires}, nil
+}
+
+// auditAuth records the token store's events (tokens issued and revoked,
+// web sign-ins) in h's audit log.
+func auditAuth(h *host.Host) func(kind, user, credential string) {
+	return func(kind, user, credential string) {
+		k := host.AuditKindToken
+		if kind == "signin" {
+			k = host.AuditKindSignIn
+		}
+		if user == "" {
+			user = "@operator"
+		}
+		h.AuditEvent(host.AuditRecord{Kind: k, User: user, Credential: credential, Tool: kind, Outcome: "ok"})
+	}
 }

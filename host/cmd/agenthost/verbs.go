@@ -254,6 +254,9 @@ func (a *app) statusCmd() *cobra.Command {
 				}
 				fmt.Fprintf(a.stdout, "agenthost %s, up %s, %d active user(s), %d service process(es), secrets in %s\n",
 					esc(ov.Version), esc(ov.Uptime), ov.ActiveUsers, ov.ServiceProcesses, esc(ov.SecretsBackend))
+				if au := ov.Audit; au != nil {
+					fmt.Fprintf(a.stdout, "audit log: %d written, %d dropped (queue full), %d failed, %d queued\n", au.Written, au.Dropped, au.Failed, au.Queued)
+				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "\nEXTENSION\tSTATE\tRESTARTS\tERROR")
 				for _, e := range ov.Extensions {

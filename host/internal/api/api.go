@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/audit"
 )
 
 // OperatorUser is the reserved user ID of the operator's own secrets.
@@ -102,6 +103,9 @@ type Overview struct {
 	ActiveUsers      int             `json:"activeUsers"`
 	ServiceProcesses int             `json:"serviceProcesses"`
 	SecretsBackend   string          `json:"secretsBackend"`
+	// Audit is the audit writer's counters (the records dropped among
+	// them); nil when the audit log is off.
+	Audit *audit.Stats `json:"audit,omitempty"`
 }
 
 // CallRequest is a tool call through the host with everything a client
@@ -122,7 +126,11 @@ type CallRequest struct {
 	// Scope, when set, bounds the call (a scoped token's): a tool outside
 	// it is not found, as one the user does not have.
 	Scope *ext.Scope
-	_     struct{}
+	// Credential and SessionID name, for the audit log, what the caller
+	// authenticated with ("token:<id>", "oauth:<grant id>"; empty: the
+	// Go API or the CLI) and the client's MCP session. Never a secret.
+	Credential, SessionID string
+	_                     struct{}
 }
 
 // PromptRequest asks for one of a user's prompts.
@@ -134,7 +142,9 @@ type PromptRequest struct {
 	Session      ext.Session
 	// Scope is as [CallRequest.Scope].
 	Scope *ext.Scope
-	_     struct{}
+	// Credential and SessionID are as [CallRequest.Credential].
+	Credential, SessionID string
+	_                     struct{}
 }
 
 // ResourceRequest asks for one of a user's resources.
@@ -146,7 +156,9 @@ type ResourceRequest struct {
 	// Scope is as [CallRequest.Scope]: a resource of a server outside it
 	// (or of none) is not found.
 	Scope *ext.Scope
-	_     struct{}
+	// Credential and SessionID are as [CallRequest.Credential].
+	Credential, SessionID string
+	_                     struct{}
 }
 
 // Prompt is a registered prompt and the extension that owns it.

@@ -64,6 +64,11 @@ func (s *Store) CreateSession(ctx context.Context, p Principal) (id, csrf string
 		// A foreign key failure means the token was revoked meanwhile.
 		return "", "", fmt.Errorf("creating session: %w", err)
 	}
+	cred := "session"
+	if p.TokenID != "" {
+		cred = "session of token " + p.TokenID
+	}
+	s.event("signin", p.User, cred)
 	return id, csrf, nil
 }
 

@@ -69,6 +69,12 @@ type Options struct {
 	// one is logged). Share the server's, so that every surface draws on
 	// one budget per reason.
 	Refusals *guard.RefusalLog
+	// OnEvent, when set, hears each token issued or revoked and each web
+	// sign-in (a session created), for the audit log: kind is "token
+	// issued", "token revoked" or "signin", credential the token's ID or
+	// "session" — never a secret. Called after the change, outside any
+	// transaction.
+	OnEvent func(kind, user, credential string)
 	// LoginLinkTTL is how long a login link stays valid (default 15 min).
 	LoginLinkTTL time.Duration
 	// SessionIdle ends a web session unused for that long (default 12 h).
@@ -91,6 +97,7 @@ type Store struct {
 	db       *sql.DB
 	path     string
 	logger   *slog.Logger
+	onEvent  func(kind, user, credential string)
 	now      func() time.Time
 	limiter  *Limiter
 	refusals *guard.RefusalLog
@@ -221,7 +228,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("opening auth database %s: %w", abs, err)
 	}
 	s := &Store{
-		db: db, path: abs, logger: logger, now: now, limiter: lim, refusals: o.Refusals,
+		db: db, path: abs, logger: logger, now: now, limiter: lim, refusals: o.Refusals, onEvent: o.OnEvent,
 		linkTTL:    orDefault(o.LoginLinkTTL, 15*time.Minute),
 		idle:       orDefault(o.SessionIdle, 12*time.Hour),
 		maxAge:     orDefault(o.SessionMaxAge, 7*24*time.Hour),
@@ -352,4 +359,11 @@ func fromMS(v int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(v)
+}
+
+// event tells Options.OnEvent, when set.
+func (s *Store) event(kind, user, credential string) {
+	if s.onEvent != nil {
+		s.onEvent(kind, user, credential)
+	}
 }

@@ -154,6 +154,7 @@ func (s *Store) createToken(ctx context.Context, user, name string, operator boo
 	if err != nil {
 		return "", Token{}, fmt.Errorf("creating token: %w", err)
 	}
+	s.event("token issued", user, t.ID)
 	return plain, t, nil
 }
 
@@ -209,10 +210,12 @@ func (s *Store) ListTokens(ctx context.Context, user string) ([]Token, error) {
 // and those sessions are refused. Revoking an unknown ID is [ErrNotFound].
 func (s *Store) RevokeToken(ctx context.Context, id string) error {
 	now := s.now()
+	var owner string
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM revoked_tokens WHERE revoked_at < ?`, ms(now.Add(-keepRevoked))); err != nil {
 			return err
 		}
+		_ = tx.QueryRowContext(ctx, `SELECT user_id FROM tokens WHERE id = ?`, id).Scan(&owner)
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO revoked_tokens (hash, revoked_at) SELECT hash, ? FROM tokens WHERE id = ?`, ms(now), id); err != nil {
 			return err
 		}
@@ -229,6 +232,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 		return fmt.Errorf("revoking token: %w", err)
 	}
 	s.logger.Info("token revoked", "token", id)
+	s.event("token revoked", owner, id)
 	s.revoked.Run(id)
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/audit"
 	"github.com/agenthost/agenthost/host/internal/oauthflow"
 	"github.com/agenthost/agenthost/settings"
 )
@@ -82,6 +83,12 @@ type TokenInfo struct {
 // them and from what they started, whatever their uid.
 type ProcessOwner interface {
 	ServiceProcess(pid int) bool
+}
+
+// Auditor is implemented by a [Host] that keeps the audit log
+// (*host.Host): the control API then serves it (GET /v1/audit).
+type Auditor interface {
+	Audit(ctx context.Context, f audit.Filter) ([]audit.Record, error)
 }
 
 // Server serves the control API on a unix socket.

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/audit"
 )
 
 // maxBody bounds a request body.
@@ -41,7 +44,15 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 
 	get("GET /v1/tools", func(r *http.Request) (any, error) { return h.Tools(r.Context(), q(r, "user")) })
 	do(mux, "POST /v1/call", func(r *http.Request, req *callRequest) (any, error) {
-		res, err := h.Call(r.Context(), req.User, req.Conversation, req.Name, req.Arguments)
+		var res *ext.CallToolResult
+		var err error
+		if ct, ok := h.(callTooler); ok {
+			// The audit log names the CLI as the credential.
+			res, err = ct.CallTool(r.Context(), &api.CallRequest{User: req.User, Conversation: req.Conversation, Name: req.Name,
+				Arguments: req.Arguments, Credential: "cli"})
+		} else {
+			res, err = h.Call(r.Context(), req.User, req.Conversation, req.Name, req.Arguments)
+		}
 		if err == nil {
 			res, err = res.Fields()
 		}
@@ -49,6 +60,21 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 			return nil, err
 		}
 		return callResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
+	})
+	get("GET /v1/audit", func(r *http.Request) (any, error) {
+		a, ok := h.(Auditor)
+		if !ok {
+			return nil, fmt.Errorf("this host keeps no audit log: %w", ext.ErrUnimplemented)
+		}
+		f, err := audit.ParseFilter(r.URL.Query())
+		if err != nil {
+			return nil, err
+		}
+		recs, err := a.Audit(r.Context(), f)
+		if recs == nil && err == nil {
+			recs = []audit.Record{}
+		}
+		return recs, err
 	})
 	get("GET /v1/sections", func(r *http.Request) (any, error) { return h.Sections(r.Context()) })
 	get("GET /v1/settings", func(r *http.Request) (any, error) {
@@ -188,4 +214,9 @@ type authRequest struct {
 	User      string `json:"user"`
 	Extension string `json:"ext"`
 	Name      string `json:"name"`
+}
+
+// callTooler is a [Host] that takes a whole call request (*host.Host).
+type callTooler interface {
+	CallTool(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error)
 }

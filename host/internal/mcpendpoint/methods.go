@@ -245,6 +245,7 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 	res, failed, rerr := s.e.callHost(ctx, &api.CallRequest{
 		User: s.p.User, Conversation: s.conv, Name: ent.original, Arguments: p.Arguments,
 		ProgressToken: rs.token, Meta: meta, Task: p.Task, Session: rs, Scope: s.u.scope,
+		Credential: credential(s.p), SessionID: s.id,
 	}, ent, s.isClosed)
 	if rerr != nil {
 		return nil, rerr
@@ -424,7 +425,7 @@ func (s *session) getPrompt(ctx context.Context, rs *reqSession, raw json.RawMes
 	if pe == nil {
 		return nil, errParams("unknown prompt %q", p.Name)
 	}
-	out, err := s.e.host.GetPrompt(ctx, &api.PromptRequest{User: s.p.User, Conversation: s.conv, Name: pe.original, Arguments: p.Arguments, Session: rs, Scope: s.u.scope})
+	out, err := s.e.host.GetPrompt(ctx, &api.PromptRequest{User: s.p.User, Conversation: s.conv, Name: pe.original, Arguments: p.Arguments, Session: rs, Scope: s.u.scope, Credential: credential(s.p), SessionID: s.id})
 	if errors.Is(err, ext.ErrNotFound) {
 		return nil, errParams("unknown prompt %q", p.Name)
 	}
@@ -445,7 +446,7 @@ func (s *session) readResource(ctx context.Context, rs *reqSession, raw json.Raw
 	if err := json.Unmarshal(raw, &p); err != nil || p.URI == "" {
 		return nil, errParams("resources/read needs a uri")
 	}
-	out, err := s.e.host.ReadResource(ctx, &api.ResourceRequest{User: s.p.User, Conversation: s.conv, URI: p.URI, Session: rs, Scope: s.u.scope})
+	out, err := s.e.host.ReadResource(ctx, &api.ResourceRequest{User: s.p.User, Conversation: s.conv, URI: p.URI, Session: rs, Scope: s.u.scope, Credential: credential(s.p), SessionID: s.id})
 	if errors.Is(err, ext.ErrNotFound) {
 		return nil, resourceNotFound(p.URI)
 	}

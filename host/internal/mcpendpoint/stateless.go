@@ -71,7 +71,7 @@ func (e *Endpoint) serveStateless(w http.ResponseWriter, r *http.Request, p Prin
 	e.lease(u)
 	// CloseToken ends the token's requests in flight too (a long call, a
 	// subscriptions/listen stream).
-	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), userKey{}, u))
+	ctx, cancel := context.WithCancel(context.WithValue(context.WithValue(r.Context(), userKey{}, u), credKey{}, credential(p)))
 	defer cancel()
 	e.mu.Lock()
 	if e.statelessReqs[p.TokenID] == nil {
@@ -346,6 +346,7 @@ func (e *Endpoint) callStateless(ctx context.Context, u *userState, ent *entry, 
 	e.calls.Add(1)
 	res, failed, rerr := e.callHost(ctx, &api.CallRequest{
 		User: u.user, Name: ent.original, Arguments: args, ProgressToken: token, Session: sess, Scope: u.scope,
+		Credential: credentialOf(ctx),
 	}, ent, nil)
 	if rerr != nil {
 		return nil, rerr
@@ -379,7 +380,7 @@ func (x *sdkServer) promptHandler(original string) mcp.PromptHandler {
 		args, _ := json.Marshal(req.Params.Arguments)
 		sess := newSDKSession(ctx, req)
 		defer sess.end()
-		out, err := x.e.host.GetPrompt(ctx, &api.PromptRequest{User: x.u.user, Name: original, Arguments: args, Session: sess, Scope: x.u.scope})
+		out, err := x.e.host.GetPrompt(ctx, &api.PromptRequest{User: x.u.user, Name: original, Arguments: args, Session: sess, Scope: x.u.scope, Credential: credentialOf(ctx)})
 		if err := hostError(out, err, fmt.Sprintf("prompt %q", req.Params.Name)); err != nil {
 			return nil, err
 		}
@@ -394,7 +395,7 @@ func (x *sdkServer) promptHandler(original string) mcp.PromptHandler {
 func (x *sdkServer) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	sess := newSDKSession(ctx, req)
 	defer sess.end()
-	out, err := x.e.host.ReadResource(ctx, &api.ResourceRequest{User: x.u.user, URI: req.Params.URI, Session: sess, Scope: x.u.scope})
+	out, err := x.e.host.ReadResource(ctx, &api.ResourceRequest{User: x.u.user, URI: req.Params.URI, Session: sess, Scope: x.u.scope, Credential: credentialOf(ctx)})
 	if errors.Is(err, ext.ErrNotFound) {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
@@ -514,3 +515,20 @@ func (s *sdkSession) Request(_ context.Context, method string, _ json.RawMessage
 }
 
 var _ ext.Session = (*sdkSession)(nil)
+
+// credKey carries a stateless request's credential (for the audit log).
+type credKey struct{}
+
+// credential names p's credential for the audit log: its token's (or
+// OAuth grant's) ID, never the token.
+func credential(p Principal) string {
+	if p.TokenID == "" {
+		return ""
+	}
+	return "token:" + p.TokenID
+}
+
+func credentialOf(ctx context.Context) string {
+	c, _ := ctx.Value(credKey{}).(string)
+	return c
+}

@@ -45,6 +45,7 @@ func (s *server) operatorRoutes(r chi.Router) {
 		r.NotFound(s.apiNotFound)
 		r.MethodNotAllowed(s.apiMethodNotAllowed)
 		r.Get("/users", s.apiUsers)
+		r.Get("/audit", s.apiOperatorAudit)
 		r.Post("/users/{user}/disable", s.apiUserAction)
 		r.Post("/users/{user}/enable", s.apiUserAction)
 		r.Post("/users/{user}/delete", s.apiUserAction)

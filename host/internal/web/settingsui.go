@@ -15,6 +15,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/audit"
 	"github.com/agenthost/agenthost/host/internal/auth"
 	"github.com/agenthost/agenthost/settings"
 )
@@ -127,6 +128,8 @@ type settingsView struct {
 	ToolsError               string
 	Tokens                   []auth.Token
 	TokensError              string
+	Audit                    []audit.Record // the user's last 50 audit records, newest first
+	AuditOn                  bool
 	SessionToken             string // the token this session came from
 	NewToken, NewTokenName   string // a token just made, shown once
 	TokenName, TokenNameErr  string // a refused name
@@ -273,6 +276,13 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 		}
 		sv.Names = names
 		v.Secrets = append(v.Secrets, sv)
+	}
+	if _, ok := s.h.(Auditor); ok {
+		if recs, err := s.ownAudit(ctx, ws.User, audit.Filter{Limit: 50}); err == nil {
+			v.AuditOn = true
+			slices.Reverse(recs)
+			v.Audit = recs
+		}
 	}
 	if toks, err := s.a.ListTokens(ctx, ws.User); err != nil {
 		s.logger.Error("listing tokens", "err", err)

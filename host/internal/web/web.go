@@ -242,6 +242,7 @@ func (s *server) routes(r chi.Router) {
 		r.Delete("/grants/{id}", s.apiRevokeGrant)
 		r.Get("/tools", s.apiTools)
 		r.Get("/status", s.apiStatus)
+		r.Get("/audit", s.apiAudit)
 	})
 }
 
