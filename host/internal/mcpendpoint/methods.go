@@ -14,6 +14,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/telemetry"
 )
 
 // dispatch answers one request of a session with its raw result.
@@ -264,7 +265,7 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 	res, failed, rerr := s.e.callHost(ctx, &api.CallRequest{
 		User: s.p.User, Conversation: s.conv, Name: ent.original, Arguments: p.Arguments,
 		ProgressToken: rs.token, Meta: meta, Task: p.Task, Session: rs, Scope: s.u.scope,
-	}, ent, s.isClosed)
+	}, ent, s.isClosed, telemetry.Call{Session: s.id, Protocol: s.version})
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -300,21 +301,53 @@ func (ent *entry) refusal() json.RawMessage {
 // JSON-RPC error to answer with when the extension asked for one the
 // client acts on (URL elicitation required: its data holds the links for
 // the user, see [elicitationRequired]). closed, when set, reports whether
-// the caller's session closed meanwhile.
-func (e *Endpoint) callHost(ctx context.Context, req *api.CallRequest, ent *entry, closed func() bool) (*ext.CallToolResult, string, *rpcError) {
+// the caller's session closed meanwhile. tc is what telemetry records
+// of the call besides the tool (the session, the stateless request's
+// _meta with the trace context).
+func (e *Endpoint) callHost(ctx context.Context, req *api.CallRequest, ent *entry, closed func() bool, tc telemetry.Call) (*ext.CallToolResult, string, *rpcError) {
+	var span *telemetry.Span
+	tc.Tool = ent.original
+	ctx, req.Meta, span = e.tel.StartCall(ctx, tc, req.Meta)
 	res, err := e.host.CallTool(ctx, req)
 	if err == nil && res == nil {
 		err = fmt.Errorf("the host returned no result: %w", ext.ErrUnavailable)
 	}
 	if re := elicitationRequired(err); re != nil {
+		span.End("url_elicitation_required")
 		e.log.Info("mcp: a tool call needs the user to open a link first", "user", req.User, "tool", ent.original)
 		return nil, "", re
 	}
 	if err != nil {
+		span.End(errorType(ctx, err))
 		e.log.Warn("mcp: a tool call failed", "user", req.User, "tool", ent.original, "err", err)
 		return nil, fmt.Sprintf(callErrorText(ctx, err, closed != nil && closed()), ent.name), nil
 	}
+	if span != nil && res.IsError {
+		span.End("tool_error")
+	} else {
+		span.End("")
+	}
 	return res, "", nil
+}
+
+// errorType is the error.type of a failed call: the kind of failure,
+// bounded, never the host's words.
+func errorType(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return "cancelled"
+	case errors.Is(err, ext.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ext.ErrPermission):
+		return "permission_denied"
+	case errors.Is(err, ext.ErrInvalidArgument):
+		return "invalid_argument"
+	case errors.Is(err, ext.ErrUnavailable), errors.Is(err, ext.ErrUnimplemented):
+		return "unavailable"
+	}
+	return "_OTHER"
 }
 
 // elicitationRequired is the JSON-RPC error of a call that failed with

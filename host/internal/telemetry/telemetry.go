@@ -176,6 +176,10 @@ type Call struct {
 	// Session is the Mcp-Session-Id ("" for stateless requests); Protocol
 	// the session's protocol version.
 	Session, Protocol string
+	// Trace is the request's _meta to take the caller's trace context
+	// from when it is not the meta StartCall gets (a stateless request's,
+	// which is not passed on); nil: that meta.
+	Trace json.RawMessage
 }
 
 // Span is one call in flight; End it once.
@@ -203,15 +207,21 @@ func (t *T) StartCall(ctx context.Context, c Call, meta json.RawMessage) (contex
 	if !t.tracing {
 		return ctx, meta, sp
 	}
-	ctx = ExtractMeta(ctx, meta)
-	ctx, sp.span = t.tracer.Start(ctx, "tools/call "+c.Tool, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
-			attribute.String("mcp.method.name", "tools/call"),
-			attribute.String("gen_ai.tool.name", c.Tool),
-			attribute.String("gen_ai.operation.name", "execute_tool"),
-			attribute.String("mcp.session.id", c.Session),
-			attribute.String("mcp.protocol.version", c.Protocol),
-		))
+	if c.Trace != nil {
+		ctx = ExtractMeta(ctx, c.Trace)
+	} else {
+		ctx = ExtractMeta(ctx, meta)
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("mcp.method.name", "tools/call"),
+		attribute.String("gen_ai.tool.name", c.Tool),
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("mcp.protocol.version", c.Protocol),
+	}
+	if c.Session != "" {
+		attrs = append(attrs, attribute.String("mcp.session.id", c.Session))
+	}
+	ctx, sp.span = t.tracer.Start(ctx, "tools/call "+c.Tool, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	if out, err := InjectMeta(ctx, meta); err == nil {
 		meta = out
 	}
