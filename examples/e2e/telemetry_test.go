@@ -182,4 +182,18 @@ func TestMetricsAndTracesEndToEnd(t *testing.T) {
 	if families["agenthost_mcp_sessions"] == nil {
 		t.Errorf("/metrics lacks agenthost_mcp_sessions:\n%s", body)
 	}
+	// alice's notes server, connected, in the servers gauge by state.
+	connected := 0.0
+	for _, m := range families["agenthost_servers"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["agenthost_extension"] == "mcp" && l["agenthost_state"] == "connected" {
+			connected += m.GetGauge().GetValue()
+		}
+	}
+	if connected != 1 {
+		t.Errorf("agenthost_servers{extension=mcp,state=connected} = %v, want 1:\n%s", connected, body)
+	}
 }

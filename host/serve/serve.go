@@ -181,9 +181,15 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	tcfg := cfg.Telemetry
 	s.tel, err = telemetry.New(context.Background(), telemetry.Config{Metrics: tcfg.Metrics, OTLPEndpoint: tcfg.OTLPEndpoint,
-		MaxSeries: tcfg.MaxSeries, Version: host.Build().Version}, func() telemetry.Gauges {
-		ov, _ := h.Overview(context.Background())
-		return telemetry.Gauges{Sessions: s.ep.Sessions(), ActiveUsers: ov.ActiveUsers, Processes: ov.ServiceProcesses}
+		MaxSeries: tcfg.MaxSeries, Version: host.Build().Version}, func(ctx context.Context) telemetry.Gauges {
+		ov, _ := h.Overview(ctx)
+		g := telemetry.Gauges{Sessions: s.ep.Sessions(), ActiveUsers: ov.ActiveUsers, Processes: ov.ServiceProcesses,
+			Servers: map[telemetry.ServerState]int{}}
+		entries, _ := h.Status(ctx, "") // an extension that fails is one "unavailable" entry
+		for _, st := range entries {
+			g.Servers[telemetry.ServerState{Extension: st.Extension, State: st.State}]++
+		}
+		return g
 	})
 	if err != nil {
 		_ = a.Close()

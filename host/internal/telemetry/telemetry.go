@@ -63,7 +63,14 @@ const DefaultMaxSeries = 200
 // Gauges are the host's current counts, read at each collection.
 type Gauges struct {
 	Sessions, ActiveUsers, Processes int
+	// Servers counts the servers of the users the extensions report on
+	// (their status), by extension and state: "quarantined",
+	// "needs_sign_in" and the others an extension reports.
+	Servers map[ServerState]int
 }
+
+// ServerState is an extension and one of its status states.
+type ServerState struct{ Extension, State string }
 
 // T is the host's telemetry; nil is off.
 type T struct {
@@ -72,14 +79,15 @@ type T struct {
 	dur      metric.Float64Histogram
 	tools    *Capper
 	servers  *Capper
+	states   *Capper // extension and state of the servers gauge
 	prom     http.Handler
 	shutdown []func(context.Context) error
 }
 
 // New starts the telemetry cfg asks for; nil (and no error) when it asks
-// for none. gauges, when set, is read at each collection of the host's
-// gauges.
-func New(ctx context.Context, cfg Config, gauges func() Gauges) (*T, error) {
+// for none. gauges, when set, is called at each collection of the host's
+// gauges, with the collection's context.
+func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (*T, error) {
 	endpoint := cfg.OTLPEndpoint
 	if endpoint == "" {
 		endpoint = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -91,7 +99,7 @@ func New(ctx context.Context, cfg Config, gauges func() Gauges) (*T, error) {
 	if max <= 0 {
 		max = DefaultMaxSeries
 	}
-	t := &T{tools: NewCapper(max), servers: NewCapper(max), tracer: noop.NewTracerProvider().Tracer("")}
+	t := &T{tools: NewCapper(max), servers: NewCapper(max), states: NewCapper(max), tracer: noop.NewTracerProvider().Tracer("")}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
 		semconv.ServiceName("agenthost"), semconv.ServiceVersion(cfg.Version)))
 	if err != nil {
@@ -135,13 +143,23 @@ func New(ctx context.Context, cfg Config, gauges func() Gauges) (*T, error) {
 		sess, _ := m.Int64ObservableGauge("agenthost.mcp.sessions", metric.WithDescription("Open sessions on /mcp."))
 		users, _ := m.Int64ObservableGauge("agenthost.users.active", metric.WithDescription("Users with extensions' per-user state open."))
 		procs, _ := m.Int64ObservableGauge("agenthost.service.processes", metric.WithDescription("Per-user service processes running."))
-		if _, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-			g := gauges()
+		servers, _ := m.Int64ObservableGauge("agenthost.servers", metric.WithDescription(
+			"Servers of the active users by extension and state (quarantined, needs_sign_in, connected, ...)."))
+		if _, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+			g := gauges(ctx)
 			o.ObserveInt64(sess, int64(g.Sessions))
 			o.ObserveInt64(users, int64(g.ActiveUsers))
 			o.ObserveInt64(procs, int64(g.Processes))
+			byLabel := map[ServerState]int{}
+			for k, n := range g.Servers {
+				byLabel[ServerState{t.states.Value(k.Extension), t.states.Value(k.State)}] += n
+			}
+			for k, n := range byLabel {
+				o.ObserveInt64(servers, int64(n), metric.WithAttributes(
+					attribute.String("agenthost.extension", k.Extension), attribute.String("agenthost.state", k.State)))
+			}
 			return nil
-		}, sess, users, procs); err != nil {
+		}, sess, users, procs, servers); err != nil {
 			return nil, errors.Join(fmt.Errorf("gauges: %w", err), t.Shutdown(ctx))
 		}
 	}
