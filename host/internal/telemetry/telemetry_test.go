@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -80,5 +81,41 @@ func TestNilIsOff(t *testing.T) {
 	sp.End("x")
 	if err := tel.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHistogramLabelsCapped: past MaxSeries distinct tools (and servers),
+// calls are counted under "other" in the Prometheus text; no series per
+// further tool appears.
+func TestHistogramLabelsCapped(t *testing.T) {
+	tel, err := telemetry.New(context.Background(), telemetry.Config{Metrics: true, MaxSeries: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	for _, tool := range []string{"a/x", "a/y", "b/z", "c/w", "a/x"} {
+		_, _, sp := tel.StartCall(context.Background(), telemetry.Call{Tool: tool}, nil)
+		sp.End("")
+	}
+	_, _, sp := tel.StartCall(context.Background(), telemetry.Call{Tool: "a/x"}, nil)
+	sp.End("tool_error")
+	rec := httptest.NewRecorder()
+	tel.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`mcp_server_operation_duration_seconds_count{agenthost_server="a",gen_ai_tool_name="a/x",mcp_method_name="tools/call"} 2`,
+		`mcp_server_operation_duration_seconds_count{agenthost_server="a",gen_ai_tool_name="a/y",mcp_method_name="tools/call"} 1`,
+		`mcp_server_operation_duration_seconds_count{agenthost_server="b",gen_ai_tool_name="other",mcp_method_name="tools/call"} 1`,
+		`mcp_server_operation_duration_seconds_count{agenthost_server="other",gen_ai_tool_name="other",mcp_method_name="tools/call"} 1`,
+		`mcp_server_operation_duration_seconds_count{agenthost_server="a",error_type="tool_error",gen_ai_tool_name="a/x",mcp_method_name="tools/call"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
+	}
+	for _, no := range []string{"b/z", "c/w", `"c"`} {
+		if strings.Contains(body, no) {
+			t.Errorf("/metrics names %s past the cap", no)
+		}
 	}
 }
