@@ -22,9 +22,9 @@ import (
 
 // BenchmarkCallTelemetry measures the per-call cost of metrics and traces:
 // the same echo call through this endpoint (a session, 2025-11-25, the
-// agent's traceparent in _meta) with telemetry off and on (the /metrics
+// agent's traceparent in _meta) with telemetry off, on (the /metrics
 // histogram, and a span per call exported over OTLP/HTTP to an in-test
-// collector that discards it), to an in-process host (the endpoint's own
+// collector that discards it) and metrics only (no export), to an in-process host (the endpoint's own
 // cost: the worst case) and to the example notes server over stdio (a
 // real call). The paths take turns in chunks of 50 calls in the same run;
 // each path's p50 is reported, with the ratios on/off.
@@ -51,6 +51,11 @@ func BenchmarkCallTelemetry(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
+	metricsOnly, err := telemetry.New(context.Background(), telemetry.Config{Metrics: true}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = metricsOnly.Shutdown(context.Background()) }()
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
 	defer tr.CloseIdleConnections()
 	echo := &echoHost{tools: []api.Tool{{Tool: ext.Tool{Name: "notes/echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, Extension: "mcp"}}}
@@ -82,6 +87,8 @@ func BenchmarkCallTelemetry(b *testing.B) {
 		{"echo-on", call(client(echo, tel))},
 		{"stdio-off", call(client(&stdioHost{cs: stdio}, nil))},
 		{"stdio-on", call(client(&stdioHost{cs: stdio}, tel))},
+		{"echo-metrics", call(client(echo, metricsOnly))},
+		{"stdio-metrics", call(client(&stdioHost{cs: stdio}, metricsOnly))},
 	}
 	ctx := context.Background()
 	for _, p := range paths {
@@ -114,4 +121,6 @@ func BenchmarkCallTelemetry(b *testing.B) {
 	}
 	b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-echo-on/off-p50")
 	b.ReportMetric(float64(p50[3])/float64(p50[2]), "x-stdio-on/off-p50")
+	b.ReportMetric(float64(p50[4])/float64(p50[0]), "x-echo-metrics/off-p50")
+	b.ReportMetric(float64(p50[5])/float64(p50[2]), "x-stdio-metrics/off-p50")
 }

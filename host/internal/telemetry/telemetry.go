@@ -80,6 +80,7 @@ type T struct {
 	tools    *Capper
 	servers  *Capper
 	states   *Capper // extension and state of the servers gauge
+	sets     sync.Map // setKey → attribute.Set: bounded by the cappers
 	prom     http.Handler
 	shutdown []func(context.Context) error
 }
@@ -252,15 +253,7 @@ func (s *Span) End(errType string) {
 	if s == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{
-		attribute.String("mcp.method.name", "tools/call"),
-		attribute.String("agenthost.server", s.server),
-		attribute.String("gen_ai.tool.name", s.tool),
-	}
-	if errType != "" {
-		attrs = append(attrs, attribute.String("error.type", errType))
-	}
-	s.t.dur.Record(context.Background(), time.Since(s.start).Seconds(), metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	s.t.dur.Record(context.Background(), time.Since(s.start).Seconds(), metric.WithAttributeSet(s.t.set(s.server, s.tool, errType)))
 	if s.span != nil {
 		if errType != "" {
 			s.span.SetAttributes(attribute.String("error.type", errType))
@@ -268,6 +261,27 @@ func (s *Span) End(errType string) {
 		}
 		s.span.End()
 	}
+}
+
+// setKey is the labels of one histogram series.
+type setKey struct{ server, tool, errType string }
+
+// set returns the attribute set of a series, made once.
+func (t *T) set(server, tool, errType string) attribute.Set {
+	k := setKey{server, tool, errType}
+	if v, ok := t.sets.Load(k); ok {
+		return v.(attribute.Set)
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("mcp.method.name", "tools/call"),
+		attribute.String("agenthost.server", server),
+		attribute.String("gen_ai.tool.name", tool),
+	}
+	if errType != "" {
+		attrs = append(attrs, attribute.String("error.type", errType))
+	}
+	v, _ := t.sets.LoadOrStore(k, attribute.NewSet(attrs...))
+	return v.(attribute.Set)
 }
 
 var propagator = propagation.TraceContext{}
