@@ -67,6 +67,18 @@ func (o *otlpReceiver) child(parent string) *tracepb.Span {
 	return nil
 }
 
+// named returns the received span named name, nil when none came yet.
+func (o *otlpReceiver) named(name string) *tracepb.Span {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, s := range o.spans {
+		if s.GetName() == name {
+			return s
+		}
+	}
+	return nil
+}
+
 func spanAttr(s *tracepb.Span, key string) string {
 	for _, kv := range s.GetAttributes() {
 		if kv.GetKey() == key {
@@ -141,6 +153,14 @@ func TestMetricsAndTracesEndToEnd(t *testing.T) {
 		if (spanAttr(sp, "mcp.session.id") != "") != (version != "") {
 			t.Errorf("%q: span's mcp.session.id %q (only sessions have one)", version, spanAttr(sp, "mcp.session.id"))
 		}
+		if version != "" {
+			// A session's other requests get spans too.
+			c.names(t)
+			eventually(t, "the collector receives a tools/list span", func() bool {
+				sp := recv.named("tools/list")
+				return sp != nil && spanAttr(sp, "mcp.method.name") == "tools/list" && spanAttr(sp, "mcp.session.id") != ""
+			})
+		}
 	}
 
 	// /metrics: the operator's only.
@@ -178,6 +198,9 @@ func TestMetricsAndTracesEndToEnd(t *testing.T) {
 	}
 	if count != 2 {
 		t.Errorf("the histogram counts %d calls of notes/trace, want 2:\n%s", count, body)
+	}
+	if !strings.Contains(body, `mcp_server_operation_duration_seconds_count{mcp_method_name="tools/list"}`) {
+		t.Errorf("the histogram lacks the session's tools/list:\n%s", body)
 	}
 	if families["agenthost_mcp_sessions"] == nil {
 		t.Errorf("/metrics lacks agenthost_mcp_sessions:\n%s", body)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/yosida95/uritemplate/v3"
@@ -17,8 +18,39 @@ import (
 	"github.com/agenthost/agenthost/host/internal/telemetry"
 )
 
-// dispatch answers one request of a session with its raw result.
+// dispatch answers one request of a session with its raw result; a
+// request other than tools/call (whose span callHost makes) and ping of
+// a known method gets a span and its duration recorded (telemetry).
 func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json.RawMessage, error) {
+	if s.e.tel == nil || m.Method == "tools/call" || m.Method == "ping" || !knownMethods[m.Method] {
+		return s.dispatchMethod(ctx, rs, m)
+	}
+	ctx, _, span := s.e.tel.StartCall(ctx, telemetry.Call{Method: m.Method, Session: s.id, Protocol: s.version,
+		Trace: telemetry.ParamsMeta(m.Params)}, nil)
+	out, err := s.dispatchMethod(ctx, rs, m)
+	var re *rpcError
+	switch {
+	case err == nil:
+		span.End("")
+	case errors.As(err, &re):
+		span.End(strconv.Itoa(re.code))
+	default:
+		span.End(errorType(ctx, err))
+	}
+	return out, err
+}
+
+// knownMethods are the methods whose requests telemetry records by name
+// (a bounded label).
+var knownMethods = map[string]bool{
+	"tools/list": true, "prompts/list": true, "prompts/get": true, "resources/list": true,
+	"resources/templates/list": true, "resources/read": true, "resources/subscribe": true,
+	"resources/unsubscribe": true, "completion/complete": true, "logging/setLevel": true,
+	ext.MethodTaskGet: true, ext.MethodTaskResult: true, ext.MethodTaskCancel: true, ext.MethodTaskList: true,
+}
+
+// dispatchMethod is dispatch without telemetry.
+func (s *session) dispatchMethod(ctx context.Context, rs *reqSession, m *rpcMsg) (json.RawMessage, error) {
 	u := s.u
 	switch m.Method {
 	case "ping":

@@ -79,7 +79,7 @@ type T struct {
 	dur      metric.Float64Histogram
 	tools    *Capper
 	servers  *Capper
-	states   *Capper // extension and state of the servers gauge
+	states   *Capper  // extension and state of the servers gauge
 	sets     sync.Map // setKey → attribute.Set: bounded by the cappers
 	prom     http.Handler
 	shutdown []func(context.Context) error
@@ -188,8 +188,11 @@ func (t *T) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Call is what the endpoint knows of a tool call.
+// Call is what the endpoint knows of a request: a tool call, or (Method
+// set, Tool empty) another MCP request.
 type Call struct {
+	// Method is the MCP method ("" means tools/call).
+	Method string
 	// Tool is the host's name of the tool, "server/tool".
 	Tool string
 	// Session is the Mcp-Session-Id ("" for stateless requests); Protocol
@@ -206,6 +209,7 @@ type Span struct {
 	t      *T
 	span   trace.Span
 	start  time.Time
+	method string
 	server string
 	tool   string
 }
@@ -218,11 +222,18 @@ func (t *T) StartCall(ctx context.Context, c Call, meta json.RawMessage) (contex
 	if t == nil {
 		return ctx, meta, nil
 	}
-	server, tool := c.Tool, c.Tool
-	if i := strings.IndexByte(c.Tool, '/'); i >= 0 {
-		server = c.Tool[:i]
+	method := c.Method
+	if method == "" {
+		method = "tools/call"
 	}
-	sp := &Span{t: t, start: time.Now(), server: t.servers.Value(server), tool: t.tools.Value(tool)}
+	sp := &Span{t: t, start: time.Now(), method: method}
+	if c.Tool != "" {
+		server := c.Tool
+		if i := strings.IndexByte(c.Tool, '/'); i >= 0 {
+			server = c.Tool[:i]
+		}
+		sp.server, sp.tool = t.servers.Value(server), t.tools.Value(c.Tool)
+	}
 	if !t.tracing {
 		return ctx, meta, sp
 	}
@@ -232,15 +243,18 @@ func (t *T) StartCall(ctx context.Context, c Call, meta json.RawMessage) (contex
 		ctx = ExtractMeta(ctx, meta)
 	}
 	attrs := []attribute.KeyValue{
-		attribute.String("mcp.method.name", "tools/call"),
-		attribute.String("gen_ai.tool.name", c.Tool),
-		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("mcp.method.name", method),
 		attribute.String("mcp.protocol.version", c.Protocol),
+	}
+	name := method
+	if c.Tool != "" {
+		attrs = append(attrs, attribute.String("gen_ai.tool.name", c.Tool), attribute.String("gen_ai.operation.name", "execute_tool"))
+		name += " " + c.Tool
 	}
 	if c.Session != "" {
 		attrs = append(attrs, attribute.String("mcp.session.id", c.Session))
 	}
-	ctx, sp.span = t.tracer.Start(ctx, "tools/call "+c.Tool, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	ctx, sp.span = t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	if out, err := InjectMeta(ctx, meta); err == nil {
 		meta = out
 	}
@@ -253,7 +267,7 @@ func (s *Span) End(errType string) {
 	if s == nil {
 		return
 	}
-	s.t.dur.Record(context.Background(), time.Since(s.start).Seconds(), metric.WithAttributeSet(s.t.set(s.server, s.tool, errType)))
+	s.t.dur.Record(context.Background(), time.Since(s.start).Seconds(), metric.WithAttributeSet(s.t.set(setKey{s.method, s.server, s.tool, errType})))
 	if s.span != nil {
 		if errType != "" {
 			s.span.SetAttributes(attribute.String("error.type", errType))
@@ -264,24 +278,37 @@ func (s *Span) End(errType string) {
 }
 
 // setKey is the labels of one histogram series.
-type setKey struct{ server, tool, errType string }
+type setKey struct{ method, server, tool, errType string }
 
 // set returns the attribute set of a series, made once.
-func (t *T) set(server, tool, errType string) attribute.Set {
-	k := setKey{server, tool, errType}
+func (t *T) set(k setKey) attribute.Set {
 	if v, ok := t.sets.Load(k); ok {
 		return v.(attribute.Set)
 	}
-	attrs := []attribute.KeyValue{
-		attribute.String("mcp.method.name", "tools/call"),
-		attribute.String("agenthost.server", server),
-		attribute.String("gen_ai.tool.name", tool),
+	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", k.method)}
+	if k.tool != "" {
+		attrs = append(attrs, attribute.String("agenthost.server", k.server), attribute.String("gen_ai.tool.name", k.tool))
 	}
-	if errType != "" {
-		attrs = append(attrs, attribute.String("error.type", errType))
+	if k.errType != "" {
+		attrs = append(attrs, attribute.String("error.type", k.errType))
 	}
 	v, _ := t.sets.LoadOrStore(k, attribute.NewSet(attrs...))
 	return v.(attribute.Set)
+}
+
+// ParamsMeta is the _meta of a request's params when it may hold trace
+// context (nil otherwise), for [Call.Trace].
+func ParamsMeta(params json.RawMessage) json.RawMessage {
+	if !bytes.Contains(params, []byte(`"traceparent"`)) {
+		return nil
+	}
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return nil
+	}
+	return p.Meta
 }
 
 var propagator = propagation.TraceContext{}
