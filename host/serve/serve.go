@@ -182,6 +182,9 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	tcfg := cfg.Telemetry
 	s.tel, err = telemetry.New(context.Background(), telemetry.Config{Metrics: tcfg.Metrics, OTLPEndpoint: tcfg.OTLPEndpoint,
 		MaxSeries: tcfg.MaxSeries, Version: host.Build().Version}, func(ctx context.Context) telemetry.Gauges {
+		// A scrape waits for the extensions' status at most this long.
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		ov, _ := h.Overview(ctx)
 		g := telemetry.Gauges{Sessions: s.ep.Sessions(), ActiveUsers: ov.ActiveUsers, Processes: ov.ServiceProcesses,
 			Servers: map[telemetry.ServerState]int{}}
