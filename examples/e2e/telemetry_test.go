@@ -91,8 +91,9 @@ func spanAttr(s *tracepb.Span, key string) string {
 // TestMetricsAndTracesEndToEnd (issue 21): with telemetry on, a call
 // through /mcp whose _meta carries the agent's traceparent is exported to
 // an OTLP collector as a server span of that trace with the MCP semantic
-// conventions, the MCP server gets the host's span as parent in its own
-// _meta (one trace from the agent to the server), and /metrics (operator
+// conventions, ext-mcp exports its client span (the host's child), the
+// MCP server gets ext-mcp's span as parent in its own _meta (one trace
+// from the agent to the server), and /metrics (operator
 // token only) shows the call in mcp.server.operation.duration with its
 // server and tool, and no user id.
 func TestMetricsAndTracesEndToEnd(t *testing.T) {
@@ -100,9 +101,11 @@ func TestMetricsAndTracesEndToEnd(t *testing.T) {
 	recv := &otlpReceiver{}
 	collector := httptest.NewServer(recv)
 	t.Cleanup(collector.Close) // after the host stops (cleanups run last first)
-	e := newEnv(t, b, map[string]any{
-		"mcpServers": map[string]any{"notes": map[string]any{"command": b.notes}},
-	}, map[string]any{"telemetry": map[string]any{"metrics": true, "otlpEndpoint": collector.URL}})
+	e := newEnv(t, b, nil, map[string]any{"telemetry": map[string]any{"metrics": true, "otlpEndpoint": collector.URL},
+		"extensions": map[string]any{"mcp": map[string]any{"path": b.extMCP,
+			"config": map[string]any{"mcpServers": map[string]any{"notes": map[string]any{"command": b.notes}}},
+			// ext-mcp exports its client spans where the operator says.
+			"env": map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_BSP_SCHEDULE_DELAY": "50"}}}})
 	e.serveEnv = []string{"OTEL_BSP_SCHEDULE_DELAY=50"} // export spans soon after they end
 	e.startServe()
 	userTok := strings.TrimSpace(e.must("", "token", "create", "--user", "alice", "--name", "e2e"))
@@ -123,10 +126,10 @@ func TestMetricsAndTracesEndToEnd(t *testing.T) {
 		if err != nil || res.IsError {
 			t.Fatalf("%q: notes__trace: %v %v", version, err, res)
 		}
-		// What the MCP server saw: the agent's trace, the host's span.
+		// What the MCP server saw: the agent's trace, ext-mcp's span.
 		seen := strings.Split(text(res), "-")
 		if len(seen) != 4 || seen[1] != agentTrace || seen[2] == agentSpan {
-			t.Fatalf("%q: the MCP server saw traceparent %q; want trace %s with the host's span as parent", version, text(res), agentTrace)
+			t.Fatalf("%q: the MCP server saw traceparent %q; want trace %s with ext-mcp's span as parent", version, text(res), agentTrace)
 		}
 		var sp *tracepb.Span
 		eventually(t, "the collector receives the host's span", func() bool {
@@ -136,8 +139,15 @@ func TestMetricsAndTracesEndToEnd(t *testing.T) {
 		if got := hex.EncodeToString(sp.GetTraceId()); got != agentTrace {
 			t.Errorf("%q: span trace id %s, want the agent's %s", version, got, agentTrace)
 		}
-		if got := hex.EncodeToString(sp.GetSpanId()); got != seen[2] {
-			t.Errorf("%q: span id %s, but the MCP server's parent is %s", version, got, seen[2])
+		// ext-mcp's client span: the host's child, the server's parent.
+		var cl *tracepb.Span
+		eventually(t, "the collector receives ext-mcp's span", func() bool {
+			cl = recv.child(hex.EncodeToString(sp.GetSpanId()))
+			return cl != nil
+		})
+		if got := hex.EncodeToString(cl.GetSpanId()); got != seen[2] || cl.GetKind() != tracepb.Span_SPAN_KIND_CLIENT ||
+			cl.GetName() != "tools/call trace" || hex.EncodeToString(cl.GetTraceId()) != agentTrace {
+			t.Errorf("%q: ext-mcp's span %q (%v) id %s, but the MCP server's parent is %s", version, cl.GetName(), cl.GetKind(), got, seen[2])
 		}
 		if sp.GetKind() != tracepb.Span_SPAN_KIND_SERVER || sp.GetName() != "tools/call notes/trace" {
 			t.Errorf("%q: span %q of kind %v, want tools/call notes/trace, server", version, sp.GetName(), sp.GetKind())
