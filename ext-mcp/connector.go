@@ -699,7 +699,8 @@ var emptyArgs = json.RawMessage("{}")
 // req.Session. Otherwise go-sdk carries it. A protocol error (such as
 // -32602 for an unknown tool) is an error result naming the server.
 func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (res *ext.CallToolResult, err error) {
-	if t := c.x.tel; t != nil {
+	if c.x != nil && c.x.tel != nil {
+		t := c.x.tel
 		var end func(string)
 		ctx, req, end = t.startCall(ctx, c.server, req)
 		defer func() { end(callErrorType(res, err)) }()
