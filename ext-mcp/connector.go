@@ -730,7 +730,17 @@ var emptyArgs = json.RawMessage("{}")
 // (when the client asked for it) and the server's requests reach
 // req.Session. Otherwise go-sdk carries it. A protocol error (such as
 // -32602 for an unknown tool) is an error result naming the server.
-func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error) {
+func (c *conn) CallTool(ctx context.Context, req *ext.CallToolRequest) (res *ext.CallToolResult, err error) {
+	if c.x != nil && c.x.tel != nil {
+		t := c.x.tel
+		var end func(string)
+		ctx, req, end = t.startCall(ctx, c.server, req)
+		defer func() { end(callErrorType(res, err)) }()
+	}
+	return c.callTool(ctx, req)
+}
+
+func (c *conn) callTool(ctx context.Context, req *ext.CallToolRequest) (*ext.CallToolResult, error) {
 	args := req.Arguments
 	if isEmpty(args) {
 		args = emptyArgs

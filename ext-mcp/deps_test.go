@@ -29,6 +29,7 @@ func TestDependencies(t *testing.T) {
 		"golang.org/x/sync/",           // bounded fan-outs (errgroup), as in catalog
 		"golang.org/x/oauth2",          // go-sdk's auth API speaks its TokenSource and Config; refreshes of OAuth grants
 		"github.com/golang-jwt/jwt/v5", // go-sdk's own dependency: RFC 7523 client assertions (private_key_jwt)
+		"go.opentelemetry.io/otel",     // the client span and histogram of calls to servers (telemetry.go, issue 21)
 	}
 	for _, imp := range goList(t, "-f", `{{range .Imports}}{{.}}{{"\n"}}{{end}}`, "./...") {
 		if std[imp] || strings.HasPrefix(imp, "github.com/agenthost/agenthost/ext-mcp") {
@@ -39,7 +40,7 @@ func TestDependencies(t *testing.T) {
 			ok = ok || imp == a || strings.HasPrefix(imp, a)
 		}
 		if !ok || imp == "github.com/agenthost/agenthost/ext/exttest" {
-			t.Errorf("ext-mcp imports %s; DESIGN.md §1 allows ext, catalog, settings, go-sdk (and invopop for schemas, jsonparser for the raw path, x/sync for fan-outs, x/oauth2 for OAuth grants, golang-jwt for client assertions)", imp)
+			t.Errorf("ext-mcp imports %s; DESIGN.md §1 allows ext, catalog, settings, go-sdk (and invopop for schemas, jsonparser for the raw path, x/sync for fan-outs, x/oauth2 for OAuth grants, golang-jwt for client assertions, otel for telemetry)", imp)
 		}
 	}
 	for _, dep := range goList(t, "-deps", "./...") {

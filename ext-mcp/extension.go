@@ -59,6 +59,11 @@ func TokenSecret(server string) string { return "token:" + server }
 type Options struct {
 	// Logger receives the extension's logs (default: [ext.Logger]).
 	Logger *slog.Logger
+	// Telemetry exports a client span per tool call to a server and the
+	// mcp.client.operation.duration histogram over OTLP/HTTP when the
+	// process's environment names an endpoint (OTEL_EXPORTER_OTLP_ENDPOINT);
+	// the command sets it.
+	Telemetry bool
 	// Catalog tunes the catalog engine (timeouts, backoff); nil gives its
 	// defaults.
 	Catalog *catalog.Options
@@ -77,7 +82,8 @@ type Extension struct {
 	log             *slog.Logger
 	catalogOpts     *catalog.Options
 	defaultProtocol string
-	key             []byte // keys the credential identities in fingerprints
+	key             []byte     // keys the credential identities in fingerprints
+	tel             *telemetry // nil: off
 
 	// life ends when Shutdown starts; the goroutines of spawn (sign-ins,
 	// refreshes after a sign-in changed) run under it and bg joins them.
@@ -138,6 +144,13 @@ func New(opts *Options) *Extension {
 		key:             make([]byte, 32),
 	}
 	x.life, x.stop = context.WithCancel(context.Background())
+	if o.Telemetry {
+		tel, err := newTelemetry(x.life)
+		if err != nil {
+			x.log.Warn("ext-mcp: telemetry is off", "err", err)
+		}
+		x.tel = tel
+	}
 	switch x.defaultProtocol {
 	case "":
 		x.defaultProtocol = DefaultProtocolVersion
@@ -283,7 +296,7 @@ func (x *Extension) Shutdown(ctx context.Context) error {
 	x.stop()
 	x.bgMu.Unlock()
 	x.bg.Wait()
-	return err
+	return errors.Join(err, x.tel.close(ctx))
 }
 
 // oauthClient returns the client of the OAuth requests (discovery,

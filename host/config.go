@@ -57,11 +57,28 @@ type Config struct {
 	OIDC *OIDCConfig `json:"oidc,omitempty"`
 	// Audit configures the audit log (on by default).
 	Audit AuditConfig `json:"audit,omitzero"`
+	// Telemetry turns on metrics (/metrics) and traces (OTLP export).
+	Telemetry TelemetryConfig `json:"telemetry,omitzero"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string
 	// file is the file itself (LoadConfig), hidden from sandboxes.
 	file string
+}
+
+// TelemetryConfig is the operator's metrics and traces (all off by
+// default).
+type TelemetryConfig struct {
+	// Metrics serves the Prometheus text of the host's metrics at
+	// /metrics, for operator tokens only.
+	Metrics bool `json:"metrics,omitempty"`
+	// OTLPEndpoint is the base URL of an OTLP/HTTP collector
+	// ("http://collector:4318"): the host exports its traces and metrics
+	// there. Empty: the environment's OTEL_EXPORTER_OTLP_ENDPOINT, if any.
+	OTLPEndpoint string `json:"otlpEndpoint,omitempty"`
+	// MaxSeries caps the distinct server and tool names in metric labels
+	// (default 200); later ones are counted as "other".
+	MaxSeries int `json:"maxSeries,omitempty"`
 }
 
 // ExtensionConfig is one extension in the operator's file.
@@ -191,6 +208,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		OAuth          json.RawMessage            `json:"oauth"`
 		OIDC           json.RawMessage            `json:"oidc"`
 		Audit          AuditConfig                `json:"audit"`
+		Telemetry      TelemetryConfig            `json:"telemetry"`
 	}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
@@ -198,7 +216,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	cfg := &Config{
 		Listen: top.Listen, DataDir: top.DataDir, Services: top.Services, MCP: top.MCP, Secrets: top.Secrets,
 		TLS: top.TLS, PublicURL: top.PublicURL, AllowedOrigins: top.AllowedOrigins, TrustedProxies: top.TrustedProxies,
-		Extensions: map[string]ExtensionConfig{}, dir: dir, Audit: top.Audit,
+		Extensions: map[string]ExtensionConfig{}, dir: dir, Audit: top.Audit, Telemetry: top.Telemetry,
 	}
 	var errs []error
 	names := make([]string, 0, len(top.Extensions))
@@ -217,6 +235,14 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 			continue
 		}
 		cfg.Extensions[name] = ec
+	}
+	if cfg.Telemetry.MaxSeries < 0 {
+		errs = append(errs, fmt.Errorf("telemetry.maxSeries: must not be negative"))
+	}
+	if u := cfg.Telemetry.OTLPEndpoint; u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, fmt.Errorf("telemetry.otlpEndpoint: %q is not an http(s) URL", u))
+		}
 	}
 	if cfg.Services.IdleMinutes < 0 {
 		errs = append(errs, fmt.Errorf("services.idleMinutes: must not be negative"))

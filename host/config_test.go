@@ -57,6 +57,29 @@ func TestMCPConfig(t *testing.T) {
 	}
 }
 
+// TestTelemetryConfig: the telemetry block parses, and bad values are
+// refused naming the field.
+func TestTelemetryConfig(t *testing.T) {
+	cfg, err := host.ParseConfig([]byte(`{"extensions":{},"telemetry":{"metrics":true,"otlpEndpoint":"http://127.0.0.1:4318","maxSeries":50}}`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Telemetry != (host.TelemetryConfig{Metrics: true, OTLPEndpoint: "http://127.0.0.1:4318", MaxSeries: 50}) {
+		t.Errorf("parsed %+v", cfg.Telemetry)
+	}
+	for raw, want := range map[string]string{
+		`{"maxSeries":-1}`:                  "telemetry.maxSeries: must not be negative",
+		`{"otlpEndpoint":"collector:4318"}`: `telemetry.otlpEndpoint: "collector:4318" is not an http(s) URL`,
+		`{"otlpEndpoint":"ftp://c"}`:        "telemetry.otlpEndpoint",
+		`{"prometheus":true}`:               "prometheus",
+	} {
+		_, err := host.ParseConfig([]byte(`{"extensions":{},"telemetry":`+raw+`}`), t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("telemetry %s: %v, want an error naming %q", raw, err, want)
+		}
+	}
+}
+
 // TestOAuthConfig: the oauth block's defaults, and every bad value refused
 // with its field named.
 func TestOAuthConfig(t *testing.T) {

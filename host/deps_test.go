@@ -48,6 +48,8 @@ func TestDependencyRules(t *testing.T) {
 				t.Errorf("%s imports %s: go-oidc (the OpenID Connect sign-in) belongs in host/internal/oidclogin only", pkg, imp)
 			case strings.HasPrefix(imp, "github.com/ory/") && !strings.HasSuffix(pkg, "/internal/oauthserver"):
 				t.Errorf("%s imports %s: fosite (the authorization server's library) belongs in host/internal/oauthserver only", pkg, imp)
+			case (strings.HasPrefix(imp, "go.opentelemetry.io/") || strings.HasPrefix(imp, "github.com/prometheus/")) && !strings.HasSuffix(pkg, "/internal/telemetry"):
+				t.Errorf("%s imports %s: OpenTelemetry and Prometheus belong in host/internal/telemetry only", pkg, imp)
 			}
 		}
 	}

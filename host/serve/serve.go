@@ -23,6 +23,7 @@ import (
 	"github.com/agenthost/agenthost/host/internal/mcpendpoint"
 	"github.com/agenthost/agenthost/host/internal/oauthflow"
 	"github.com/agenthost/agenthost/host/internal/oauthserver"
+	"github.com/agenthost/agenthost/host/internal/telemetry"
 	"github.com/agenthost/agenthost/host/internal/web"
 )
 
@@ -83,6 +84,7 @@ type Server struct {
 	oauth   *oauthserver.Server // nil when the host's config switches OAuth off
 	tokens  *web.TokenAdmin
 	ep      *mcpendpoint.Endpoint
+	tel     *telemetry.T // nil: off
 	flows   *oauthflow.Flows
 	handler http.Handler
 	srv     *http.Server
@@ -177,9 +179,32 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		webOpts.Apps = s.oauth
 		s.tokens.Apps = s.oauth
 	}
+	tcfg := cfg.Telemetry
+	s.tel, err = telemetry.New(context.Background(), telemetry.Config{Metrics: tcfg.Metrics, OTLPEndpoint: tcfg.OTLPEndpoint,
+		MaxSeries: tcfg.MaxSeries, Version: host.Build().Version}, func(ctx context.Context) telemetry.Gauges {
+		// A scrape waits for the extensions' status at most this long.
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		ov, _ := h.Overview(ctx)
+		g := telemetry.Gauges{Sessions: s.ep.Sessions(), ActiveUsers: ov.ActiveUsers, Processes: ov.ServiceProcesses,
+			Servers: map[telemetry.ServerState]int{}}
+		entries, _ := h.Status(ctx, "") // an extension that fails is one "unavailable" entry
+		for _, st := range entries {
+			g.Servers[telemetry.ServerState{Extension: st.Extension, State: st.State}]++
+		}
+		return g
+	})
+	if err != nil {
+		_ = a.Close()
+		if s.oauth != nil {
+			_ = s.oauth.Close()
+		}
+		return nil, fmt.Errorf("serve: telemetry: %w", err)
+	}
+	webOpts.Metrics = s.tel.Handler()
 	epOpts := &mcpendpoint.Options{
 		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
-		Logger: logger.With("surface", "mcp"), Version: host.Build().Version,
+		Logger: logger.With("surface", "mcp"), Version: host.Build().Version, Telemetry: s.tel,
 		// Revocations reach CloseToken at once, so a short cache is safe.
 		VerifyCacheTTL:     5 * time.Second,
 		SessionTimeout:     time.Duration(cfg.MCP.SessionIdleMinutes * float64(time.Minute)),
@@ -191,6 +216,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	s.ep, err = mcpendpoint.New(h, verifier{a, s.oauth}, epOpts)
 	if err != nil {
 		_ = a.Close()
+		_ = s.tel.Shutdown(context.Background())
 		if s.oauth != nil {
 			_ = s.oauth.Close()
 		}
@@ -445,7 +471,9 @@ func (s *Server) Close() error {
 		if s.oauth != nil {
 			oerr = s.oauth.Close()
 		}
-		s.closeErr = errors.Join(err, cerr, s.auth.Close(), oerr)
+		// The exporters flush what the last calls recorded.
+		terr := s.tel.Shutdown(ctx)
+		s.closeErr = errors.Join(err, cerr, s.auth.Close(), oerr, terr)
 		s.refusals.Flush()
 	})
 	return s.closeErr

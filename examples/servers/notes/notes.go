@@ -104,6 +104,11 @@ func newServerWithKey(token, apiKey string, reveal bool) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "trace", Description: "Say the trace context (params._meta.traceparent) the call came with (for tracing tests)."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			tp, _ := req.Params.GetMeta()["traceparent"].(string)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tp}}}, nil, nil
+		})
 	bigtext.AddTool(s)
 	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Say which token this server was started with (by hash)."},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, whoamiOut, error) {

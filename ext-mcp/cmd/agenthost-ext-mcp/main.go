@@ -34,5 +34,5 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(procs())
 	}
-	ext.Serve(extmcp.New(nil))
+	ext.Serve(extmcp.New(&extmcp.Options{Telemetry: true}))
 }

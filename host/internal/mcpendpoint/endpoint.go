@@ -21,6 +21,7 @@ import (
 	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/guard"
+	"github.com/agenthost/agenthost/host/internal/telemetry"
 )
 
 // Host is what the endpoint needs from the host (*host.Host is one). Its
@@ -202,6 +203,9 @@ type Options struct {
 	// Logger receives the endpoint's logs; nil discards them. Tokens are
 	// never logged.
 	Logger *slog.Logger
+	// Telemetry, when set, records each tool call (a span and the
+	// duration histogram) and passes the trace context on in _meta.
+	Telemetry *telemetry.T
 }
 
 // Endpoint serves each authenticated user their own tools, prompts and
@@ -222,6 +226,7 @@ type Endpoint struct {
 	rmURL    string
 	rmFunc   func() string
 	log      *slog.Logger
+	tel      *telemetry.T // nil: off
 	impl     *mcp.Implementation
 	info     []byte // serverInfo, JSON
 
@@ -302,6 +307,7 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		rmURL:      o.ResourceMetadataURL,
 		rmFunc:     o.ResourceMetadata,
 		log:        o.Logger,
+		tel:        o.Telemetry,
 		impl:       &mcp.Implementation{Name: "agenthost", Title: "agenthost", Version: o.Version},
 		timeout:    limit(o.SessionTimeout, DefaultSessionTimeout),
 		maxPerUser: int(limit(o.MaxSessionsPerUser, DefaultMaxSessionsPerUser)),

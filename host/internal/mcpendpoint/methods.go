@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/yosida95/uritemplate/v3"
@@ -15,10 +16,42 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/telemetry"
 )
 
-// dispatch answers one request of a session with its raw result.
+// dispatch answers one request of a session with its raw result; a
+// request other than tools/call (whose span callHost makes) and ping of
+// a known method gets a span and its duration recorded (telemetry).
 func (s *session) dispatch(ctx context.Context, rs *reqSession, m *rpcMsg) (json.RawMessage, error) {
+	if s.e.tel == nil || m.Method == "tools/call" || m.Method == "ping" || !knownMethods[m.Method] {
+		return s.dispatchMethod(ctx, rs, m)
+	}
+	ctx, _, span := s.e.tel.StartCall(ctx, telemetry.Call{Method: m.Method, Session: s.id, Protocol: s.version,
+		Trace: telemetry.ParamsMeta(m.Params)}, nil)
+	out, err := s.dispatchMethod(ctx, rs, m)
+	var re *rpcError
+	switch {
+	case err == nil:
+		span.End("")
+	case errors.As(err, &re):
+		span.End(strconv.Itoa(re.code))
+	default:
+		span.End(errorType(ctx, err))
+	}
+	return out, err
+}
+
+// knownMethods are the methods whose requests telemetry records by name
+// (a bounded label).
+var knownMethods = map[string]bool{
+	"tools/list": true, "prompts/list": true, "prompts/get": true, "resources/list": true,
+	"resources/templates/list": true, "resources/read": true, "resources/subscribe": true,
+	"resources/unsubscribe": true, "completion/complete": true, "logging/setLevel": true,
+	ext.MethodTaskGet: true, ext.MethodTaskResult: true, ext.MethodTaskCancel: true, ext.MethodTaskList: true,
+}
+
+// dispatchMethod is dispatch without telemetry.
+func (s *session) dispatchMethod(ctx context.Context, rs *reqSession, m *rpcMsg) (json.RawMessage, error) {
 	u := s.u
 	switch m.Method {
 	case "ping":
@@ -246,7 +279,7 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 		User: s.p.User, Conversation: s.conv, Name: ent.original, Arguments: p.Arguments,
 		ProgressToken: rs.token, Meta: meta, Task: p.Task, Session: rs, Scope: s.u.scope,
 		Credential: credential(s.p), SessionID: s.id,
-	}, ent, s.isClosed)
+	}, ent, s.isClosed, telemetry.Call{Session: s.id, Protocol: s.version})
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -282,21 +315,53 @@ func (ent *entry) refusal() json.RawMessage {
 // JSON-RPC error to answer with when the extension asked for one the
 // client acts on (URL elicitation required: its data holds the links for
 // the user, see [elicitationRequired]). closed, when set, reports whether
-// the caller's session closed meanwhile.
-func (e *Endpoint) callHost(ctx context.Context, req *api.CallRequest, ent *entry, closed func() bool) (*ext.CallToolResult, string, *rpcError) {
+// the caller's session closed meanwhile. tc is what telemetry records
+// of the call besides the tool (the session, the stateless request's
+// _meta with the trace context).
+func (e *Endpoint) callHost(ctx context.Context, req *api.CallRequest, ent *entry, closed func() bool, tc telemetry.Call) (*ext.CallToolResult, string, *rpcError) {
+	var span *telemetry.Span
+	tc.Tool = ent.original
+	ctx, req.Meta, span = e.tel.StartCall(ctx, tc, req.Meta)
 	res, err := e.host.CallTool(ctx, req)
 	if err == nil && res == nil {
 		err = fmt.Errorf("the host returned no result: %w", ext.ErrUnavailable)
 	}
 	if re := elicitationRequired(err); re != nil {
+		span.End("url_elicitation_required")
 		e.log.Info("mcp: a tool call needs the user to open a link first", "user", req.User, "tool", ent.original)
 		return nil, "", re
 	}
 	if err != nil {
+		span.End(errorType(ctx, err))
 		e.log.Warn("mcp: a tool call failed", "user", req.User, "tool", ent.original, "err", err)
 		return nil, fmt.Sprintf(callErrorText(ctx, err, closed != nil && closed()), ent.name), nil
 	}
+	if span != nil && res.IsError {
+		span.End("tool_error")
+	} else {
+		span.End("")
+	}
 	return res, "", nil
+}
+
+// errorType is the error.type of a failed call: the kind of failure,
+// bounded, never the host's words.
+func errorType(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return "cancelled"
+	case errors.Is(err, ext.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ext.ErrPermission):
+		return "permission_denied"
+	case errors.Is(err, ext.ErrInvalidArgument):
+		return "invalid_argument"
+	case errors.Is(err, ext.ErrUnavailable), errors.Is(err, ext.ErrUnimplemented):
+		return "unavailable"
+	}
+	return "_OTHER"
 }
 
 // elicitationRequired is the JSON-RPC error of a call that failed with

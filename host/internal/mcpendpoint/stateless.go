@@ -16,6 +16,7 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/telemetry"
 )
 
 // The stateless revision (2026-07-28: server/discover, no sessions, every
@@ -330,7 +331,11 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 	if t := req.Params.GetProgressToken(); t != nil {
 		tok, _ = json.Marshal(t)
 	}
-	res, rerr := x.e.callStateless(ctx, x.u, ent, req.Params.Arguments, tok, sess)
+	var meta json.RawMessage
+	if x.e.tel != nil && req.Params.Meta["traceparent"] != nil {
+		meta, _ = json.Marshal(map[string]any{"traceparent": req.Params.Meta["traceparent"], "tracestate": req.Params.Meta["tracestate"]})
+	}
+	res, rerr := x.e.callStateless(ctx, x.u, ent, req.Params.Arguments, tok, meta, sess)
 	if rerr != nil {
 		return nil, &jsonrpc.Error{Code: int64(rerr.code), Message: rerr.msg, Data: rerr.data}
 	}
@@ -341,13 +346,14 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 // stateless paths do): its result as the revision sends it
 // (statelessFields), the error result of a failed call, or the JSON-RPC
 // error to answer with instead (see callHost). Stateless calls have no
-// conversation: no session stands for one.
-func (e *Endpoint) callStateless(ctx context.Context, u *userState, ent *entry, args, token json.RawMessage, sess ext.Session) (*ext.CallToolResult, *rpcError) {
+// conversation: no session stands for one. meta is the request's _meta
+// when it may hold trace context (nil: none), which telemetry takes.
+func (e *Endpoint) callStateless(ctx context.Context, u *userState, ent *entry, args, token, meta json.RawMessage, sess ext.Session) (*ext.CallToolResult, *rpcError) {
 	e.calls.Add(1)
 	res, failed, rerr := e.callHost(ctx, &api.CallRequest{
 		User: u.user, Name: ent.original, Arguments: args, ProgressToken: token, Session: sess, Scope: u.scope,
 		Credential: credentialOf(ctx),
-	}, ent, nil)
+	}, ent, nil, telemetry.Call{Protocol: mcpwire.V20260728, Trace: meta})
 	if rerr != nil {
 		return nil, rerr
 	}

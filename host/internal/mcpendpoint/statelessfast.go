@@ -51,6 +51,7 @@ type fastCall struct {
 	name string
 	args json.RawMessage // as the client sent them; nil when absent
 	caps json.RawMessage // the client's capabilities as go-sdk reports them
+	meta json.RawMessage // params._meta, raw; nil when absent
 }
 
 // errReader fails every read with err.
@@ -96,7 +97,11 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 		result, _ = statelessFields(&ext.CallToolResult{Raw: refused})
 	} else {
 		sess := &sdkSession{ctx: ctx, caps: c.caps}
-		result, rerr = e.callStateless(ctx, u, ent, c.args, nil, sess)
+		var meta json.RawMessage
+		if e.tel != nil {
+			meta = c.meta
+		}
+		result, rerr = e.callStateless(ctx, u, ent, c.args, nil, meta, sess)
 		sess.end()
 	}
 	// One event, written as go-sdk writes it: with no deadline (a big
@@ -202,6 +207,7 @@ func parseFast(r *http.Request, body []byte, u *userState) (fastCall, bool) {
 	}
 	var ok bool
 	c.caps, ok = u.checkMeta(meta)
+	c.meta = meta
 	return c, ok
 }
 

@@ -32,6 +32,9 @@ import (
 type Options struct {
 	// Logger receives errors and refused sign-ins (default: discard).
 	Logger *slog.Logger
+	// Metrics, when set, serves /metrics (the Prometheus text of the
+	// host's metrics) to operator tokens and sessions.
+	Metrics http.Handler
 	// Secure marks the server as served over TLS: the session cookie gets
 	// the Secure attribute and the __Host- prefix, and responses carry
 	// Strict-Transport-Security.
@@ -221,6 +224,13 @@ func (s *server) routes(r chi.Router) {
 
 	r.Get("/status", s.statusPage)
 	r.Get("/status.json", s.statusJSON)
+	if s.opts.Metrics != nil {
+		r.Get("/metrics", func(w http.ResponseWriter, r *http.Request) {
+			if s.operator(w, r, true) {
+				s.opts.Metrics.ServeHTTP(w, r)
+			}
+		})
+	}
 	s.operatorRoutes(r)
 
 	r.Route("/api/v1", func(r chi.Router) {
@@ -346,7 +356,7 @@ func (s *server) static(w http.ResponseWriter, r *http.Request) {
 // errors are JSON.
 func (s *server) isAPI(r *http.Request) bool {
 	p := strings.TrimPrefix(r.URL.Path, s.base)
-	return strings.HasPrefix(p, "/api/") || p == "/status.json"
+	return strings.HasPrefix(p, "/api/") || p == "/status.json" || p == "/metrics"
 }
 
 func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
