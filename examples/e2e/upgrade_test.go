@@ -24,7 +24,8 @@ import (
 //
 // To add the fixture of a release (once, when it is tagged), run
 //
-//	AGENTHOST_WRITE_FIXTURE=v0.2.0 go test -run TestUpgradeFromFixtures ./examples/e2e/
+//	AGENTHOST_WRITE_FIXTURE=v0.2.0 AGENTHOST_FIXTURE_COMMIT=$(git rev-parse HEAD) \
+//		go test -run TestUpgradeFromFixtures ./examples/e2e/
 //
 // with that release's tree: it writes testdata/upgrade/v0.2.0, then checks
 // it like the others. Commit the folder.
