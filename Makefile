@@ -90,7 +90,8 @@ tools:
 ## rebuild is identical.
 ## GoReleaser and nfpm are pinned in their own tools/release/go.mod, built
 ## on first use (minutes), never by `make test`.
-PKGVERSION := $(patsubst v%,%,$(if $(filter dev,$(VERSION)),0.0.0-dev,$(VERSION)))
+## The packages' version (packaging/pkgversion.sh): v0.1.0-3-gabc -> 0.1.0+3.gabc.
+PKGVERSION := $(shell packaging/pkgversion.sh '$(VERSION)')
 DIST_ARCHS := amd64 arm64
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 export COMMIT_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
