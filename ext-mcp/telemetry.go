@@ -1,7 +1,6 @@
 package extmcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // telemetry is ext-mcp's OpenTelemetry (issue 21): a client span per
@@ -130,44 +130,26 @@ func (t *telemetry) startCall(ctx context.Context, server string, req *ext.CallT
 var propagator = propagation.TraceContext{}
 
 // extractMeta is ctx with the remote span context of _meta's traceparent
-// and tracestate (ctx as it is when there is none). To move to
-// ext/mcpwire beside the other _meta edits (the host's twin is
-// host/internal/telemetry.ExtractMeta).
+// and tracestate (ctx as it is when there is none); the host reads it
+// the same way (both through ext/mcpwire).
 func extractMeta(ctx context.Context, meta json.RawMessage) context.Context {
-	if !bytes.Contains(meta, []byte(`"traceparent"`)) {
+	tp, ts := mcpwire.TraceContext(meta)
+	if tp == "" {
 		return ctx
 	}
-	var m struct {
-		TraceParent string `json:"traceparent"`
-		TraceState  string `json:"tracestate"`
-	}
-	if json.Unmarshal(meta, &m) != nil || m.TraceParent == "" {
-		return ctx
-	}
-	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": m.TraceParent, "tracestate": m.TraceState})
+	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": tp, "tracestate": ts})
 }
 
 // injectMeta is the _meta object meta with traceparent and tracestate
-// set to ctx's span context, its other fields kept.
+// set to ctx's span context, its other fields kept; meta as it is when
+// ctx has none.
 func injectMeta(ctx context.Context, meta json.RawMessage) (json.RawMessage, error) {
 	c := propagation.MapCarrier{}
 	propagator.Inject(ctx, c)
 	if c["traceparent"] == "" {
 		return meta, nil
 	}
-	m := map[string]json.RawMessage{}
-	if t := bytes.TrimSpace(meta); len(t) > 0 && string(t) != "null" {
-		if err := json.Unmarshal(t, &m); err != nil {
-			return meta, fmt.Errorf("_meta must be an object: %w", err)
-		}
-	}
-	delete(m, "tracestate")
-	for _, k := range []string{"traceparent", "tracestate"} {
-		if v := c[k]; v != "" {
-			m[k], _ = json.Marshal(v)
-		}
-	}
-	return json.Marshal(m)
+	return mcpwire.WithTraceContext(meta, c["traceparent"], c["tracestate"])
 }
 
 // callErrorType is the error.type of a call's outcome.

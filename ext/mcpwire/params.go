@@ -81,3 +81,50 @@ func CallParams(name string, args, meta json.RawMessage, token string, task json
 	}
 	return append(b, '}'), nil
 }
+
+// TraceContext is the W3C Trace Context a request's _meta carries,
+// where the MCP semantic conventions put it (traceparent, tracestate);
+// "" when meta carries none or is not an object.
+func TraceContext(meta json.RawMessage) (traceparent, tracestate string) {
+	if !bytes.Contains(meta, []byte(`"traceparent"`)) {
+		return "", ""
+	}
+	var m struct {
+		TraceParent string `json:"traceparent"`
+		TraceState  string `json:"tracestate"`
+	}
+	if json.Unmarshal(meta, &m) != nil || m.TraceParent == "" {
+		return "", ""
+	}
+	return m.TraceParent, m.TraceState
+}
+
+// WithTraceContext returns the _meta object meta with its traceparent
+// and tracestate replaced by the given ones (an empty traceparent removes
+// both; an empty tracestate removes it), its other fields kept: meta as it
+// is when there is nothing to change, nil when no field is left.
+func WithTraceContext(meta json.RawMessage, traceparent, tracestate string) (json.RawMessage, error) {
+	t := bytes.TrimSpace(meta)
+	empty := len(t) == 0 || string(t) == "null"
+	if traceparent == "" && (empty || !bytes.Contains(t, []byte(`"trace`))) {
+		return meta, nil
+	}
+	m := map[string]json.RawMessage{}
+	if !empty {
+		if err := json.Unmarshal(t, &m); err != nil {
+			return meta, ErrMetaNotObject
+		}
+	}
+	delete(m, "traceparent")
+	delete(m, "tracestate")
+	if traceparent != "" {
+		m["traceparent"], _ = json.Marshal(traceparent) // a string always encodes
+		if tracestate != "" {
+			m["tracestate"], _ = json.Marshal(tracestate)
+		}
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(m)
+}

@@ -72,3 +72,40 @@ func TestSplitProgressToken(t *testing.T) {
 		t.Errorf("a _meta that is a string: %v", err)
 	}
 }
+
+func TestTraceContext(t *testing.T) {
+	for _, c := range []struct{ meta, tp, ts string }{
+		{``, "", ""},
+		{`null`, "", ""},
+		{`{"progressToken":1}`, "", ""},
+		{`[1]`, "", ""},
+		{`{"traceparent":"00-a-b-01"}`, "00-a-b-01", ""},
+		{`{"traceparent":"00-a-b-01","tracestate":"k=v","x":1}`, "00-a-b-01", "k=v"},
+		{`{"traceparent":7}`, "", ""},
+	} {
+		tp, ts := mcpwire.TraceContext(json.RawMessage(c.meta))
+		if tp != c.tp || ts != c.ts {
+			t.Errorf("TraceContext(%s) = %q, %q; want %q, %q", c.meta, tp, ts, c.tp, c.ts)
+		}
+	}
+}
+
+func TestWithTraceContext(t *testing.T) {
+	for _, c := range []struct{ meta, tp, ts, want string }{
+		{``, "", "", ``},               // nothing to change
+		{`{"x":1}`, "", "", `{"x":1}`}, // as it is
+		{`null`, "00-a-b-01", "", `{"traceparent":"00-a-b-01"}`},
+		{`{"x":1,"tracestate":"old"}`, "00-a-b-01", "k=v", `{"traceparent":"00-a-b-01","tracestate":"k=v","x":1}`},
+		{`{"x":1,"traceparent":"old","tracestate":"old"}`, "00-a-b-01", "", `{"traceparent":"00-a-b-01","x":1}`},
+		{`{"x":1,"traceparent":"old"}`, "", "", `{"x":1}`}, // a stale one removed
+		{`{"traceparent":"old"}`, "", "", ``},              // nothing left
+	} {
+		got, err := mcpwire.WithTraceContext(json.RawMessage(c.meta), c.tp, c.ts)
+		if err != nil || string(got) != c.want {
+			t.Errorf("WithTraceContext(%s, %q, %q) = %s, %v; want %s", c.meta, c.tp, c.ts, got, err, c.want)
+		}
+	}
+	if _, err := mcpwire.WithTraceContext(json.RawMessage(`[1]`), "00-a-b-01", ""); !errors.Is(err, mcpwire.ErrMetaNotObject) {
+		t.Errorf("a _meta array: %v, want ErrMetaNotObject", err)
+	}
+}

@@ -38,6 +38,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // Config is the operator's telemetry block.
@@ -315,19 +317,14 @@ var propagator = propagation.TraceContext{}
 
 // ExtractMeta returns ctx with the remote span context of meta's
 // traceparent and tracestate (W3C Trace Context in params._meta, as the
-// MCP semantic conventions put it); ctx as it is when meta has none.
+// MCP semantic conventions put it, read by ext/mcpwire); ctx as it is when
+// meta has none.
 func ExtractMeta(ctx context.Context, meta json.RawMessage) context.Context {
-	if !bytes.Contains(meta, []byte(`"traceparent"`)) {
+	tp, ts := mcpwire.TraceContext(meta)
+	if tp == "" {
 		return ctx
 	}
-	var m struct {
-		TraceParent string `json:"traceparent"`
-		TraceState  string `json:"tracestate"`
-	}
-	if json.Unmarshal(meta, &m) != nil || m.TraceParent == "" {
-		return ctx
-	}
-	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": m.TraceParent, "tracestate": m.TraceState})
+	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": tp, "tracestate": ts})
 }
 
 // InjectMeta returns the _meta object meta with traceparent and
@@ -336,28 +333,7 @@ func ExtractMeta(ctx context.Context, meta json.RawMessage) context.Context {
 func InjectMeta(ctx context.Context, meta json.RawMessage) (json.RawMessage, error) {
 	c := propagation.MapCarrier{}
 	propagator.Inject(ctx, c)
-	t := bytes.TrimSpace(meta)
-	empty := len(t) == 0 || string(t) == "null"
-	if c["traceparent"] == "" && (empty || !bytes.Contains(t, []byte(`"trace`))) {
-		return meta, nil
-	}
-	m := map[string]json.RawMessage{}
-	if !empty {
-		if err := json.Unmarshal(t, &m); err != nil {
-			return meta, fmt.Errorf("_meta must be an object: %w", err)
-		}
-	}
-	delete(m, "traceparent")
-	delete(m, "tracestate")
-	for _, k := range []string{"traceparent", "tracestate"} {
-		if v := c[k]; v != "" {
-			m[k], _ = json.Marshal(v) // a string always encodes
-		}
-	}
-	if len(m) == 0 {
-		return nil, nil
-	}
-	return json.Marshal(m)
+	return mcpwire.WithTraceContext(meta, c["traceparent"], c["tracestate"])
 }
 
 // Other is the label value of the values past a Capper's cap.
