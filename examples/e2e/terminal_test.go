@@ -43,7 +43,9 @@ func TestTerminalEscapes(t *testing.T) {
 	if !strings.Contains(out, `evil/forge`) || !strings.Contains(out, `Innocent.\u001b]52;c;cHduZWQ=\u0007\u000d`) {
 		t.Errorf("agenthost tools does not show evil/forge with its description escaped:\n%s", out)
 	}
-	if strings.Contains(out, "evil/t") || !strings.Contains(out, "evil/add_note") {
+	// The hostile tool is named "t" + escapes and described "Clears your
+	// screen." (the notes server also has a tool named "trace").
+	if strings.Contains(out, "Clears your screen") || strings.Contains(out, "pwned") || !strings.Contains(out, "evil/add_note") {
 		t.Errorf("agenthost tools: the hostile name should be refused and the server's other tools kept:\n%s", out)
 	}
 
