@@ -89,7 +89,7 @@ tools:
 ## GoReleaser's git state, which is empty in a clone without a remote), so a
 ## rebuild is identical.
 ## GoReleaser and nfpm are pinned in their own tools/release/go.mod, built
-## on first use (minutes), never by `make test`.
+## on first use (minutes); `make test` builds them only under CI=true.
 ## The packages' version (packaging/pkgversion.sh): v0.1.0-3-gabc -> 0.1.0+3.gabc.
 PKGVERSION := $(shell packaging/pkgversion.sh '$(VERSION)')
 DIST_ARCHS := amd64 arm64
@@ -115,8 +115,9 @@ licenses: $(TOOLBIN)/go-licenses
 	@chmod -R u+w $(dir $(LICENSES)) 2>/dev/null; rm -rf $(LICENSES) && mkdir -p $(LICENSES)
 	for os in linux darwin; do \
 		GOOS=$$os $(TOOLBIN)/go-licenses save ./host/cmd/agenthost ./ext-mcp/cmd/agenthost-ext-mcp --save_path $(LICENSES).$$os --force \
-			--ignore $(PKG) --ignore github.com/segmentio/asm --ignore go.opentelemetry.io/otel/exporters/jaeger/internal/third_party/thrift 2>/dev/null || exit 1; \
-		chmod -R u+w $(LICENSES).$$os && cp -R $(LICENSES).$$os/. $(LICENSES)/ && rm -rf $(LICENSES).$$os || exit 1; \
+			--ignore $(PKG) --ignore github.com/segmentio/asm --ignore go.opentelemetry.io/otel/exporters/jaeger/internal/third_party/thrift \
+			2>$(LICENSES).$$os.log || { grep -v '^W' $(LICENSES).$$os.log; echo "licenses: go-licenses failed for $$os (above)"; exit 1; }; \
+		chmod -R u+w $(LICENSES).$$os && cp -R $(LICENSES).$$os/. $(LICENSES)/ && rm -rf $(LICENSES).$$os $(LICENSES).$$os.log || exit 1; \
 	done
 	@cd host && for m in github.com/segmentio/asm:. go.opentelemetry.io/otel/exporters/jaeger:internal/third_party/thrift; do \
 		mod=$${m%%:*}; sub=$${m#*:}; dir=$$($(GO) list -m -f '{{.Dir}}' $$mod) && [ -n "$$dir" ] || exit 1; \
