@@ -60,9 +60,6 @@ func runAuditLoad() {
 // records still queued) is logged; the test checks that no record is
 // invented and that the log holds some.
 func TestAuditKill9(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a load of a few seconds")
-	}
 	dir := t.TempDir()
 	exe, err := os.Executable()
 	if err != nil {
