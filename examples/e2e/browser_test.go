@@ -46,20 +46,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	}
 
 	ctx := newBrowser(t)
-	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
-	text := func(step string, a chromedp.Action[string]) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, a)
-		if err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-		return v
-	}
+	do, text := browserSteps(ctx, t)
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 	const (
 		serversForm = `#s-mcp-servers-form`
@@ -264,6 +251,27 @@ func needChromium(t *testing.T) {
 // returns the context of its first tab, which gives up after 60s; the
 // test's cleanup closes Chromium and fails the test if any of its
 // processes outlived it.
+// browserSteps returns do, which runs a step's actions in the browser of
+// ctx, and text, which runs one that reads a string; either fails the test
+// naming the step.
+func browserSteps(ctx context.Context, t *testing.T) (do func(step string, actions ...chromedp.Action[chromedp.Void]), text func(step string, a chromedp.Action[string]) string) {
+	do = func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	text = func(step string, a chromedp.Action[string]) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, a)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		return v
+	}
+	return do, text
+}
+
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
 	dataDir := filepath.Join(t.TempDir(), "chromium")

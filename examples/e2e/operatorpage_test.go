@@ -24,20 +24,7 @@ func TestOperatorUsersPageInABrowser(t *testing.T) {
 	}
 
 	ctx := newBrowser(t)
-	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
-	text := func(step string, a chromedp.Action[string]) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, a)
-		if err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-		return v
-	}
+	do, text := browserSteps(ctx, t)
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 	do("sign in with the operator token",
 		chromedp.Navigate(e.url+"/settings/login"),
