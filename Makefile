@@ -17,7 +17,7 @@ BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG
 	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer $(PKG)/examples/servers/oauth
 CONFIG   ?= examples/agenthost.json
 
-.PHONY: all build run test test-go lint fmt vet staticcheck bench proto tools release-tools licenses dist dist-check clean
+.PHONY: all build run test test-go lint fmt vet staticcheck nobinaries bench proto tools release-tools licenses dist dist-check clean
 
 all: build
 
@@ -56,7 +56,14 @@ test-go: tools
 	@echo "== tests: $(filter-out ext,$(MODULES))"
 	$(GOTESTSUM) -- -race -count=1 $(foreach m,$(filter-out ext,$(MODULES)),$(PKG)/$(m)/...)
 
-lint: fmt vet staticcheck
+lint: fmt vet staticcheck nobinaries
+
+# nobinaries: no built program is committed (a `go build` in a command's
+# folder leaves one there); every tracked file must be text or a known asset.
+nobinaries:
+	@echo "== lint: no committed binaries"
+	@out=$$(git ls-files -z | xargs -0 file --mime-type 2>/dev/null | grep -E 'application/(x-executable|x-pie-executable|x-sharedlib|x-mach-binary|x-dosexec)' || true); \
+	if [ -n "$$out" ]; then echo "built binaries are committed (git rm --cached them):"; echo "$$out"; exit 1; fi
 
 fmt:
 	@echo "== lint: gofmt"
