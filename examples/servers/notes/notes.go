@@ -85,6 +85,15 @@ func newServerWithKey(token, apiKey string, reveal bool) *mcp.Server {
 			defer st.mu.Unlock()
 			return nil, listNotesOut{Notes: slices.Clone(st.notes[key])}, nil
 		})
+	destructive := true
+	mcp.AddTool(s, &mcp.Tool{Name: "clear_notes", Description: "Delete all your notes.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive}},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, addNoteOut, error) {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			delete(st.notes, key)
+			return nil, addNoteOut{Count: 0}, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Sleep for a while, then answer (for drain and timeout tests)."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
 			d, err := time.ParseDuration(in.Duration)
