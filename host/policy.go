@@ -7,7 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"slices"
 	"strings"
@@ -413,7 +415,14 @@ func (h *Host) approve(ctx context.Context, req *CallRequest, tool Tool, rule st
 		case ctx.Err() != nil:
 			return fmt.Errorf("asking approval of tool %q: %w", req.Name, ctx.Err())
 		}
-		h.logger.Info("asking a client's approval failed: the call waits on the settings page", "user", req.User, "tool", req.Name, "error", err)
+		// A client that cannot be asked after all (the stateless
+		// revision 2026-07-28 has no requests to the client) is no
+		// trouble; another failure is worth a look.
+		level := slog.LevelWarn
+		if errors.Is(err, ext.ErrUnimplemented) {
+			level = slog.LevelInfo
+		}
+		h.logger.Log(ctx, level, "asking a client's approval failed: the call waits on the settings page", "user", req.User, "tool", req.Name, "error", err)
 	}
 
 	a.mu.Lock()
