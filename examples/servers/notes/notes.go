@@ -44,6 +44,10 @@ type listNotesOut struct {
 	Notes []string `json:"notes"`
 }
 
+type clearNotesIn struct {
+	Reason string `json:"reason,omitempty" jsonschema:"why, for the record"`
+}
+
 type slowIn struct {
 	Duration string `json:"duration" jsonschema:"how long to sleep, as a Go duration such as 2s or 150ms"`
 }
@@ -88,7 +92,7 @@ func newServerWithKey(token, apiKey string, reveal bool) *mcp.Server {
 	destructive := true
 	mcp.AddTool(s, &mcp.Tool{Name: "clear_notes", Description: "Delete all your notes.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive}},
-		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, addNoteOut, error) {
+		func(_ context.Context, _ *mcp.CallToolRequest, _ clearNotesIn) (*mcp.CallToolResult, addNoteOut, error) {
 			st.mu.Lock()
 			defer st.mu.Unlock()
 			delete(st.notes, key)
