@@ -129,7 +129,8 @@ func (s *askingSession) Request(_ context.Context, method string, params json.Ra
 
 // TestPolicyEveryPath: a denied tool is absent from the user's list and
 // an unknown tool when called, through the Go API and UserActor alike,
-// while another user has it; a group's rule follows the user's groups; a
+// while another user has it; a group's rule follows the user's groups
+// (whose change tells the user's sessions to list again); a
 // call under "approve" asks an eliciting client (accept runs it, decline
 // refuses it), and without one waits for the user's approval (once: the
 // retry runs once; for N minutes: the tool runs meanwhile, through
@@ -181,8 +182,18 @@ func TestPolicyEveryPath(t *testing.T) {
 	if !has("carol", "t/env") {
 		t.Error("carol lacks t/env before she is an intern")
 	}
+	events, cancel := h.Subscribe(ctx, "carol")
+	defer cancel()
+	for len(events) > 0 {
+		<-events
+	}
 	if err := h.SetUserGroups(ctx, "carol", []string{"interns"}); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-events: // raised within SetUserGroups
+	default:
+		t.Error("carol's sessions heard no tools change when her groups (and so her policy) changed")
 	}
 	if has("carol", "t/env") {
 		t.Error("carol the intern has t/env")
