@@ -234,8 +234,8 @@ func (p *PolicyConfig) maxWindow() int {
 // destructive reports whether raw MCP tool annotations say
 // destructiveHint: true.
 func destructive(annotations json.RawMessage) bool {
-	if len(annotations) == 0 {
-		return false
+	if !bytes.Contains(annotations, []byte(`"destructiveHint"`)) {
+		return false // no decoding for the tools that say nothing of it
 	}
 	var a struct {
 		DestructiveHint *bool `json:"destructiveHint"`

@@ -282,3 +282,26 @@ func toolNames(tools []ext.Tool) string {
 	}
 	return b.String()
 }
+
+// BenchmarkPolicyDecide is the policy's cost per tool of a list or a
+// call: 20 rules, the matching one last, beside no policy.
+func BenchmarkPolicyDecide(b *testing.B) {
+	p := &host.PolicyConfig{ApproveDestructive: true}
+	for i := range 19 {
+		p.Rules = append(p.Rules, host.PolicyRule{Users: []string{"group:g" + string(rune('a'+i))}, Tools: []string{"srv" + string(rune('a'+i)) + "/*"}, Effect: "deny"})
+	}
+	p.Rules = append(p.Rules, host.PolicyRule{Users: []string{"*"}, Tools: []string{"notes/*"}, Effect: "allow"})
+	tool := ext.Tool{Name: "notes/add_note", Annotations: json.RawMessage(`{"destructiveHint":false}`)}
+	groups := []string{"eng", "ops"}
+	b.Run("none", func(b *testing.B) {
+		var none *host.PolicyConfig
+		for b.Loop() {
+			none.Decide("alice", groups, tool)
+		}
+	})
+	b.Run("20rules", func(b *testing.B) {
+		for b.Loop() {
+			p.Decide("alice", groups, tool)
+		}
+	})
+}
