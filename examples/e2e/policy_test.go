@@ -49,7 +49,9 @@ func notesOf(t *testing.T, c *client) []string {
 // without elicitation is refused with a link to the settings page, the
 // call is listed at /api/v1/approvals for alice only, and denied there its
 // retry is refused; the approvals and refusals are in the audit log and
-// the metrics; `agenthost config check` names the rule.
+// the metrics; through the CLI the denied tool is not found and the
+// destructive one refused with the link, then runs within the window
+// alice opens for it; `agenthost config check` names the rule.
 func TestToolPolicy(t *testing.T) {
 	b := build(t)
 	more := map[string]any{"telemetry": map[string]any{"metrics": true}}
@@ -176,6 +178,26 @@ func TestToolPolicy(t *testing.T) {
 		t.Errorf("alice's notes after the refused clear_notes: %q", n)
 	}
 
+	// The CLI: the denied tool is unknown; the destructive one refused
+	// with the link, and runs within the window alice opens for it.
+	if out, errOut, code := e.run("", "call", "--user", "alice", "notes/echo", `{"text":"x"}`); code == 0 || !strings.Contains(errOut, "not found") {
+		t.Errorf("agenthost call alice notes/echo: exit %d\n%s%s", code, out, errOut)
+	}
+	_, errOut, code := e.run("", "call", "--user", "alice", "notes/clear_notes", `{}`)
+	m = approvalLink.FindStringSubmatch(errOut)
+	if code == 0 || m == nil {
+		t.Fatalf("agenthost call alice notes/clear_notes: exit %d, no link:\n%s", code, errOut)
+	}
+	if code, body := e.api("POST", "/api/v1/approvals/"+m[1], aliceTok, `{"decision":"approve","minutes":5}`); code != http.StatusNoContent {
+		t.Fatalf("alice approves clear_notes for 5 minutes: %d %s", code, body)
+	}
+	for range 2 {
+		e.must("", "call", "--user", "alice", "notes/clear_notes", `{"reason":"window"}`)
+	}
+	if n := notesOf(t, alice); len(n) != 0 {
+		t.Errorf("alice's notes after clear_notes in her window: %q", n)
+	}
+
 	// Audited and counted.
 	var approvals []string
 	for _, r := range e.auditLines("--kind", "approval") {
@@ -185,6 +207,7 @@ func TestToolPolicy(t *testing.T) {
 	for _, want := range []string{
 		"bob notes/clear_notes refused declined through the client", "bob notes/clear_notes ok approved through the client",
 		"alice notes/clear_notes refused waiting for approval " + id, "alice notes/clear_notes refused denied on the settings page",
+		"alice notes/clear_notes ok approved for 5 minutes on the settings page",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("the audit log lacks %q:\n%s", want, joined)
@@ -192,7 +215,7 @@ func TestToolPolicy(t *testing.T) {
 	}
 	opTok := strings.TrimSpace(e.must("", "token", "create", "--operator", "--name", "ops"))
 	_, metrics := e.api("GET", "/metrics", opTok, "")
-	for _, d := range []string{"approved", "declined", "pending"} {
+	for _, d := range []string{"approved", "declined", "pending", "window", "denied"} {
 		if !regexp.MustCompile(`agenthost_policy_decisions_total\{[^}]*agenthost_decision="` + d + `"[^}]*\} [1-9]`).MatchString(metrics) {
 			t.Errorf("/metrics lacks agenthost_policy_decisions_total for %s:\n%s", d, grepLines(metrics, "policy"))
 		}
