@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -272,6 +273,20 @@ func TestPolicyEveryPath(t *testing.T) {
 	}
 	if _, err := h.Call(ctx, "bob", "", "t/greet", nil); !errors.As(err, &ar) {
 		t.Errorf("alice's window opened bob's: %v", err)
+	}
+
+	// A user's waiting calls are bounded: the oldest go.
+	var ids []string
+	for i := range 60 {
+		_, err := h.Call(ctx, "dave", "", "t/greet", json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)))
+		if !errors.As(err, &ar) {
+			t.Fatalf("dave's call %d: %v", i, err)
+		}
+		ids = append(ids, ar.ID)
+	}
+	list, _ = h.Approvals(ctx, "dave")
+	if len(list) != 50 || list[0].ID != ids[10] || list[49].ID != ids[59] {
+		t.Errorf("dave has %d waiting calls, from %v; want the newest 50", len(list), list[0].ID)
 	}
 }
 

@@ -165,6 +165,12 @@ func TestToolPolicy(t *testing.T) {
 	if code, body := e.api("GET", "/api/v1/approvals", bobTok, ""); code != http.StatusOK || strings.TrimSpace(body) != "[]" {
 		t.Errorf("GET /api/v1/approvals as bob: %d %s; want none of alice's", code, body)
 	}
+	if code, body := e.api("POST", "/api/v1/approvals/"+id, aliceTok, `{"decision":"maybe"}`); code != http.StatusBadRequest {
+		t.Errorf("a decision that is neither approve nor deny: %d %s", code, body)
+	}
+	if code, body := e.api("POST", "/api/v1/approvals/"+id, aliceTok, `{"decision":"approve","minutes":100000}`); code != http.StatusBadRequest || !strings.Contains(body, "minutes") {
+		t.Errorf("a window beyond maxApprovalMinutes: %d %s", code, body)
+	}
 	if code, _ := e.api("POST", "/api/v1/approvals/"+id, bobTok, `{"decision":"approve"}`); code != http.StatusNotFound {
 		t.Errorf("bob approves alice's call: HTTP %d, want 404", code)
 	}
