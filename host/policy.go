@@ -427,6 +427,16 @@ func (h *Host) approve(ctx context.Context, req *CallRequest, tool Tool, rule st
 
 	a.mu.Lock()
 	if waiting == nil {
+		// The same call may have started waiting meanwhile (a client
+		// that sent it twice at once): one waiting call for both.
+		for _, p := range a.pending {
+			if p.key == key && p.state == "waiting" {
+				waiting = p
+				break
+			}
+		}
+	}
+	if waiting == nil {
 		waiting = &pendingCall{key: key, state: "waiting", Approval: Approval{
 			ID: newApprovalID(), Tool: req.Name, Arguments: capArgs(req.Arguments), Created: now, Rule: rule,
 		}}
