@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -207,7 +208,7 @@ func (p *PolicyConfig) Describe() []string {
 	if p == nil {
 		return []string{"policy: none (every user sees and calls all their tools)"}
 	}
-	def := cmpOr(p.Default, PolicyAllow)
+	def := cmp.Or(p.Default, PolicyAllow)
 	out := []string{fmt.Sprintf("policy: first matching rule wins; default %s; approveDestructive %v; approval windows up to %d min",
 		def, p.ApproveDestructive, p.maxWindow())}
 	for i, r := range p.Rules {
@@ -215,13 +216,6 @@ func (p *PolicyConfig) Describe() []string {
 			strings.Join(r.Tools, ","), strings.Join(r.Users, ",")))
 	}
 	return out
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func (p *PolicyConfig) maxWindow() int {
@@ -367,7 +361,7 @@ func (h *Host) auditApproval(user, tool, cred, sess, outcome, reason string) {
 // call on the settings page, lets it run; else the calling client is
 // asked through elicitation when it declared it; else the call waits as
 // a pending approval and the error carries the settings page's link.
-func (h *Host) approve(ctx context.Context, req *CallRequest, tool Tool, rule string) error {
+func (h *Host) approve(ctx context.Context, req *CallRequest, rule string) error {
 	a := h.approvals
 	now := time.Now()
 	key := callKey(req.User, req.Name, req.Arguments)
@@ -484,7 +478,7 @@ func capArgs(args json.RawMessage) string {
 	var b bytes.Buffer
 	if len(args) == 0 || json.Compact(&b, args) != nil {
 		b.Reset()
-		b.WriteString(cmpOr(string(args), "{}"))
+		b.WriteString(cmp.Or(string(args), "{}"))
 	}
 	return audit.Cap(b.String(), approvalArgsBytes)
 }

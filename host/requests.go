@@ -211,7 +211,7 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 		h.countPolicy("denied")
 		return nil, errPolicyDenied(req.User, req.Name)
 	case PolicyApprove:
-		if err := h.approve(ctx, req, tool, d.Rule); err != nil {
+		if err := h.approve(ctx, req, d.Rule); err != nil {
 			return nil, err
 		}
 	}
