@@ -152,7 +152,7 @@ func TestQuarantine(t *testing.T) {
 		t.Errorf("activation took %v", d)
 	}
 	names := f.names("alice")
-	if !hasPrefix(names, "ok/") || len(names) != 7 { // the notes server's tools
+	if !hasPrefix(names, "ok/") || len(names) != 8 { // the notes server's tools
 		t.Errorf("alice's tools: %q; want only ok/*", names)
 	}
 	f.mustCall("alice", "ok/echo", `{"text":"fine"}`)

@@ -59,6 +59,10 @@ type Config struct {
 	Audit AuditConfig `json:"audit,omitzero"`
 	// Telemetry turns on metrics (/metrics) and traces (OTLP export).
 	Telemetry TelemetryConfig `json:"telemetry,omitzero"`
+	// Policy allows or denies tools per user or group and asks approval
+	// of the calls that change things (nil: every user has all their
+	// tools, no approval).
+	Policy *PolicyConfig `json:"policy,omitempty"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string
@@ -209,6 +213,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		OIDC           json.RawMessage            `json:"oidc"`
 		Audit          AuditConfig                `json:"audit"`
 		Telemetry      TelemetryConfig            `json:"telemetry"`
+		Policy         *PolicyConfig              `json:"policy"`
 	}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
@@ -216,7 +221,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	cfg := &Config{
 		Listen: top.Listen, DataDir: top.DataDir, Services: top.Services, MCP: top.MCP, Secrets: top.Secrets,
 		TLS: top.TLS, PublicURL: top.PublicURL, AllowedOrigins: top.AllowedOrigins, TrustedProxies: top.TrustedProxies,
-		Extensions: map[string]ExtensionConfig{}, dir: dir, Audit: top.Audit, Telemetry: top.Telemetry,
+		Extensions: map[string]ExtensionConfig{}, dir: dir, Audit: top.Audit, Telemetry: top.Telemetry, Policy: top.Policy,
 	}
 	var errs []error
 	names := make([]string, 0, len(top.Extensions))
@@ -258,6 +263,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	}
 	errs = append(errs, cfg.MCP.validate()...)
 	errs = append(errs, cfg.Audit.validate()...)
+	errs = append(errs, cfg.Policy.validate()...)
 	errs = append(errs, cfg.validateListen()...)
 	if len(top.OAuth) > 0 {
 		if err := strictDecode(top.OAuth, &cfg.OAuth); err != nil {

@@ -191,6 +191,11 @@ type Host struct {
 	// and section: a slow check holds up that section of that user only.
 	userWrites keyedLock
 
+	// approvals are the calls waiting for approval and the windows open
+	// (policy.go); policyCount counts the policy's decisions.
+	approvals   *approvals
+	policyCount func(decision string)
+
 	audit       *audit.Writer // nil: the audit log is off (audit.go)
 	auditHashes audit.HashCache
 
@@ -239,6 +244,9 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
+	if err := errors.Join(cfg.Policy.validate()...); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -263,7 +271,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		seen: map[string]time.Time{}, busy: map[string]int{}, deact: map[string]chan struct{}{},
 		disabled: map[string]bool{}, groups: map[string][]string{},
 		userIdle: minutes(cfg.Services.IdleMinutes, 10), slots: newSlotQueue(),
-		dataDir:  dataDir,
+		dataDir: dataDir, approvals: newApprovals(),
 		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
 	}
 	h.life, h.cancel = context.WithCancel(context.Background())
@@ -417,7 +425,7 @@ func (h *Host) Tools(ctx context.Context, user string) ([]Tool, error) {
 	if err := h.ensureActive(ctx, user); err != nil {
 		return nil, err
 	}
-	return h.reg.list(user), nil
+	return h.visible(user, h.reg.list(user)), nil
 }
 
 // Call runs a tool for user. conversation, when set, is recorded as the

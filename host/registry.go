@@ -274,6 +274,15 @@ func (r *registry) lookup(user, name string) (Tool, bool) {
 	return Tool{}, false
 }
 
+// poke raises a "tools changed" event for user without a change of the
+// registry: what the user may see of it changed (the tool policy).
+func (r *registry) poke(user string) {
+	r.mu.RLock()
+	chans := r.userChansLocked(user)
+	r.mu.RUnlock()
+	notify(chans)
+}
+
 // subscribe returns a channel that receives (coalesced) a value whenever
 // the user's tools change; "" subscribes to every change.
 func (r *registry) subscribe(user string) (<-chan struct{}, func()) {

@@ -204,6 +204,17 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 	if def != nil {
 		*def = tool
 	}
+	// The operator's tool policy (policy.go): here, where every call of
+	// every surface passes, as Tools is where every list does.
+	switch d := h.decide(req.User, tool.Tool); d.Effect {
+	case PolicyDeny:
+		h.countPolicy("denied")
+		return nil, errPolicyDenied(req.User, req.Name)
+	case PolicyApprove:
+		if err := h.approve(ctx, req, d.Rule); err != nil {
+			return nil, err
+		}
+	}
 	e := h.exts[tool.Extension]
 	if e == nil {
 		return nil, fmt.Errorf("tool %q: its extension %q is gone: %w", req.Name, tool.Extension, ext.ErrUnavailable)

@@ -81,6 +81,11 @@ func (h *Host) SetUserGroups(ctx context.Context, user string, groups []string) 
 	}
 	_, active := h.active[user]
 	h.mu.Unlock()
+	if !same && h.cfg.Policy != nil {
+		// The tool policy's group rules now read differently: the
+		// user's sessions list their tools again.
+		h.reg.poke(user)
+	}
 	if same || !active {
 		return nil
 	}

@@ -202,6 +202,9 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		return nil, fmt.Errorf("serve: telemetry: %w", err)
 	}
 	webOpts.Metrics = s.tel.Handler()
+	h.SetPolicyCounter(s.tel.PolicyDecision)
+	h.SetApprovalLink(func() string { return s.URL() + "/settings" })
+	webOpts.Approvals = h
 	epOpts := &mcpendpoint.Options{
 		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
 		Logger: logger.With("surface", "mcp"), Version: host.Build().Version, Telemetry: s.tel,

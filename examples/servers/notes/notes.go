@@ -44,6 +44,10 @@ type listNotesOut struct {
 	Notes []string `json:"notes"`
 }
 
+type clearNotesIn struct {
+	Reason string `json:"reason,omitempty" jsonschema:"why, for the record"`
+}
+
 type slowIn struct {
 	Duration string `json:"duration" jsonschema:"how long to sleep, as a Go duration such as 2s or 150ms"`
 }
@@ -84,6 +88,15 @@ func newServerWithKey(token, apiKey string, reveal bool) *mcp.Server {
 			st.mu.Lock()
 			defer st.mu.Unlock()
 			return nil, listNotesOut{Notes: slices.Clone(st.notes[key])}, nil
+		})
+	destructive := true
+	mcp.AddTool(s, &mcp.Tool{Name: "clear_notes", Description: "Delete all your notes.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive}},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ clearNotesIn) (*mcp.CallToolResult, addNoteOut, error) {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			delete(st.notes, key)
+			return nil, addNoteOut{Count: 0}, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Sleep for a while, then answer (for drain and timeout tests)."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {

@@ -103,7 +103,7 @@ func (a *app) auditCmd() *cobra.Command {
 	fl.StringVar(&f.Server, "server", "", "only this server's")
 	fl.StringVar(&f.Tool, "tool", "", "only this tool's (server/tool)")
 	fl.StringVar(&f.Outcome, "outcome", "", "only this outcome: ok, tool_error, refused, error")
-	fl.StringVar(&f.Kind, "kind", "", "only this kind: tool, prompt, resource")
+	fl.StringVar(&f.Kind, "kind", "", "only this kind: tool, prompt, resource, token, signin, settings, approval")
 	fl.StringVar(&since, "since", "", "only records since a time (RFC 3339) or a duration back (1h)")
 	fl.IntVar(&f.Limit, "limit", 0, "at most this many, the newest (default 1000)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON lines (one record a line: the export)")

@@ -15,7 +15,7 @@ func (a *app) configCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "The operator's config file", Args: exactArgs(0)}
 	check := &cobra.Command{
 		Use:   "check [--config F]",
-		Short: "Validate the config file and each extension's config without serving: prints ok, or every problem naming its field (exit 1)",
+		Short: "Validate the config file and each extension's config without serving: prints the tool policy's rules and ok, or every problem naming its field (exit 1)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := a.logger(true)
@@ -43,6 +43,13 @@ func (a *app) configCmd() *cobra.Command {
 			}
 			if err := h.Close(); err != nil {
 				return fmt.Errorf("config check: stopping the extensions: %w", err)
+			}
+			if cfg.Policy != nil {
+				// The operator sees the tool policy as the host reads it:
+				// its precedence and each rule by name.
+				for _, l := range cfg.Policy.Describe() {
+					fmt.Fprintln(a.stdout, l)
+				}
 			}
 			fmt.Fprintln(a.stdout, "ok")
 			return nil

@@ -11,6 +11,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
@@ -208,3 +209,40 @@ type Grant struct {
 	// (recorded at most once a minute); zero if never.
 	LastUsed time.Time `json:"lastUsed,omitzero"`
 }
+
+// Approval is a tool call waiting for its user's approval (the host's
+// tool policy), as the settings page and /api/v1/approvals show it.
+type Approval struct {
+	ID   string `json:"id"`
+	Tool string `json:"tool"`
+	// Arguments are the call's, compacted and cut to 1 KiB.
+	Arguments string    `json:"arguments"`
+	Created   time.Time `json:"created"`
+	// Rule names the policy rule that asks for approval.
+	Rule string `json:"rule"`
+}
+
+// ApprovalRequired is the error of a call the tool policy refused for
+// want of approval (ID and URL set: approve it there, then call again)
+// or because its user denied it (Denied). Its message is meant for the
+// calling user: it names the tool and the link, nothing else. It matches
+// ext.ErrPermission.
+type ApprovalRequired struct {
+	Tool   string
+	ID     string
+	URL    string
+	Denied bool
+}
+
+func (e *ApprovalRequired) Error() string {
+	switch {
+	case e.Denied:
+		return fmt.Sprintf("the call of tool %q was not approved: it did not run", e.Tool)
+	case e.URL != "":
+		return fmt.Sprintf("tool %q needs your approval for each call: approve this call at %s (or the tool for some minutes), then call it again", e.Tool, e.URL)
+	}
+	return fmt.Sprintf("tool %q needs your approval for each call: approve it on the settings page (%s), then call it again", e.Tool, e.ID)
+}
+
+// Unwrap makes the error match ext.ErrPermission.
+func (e *ApprovalRequired) Unwrap() error { return ext.ErrPermission }

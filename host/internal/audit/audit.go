@@ -19,6 +19,7 @@ const (
 	KindToken    = "token"    // a token issued or revoked
 	KindSignIn   = "signin"   // a sign-in
 	KindSettings = "settings" // a settings or secret change (never the value)
+	KindApproval = "approval" // a call's approval asked, given or refused (tool policy)
 )
 
 // Outcomes of a record.

@@ -331,6 +331,17 @@ func (e *Endpoint) callHost(ctx context.Context, req *api.CallRequest, ent *entr
 		e.log.Info("mcp: a tool call needs the user to open a link first", "user", req.User, "tool", ent.original)
 		return nil, "", re
 	}
+	var ar *api.ApprovalRequired
+	if errors.As(err, &ar) {
+		// The tool policy's refusal is worded for the calling user (the
+		// link to approve the call is theirs): passed on, with the tool
+		// named as the client knows it.
+		span.End("approval_required")
+		e.log.Info("mcp: a tool call waits for its user's approval", "user", req.User, "tool", ent.original, "denied", ar.Denied)
+		words := *ar
+		words.Tool = ent.name
+		return nil, words.Error(), nil
+	}
 	if err != nil {
 		span.End(errorType(ctx, err))
 		e.log.Warn("mcp: a tool call failed", "user", req.User, "tool", ent.original, "err", err)

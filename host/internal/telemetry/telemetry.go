@@ -79,6 +79,7 @@ type T struct {
 	tracer   trace.Tracer
 	tracing  bool
 	dur      metric.Float64Histogram
+	policy   metric.Int64Counter // the tool policy's decisions
 	tools    *Capper
 	servers  *Capper
 	states   *Capper  // extension and state of the servers gauge
@@ -142,6 +143,11 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("duration histogram: %w", err), t.Shutdown(ctx))
 	}
+	t.policy, err = m.Int64Counter("agenthost.policy.decisions", metric.WithDescription(
+		"The tool policy's decisions on calls: denied, pending (refused, waiting for approval on the settings page), approved and declined (through the client's elicitation), once and window (approved on the settings page)."))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("policy counter: %w", err), t.Shutdown(ctx))
+	}
 	if gauges != nil {
 		sess, _ := m.Int64ObservableGauge("agenthost.mcp.sessions", metric.WithDescription("Open sessions on /mcp."))
 		users, _ := m.Int64ObservableGauge("agenthost.users.active", metric.WithDescription("Users with extensions' per-user state open."))
@@ -188,6 +194,16 @@ func (t *T) Shutdown(ctx context.Context) error {
 		errs = append(errs, f(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// PolicyDecision counts one decision of the host's tool policy on a call
+// (a bounded set of words: denied, pending, approved, declined, once,
+// window; no user, no tool).
+func (t *T) PolicyDecision(decision string) {
+	if t == nil {
+		return
+	}
+	t.policy.Add(context.Background(), 1, metric.WithAttributes(attribute.String("agenthost.decision", decision)))
 }
 
 // Call is what the endpoint knows of a request: a tool call, or (Method

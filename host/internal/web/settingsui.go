@@ -136,6 +136,7 @@ type settingsView struct {
 	// A refused scope or expiry: the fields as sent and their errors.
 	TokenServers, TokenServersErr, TokenTools, TokenToolsErr, TokenExpires, TokenExpiresErr string
 	Apps                                                                                    appsView
+	Approvals                                                                               approvalsView
 }
 
 // submitted is a refused submission to re-render: the section, the
@@ -172,6 +173,10 @@ func flashText(s *server, r *http.Request) string {
 		return "The secret was deleted."
 	case q.Get("token") == "revoked":
 		return "The token was revoked."
+	case q.Get("approval") == "approved":
+		return "Approved: the call runs when your agent calls the tool again."
+	case q.Get("approval") == "denied":
+		return "Denied: the call will not run."
 	case q.Get("app") == "revoked":
 		return "The app was disconnected: its access ended at once."
 	}
@@ -301,6 +306,7 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 		}
 	}
 	v.Apps = s.connectedApps(ctx, ws.User)
+	v.Approvals = s.waitingApprovals(ctx, ws.User)
 	for _, e := range status {
 		if !shown[statusKey{e.Extension, e.Name}] {
 			v.Status = append(v.Status, e)

@@ -72,6 +72,10 @@ type Options struct {
 	// Apps, when set, lists the user's OAuth grants ("Connected apps") on
 	// the settings page and at /api/v1/grants, and revokes them.
 	Apps ConnectedApps
+	// Approvals, when set, shows the user's calls waiting for approval
+	// (the tool policy) on the settings page and at /api/v1/approvals,
+	// and takes the user's answers.
+	Approvals Approvals
 	// SignIn starts an extension's OAuth sign-in of user to resource name
 	// from this browser and returns the authorization URL to send it to
 	// (the settings page's Connect buttons); nil offers none.
@@ -212,6 +216,7 @@ func (s *server) routes(r chi.Router) {
 		r.Post("/settings/_tokens", s.createToken)
 		r.Post("/settings/_tokens/revoke", s.revokeToken)
 		r.Post("/settings/_apps/revoke", s.revokeApp)
+		r.Post("/settings/_approvals", s.decideApproval)
 		r.Get("/settings/agents", s.agentsPage)
 		r.Post("/settings/agents/token", s.agentToken)
 		r.Post("/settings/_secrets/{ext}", s.setNamedSecret)
@@ -249,6 +254,8 @@ func (s *server) routes(r chi.Router) {
 		r.Post("/tokens", s.apiCreateToken)
 		r.Delete("/tokens/{id}", s.apiRevokeToken)
 		r.Get("/grants", s.apiGrants)
+		r.Get("/approvals", s.apiApprovals)
+		r.Post("/approvals/{id}", s.apiDecideApproval)
 		r.Delete("/grants/{id}", s.apiRevokeGrant)
 		r.Get("/tools", s.apiTools)
 		r.Get("/status", s.apiStatus)
