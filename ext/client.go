@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -35,6 +36,9 @@ type Client struct {
 	hostSrv     *hostServer
 	calls       *callClient // the call channel, opened on first use
 	callsErr    error
+	// callParams is set by Describe when the extension's carrier reads a
+	// tools/call's raw params (CallOpen.call_params).
+	callParams atomic.Bool
 }
 
 // Compile-time guards: the client carries every capability.
@@ -111,6 +115,7 @@ func (c *Client) Describe(ctx context.Context) (*Descriptor, error) {
 	if d.ProtocolVersion != ProtocolVersion {
 		return nil, fmt.Errorf("extension speaks protocol %d, host speaks %d: %w", d.ProtocolVersion, ProtocolVersion, ErrUnimplemented)
 	}
+	c.callParams.Store(resp.GetCallParams())
 	return d, nil
 }
 
@@ -158,13 +163,21 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	return wireErr(ctx, err)
 }
 
-// CallTool implements [ToolCaller]. The result arrives as Raw.
+// CallTool implements [ToolCaller]. The result arrives as Raw. The
+// client's params (req.Params) go alone when the extension's carrier reads
+// them (it reads Arguments, ProgressToken, Meta and Task from them), else
+// the fields go.
 func (c *Client) CallTool(ctx context.Context, req *CallToolRequest) (*CallToolResult, error) {
-	end, err := c.call(ctx, &extpb.CallOpen{
+	open := &extpb.CallOpen{
 		Method: methodCallTool, UserId: req.User, ConversationId: req.Conversation, Name: req.Name,
-		Params: req.Arguments, ProgressToken: req.ProgressToken, Meta: req.Meta, Task: req.Task,
 		Scope: scopeToProto(req.Scope),
-	}, req.Session)
+	}
+	if len(req.Params) > 0 && c.callParams.Load() {
+		open.CallParams = req.Params
+	} else {
+		open.Params, open.ProgressToken, open.Meta, open.Task = req.Arguments, req.ProgressToken, req.Meta, req.Task
+	}
+	end, err := c.call(ctx, open, req.Session)
 	if err != nil {
 		return nil, err
 	}
