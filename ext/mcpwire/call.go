@@ -16,19 +16,30 @@ import (
 // Call is a tools/call's params, read in place: the members' raw bytes
 // (nil when absent).
 type Call struct {
-	Name      string
-	Arguments json.RawMessage
-	Meta      json.RawMessage
-	Task      json.RawMessage
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      json.RawMessage `json:"_meta"`
+	Task      json.RawMessage `json:"task"`
 }
 
 // ParseCall reads the tools/call params p, valid JSON: a plain object of
-// the four members (each once, the name printable ASCII) by the scanner,
-// anything else by encoding/json, whose error it returns.
+// the four members (ScanCall) by the scanner, anything else by
+// encoding/json, whose error it returns.
 func ParseCall(p json.RawMessage) (Call, error) {
+	if c, ok := ScanCall(p); ok {
+		return c, nil
+	}
 	var c Call
+	err := json.Unmarshal(p, &c)
+	return c, err
+}
+
+// ScanCall is ParseCall's plain path: ok when p is an object of Call's
+// members only, each once and spelled exactly, the name printable ASCII
+// with no escape.
+func ScanCall(p json.RawMessage) (c Call, ok bool) {
 	var name []byte
-	if ObjectFields(p, func(k, v []byte) bool {
+	ok = ObjectFields(p, func(k, v []byte) bool {
 		switch string(k) {
 		case "name":
 			return Once(&name, v)
@@ -40,17 +51,8 @@ func ParseCall(p json.RawMessage) (Call, error) {
 			return Once((*[]byte)(&c.Task), v)
 		}
 		return false
-	}) && PlainString(name, &c.Name) {
-		return c, nil
-	}
-	var d struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Meta      json.RawMessage `json:"_meta"`
-		Task      json.RawMessage `json:"task"`
-	}
-	err := json.Unmarshal(p, &d)
-	return Call(d), err
+	}) && PlainString(name, &c.Name)
+	return c, ok
 }
 
 // ProgressToken reads the progress token of meta, a request's _meta (raw

@@ -109,29 +109,10 @@ type Overview struct {
 }
 
 // CallRequest is a tool call through the host with everything a client
-// session brings: its progress token, _meta, task parameters and the
-// session itself, through which the extension reports progress and asks
-// the client (see [ext.Session]).
-type CallRequest struct {
-	User         string
-	Conversation string
-	Name         string
-	Arguments    json.RawMessage
-	// ProgressToken, Meta and Task are the client's, raw (nil: none).
-	ProgressToken json.RawMessage
-	Meta          json.RawMessage
-	Task          json.RawMessage
-	// Session is the calling client's session (nil: none).
-	Session ext.Session
-	// Scope, when set, bounds the call (a scoped token's): a tool outside
-	// it is not found, as one the user does not have.
-	Scope *ext.Scope
-	// Credential and SessionID name, for the audit log, what the caller
-	// authenticated with ("token:<id>", "oauth:<grant id>"; empty: the
-	// Go API or the CLI) and the client's MCP session. Never a secret.
-	Credential, SessionID string
-	_                     struct{}
-}
+// session brings: it is the extension's request, [ext.CallToolRequest],
+// one type from the endpoint to the extension (the host clears what is
+// its own, Credential and SessionID, before the call reaches one).
+type CallRequest = ext.CallToolRequest
 
 // PromptRequest asks for one of a user's prompts.
 type PromptRequest struct {
