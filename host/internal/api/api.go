@@ -1,9 +1,11 @@
 // Package api holds the types the host's surfaces (the MCP endpoint, the
 // web UI and JSON API, the control socket of the CLI) share with package
 // host. Package host's exported types are aliases of these, so the
-// surfaces never import package host; each surface declares the small
-// interface of the host it uses (mcpendpoint.Host, web.Host,
-// control.Host), and *host.Host implements them all.
+// surfaces never import package host; the host's parts the surfaces share
+// are declared once here (parts.go: Tools, Caller, Settings, Status), each
+// surface's interface of the host (mcpendpoint.Host, web.Host,
+// control.Host) is made of them and what it alone uses, and *host.Host
+// implements them all.
 //
 // The types are plain values: safe to copy and to share read-only between
 // goroutines.
