@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agenthost/agenthost/ext/internal/extpb"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // Client is the host's handle on an extension running in another process.
@@ -172,10 +173,19 @@ func (c *Client) CallTool(ctx context.Context, req *CallToolRequest) (*CallToolR
 		Method: methodCallTool, UserId: req.User, ConversationId: req.Conversation, Name: req.Name,
 		Scope: scopeToProto(req.Scope),
 	}
-	if len(req.Params) > 0 && c.callParams.Load() {
+	switch {
+	case len(req.Params) > 0 && c.callParams.Load():
 		open.CallParams = req.Params
-	} else {
+	case c.callParams.Load() || len(req.ProgressToken) == 0:
 		open.Params, open.ProgressToken, open.Meta, open.Task = req.Arguments, req.ProgressToken, req.Meta, req.Task
+	default:
+		// An extension built before call_params reads meta (field 7) as
+		// the rest of the client's _meta, without its progress token.
+		_, rest, err := mcpwire.SplitProgressToken(req.Meta)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: the client's _meta: %w", req.Name, err)
+		}
+		open.Params, open.ProgressToken, open.Meta, open.Task = req.Arguments, req.ProgressToken, rest, req.Task
 	}
 	end, err := c.call(ctx, open, req.Session)
 	if err != nil {

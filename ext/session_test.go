@@ -201,15 +201,28 @@ func TestCallParamsCross(t *testing.T) {
 			e, _, _ := configured(t, carrier, false)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
+			req := &ext.CallToolRequest{
+				User: "alice", Name: "test/params", Params: json.RawMessage(params), Arguments: json.RawMessage(`{"a":1}`),
+				ProgressToken: json.RawMessage(`"t"`), Meta: json.RawMessage(`{"x":1,"progressToken":"t"}`), Task: json.RawMessage(`{"ttl":5}`),
+			}
+			if carrier != "inprocess" {
+				// Before Describe the client takes the extension for one
+				// built before call_params: the fields go, meta as the
+				// rest of _meta, as that extension reads it.
+				res, err := e.(ext.ToolCaller).CallTool(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, old := res.Text(), `params= args={"a":1} token="t" meta={"x":1} task={"ttl":5}`; got != old {
+					t.Errorf("an older extension saw %s\nwant %s", got, old)
+				}
+			}
 			// As the host does: Describe tells the client that the
 			// extension's carrier reads the params.
 			if _, err := e.Describe(ctx); err != nil {
 				t.Fatal(err)
 			}
-			res, err := e.(ext.ToolCaller).CallTool(ctx, &ext.CallToolRequest{
-				User: "alice", Name: "test/params", Params: json.RawMessage(params), Arguments: json.RawMessage(`{"a":1}`),
-				ProgressToken: json.RawMessage(`"t"`), Meta: json.RawMessage(`{"x":1,"progressToken":"t"}`), Task: json.RawMessage(`{"ttl":5}`),
-			})
+			res, err := e.(ext.ToolCaller).CallTool(ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
