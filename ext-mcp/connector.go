@@ -754,6 +754,16 @@ func (c *conn) callTool(ctx context.Context, req *ext.CallToolRequest) (*ext.Cal
 			tok = token
 		}
 		untrack = c.track(sess, tok)
+		if len(req.Params) > 0 && !isEmpty(req.Arguments) {
+			// The client's params as they came, with ext-mcp's one edit:
+			// the server's tool name, and in _meta (req.Meta, which
+			// carries this hop's trace context) its own progress token.
+			meta, err := mcpwire.WithProgressToken(req.Meta, tok)
+			if err != nil {
+				return nil, err
+			}
+			return mcpwire.EditCall(req.Params, req.Name, meta)
+		}
 		return mcpwire.CallParams(req.Name, args, req.Meta, tok, req.Task)
 	}, sess)
 	if untrack != nil {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agenthost/agenthost/ext/internal/extpb"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // The call channel carries every request that has a client session behind
@@ -531,11 +532,12 @@ func runCallRaw(ctx context.Context, impl Extension, open *extpb.CallOpen, sess 
 		if !ok {
 			return nil, nil, fmt.Errorf("extension has no tools: %w", ErrUnimplemented)
 		}
-		res, err := tc.CallTool(ctx, &CallToolRequest{
-			User: user, Conversation: conv, Name: open.GetName(), Arguments: raw(open.GetParams()),
-			ProgressToken: raw(open.GetProgressToken()), Meta: raw(open.GetMeta()), Task: raw(open.GetTask()),
-			Session: sess, Scope: scopeFromProto(open.GetScope()),
-		})
+		req, err := callToolRequest(open)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.User, req.Conversation, req.Session = user, conv, sess
+		res, err := tc.CallTool(ctx, req)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -683,4 +685,31 @@ func callsOverStream(done context.Context, client extpb.ExtensionClient) (frameC
 // Calls serves the gRPC fallback of the call channel (extension side).
 func (s *extensionServer) Calls(stream grpc.BidiStreamingServer[extpb.CallFrame, extpb.CallFrame]) error {
 	return serveCalls(stream.Context(), &streamFrames{stream: stream}, s.impl)
+}
+
+// callToolRequest is the request of a tools/call's open frame: with the
+// client's params (call_params), its fields are read from them.
+func callToolRequest(open *extpb.CallOpen) (*CallToolRequest, error) {
+	req := &CallToolRequest{Name: open.GetName(), Scope: scopeFromProto(open.GetScope())}
+	p := raw(open.GetCallParams())
+	if p == nil {
+		req.Arguments, req.ProgressToken, req.Meta, req.Task = raw(open.GetParams()), raw(open.GetProgressToken()), raw(open.GetMeta()), raw(open.GetTask())
+		return req, nil
+	}
+	c, err := mcpwire.ParseCall(p)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: the client's params: %v: %w", req.Name, err, ErrInvalidArgument)
+	}
+	tok, err := mcpwire.ProgressToken(c.Meta)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: the client's _meta: %w", req.Name, err)
+	}
+	req.Params, req.Arguments, req.ProgressToken, req.Meta, req.Task = p, c.Arguments, tok, c.Meta, c.Task
+	if len(req.Arguments) == 0 {
+		req.Arguments = json.RawMessage("{}")
+	}
+	if string(req.Task) == "null" {
+		req.Task = nil
+	}
+	return req, nil
 }

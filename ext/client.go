@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agenthost/agenthost/ext/internal/extpb"
+	"github.com/agenthost/agenthost/ext/mcpwire"
 )
 
 // Client is the host's handle on an extension running in another process.
@@ -35,6 +37,9 @@ type Client struct {
 	hostSrv     *hostServer
 	calls       *callClient // the call channel, opened on first use
 	callsErr    error
+	// callParams is set by Describe when the extension's carrier reads a
+	// tools/call's raw params (CallOpen.call_params).
+	callParams atomic.Bool
 }
 
 // Compile-time guards: the client carries every capability.
@@ -111,6 +116,7 @@ func (c *Client) Describe(ctx context.Context) (*Descriptor, error) {
 	if d.ProtocolVersion != ProtocolVersion {
 		return nil, fmt.Errorf("extension speaks protocol %d, host speaks %d: %w", d.ProtocolVersion, ProtocolVersion, ErrUnimplemented)
 	}
+	c.callParams.Store(resp.GetCallParams())
 	return d, nil
 }
 
@@ -158,13 +164,30 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	return wireErr(ctx, err)
 }
 
-// CallTool implements [ToolCaller]. The result arrives as Raw.
+// CallTool implements [ToolCaller]. The result arrives as Raw. The
+// client's params (req.Params) go alone when the extension's carrier reads
+// them (it reads Arguments, ProgressToken, Meta and Task from them), else
+// the fields go.
 func (c *Client) CallTool(ctx context.Context, req *CallToolRequest) (*CallToolResult, error) {
-	end, err := c.call(ctx, &extpb.CallOpen{
+	open := &extpb.CallOpen{
 		Method: methodCallTool, UserId: req.User, ConversationId: req.Conversation, Name: req.Name,
-		Params: req.Arguments, ProgressToken: req.ProgressToken, Meta: req.Meta, Task: req.Task,
 		Scope: scopeToProto(req.Scope),
-	}, req.Session)
+	}
+	switch {
+	case len(req.Params) > 0 && c.callParams.Load():
+		open.CallParams = req.Params
+	case c.callParams.Load() || len(req.ProgressToken) == 0:
+		open.Params, open.ProgressToken, open.Meta, open.Task = req.Arguments, req.ProgressToken, req.Meta, req.Task
+	default:
+		// An extension built before call_params reads meta (field 7) as
+		// the rest of the client's _meta, without its progress token.
+		_, rest, err := mcpwire.SplitProgressToken(req.Meta)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: the client's _meta: %w", req.Name, err)
+		}
+		open.Params, open.ProgressToken, open.Meta, open.Task = req.Arguments, req.ProgressToken, rest, req.Task
+	}
+	end, err := c.call(ctx, open, req.Session)
 	if err != nil {
 		return nil, err
 	}

@@ -349,14 +349,26 @@ type CallToolRequest struct {
 	Conversation string
 	// Name is the tool's full registered name.
 	Name string
+	// Params, when set, are the client's tools/call params, raw, as its
+	// MCP client sent them ({"name":…,"arguments":…,"_meta":…,"task":…};
+	// the name as the client spelled it), with the host's one edit: its
+	// trace context in _meta. Nil when the call came another way (the Go
+	// API, the CLI, another extension) or the host dropped the task. A
+	// pass-through sends them on with its own edit
+	// ([github.com/agenthost/agenthost/ext/mcpwire.EditCall])
+	// instead of rebuilding them; the fields below are read from them
+	// (the host sets both, the out-of-process carrier sends Params alone
+	// and reads the fields from them on the extension's side).
+	Params json.RawMessage
 	// Arguments is the tool's input, a JSON object, carried raw.
 	Arguments json.RawMessage
 	// ProgressToken is the client's progress token for this call, raw, or
 	// nil when the client asked for no progress. Report progress with
 	// [Progress] on Session; the host sends it under this token.
 	ProgressToken json.RawMessage
-	// Meta is the rest of the client's _meta object for the call, raw (nil
-	// when there was none).
+	// Meta is the client's _meta object for the call, raw, as it came
+	// (its progressToken too, which ProgressToken holds already); nil
+	// when there was none.
 	Meta json.RawMessage
 	// Task, when set, asks for a task-augmented call (MCP tasks): the raw
 	// "task" parameters, e.g. {"ttl":60000}. An extension with the "tasks"
@@ -371,6 +383,12 @@ type CallToolRequest struct {
 	// caller ([UserActor.CallToolAs]) passes it on, so that the caller is
 	// never widened.
 	Scope *Scope
+	// Credential and SessionID name, for the host's audit log, what the
+	// caller authenticated with ("token:<id>", "oauth:<grant id>"; empty:
+	// the Go API or the CLI) and the client's MCP session. Never a
+	// secret. The host's surfaces set them; an extension never sees them
+	// (the host clears them before the call reaches it).
+	Credential, SessionID string
 }
 
 // CallToolResult is a tool's result. Content is a JSON array of MCP content

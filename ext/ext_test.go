@@ -108,6 +108,8 @@ func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.
 			Data: json.RawMessage(`{"elicitations":[{"mode":"url","elicitationId":"e-` + req.User + `","url":"https://example.com/` + req.User + `","message":"m"}]}`)})
 	case "test/session":
 		return sessionTool(ctx, req)
+	case "test/params":
+		return ext.TextResult(fmt.Sprintf("params=%s args=%s token=%s meta=%s task=%s", req.Params, req.Arguments, req.ProgressToken, req.Meta, req.Task)), nil
 	case "test/scope":
 		b, _ := json.Marshal(req.Scope)
 		return ext.TextResult(string(b)), nil

@@ -32,6 +32,11 @@ func frameSamples() []*extpb.CallFrame {
 		// A scoped caller's open (field 10) goes through proto both ways.
 		{Call: 14, Body: &extpb.CallFrame_Open{Open: &extpb.CallOpen{Method: "tools/call", UserId: "alice", Name: "code/run",
 			Scope: &extpb.Scope{Servers: []string{"notes"}, Tools: []string{"notes/list_*"}}}}},
+		// A client's raw params (field 11), alone and with a scope.
+		{Call: 15, Body: &extpb.CallFrame_Open{Open: &extpb.CallOpen{Method: "tools/call", UserId: "alice", Name: "notes/echo",
+			CallParams: []byte(`{"name":"notes_echo","arguments":{"text":"hi"},"_meta":{"progressToken":1}}`)}}},
+		{Call: 16, Body: &extpb.CallFrame_Open{Open: &extpb.CallOpen{Method: "tools/call", UserId: "alice", Name: "notes/echo",
+			CallParams: []byte(`{"name":"notes/echo"}`), Scope: &extpb.Scope{Servers: []string{"notes"}}}}},
 		{Call: 13, Body: &extpb.CallFrame_End{End: &extpb.CallEnd{Code: 2, Error: "sign in (code -32042)",
 			RpcError: &extpb.RPCError{Code: -32042, Message: "sign in", Data: []byte(`{"elicitations":[]}`)}}}},
 	}

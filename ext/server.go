@@ -34,7 +34,7 @@ func (s *extensionServer) Describe(ctx context.Context, _ *extpb.DescribeRequest
 	}
 	d2 := *d
 	d2.ProtocolVersion = ProtocolVersion
-	return &extpb.DescribeResponse{Descriptor_: descriptorToProto(&d2)}, nil
+	return &extpb.DescribeResponse{Descriptor_: descriptorToProto(&d2), CallParams: true}, nil
 }
 
 func (s *extensionServer) Configure(ctx context.Context, req *extpb.ConfigureRequest) (*extpb.ConfigureResponse, error) {

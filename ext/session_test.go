@@ -189,6 +189,61 @@ func TestSessions(t *testing.T) {
 	}
 }
 
+// TestCallParamsCross: a client's raw tools/call params reach the
+// extension as they came on every carrier; out of process they travel
+// alone and the extension's carrier reads the arguments, progress token,
+// _meta and task from them.
+func TestCallParamsCross(t *testing.T) {
+	params := `{"name":"test_params","arguments":{"a":1},"_meta":{"x":1,"progressToken":"t"},"task":{"ttl":5}}`
+	want := `params=` + params + ` args={"a":1} token="t" meta={"x":1,"progressToken":"t"} task={"ttl":5}`
+	for _, carrier := range exttest.Carriers {
+		t.Run(carrier, func(t *testing.T) {
+			e, _, _ := configured(t, carrier, false)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req := &ext.CallToolRequest{
+				User: "alice", Name: "test/params", Params: json.RawMessage(params), Arguments: json.RawMessage(`{"a":1}`),
+				ProgressToken: json.RawMessage(`"t"`), Meta: json.RawMessage(`{"x":1,"progressToken":"t"}`), Task: json.RawMessage(`{"ttl":5}`),
+			}
+			if carrier != "inprocess" {
+				// Before Describe the client takes the extension for one
+				// built before call_params: the fields go, meta as the
+				// rest of _meta, as that extension reads it.
+				res, err := e.(ext.ToolCaller).CallTool(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, old := res.Text(), `params= args={"a":1} token="t" meta={"x":1} task={"ttl":5}`; got != old {
+					t.Errorf("an older extension saw %s\nwant %s", got, old)
+				}
+			}
+			// As the host does: Describe tells the client that the
+			// extension's carrier reads the params.
+			if _, err := e.Describe(ctx); err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.(ext.ToolCaller).CallTool(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Text(); got != want {
+				t.Errorf("the extension saw %s\nwant %s", got, want)
+			}
+			if carrier == "inprocess" {
+				return
+			}
+			// The fields are the params' own: the carrier sent the params alone.
+			res, err = e.(ext.ToolCaller).CallTool(ctx, &ext.CallToolRequest{User: "alice", Name: "test/params", Params: json.RawMessage(params)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Text(); got != want {
+				t.Errorf("from the params alone the extension saw %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
 // TestCapabilitiesBesideTools exercises prompts, resources, subscriptions,
 // completions, tasks and session notifications on every carrier.
 func TestCapabilitiesBesideTools(t *testing.T) {

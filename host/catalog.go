@@ -30,6 +30,10 @@ type Instruction = api.Instruction
 // resource URI taken by two extensions is refused loudly, like tool names.
 // Every change raises a "catalog changed" event for the user.
 type extras struct {
+	// pub serializes the publications of catalogs (SetUserCatalog, the
+	// one caller of set), so that what conflict found still holds when
+	// set runs; it is taken before the registry's lock and mu.
+	pub  sync.Mutex
 	mu   sync.RWMutex
 	user map[string]map[string]*ext.Catalog // user → extension → catalog (tools unused)
 	subs map[string]map[chan struct{}]struct{}
@@ -75,6 +79,33 @@ func uniqueDefs() func(kind, key string, def json.RawMessage) error {
 	}
 }
 
+// conflict reports a prompt or resource of c that another extension
+// already has for user.
+func (x *extras) conflict(extName, user string, c *ext.Catalog) error {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.conflictLocked(extName, user, c)
+}
+
+func (x *extras) conflictLocked(extName, user string, c *ext.Catalog) error {
+	for other, oc := range x.user[user] {
+		if other == extName {
+			continue
+		}
+		for _, p := range c.Prompts {
+			if slices.ContainsFunc(oc.Prompts, func(q ext.Prompt) bool { return q.Name == p.Name }) {
+				return fmt.Errorf("prompt %q is already registered by extension %q: %w", p.Name, other, ext.ErrInvalidArgument)
+			}
+		}
+		for _, r := range c.Resources {
+			if slices.ContainsFunc(oc.Resources, func(q ext.Resource) bool { return q.URI == r.URI }) {
+				return fmt.Errorf("resource %q is already registered by extension %q: %w", r.URI, other, ext.ErrInvalidArgument)
+			}
+		}
+	}
+	return nil
+}
+
 // set replaces extName's extras for user.
 func (x *extras) set(extName, user string, c *ext.Catalog) error {
 	if c == nil {
@@ -84,22 +115,9 @@ func (x *extras) set(extName, user string, c *ext.Catalog) error {
 		return err
 	}
 	x.mu.Lock()
-	for other, oc := range x.user[user] {
-		if other == extName {
-			continue
-		}
-		for _, p := range c.Prompts {
-			if slices.ContainsFunc(oc.Prompts, func(q ext.Prompt) bool { return q.Name == p.Name }) {
-				x.mu.Unlock()
-				return fmt.Errorf("prompt %q is already registered by extension %q: %w", p.Name, other, ext.ErrInvalidArgument)
-			}
-		}
-		for _, r := range c.Resources {
-			if slices.ContainsFunc(oc.Resources, func(q ext.Resource) bool { return q.URI == r.URI }) {
-				x.mu.Unlock()
-				return fmt.Errorf("resource %q is already registered by extension %q: %w", r.URI, other, ext.ErrInvalidArgument)
-			}
-		}
+	if err := x.conflictLocked(extName, user, c); err != nil {
+		x.mu.Unlock()
+		return err
 	}
 	cp := &ext.Catalog{
 		Prompts: slices.Clone(c.Prompts), Resources: slices.Clone(c.Resources),

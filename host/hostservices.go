@@ -36,7 +36,9 @@ func (s *hostServices) SetSystemTools(_ context.Context, tools []ext.Tool) error
 }
 
 // SetUserCatalog checks every kind before it replaces any, so a bad
-// catalog changes nothing.
+// catalog changes nothing: the extras' conflicts are checked before the
+// tools are replaced, under the lock that serializes publications
+// (extras.pub), so that extras.set cannot then refuse.
 func (s *hostServices) SetUserCatalog(_ context.Context, user string, c *ext.Catalog) error {
 	if err := checkUser(user); err != nil {
 		return err
@@ -52,6 +54,11 @@ func (s *hostServices) SetUserCatalog(_ context.Context, user string, c *ext.Cat
 	}
 	if len(c.Tools)+len(c.Prompts)+len(c.Resources)+len(c.ResourceTemplates)+len(c.Instructions) == 0 && s.h.reg.sleeping(user) {
 		return nil // retired for idleness: the catalog stays (see registry.asleep)
+	}
+	s.h.extras.pub.Lock()
+	defer s.h.extras.pub.Unlock()
+	if err := s.h.extras.conflict(s.ext, user, c); err != nil {
+		return err
 	}
 	if err := s.h.reg.setUser(s.ext, user, c.Tools); err != nil {
 		return err

@@ -227,14 +227,17 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 	if len(task) > 0 && !e.descriptor().Has(ext.CapabilityTasks) {
 		task = nil
 	}
-	creq := &ext.CallToolRequest{
-		User: req.User, Conversation: req.Conversation, Name: req.Name, Arguments: args,
-		ProgressToken: req.ProgressToken, Meta: req.Meta, Task: task, Session: req.Session, Scope: req.Scope,
+	// The extension's request is the caller's but for what is the host's
+	// own (the audit log's names) and its edits.
+	creq := *req
+	creq.Arguments, creq.Task, creq.Credential, creq.SessionID = args, task, "", ""
+	if len(task) != len(req.Task) {
+		creq.Params = nil // the params would still ask for the task
 	}
 	var res *ext.CallToolResult
 	err := useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
 		func(tc ext.ToolCaller) (err error) {
-			res, err = tc.CallTool(ctx, creq)
+			res, err = tc.CallTool(ctx, &creq)
 			return err
 		})
 	if err != nil {

@@ -566,7 +566,13 @@ type CallOpen struct {
 	Capabilities []byte `protobuf:"bytes,9,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// The caller's scope (a scoped token's): absent for an unscoped caller.
 	// An extension that calls tools as this user (CallToolAs) passes it on.
-	Scope         *Scope `protobuf:"bytes,10,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope *Scope `protobuf:"bytes,10,opt,name=scope,proto3" json:"scope,omitempty"`
+	// tools/call: the client's params, raw JSON, as it sent them (with the
+	// host's trace context in _meta). When set, params, progress_token,
+	// meta and task are left out: the extension reads them from here. The
+	// host sends it only to an extension whose DescribeResponse has
+	// call_params.
+	CallParams    []byte `protobuf:"bytes,11,opt,name=call_params,json=callParams,proto3" json:"call_params,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -667,6 +673,13 @@ func (x *CallOpen) GetCapabilities() []byte {
 func (x *CallOpen) GetScope() *Scope {
 	if x != nil {
 		return x.Scope
+	}
+	return nil
+}
+
+func (x *CallOpen) GetCallParams() []byte {
+	if x != nil {
+		return x.CallParams
 	}
 	return nil
 }
@@ -1299,8 +1312,11 @@ func (*DescribeRequest) Descriptor() ([]byte, []int) {
 }
 
 type DescribeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Descriptor_   *Descriptor            `protobuf:"bytes,1,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Descriptor_ *Descriptor            `protobuf:"bytes,1,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	// The extension's carrier reads a tools/call's call_params (CallOpen):
+	// set by ext's carrier itself, not by the extension.
+	CallParams    bool `protobuf:"varint,2,opt,name=call_params,json=callParams,proto3" json:"call_params,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1340,6 +1356,13 @@ func (x *DescribeResponse) GetDescriptor_() *Descriptor {
 		return x.Descriptor_
 	}
 	return nil
+}
+
+func (x *DescribeResponse) GetCallParams() bool {
+	if x != nil {
+		return x.CallParams
+	}
+	return false
 }
 
 type Descriptor struct {
@@ -4802,7 +4825,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06notify\x18\x05 \x01(\v2 .agenthost.ext.v1.SessionMessageH\x00R\x06notify\x12<\n" +
 	"\arequest\x18\x06 \x01(\v2 .agenthost.ext.v1.SessionMessageH\x00R\arequest\x126\n" +
 	"\x05reply\x18\a \x01(\v2\x1e.agenthost.ext.v1.SessionReplyH\x00R\x05replyB\x06\n" +
-	"\x04body\"\xb2\x02\n" +
+	"\x04body\"\xd3\x02\n" +
 	"\bCallOpen\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12'\n" +
@@ -4814,7 +4837,9 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x04task\x18\b \x01(\fR\x04task\x12\"\n" +
 	"\fcapabilities\x18\t \x01(\fR\fcapabilities\x12-\n" +
 	"\x05scope\x18\n" +
-	" \x01(\v2\x17.agenthost.ext.v1.ScopeR\x05scope\"\xb9\x01\n" +
+	" \x01(\v2\x17.agenthost.ext.v1.ScopeR\x05scope\x12\x1f\n" +
+	"\vcall_params\x18\v \x01(\fR\n" +
+	"callParams\"\xb9\x01\n" +
 	"\aCallEnd\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\x12\x18\n" +
 	"\adetails\x18\x02 \x01(\fR\adetails\x12\x12\n" +
@@ -4852,11 +4877,13 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06values\x18\x03 \x01(\fR\x06values\x12\x16\n" +
 	"\x06groups\x18\x04 \x03(\tR\x06groups\"\x1a\n" +
 	"\x18ValidateSettingsResponse\"\x11\n" +
-	"\x0fDescribeRequest\"P\n" +
+	"\x0fDescribeRequest\"q\n" +
 	"\x10DescribeResponse\x12<\n" +
 	"\n" +
 	"descriptor\x18\x01 \x01(\v2\x1c.agenthost.ext.v1.DescriptorR\n" +
-	"descriptor\"\xea\x01\n" +
+	"descriptor\x12\x1f\n" +
+	"\vcall_params\x18\x02 \x01(\bR\n" +
+	"callParams\"\xea\x01\n" +
 	"\n" +
 	"Descriptor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +

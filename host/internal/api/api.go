@@ -1,9 +1,11 @@
 // Package api holds the types the host's surfaces (the MCP endpoint, the
 // web UI and JSON API, the control socket of the CLI) share with package
 // host. Package host's exported types are aliases of these, so the
-// surfaces never import package host; each surface declares the small
-// interface of the host it uses (mcpendpoint.Host, web.Host,
-// control.Host), and *host.Host implements them all.
+// surfaces never import package host; the host's parts the surfaces share
+// are declared once here (parts.go: Tools, Caller, Settings, Status), each
+// surface's interface of the host (mcpendpoint.Host, web.Host,
+// control.Host) is made of them and what it alone uses, and *host.Host
+// implements them all.
 //
 // The types are plain values: safe to copy and to share read-only between
 // goroutines.
@@ -110,29 +112,10 @@ type Overview struct {
 }
 
 // CallRequest is a tool call through the host with everything a client
-// session brings: its progress token, _meta, task parameters and the
-// session itself, through which the extension reports progress and asks
-// the client (see [ext.Session]).
-type CallRequest struct {
-	User         string
-	Conversation string
-	Name         string
-	Arguments    json.RawMessage
-	// ProgressToken, Meta and Task are the client's, raw (nil: none).
-	ProgressToken json.RawMessage
-	Meta          json.RawMessage
-	Task          json.RawMessage
-	// Session is the calling client's session (nil: none).
-	Session ext.Session
-	// Scope, when set, bounds the call (a scoped token's): a tool outside
-	// it is not found, as one the user does not have.
-	Scope *ext.Scope
-	// Credential and SessionID name, for the audit log, what the caller
-	// authenticated with ("token:<id>", "oauth:<grant id>"; empty: the
-	// Go API or the CLI) and the client's MCP session. Never a secret.
-	Credential, SessionID string
-	_                     struct{}
-}
+// session brings: it is the extension's request, [ext.CallToolRequest],
+// one type from the endpoint to the extension (the host clears what is
+// its own, Credential and SessionID, before the call reaches one).
+type CallRequest = ext.CallToolRequest
 
 // PromptRequest asks for one of a user's prompts.
 type PromptRequest struct {

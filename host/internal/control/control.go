@@ -29,17 +29,10 @@ const SocketName = "agenthost.sock"
 // so is [Client], for a host in another process). Its methods are called
 // concurrently; see package host for what each does.
 type Host interface {
-	Tools(ctx context.Context, user string) ([]api.Tool, error)
+	api.Tools
+	api.Settings
+	api.Status
 	Call(ctx context.Context, user, conversation, name string, args json.RawMessage) (*ext.CallToolResult, error)
-	Sections(ctx context.Context) ([]api.Section, error)
-	GetSettings(ctx context.Context, user, extension, section string) (*api.SettingsValues, error)
-	SetSettings(ctx context.Context, user, extension, section string, values json.RawMessage) error
-	PatchSettings(ctx context.Context, user, extension, section string, patch json.RawMessage) error
-	SetSecret(ctx context.Context, user, extension, name, value string) error
-	DeleteSecret(ctx context.Context, user, extension, name string) error
-	Status(ctx context.Context, user string) ([]api.StatusEntry, error)
-	Extensions(ctx context.Context) ([]api.ExtensionInfo, error)
-	Overview(ctx context.Context) (api.Overview, error)
 }
 
 // Tokens is the token and login-link administration the CLI reaches

@@ -1,7 +1,6 @@
 package control
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -46,7 +45,7 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 	do(mux, "POST /v1/call", func(r *http.Request, req *callRequest) (any, error) {
 		var res *ext.CallToolResult
 		var err error
-		if ct, ok := h.(callTooler); ok {
+		if ct, ok := h.(api.Caller); ok {
 			// The audit log names the CLI as the credential.
 			res, err = ct.CallTool(r.Context(), &api.CallRequest{User: req.User, Conversation: req.Conversation, Name: req.Name,
 				Arguments: req.Arguments, Credential: "cli"})
@@ -214,9 +213,4 @@ type authRequest struct {
 	User      string `json:"user"`
 	Extension string `json:"ext"`
 	Name      string `json:"name"`
-}
-
-// callTooler is a [Host] that takes a whole call request (*host.Host).
-type callTooler interface {
-	CallTool(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error)
 }

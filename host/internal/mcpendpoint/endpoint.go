@@ -27,15 +27,12 @@ import (
 // Host is what the endpoint needs from the host (*host.Host is one). Its
 // methods are called concurrently.
 type Host interface {
-	// Tools returns the user's tools, activating the user on first use.
-	Tools(ctx context.Context, user string) ([]api.Tool, error)
+	api.Tools
+	api.Caller
 	// Subscribe returns a channel that receives a value (coalesced)
 	// whenever the user's tools change, until cancel is called or ctx
 	// ends.
 	Subscribe(ctx context.Context, user string) (events <-chan struct{}, cancel func())
-	// CallTool runs a tool for req.User with the calling client's session;
-	// arguments and the result travel as raw JSON.
-	CallTool(ctx context.Context, req *api.CallRequest) (*ext.CallToolResult, error)
 	// Task answers a tasks/* request (params and result raw).
 	Task(ctx context.Context, user, method string, params json.RawMessage, sess ext.Session) (json.RawMessage, error)
 	// Prompts returns the user's prompts, sorted by name.

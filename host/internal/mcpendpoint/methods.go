@@ -201,46 +201,13 @@ func validOrNil(b json.RawMessage) json.RawMessage {
 	return b
 }
 
-// callParams are a tools/call's params.
-type callParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	Meta      json.RawMessage `json:"_meta"`
-	Task      json.RawMessage `json:"task"`
-}
+// callParams are a tools/call's params, read by ext/mcpwire (the one
+// reader of them; the two names below are its, for this package's tests).
+type callParams = mcpwire.Call
 
-// parseCallParams decodes a tools/call's params, raw valid JSON (as
-// parseBody hands them out), the plain ones without json.Unmarshal (as
-// fastMsg does).
-func parseCallParams(raw json.RawMessage) (callParams, error) {
-	if p, ok := fastCallParams(raw); ok {
-		return p, nil
-	}
-	var p callParams
-	err := json.Unmarshal(raw, &p)
-	return p, err
-}
+func parseCallParams(raw json.RawMessage) (callParams, error) { return mcpwire.ParseCall(raw) }
 
-// fastCallParams is parseCallParams's plain path: an object of
-// callParams's fields only, each once and spelled exactly, its name plain.
-func fastCallParams(raw json.RawMessage) (callParams, bool) {
-	var p callParams
-	var name []byte
-	ok := mcpwire.ObjectFields(raw, func(k, v []byte) bool {
-		switch string(k) {
-		case "name":
-			return mcpwire.Once(&name, v)
-		case "arguments":
-			return mcpwire.Once((*[]byte)(&p.Arguments), v)
-		case "_meta":
-			return mcpwire.Once((*[]byte)(&p.Meta), v)
-		case "task":
-			return mcpwire.Once((*[]byte)(&p.Task), v)
-		}
-		return false
-	}) && mcpwire.PlainString(name, &p.Name)
-	return p, ok
-}
+func fastCallParams(raw json.RawMessage) (callParams, bool) { return mcpwire.ScanCall(raw) }
 
 // callTool runs a tool through the user's table: arguments go out and the
 // result comes back as raw JSON.
@@ -261,23 +228,23 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 	if refused := ent.refusal(); refused != nil {
 		return refused, nil
 	}
-	var meta json.RawMessage
-	if len(p.Meta) > 0 {
-		var err error
-		if rs.token, meta, err = mcpwire.SplitProgressToken(p.Meta); errors.Is(err, mcpwire.ErrMetaNotObject) {
-			return nil, errParams("%v", err)
-		} else if err != nil {
-			return nil, err
-		}
+	// The progress token is read, _meta is not taken apart: the params
+	// go on as they came (see ext.CallToolRequest.Params).
+	if rs.token, err = mcpwire.ProgressToken(p.Meta); err != nil {
+		return nil, errParams("%v", err)
 	}
-	if string(p.Task) == "null" || s.u.scope != nil {
-		// A scoped session has no tasks (tasks/list would show the
-		// user's others): its calls run as plain calls.
+	if string(p.Task) == "null" {
 		p.Task = nil
 	}
+	if s.u.scope != nil && p.Task != nil {
+		// A scoped session has no tasks (tasks/list would show the
+		// user's others): its calls run as plain calls, the params
+		// without their task left behind.
+		p.Task, raw = nil, nil
+	}
 	res, failed, rerr := s.e.callHost(ctx, &api.CallRequest{
-		User: s.p.User, Conversation: s.conv, Name: ent.original, Arguments: p.Arguments,
-		ProgressToken: rs.token, Meta: meta, Task: p.Task, Session: rs, Scope: s.u.scope,
+		User: s.p.User, Conversation: s.conv, Name: ent.original, Params: raw, Arguments: p.Arguments,
+		ProgressToken: rs.token, Meta: p.Meta, Task: p.Task, Session: rs, Scope: s.u.scope,
 		Credential: credential(s.p), SessionID: s.id,
 	}, ent, s.isClosed, telemetry.Call{Session: s.id, Protocol: s.version})
 	if rerr != nil {
@@ -321,7 +288,17 @@ func (ent *entry) refusal() json.RawMessage {
 func (e *Endpoint) callHost(ctx context.Context, req *api.CallRequest, ent *entry, closed func() bool, tc telemetry.Call) (*ext.CallToolResult, string, *rpcError) {
 	var span *telemetry.Span
 	tc.Tool = ent.original
+	meta := req.Meta
 	ctx, req.Meta, span = e.tel.StartCall(ctx, tc, req.Meta)
+	if len(req.Params) > 0 && !bytes.Equal(meta, req.Meta) {
+		// The endpoint's one edit of the client's params: its trace
+		// context in _meta.
+		if p, err := mcpwire.EditCall(req.Params, "", req.Meta); err == nil {
+			req.Params = p
+		} else {
+			req.Params = nil
+		}
+	}
 	res, err := e.host.CallTool(ctx, req)
 	if err == nil && res == nil {
 		err = fmt.Errorf("the host returned no result: %w", ext.ErrUnavailable)

@@ -114,17 +114,10 @@ var staticFS embed.FS
 // one). Its methods are called concurrently; see package host for what
 // each does.
 type Host interface {
-	Tools(ctx context.Context, user string) ([]api.Tool, error)
-	Sections(ctx context.Context) ([]api.Section, error)
-	GetSettings(ctx context.Context, user, extension, section string) (*api.SettingsValues, error)
-	SetSettings(ctx context.Context, user, extension, section string, values json.RawMessage) error
-	PatchSettings(ctx context.Context, user, extension, section string, patch json.RawMessage) error
-	SetSecret(ctx context.Context, user, extension, name, value string) error
-	DeleteSecret(ctx context.Context, user, extension, name string) error
+	api.Tools
+	api.Settings
+	api.Status
 	SecretNames(ctx context.Context, user, extension string) ([]string, error)
-	Status(ctx context.Context, user string) ([]api.StatusEntry, error)
-	Extensions(ctx context.Context) ([]api.ExtensionInfo, error)
-	Overview(ctx context.Context) (api.Overview, error)
 }
 
 // server holds the handler's state; it has no goroutines of its own.
