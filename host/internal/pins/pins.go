@@ -420,3 +420,34 @@ func (m *Manager) Approve(ctx context.Context, a Approval) ([]Row, error) {
 	}
 	return out, nil
 }
+
+// View is a row as the surfaces show it: the approved and pending
+// definitions as indented JSON, and their unified diff.
+type View struct {
+	User         string      `json:"user"`
+	Server       string      `json:"server"`
+	Tool         string      `json:"tool"`
+	ByOperator   bool        `json:"byOperator"`
+	Mode         ext.PinMode `json:"mode"`
+	Pending      bool        `json:"pending"`
+	Change       string      `json:"change,omitempty"` // new, changed
+	Hash         string      `json:"hash,omitempty"`
+	PendingHash  string      `json:"pendingHash,omitempty"`
+	ApprovedAt   time.Time   `json:"approvedAt,omitzero"`
+	ApprovedBy   string      `json:"approvedBy,omitempty"`
+	PendingSince time.Time   `json:"pendingSince,omitzero"`
+	Old          string      `json:"old,omitempty"`
+	New          string      `json:"new,omitempty"`
+	Diff         string      `json:"diff,omitempty"`
+}
+
+// View returns the row's view; the definitions and the diff only when
+// it is pending.
+func (r Row) View() View {
+	v := View{User: r.User, Server: r.Server, Tool: r.Tool, ByOperator: r.ByOperator, Mode: r.Mode, Pending: r.Pending(),
+		Hash: r.Hash, PendingHash: r.PendingHash, ApprovedAt: r.ApprovedAt, ApprovedBy: r.ApprovedBy, PendingSince: r.PendingSince}
+	if r.Pending() {
+		v.Change, v.Old, v.New, v.Diff = r.Change(), pretty(r.Def), pretty(r.PendingDef), r.Diff()
+	}
+	return v
+}
