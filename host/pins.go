@@ -184,3 +184,19 @@ func joinReason(a, b string) string {
 	}
 	return a + "; " + b
 }
+
+// HeldTools returns user's tools a pin holds back, by name, with the
+// sentence that says why (the MCP endpoint's answer to a call of one).
+func (h *Host) HeldTools(user string) map[string]string {
+	var out map[string]string
+	for _, hl := range h.reg.heldTools(user) {
+		if hl.Mode != ext.PinBlock {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[hl.Tool] = hl.Reason()
+	}
+	return out
+}
