@@ -30,9 +30,10 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/agenthost/examples/servers/internal/describe"
 )
 
 func main() {
@@ -40,7 +41,7 @@ func main() {
 	reveal := flag.Bool("reveal-token", false, "let whoami return the token itself (tests only)")
 	keyEnv := flag.String("key-env", "", "the environment variable that must hold a key beside the token")
 	hostile := flag.String("hostile", "", "tools or list: attack the operator's terminal (tests only)")
-	describe := flag.String("describe", "", "a file whose text is echo's description, followed as it changes (tests only)")
+	describeFile := flag.String("describe", "", "a file whose text is echo's description, followed as it changes (tests only)")
 	flag.Parse()
 	tok := os.Getenv("MCP_ACCESS_TOKEN")
 	if tok == "" {
@@ -68,31 +69,17 @@ func main() {
 		os.Exit(2)
 	}
 	var wg sync.WaitGroup
-	if *describe != "" {
-		last, err := os.ReadFile(*describe)
+	if *describeFile != "" {
+		wctx, cancel := context.WithCancel(ctx)
+		follow, err := describe.Follow(wctx, *describeFile, func(text string) { addEcho(s, text) })
 		if err != nil {
+			cancel()
 			fmt.Fprintln(os.Stderr, "notes: -describe:", err)
 			os.Exit(2)
 		}
-		addEcho(s, string(last))
-		wctx, cancel := context.WithCancel(ctx)
 		defer wg.Wait()
-		defer cancel() // runs first: the watcher ends, then is waited for
-		wg.Go(func() {
-			t := time.NewTicker(100 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-wctx.Done():
-					return
-				case <-t.C:
-				}
-				if b, err := os.ReadFile(*describe); err == nil && string(b) != string(last) {
-					last = b
-					addEcho(s, string(b))
-				}
-			}
-		})
+		defer cancel() // runs first: the follower ends, then is waited for
+		wg.Go(follow)
 	}
 	if err := s.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "notes:", err)
