@@ -16,8 +16,8 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/audit"
-	"github.com/agenthost/agenthost/host/internal/pins"
 	"github.com/agenthost/agenthost/host/internal/auth"
+	"github.com/agenthost/agenthost/host/internal/pins"
 	"github.com/agenthost/agenthost/settings"
 )
 
@@ -135,11 +135,11 @@ type settingsView struct {
 	// (their own servers' they approve; the operator's they see), or for
 	// the operator's session every user's changes of the operator's
 	// servers.
-	Pins   []pins.View
-	PinsOn bool
-	SessionToken             string // the token this session came from
-	NewToken, NewTokenName   string // a token just made, shown once
-	TokenName, TokenNameErr  string // a refused name
+	Pins                    []pins.View
+	PinsOn                  bool
+	SessionToken            string // the token this session came from
+	NewToken, NewTokenName  string // a token just made, shown once
+	TokenName, TokenNameErr string // a refused name
 	// A refused scope or expiry: the fields as sent and their errors.
 	TokenServers, TokenServersErr, TokenTools, TokenToolsErr, TokenExpires, TokenExpiresErr string
 	Apps                                                                                    appsView
