@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // TestToolPinning (issue 21, a rug pull): two operator servers, the notes
@@ -36,8 +38,9 @@ func TestToolPinning(t *testing.T) {
 	e := newEnv(t, b, map[string]any{"pin": "block", "mcpServers": map[string]any{
 		"notes":  map[string]any{"command": b.notes, "args": []string{"-describe", blockFile}},
 		"warned": map[string]any{"command": b.notes, "args": []string{"-describe", warnFile}, "pin": "warn"},
-	}})
+	}}, map[string]any{"telemetry": map[string]any{"metrics": true}})
 	e.startServe()
+	opTok := strings.TrimSpace(e.must("", "token", "create", "--operator", "--name", "ops"))
 	alice := strings.TrimSpace(e.must("", "token", "create", "--user", "alice", "--name", "agent"))
 	c, err := connect(t, e.url, alice)
 	if err != nil {
@@ -105,6 +108,24 @@ func TestToolPinning(t *testing.T) {
 	if err := json.Unmarshal([]byte(e.must("", "pins", "diff", "notes", "--json")), &views); err != nil || len(views) != 1 ||
 		!strings.Contains(views[0].Old, `"Send the text back."`) || !strings.Contains(views[0].New, "id_rsa") {
 		t.Errorf("pins diff --json: %+v %v", views, err)
+	}
+	// The operator API shows the same; a user's token is refused there.
+	if code, body := e.api("GET", "/api/operator/v1/pins", opTok, ""); code != http.StatusOK || !strings.Contains(body, `"tool":"notes/echo"`) || !strings.Contains(body, "id_rsa") {
+		t.Errorf("GET /api/operator/v1/pins: %d %s", code, body)
+	}
+	if code, _ := e.api("POST", "/api/operator/v1/pins/approve", alice, `{"server":"notes"}`); code != http.StatusForbidden {
+		t.Errorf("a user's token approving on the operator API: HTTP %d, want 403", code)
+	}
+	// alice may not approve the operator's server through her own API.
+	if code, body := e.api("POST", "/api/v1/pins/approve", alice, `{"server":"notes"}`); code != http.StatusNotFound {
+		t.Errorf("alice approving the operator's server: HTTP %d %s, want 404", code, body)
+	}
+	// /metrics counts the tool held back (once, however often it is seen).
+	code, body := e.api("GET", "/metrics", opTok, "")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if ms := fams["agenthost_pins_blocked_total"].GetMetric(); code != http.StatusOK || err != nil || len(ms) != 1 || ms[0].GetCounter().GetValue() != 1 {
+		t.Errorf("/metrics agenthost_pins_blocked_total, want 1: HTTP %d %v\n%s", code, err, body)
 	}
 	status := e.must("", "status", "--user", "alice")
 	if !strings.Contains(status, "blocked by a pin: 1 tool changed") || !strings.Contains(status, "flagged by a pin: 1 tool changed") {
