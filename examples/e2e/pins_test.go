@@ -152,6 +152,14 @@ func TestToolPinning(t *testing.T) {
 	if len(recs) != 1 || recs[0].Tool != "notes/echo" || recs[0].User != "alice" || recs[0].Credential != "cli" || recs[0].ToolHash == "" {
 		t.Errorf("the approval's audit records: %+v", recs)
 	}
+	// Offline (the host stopped), the verbs read and approve pins.db.
+	e.stopServe()
+	if out := e.must("", "pins", "approve", "warned", "--tool", "echo"); !strings.Contains(out, "approved warned/echo for user alice") {
+		t.Errorf("pins approve offline: %s", out)
+	}
+	if list := e.must("", "pins", "list", "--all"); !strings.Contains(list, "warned/echo") || strings.Contains(list, "pending") {
+		t.Errorf("pins list --all offline after approving:\n%s", list)
+	}
 }
 
 // TestToolPinApprovedInABrowser: alice's own server (the bearer example,
