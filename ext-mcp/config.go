@@ -948,9 +948,8 @@ func decl(name string, s Server, own bool) catalog.ServerDecl {
 	}
 	// The pin is copied onto each tool; the operator approves the
 	// changes of the operator's servers, each user their own servers'.
-	d.Pin, d.PinByOperator = s.Pin, !own
-	if d.Pin == ext.PinOff {
-		d.Pin = ""
+	if s.Pin == ext.PinWarn || s.Pin == ext.PinBlock {
+		d.Pin, d.PinByOperator = s.Pin, !own
 	}
 	d.Fingerprint = fingerprint(d.Credentials, s)
 	return d

@@ -10,7 +10,8 @@ import (
 
 // TestPinConfig: the top-level pin is the default of every server without
 // its own; a server's own wins; the operator approves its servers'
-// changes, a user their own; a bad mode is refused naming the field.
+// changes, a user their own (a tool without a pin carries neither); a bad
+// mode is refused naming the field.
 func TestPinConfig(t *testing.T) {
 	cfg, err := ParseConfig(json.RawMessage(`{"pin":"warn","mcpServers":{
 		"a":{"command":"x"},
@@ -22,7 +23,7 @@ func TestPinConfig(t *testing.T) {
 	want := map[string]ext.PinMode{"a": ext.PinWarn, "b": ext.PinBlock, "c": ""}
 	cfg.each(func(name string, s Server) {
 		d := decl(name, cfg.withDefaults(s), false)
-		if d.Pin != want[name] || !d.PinByOperator {
+		if d.Pin != want[name] || d.PinByOperator != (want[name] != "") {
 			t.Errorf("server %s: pin %q by operator %v, want %q by operator", name, d.Pin, d.PinByOperator, want[name])
 		}
 	})
