@@ -8,7 +8,10 @@
 // callable); under [ext.PinWarn] it works and is flagged.
 //
 // Baselines are kept per user and server: a server with per-user
-// credentials may rightly list different tools to different users. The
+// credentials may rightly list different tools to different users. A
+// user's first sight of an operator's server is their baseline only for
+// the tools no other user has; a tool others have must match one of
+// their baselines, or it is a change. The
 // operator approves the changes of the operator's servers (once for every
 // user who saw the same change: a later user who sees it is not asked
 // again); a user approves their own servers' changes.
@@ -268,10 +271,33 @@ func (m *Manager) Check(ctx context.Context, user string, tools []ext.Tool) (kee
 			return nil, nil, fmt.Errorf("reading the pins of server %q for user %q: %w", server, user, err)
 		}
 		if len(rows) == 0 {
+			// The user's first sight of the server: the baseline, but
+			// for an operator's server a tool other users already have
+			// must match one of their baselines (only where the lists
+			// differ does this user's sight alone decide).
 			for _, i := range idx {
 				t := tools[i]
-				put = append(put, Row{User: user, Server: server, Tool: t.Name, ByOperator: t.PinByOperator, Mode: t.Pin,
-					Hash: Hash(t), Def: Canonical(t), ApprovedAt: now, ApprovedBy: "first seen"})
+				r := Row{User: user, Server: server, Tool: t.Name, ByOperator: t.PinByOperator, Mode: t.Pin,
+					Hash: Hash(t), Def: Canonical(t), ApprovedAt: now, ApprovedBy: "first seen"}
+				if t.PinByOperator {
+					other, err := m.othersBaseline(ctx, user, t.Name, r.Hash)
+					if err != nil {
+						return nil, nil, err
+					}
+					if other != nil {
+						r.Hash, r.Def, r.ApprovedAt, r.ApprovedBy = other.Hash, other.Def, other.ApprovedAt, other.ApprovedBy
+						r.PendingHash, r.PendingDef, r.PendingSince = Hash(t), Canonical(t), now
+						hl := Held{Tool: t.Name, Mode: t.Pin, Change: "changed", ByOperator: true}
+						held[t.Name] = hl
+						if t.Pin == ext.PinBlock {
+							drop[i] = true
+							m.blocked.Add(1)
+						}
+						m.logger.Warn("a pinned tool differs from what the other users of its server approved",
+							"user", user, "tool", t.Name, "pin", string(t.Pin), "hash", r.PendingHash)
+					}
+				}
+				put = append(put, r)
 			}
 			continue
 		}
@@ -349,6 +375,31 @@ func (m *Manager) Check(ctx context.Context, user string, tools []ext.Tool) (kee
 		}
 	}
 	return keep, held, nil
+}
+
+// othersBaseline returns, for a user's first sight of an operator's
+// server's tool with definition hash, another user's baseline of the same
+// tool when hash matches none of the others' (the change the user would
+// otherwise take as their baseline unseen); nil when it matches one, or
+// when no other user has the tool.
+func (m *Manager) othersBaseline(ctx context.Context, user, tool, hash string) (*Row, error) {
+	rows, err := m.st.Rows(ctx, Filter{Tool: tool})
+	if err != nil {
+		return nil, fmt.Errorf("reading the other users' pins of tool %q: %w", tool, err)
+	}
+	var newest *Row
+	for i, r := range rows {
+		if r.User == user || !r.ByOperator || r.Hash == "" {
+			continue
+		}
+		if r.Hash == hash {
+			return nil, nil
+		}
+		if newest == nil || r.ApprovedAt.After(newest.ApprovedAt) {
+			newest = &rows[i]
+		}
+	}
+	return newest, nil
 }
 
 // Approval asks to approve pending changes.

@@ -109,7 +109,8 @@ func TestPinModes(t *testing.T) {
 	}
 }
 
-// TestPinBaselinesPerUser: each user has their own baseline; the operator
+// TestPinBaselinesPerUser: each user has their own baseline (a tool of an
+// operator's server that other users have must match one of theirs); the operator
 // approves an operator server's change once for every user who saw it
 // (also a user who sees it later); a user approves their own servers'
 // changes and cannot approve the operator's.
@@ -134,6 +135,19 @@ func TestPinBaselinesPerUser(t *testing.T) {
 	}
 	if rows, err := m.Approve(ctx, pins.Approval{Server: "s"}); err != nil || len(rows) != 1 || rows[0].User != "alice" {
 		t.Fatalf("operator approval: %+v %v", rows, err)
+	}
+	// dave's first sight is another definition than everyone's: not his
+	// baseline unseen, but a change against theirs.
+	keep, held, err := m.Check(ctx, "dave", []ext.Tool{tool("s/a", "adds worse", ext.PinBlock, true)})
+	if err != nil || len(keep) != 0 || held["s/a"].Change != "changed" {
+		t.Errorf("dave's first sight of a changed s/a: kept %s held %v %v", names(keep), held, err)
+	}
+	if rows, _ := m.Store().Rows(ctx, pins.Filter{User: "dave"}); len(rows) != 1 || !strings.Contains(rows[0].Diff(), "+  \"description\": \"adds worse\"") {
+		t.Errorf("dave's row: %+v", rows)
+	}
+	// erin's first sight is what the operator approved: her baseline.
+	if keep, held, _ := m.Check(ctx, "erin", changed); names(keep) != "s/a" || len(held) != 0 {
+		t.Errorf("erin's first sight of the approved s/a: kept %s held %v", names(keep), held)
 	}
 	// bob sees the same change after the approval: not asked again.
 	if keep, held, _ := m.Check(ctx, "bob", changed); names(keep) != "s/a" || len(held) != 0 {
