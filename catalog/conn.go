@@ -299,16 +299,18 @@ func (c *conn) rebuildLocked() {
 			desc = fmt.Sprintf("MCP tool %s on server %s.", t.Name, c.name)
 		}
 		built = append(built, ext.Tool{
-			Name:         c.name + "/" + t.Name,
-			Title:        t.Title,
-			Description:  desc,
-			InputSchema:  schemaOrDefault(t.InputSchema),
-			OutputSchema: nonNull(t.OutputSchema),
-			Annotations:  nonNull(t.Annotations),
-			Execution:    nonNull(t.Execution),
-			Icons:        nonNull(t.Icons),
-			Meta:         nonNull(t.Meta),
-			Exposure:     exp,
+			Name:          c.name + "/" + t.Name,
+			Title:         t.Title,
+			Description:   desc,
+			InputSchema:   schemaOrDefault(t.InputSchema),
+			OutputSchema:  nonNull(t.OutputSchema),
+			Annotations:   nonNull(t.Annotations),
+			Execution:     nonNull(t.Execution),
+			Icons:         nonNull(t.Icons),
+			Meta:          nonNull(t.Meta),
+			Exposure:      exp,
+			Pin:           c.decl.Pin,
+			PinByOperator: c.decl.PinByOperator,
 		})
 	}
 	c.built = built

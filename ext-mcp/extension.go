@@ -219,7 +219,7 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		OwnServers: func(ctx context.Context, user string) (json.RawMessage, error) {
 			return x.ownServers(ctx, user, cfg.Catalog)
 		},
-		ParseOwnServers: x.parseOwn(cfg.Catalog),
+		ParseOwnServers: x.parseOwn(cfg.Catalog, cfg.Pin),
 		Credential:      x.credentialFor,
 		Groups:          x.userGroups,
 	}
@@ -723,7 +723,7 @@ func (x *Extension) pastedServers(ctx context.Context, user string) (json.RawMes
 // carry their entry, whose secret inputs are read when the user's
 // credential is bound ([Extension.ownerSpec]). The key is secret to this
 // process, so a pasted list cannot claim a catalog entry's secrets.
-func (x *Extension) parseOwn(cat map[string]CatalogEntry) func(json.RawMessage) ([]catalog.ServerDecl, error) {
+func (x *Extension) parseOwn(cat map[string]CatalogEntry, pin ext.PinMode) func(json.RawMessage) ([]catalog.ServerDecl, error) {
 	tag := x.catalogTag()
 	return func(raw json.RawMessage) ([]catalog.ServerDecl, error) {
 		var fromCatalog []string
@@ -749,6 +749,9 @@ func (x *Extension) parseOwn(cat map[string]CatalogEntry) func(json.RawMessage) 
 		}
 		var out []catalog.ServerDecl
 		list.each(func(name string, s Server) {
+			if s.Pin == "" {
+				s.Pin = pin // the operator's default
+			}
 			d := decl(catalog.UserServerPrefix+name, s, true)
 			if e, ok := cat[name]; ok && slices.Contains(fromCatalog, name) {
 				d.Spec.(*spec).entry = &e

@@ -557,6 +557,23 @@ const (
 	ReplaySafe Replay = "safe"
 )
 
+// PinMode says how the host pins a tool's definition (README "Tool
+// pinning"): the first definition seen is the baseline, and a changed or
+// new one is held for approval.
+type PinMode string
+
+// The pin modes.
+const (
+	// PinOff (or empty) does not pin the tool.
+	PinOff PinMode = "off"
+	// PinWarn lets a changed or new tool work and flags it (status, the
+	// settings page, a log line) until approved.
+	PinWarn PinMode = "warn"
+	// PinBlock neither lists nor runs a changed or new tool until it is
+	// approved.
+	PinBlock PinMode = "block"
+)
+
 // Tool is a tool registration. Its JSON form (the field tags) is the one
 // every surface of the host shows: MCP's tool fields plus exposure and
 // replay.
@@ -581,6 +598,14 @@ type Tool struct {
 	Exposure Exposure `json:"exposure,omitempty"`
 	// Replay defaults to ReplayUnsafe when empty.
 	Replay Replay `json:"replay,omitempty"`
+	// Pin is how the host pins the tool's definition (empty: not at
+	// all). A tool's server is the part of its name before the first
+	// "/"; the host keeps a baseline per user and server.
+	Pin PinMode `json:"pin,omitempty"`
+	// PinByOperator says the operator approves the tool's changes (a
+	// server the operator runs), once for every user who saw the same
+	// change; otherwise each user approves their own.
+	PinByOperator bool `json:"pinByOperator,omitempty"`
 }
 
 // ProcessSpec describes a per-user process the host runs for an extension.

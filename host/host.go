@@ -20,6 +20,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/audit"
+	"github.com/agenthost/agenthost/host/internal/pins"
 	"github.com/agenthost/agenthost/host/internal/services"
 	"github.com/agenthost/agenthost/host/internal/supervisor"
 	"github.com/agenthost/agenthost/secrets"
@@ -199,6 +200,8 @@ type Host struct {
 	audit       *audit.Writer // nil: the audit log is off (audit.go)
 	auditHashes audit.HashCache
 
+	pins *pins.Manager // the tool pins (pins.go)
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -285,6 +288,10 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	h.ownSecrets = o.Secrets == nil
 	logger.Info("stores opened", "secrets", kind)
 	if err := openAudit(cfg, dataDir, h); err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	if err := openPins(dataDir, h); err != nil {
 		_ = h.Close()
 		return nil, err
 	}
@@ -376,6 +383,9 @@ func (h *Host) Close() error {
 			errs = append(errs, err)
 		}
 		if err := h.closeAudit(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := h.closePins(); err != nil {
 			errs = append(errs, err)
 		}
 		if h.ownStores && h.settings != nil {

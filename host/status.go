@@ -47,6 +47,7 @@ func (h *Host) Status(ctx context.Context, user string) ([]StatusEntry, error) {
 	for _, entries := range per {
 		out = append(out, entries...)
 	}
+	h.pinStatus(out)
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.User != b.User {

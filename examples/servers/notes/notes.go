@@ -113,10 +113,7 @@ func newServerWithKey(token, apiKey string, reveal bool) *mcp.Server {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept " + d.String()}}}, nil, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Send the text back (for benchmarks)."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
-		})
+	addEcho(s, "Send the text back (for benchmarks).")
 	mcp.AddTool(s, &mcp.Tool{Name: "trace", Description: "Say the trace context (params._meta.traceparent) the call came with (for tracing tests)."},
 		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			tp, _ := req.Params.GetMeta()["traceparent"].(string)
@@ -169,4 +166,13 @@ func failToolsList(s *mcp.Server) {
 			return next(ctx, method, req)
 		}
 	})
+}
+
+// addEcho adds (or replaces, which tells the clients the list changed)
+// the echo tool with description desc.
+func addEcho(s *mcp.Server, desc string) {
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: desc},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
 }

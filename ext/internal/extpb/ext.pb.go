@@ -134,6 +134,58 @@ func (Replay) EnumDescriptor() ([]byte, []int) {
 	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{1}
 }
 
+type PinMode int32
+
+const (
+	PinMode_PIN_MODE_UNSPECIFIED PinMode = 0
+	PinMode_PIN_MODE_OFF         PinMode = 1
+	PinMode_PIN_MODE_WARN        PinMode = 2
+	PinMode_PIN_MODE_BLOCK       PinMode = 3
+)
+
+// Enum value maps for PinMode.
+var (
+	PinMode_name = map[int32]string{
+		0: "PIN_MODE_UNSPECIFIED",
+		1: "PIN_MODE_OFF",
+		2: "PIN_MODE_WARN",
+		3: "PIN_MODE_BLOCK",
+	}
+	PinMode_value = map[string]int32{
+		"PIN_MODE_UNSPECIFIED": 0,
+		"PIN_MODE_OFF":         1,
+		"PIN_MODE_WARN":        2,
+		"PIN_MODE_BLOCK":       3,
+	}
+)
+
+func (x PinMode) Enum() *PinMode {
+	p := new(PinMode)
+	*p = x
+	return p
+}
+
+func (x PinMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PinMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_agenthost_ext_v1_ext_proto_enumTypes[2].Descriptor()
+}
+
+func (PinMode) Type() protoreflect.EnumType {
+	return &file_agenthost_ext_v1_ext_proto_enumTypes[2]
+}
+
+func (x PinMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PinMode.Descriptor instead.
+func (PinMode) EnumDescriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{2}
+}
+
 type BeginAuthRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A user, or "@operator" for the operator's credential.
@@ -2370,9 +2422,12 @@ type Tool struct {
 	Exposure     Exposure               `protobuf:"varint,7,opt,name=exposure,proto3,enum=agenthost.ext.v1.Exposure" json:"exposure,omitempty"`
 	Replay       Replay                 `protobuf:"varint,8,opt,name=replay,proto3,enum=agenthost.ext.v1.Replay" json:"replay,omitempty"`
 	// MCP execution properties, icons and _meta, raw JSON.
-	Execution     []byte `protobuf:"bytes,9,opt,name=execution,proto3" json:"execution,omitempty"`
-	Icons         []byte `protobuf:"bytes,10,opt,name=icons,proto3" json:"icons,omitempty"`
-	Meta          []byte `protobuf:"bytes,11,opt,name=meta,proto3" json:"meta,omitempty"`
+	Execution []byte `protobuf:"bytes,9,opt,name=execution,proto3" json:"execution,omitempty"`
+	Icons     []byte `protobuf:"bytes,10,opt,name=icons,proto3" json:"icons,omitempty"`
+	Meta      []byte `protobuf:"bytes,11,opt,name=meta,proto3" json:"meta,omitempty"`
+	// How the host pins the definition, and who approves its changes.
+	Pin           PinMode `protobuf:"varint,12,opt,name=pin,proto3,enum=agenthost.ext.v1.PinMode" json:"pin,omitempty"`
+	PinByOperator bool    `protobuf:"varint,13,opt,name=pin_by_operator,json=pinByOperator,proto3" json:"pin_by_operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2482,6 +2537,20 @@ func (x *Tool) GetMeta() []byte {
 		return x.Meta
 	}
 	return nil
+}
+
+func (x *Tool) GetPin() PinMode {
+	if x != nil {
+		return x.Pin
+	}
+	return PinMode_PIN_MODE_UNSPECIFIED
+}
+
+func (x *Tool) GetPinByOperator() bool {
+	if x != nil {
+		return x.PinByOperator
+	}
+	return false
 }
 
 // Scope narrows a user's tools: servers, and optional path.Match globs
@@ -4946,7 +5015,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12+\n" +
 	"\x12next_retry_unix_ms\x18\x05 \x01(\x03R\x0fnextRetryUnixMs\x12\x14\n" +
 	"\x05tools\x18\x06 \x01(\x05R\x05tools\x12\x16\n" +
-	"\x06detail\x18\a \x01(\tR\x06detail\"\xee\x02\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\"\xc3\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -4959,7 +5028,9 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\texecution\x18\t \x01(\fR\texecution\x12\x14\n" +
 	"\x05icons\x18\n" +
 	" \x01(\fR\x05icons\x12\x12\n" +
-	"\x04meta\x18\v \x01(\fR\x04meta\"7\n" +
+	"\x04meta\x18\v \x01(\fR\x04meta\x12+\n" +
+	"\x03pin\x18\f \x01(\x0e2\x19.agenthost.ext.v1.PinModeR\x03pin\x12&\n" +
+	"\x0fpin_by_operator\x18\r \x01(\bR\rpinByOperator\"7\n" +
 	"\x05Scope\x12\x18\n" +
 	"\aservers\x18\x01 \x03(\tR\aservers\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\"\x9a\x01\n" +
@@ -5103,7 +5174,12 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06Replay\x12\x16\n" +
 	"\x12REPLAY_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vREPLAY_SAFE\x10\x01\x12\x11\n" +
-	"\rREPLAY_UNSAFE\x10\x022\xe9\t\n" +
+	"\rREPLAY_UNSAFE\x10\x02*\\\n" +
+	"\aPinMode\x12\x18\n" +
+	"\x14PIN_MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fPIN_MODE_OFF\x10\x01\x12\x11\n" +
+	"\rPIN_MODE_WARN\x10\x02\x12\x12\n" +
+	"\x0ePIN_MODE_BLOCK\x10\x032\xe9\t\n" +
 	"\tExtension\x12Q\n" +
 	"\bDescribe\x12!.agenthost.ext.v1.DescribeRequest\x1a\".agenthost.ext.v1.DescribeResponse\x12T\n" +
 	"\tConfigure\x12\".agenthost.ext.v1.ConfigureRequest\x1a#.agenthost.ext.v1.ConfigureResponse\x12Q\n" +
@@ -5153,192 +5229,194 @@ func file_agenthost_ext_v1_ext_proto_rawDescGZIP() []byte {
 	return file_agenthost_ext_v1_ext_proto_rawDescData
 }
 
-var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(Exposure)(0),                     // 0: agenthost.ext.v1.Exposure
 	(Replay)(0),                       // 1: agenthost.ext.v1.Replay
-	(*BeginAuthRequest)(nil),          // 2: agenthost.ext.v1.BeginAuthRequest
-	(*BeginAuthResponse)(nil),         // 3: agenthost.ext.v1.BeginAuthResponse
-	(*CompleteAuthRequest)(nil),       // 4: agenthost.ext.v1.CompleteAuthRequest
-	(*CompleteAuthResponse)(nil),      // 5: agenthost.ext.v1.CompleteAuthResponse
-	(*CallFrame)(nil),                 // 6: agenthost.ext.v1.CallFrame
-	(*CallOpen)(nil),                  // 7: agenthost.ext.v1.CallOpen
-	(*CallEnd)(nil),                   // 8: agenthost.ext.v1.CallEnd
-	(*SessionMessage)(nil),            // 9: agenthost.ext.v1.SessionMessage
-	(*SessionReply)(nil),              // 10: agenthost.ext.v1.SessionReply
-	(*RPCError)(nil),                  // 11: agenthost.ext.v1.RPCError
-	(*SubscribeResourceRequest)(nil),  // 12: agenthost.ext.v1.SubscribeResourceRequest
-	(*SubscribeResourceResponse)(nil), // 13: agenthost.ext.v1.SubscribeResourceResponse
-	(*SessionNotifyRequest)(nil),      // 14: agenthost.ext.v1.SessionNotifyRequest
-	(*SessionNotifyResponse)(nil),     // 15: agenthost.ext.v1.SessionNotifyResponse
-	(*ValidateSettingsRequest)(nil),   // 16: agenthost.ext.v1.ValidateSettingsRequest
-	(*ValidateSettingsResponse)(nil),  // 17: agenthost.ext.v1.ValidateSettingsResponse
-	(*DescribeRequest)(nil),           // 18: agenthost.ext.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 19: agenthost.ext.v1.DescribeResponse
-	(*Descriptor)(nil),                // 20: agenthost.ext.v1.Descriptor
-	(*SettingsSection)(nil),           // 21: agenthost.ext.v1.SettingsSection
-	(*ConfigureRequest)(nil),          // 22: agenthost.ext.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 23: agenthost.ext.v1.ConfigureResponse
-	(*ShutdownRequest)(nil),           // 24: agenthost.ext.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),          // 25: agenthost.ext.v1.ShutdownResponse
-	(*ActivateRequest)(nil),           // 26: agenthost.ext.v1.ActivateRequest
-	(*ActivateResponse)(nil),          // 27: agenthost.ext.v1.ActivateResponse
-	(*RetireRequest)(nil),             // 28: agenthost.ext.v1.RetireRequest
-	(*RetireResponse)(nil),            // 29: agenthost.ext.v1.RetireResponse
-	(*ReconcileAllRequest)(nil),       // 30: agenthost.ext.v1.ReconcileAllRequest
-	(*ReconcileAllResponse)(nil),      // 31: agenthost.ext.v1.ReconcileAllResponse
-	(*StartServiceRequest)(nil),       // 32: agenthost.ext.v1.StartServiceRequest
-	(*StartServiceResponse)(nil),      // 33: agenthost.ext.v1.StartServiceResponse
-	(*ProcessSpec)(nil),               // 34: agenthost.ext.v1.ProcessSpec
-	(*StatusRequest)(nil),             // 35: agenthost.ext.v1.StatusRequest
-	(*StatusResponse)(nil),            // 36: agenthost.ext.v1.StatusResponse
-	(*StatusEntry)(nil),               // 37: agenthost.ext.v1.StatusEntry
-	(*Tool)(nil),                      // 38: agenthost.ext.v1.Tool
-	(*Scope)(nil),                     // 39: agenthost.ext.v1.Scope
-	(*MintUserTokenRequest)(nil),      // 40: agenthost.ext.v1.MintUserTokenRequest
-	(*MintUserTokenResponse)(nil),     // 41: agenthost.ext.v1.MintUserTokenResponse
-	(*RevokeUserTokenRequest)(nil),    // 42: agenthost.ext.v1.RevokeUserTokenRequest
-	(*RevokeUserTokenResponse)(nil),   // 43: agenthost.ext.v1.RevokeUserTokenResponse
-	(*ListToolsAsRequest)(nil),        // 44: agenthost.ext.v1.ListToolsAsRequest
-	(*ListToolsAsResponse)(nil),       // 45: agenthost.ext.v1.ListToolsAsResponse
-	(*CallToolAsRequest)(nil),         // 46: agenthost.ext.v1.CallToolAsRequest
-	(*CallToolAsResponse)(nil),        // 47: agenthost.ext.v1.CallToolAsResponse
-	(*SetUserToolsRequest)(nil),       // 48: agenthost.ext.v1.SetUserToolsRequest
-	(*SetUserToolsResponse)(nil),      // 49: agenthost.ext.v1.SetUserToolsResponse
-	(*SetSystemToolsRequest)(nil),     // 50: agenthost.ext.v1.SetSystemToolsRequest
-	(*SetSystemToolsResponse)(nil),    // 51: agenthost.ext.v1.SetSystemToolsResponse
-	(*SetUserCatalogRequest)(nil),     // 52: agenthost.ext.v1.SetUserCatalogRequest
-	(*SetUserCatalogResponse)(nil),    // 53: agenthost.ext.v1.SetUserCatalogResponse
-	(*Prompt)(nil),                    // 54: agenthost.ext.v1.Prompt
-	(*Resource)(nil),                  // 55: agenthost.ext.v1.Resource
-	(*ResourceTemplate)(nil),          // 56: agenthost.ext.v1.ResourceTemplate
-	(*Instruction)(nil),               // 57: agenthost.ext.v1.Instruction
-	(*NotifyRequest)(nil),             // 58: agenthost.ext.v1.NotifyRequest
-	(*NotifyResponse)(nil),            // 59: agenthost.ext.v1.NotifyResponse
-	(*RequestUserRequest)(nil),        // 60: agenthost.ext.v1.RequestUserRequest
-	(*RequestUserResponse)(nil),       // 61: agenthost.ext.v1.RequestUserResponse
-	(*ActingUserRequest)(nil),         // 62: agenthost.ext.v1.ActingUserRequest
-	(*ActingUserResponse)(nil),        // 63: agenthost.ext.v1.ActingUserResponse
-	(*GetSecretRequest)(nil),          // 64: agenthost.ext.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),         // 65: agenthost.ext.v1.GetSecretResponse
-	(*SetSecretRequest)(nil),          // 66: agenthost.ext.v1.SetSecretRequest
-	(*SetSecretResponse)(nil),         // 67: agenthost.ext.v1.SetSecretResponse
-	(*DeleteSecretRequest)(nil),       // 68: agenthost.ext.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),      // 69: agenthost.ext.v1.DeleteSecretResponse
-	(*ListSecretsRequest)(nil),        // 70: agenthost.ext.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),       // 71: agenthost.ext.v1.ListSecretsResponse
-	(*GetSettingsRequest)(nil),        // 72: agenthost.ext.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),       // 73: agenthost.ext.v1.GetSettingsResponse
-	(*SetSettingsRequest)(nil),        // 74: agenthost.ext.v1.SetSettingsRequest
-	(*SetSettingsResponse)(nil),       // 75: agenthost.ext.v1.SetSettingsResponse
-	(*GetPathsRequest)(nil),           // 76: agenthost.ext.v1.GetPathsRequest
-	(*GetPathsResponse)(nil),          // 77: agenthost.ext.v1.GetPathsResponse
-	(*ServiceFrame)(nil),              // 78: agenthost.ext.v1.ServiceFrame
-	(*ServiceExited)(nil),             // 79: agenthost.ext.v1.ServiceExited
-	(*ServiceOpen)(nil),               // 80: agenthost.ext.v1.ServiceOpen
-	(*ServiceOpened)(nil),             // 81: agenthost.ext.v1.ServiceOpened
+	(PinMode)(0),                      // 2: agenthost.ext.v1.PinMode
+	(*BeginAuthRequest)(nil),          // 3: agenthost.ext.v1.BeginAuthRequest
+	(*BeginAuthResponse)(nil),         // 4: agenthost.ext.v1.BeginAuthResponse
+	(*CompleteAuthRequest)(nil),       // 5: agenthost.ext.v1.CompleteAuthRequest
+	(*CompleteAuthResponse)(nil),      // 6: agenthost.ext.v1.CompleteAuthResponse
+	(*CallFrame)(nil),                 // 7: agenthost.ext.v1.CallFrame
+	(*CallOpen)(nil),                  // 8: agenthost.ext.v1.CallOpen
+	(*CallEnd)(nil),                   // 9: agenthost.ext.v1.CallEnd
+	(*SessionMessage)(nil),            // 10: agenthost.ext.v1.SessionMessage
+	(*SessionReply)(nil),              // 11: agenthost.ext.v1.SessionReply
+	(*RPCError)(nil),                  // 12: agenthost.ext.v1.RPCError
+	(*SubscribeResourceRequest)(nil),  // 13: agenthost.ext.v1.SubscribeResourceRequest
+	(*SubscribeResourceResponse)(nil), // 14: agenthost.ext.v1.SubscribeResourceResponse
+	(*SessionNotifyRequest)(nil),      // 15: agenthost.ext.v1.SessionNotifyRequest
+	(*SessionNotifyResponse)(nil),     // 16: agenthost.ext.v1.SessionNotifyResponse
+	(*ValidateSettingsRequest)(nil),   // 17: agenthost.ext.v1.ValidateSettingsRequest
+	(*ValidateSettingsResponse)(nil),  // 18: agenthost.ext.v1.ValidateSettingsResponse
+	(*DescribeRequest)(nil),           // 19: agenthost.ext.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 20: agenthost.ext.v1.DescribeResponse
+	(*Descriptor)(nil),                // 21: agenthost.ext.v1.Descriptor
+	(*SettingsSection)(nil),           // 22: agenthost.ext.v1.SettingsSection
+	(*ConfigureRequest)(nil),          // 23: agenthost.ext.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 24: agenthost.ext.v1.ConfigureResponse
+	(*ShutdownRequest)(nil),           // 25: agenthost.ext.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),          // 26: agenthost.ext.v1.ShutdownResponse
+	(*ActivateRequest)(nil),           // 27: agenthost.ext.v1.ActivateRequest
+	(*ActivateResponse)(nil),          // 28: agenthost.ext.v1.ActivateResponse
+	(*RetireRequest)(nil),             // 29: agenthost.ext.v1.RetireRequest
+	(*RetireResponse)(nil),            // 30: agenthost.ext.v1.RetireResponse
+	(*ReconcileAllRequest)(nil),       // 31: agenthost.ext.v1.ReconcileAllRequest
+	(*ReconcileAllResponse)(nil),      // 32: agenthost.ext.v1.ReconcileAllResponse
+	(*StartServiceRequest)(nil),       // 33: agenthost.ext.v1.StartServiceRequest
+	(*StartServiceResponse)(nil),      // 34: agenthost.ext.v1.StartServiceResponse
+	(*ProcessSpec)(nil),               // 35: agenthost.ext.v1.ProcessSpec
+	(*StatusRequest)(nil),             // 36: agenthost.ext.v1.StatusRequest
+	(*StatusResponse)(nil),            // 37: agenthost.ext.v1.StatusResponse
+	(*StatusEntry)(nil),               // 38: agenthost.ext.v1.StatusEntry
+	(*Tool)(nil),                      // 39: agenthost.ext.v1.Tool
+	(*Scope)(nil),                     // 40: agenthost.ext.v1.Scope
+	(*MintUserTokenRequest)(nil),      // 41: agenthost.ext.v1.MintUserTokenRequest
+	(*MintUserTokenResponse)(nil),     // 42: agenthost.ext.v1.MintUserTokenResponse
+	(*RevokeUserTokenRequest)(nil),    // 43: agenthost.ext.v1.RevokeUserTokenRequest
+	(*RevokeUserTokenResponse)(nil),   // 44: agenthost.ext.v1.RevokeUserTokenResponse
+	(*ListToolsAsRequest)(nil),        // 45: agenthost.ext.v1.ListToolsAsRequest
+	(*ListToolsAsResponse)(nil),       // 46: agenthost.ext.v1.ListToolsAsResponse
+	(*CallToolAsRequest)(nil),         // 47: agenthost.ext.v1.CallToolAsRequest
+	(*CallToolAsResponse)(nil),        // 48: agenthost.ext.v1.CallToolAsResponse
+	(*SetUserToolsRequest)(nil),       // 49: agenthost.ext.v1.SetUserToolsRequest
+	(*SetUserToolsResponse)(nil),      // 50: agenthost.ext.v1.SetUserToolsResponse
+	(*SetSystemToolsRequest)(nil),     // 51: agenthost.ext.v1.SetSystemToolsRequest
+	(*SetSystemToolsResponse)(nil),    // 52: agenthost.ext.v1.SetSystemToolsResponse
+	(*SetUserCatalogRequest)(nil),     // 53: agenthost.ext.v1.SetUserCatalogRequest
+	(*SetUserCatalogResponse)(nil),    // 54: agenthost.ext.v1.SetUserCatalogResponse
+	(*Prompt)(nil),                    // 55: agenthost.ext.v1.Prompt
+	(*Resource)(nil),                  // 56: agenthost.ext.v1.Resource
+	(*ResourceTemplate)(nil),          // 57: agenthost.ext.v1.ResourceTemplate
+	(*Instruction)(nil),               // 58: agenthost.ext.v1.Instruction
+	(*NotifyRequest)(nil),             // 59: agenthost.ext.v1.NotifyRequest
+	(*NotifyResponse)(nil),            // 60: agenthost.ext.v1.NotifyResponse
+	(*RequestUserRequest)(nil),        // 61: agenthost.ext.v1.RequestUserRequest
+	(*RequestUserResponse)(nil),       // 62: agenthost.ext.v1.RequestUserResponse
+	(*ActingUserRequest)(nil),         // 63: agenthost.ext.v1.ActingUserRequest
+	(*ActingUserResponse)(nil),        // 64: agenthost.ext.v1.ActingUserResponse
+	(*GetSecretRequest)(nil),          // 65: agenthost.ext.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),         // 66: agenthost.ext.v1.GetSecretResponse
+	(*SetSecretRequest)(nil),          // 67: agenthost.ext.v1.SetSecretRequest
+	(*SetSecretResponse)(nil),         // 68: agenthost.ext.v1.SetSecretResponse
+	(*DeleteSecretRequest)(nil),       // 69: agenthost.ext.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),      // 70: agenthost.ext.v1.DeleteSecretResponse
+	(*ListSecretsRequest)(nil),        // 71: agenthost.ext.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),       // 72: agenthost.ext.v1.ListSecretsResponse
+	(*GetSettingsRequest)(nil),        // 73: agenthost.ext.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),       // 74: agenthost.ext.v1.GetSettingsResponse
+	(*SetSettingsRequest)(nil),        // 75: agenthost.ext.v1.SetSettingsRequest
+	(*SetSettingsResponse)(nil),       // 76: agenthost.ext.v1.SetSettingsResponse
+	(*GetPathsRequest)(nil),           // 77: agenthost.ext.v1.GetPathsRequest
+	(*GetPathsResponse)(nil),          // 78: agenthost.ext.v1.GetPathsResponse
+	(*ServiceFrame)(nil),              // 79: agenthost.ext.v1.ServiceFrame
+	(*ServiceExited)(nil),             // 80: agenthost.ext.v1.ServiceExited
+	(*ServiceOpen)(nil),               // 81: agenthost.ext.v1.ServiceOpen
+	(*ServiceOpened)(nil),             // 82: agenthost.ext.v1.ServiceOpened
 }
 var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
-	7,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
-	8,  // 1: agenthost.ext.v1.CallFrame.end:type_name -> agenthost.ext.v1.CallEnd
-	9,  // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
-	9,  // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
-	10, // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
-	39, // 5: agenthost.ext.v1.CallOpen.scope:type_name -> agenthost.ext.v1.Scope
-	11, // 6: agenthost.ext.v1.CallEnd.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	11, // 7: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	20, // 8: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
-	21, // 9: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
-	34, // 10: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	37, // 11: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
+	8,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
+	9,  // 1: agenthost.ext.v1.CallFrame.end:type_name -> agenthost.ext.v1.CallEnd
+	10, // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
+	10, // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
+	11, // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
+	40, // 5: agenthost.ext.v1.CallOpen.scope:type_name -> agenthost.ext.v1.Scope
+	12, // 6: agenthost.ext.v1.CallEnd.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	12, // 7: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	21, // 8: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
+	22, // 9: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
+	35, // 10: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	38, // 11: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
 	0,  // 12: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
 	1,  // 13: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
-	39, // 14: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
-	39, // 15: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
-	38, // 16: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
-	39, // 17: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
-	38, // 18: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	38, // 19: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	38, // 20: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
-	54, // 21: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
-	55, // 22: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
-	56, // 23: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
-	57, // 24: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
-	11, // 25: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	80, // 26: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
-	81, // 27: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	79, // 28: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
-	34, // 29: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	18, // 30: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
-	22, // 31: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
-	24, // 32: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
-	6,  // 33: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
-	26, // 34: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
-	28, // 35: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
-	30, // 36: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
-	32, // 37: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
-	35, // 38: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
-	12, // 39: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
-	14, // 40: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
-	2,  // 41: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
-	4,  // 42: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
-	16, // 43: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
-	48, // 44: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	50, // 45: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	52, // 46: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
-	58, // 47: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
-	60, // 48: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
-	62, // 49: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	64, // 50: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	66, // 51: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	68, // 52: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	70, // 53: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	72, // 54: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	74, // 55: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	76, // 56: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	78, // 57: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	40, // 58: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
-	42, // 59: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
-	44, // 60: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
-	46, // 61: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
-	19, // 62: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	23, // 63: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	25, // 64: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	6,  // 65: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
-	27, // 66: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	29, // 67: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	31, // 68: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	33, // 69: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	36, // 70: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	13, // 71: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
-	15, // 72: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
-	3,  // 73: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
-	5,  // 74: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
-	17, // 75: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
-	49, // 76: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	51, // 77: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	53, // 78: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
-	59, // 79: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
-	61, // 80: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
-	63, // 81: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	65, // 82: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	67, // 83: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	69, // 84: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	71, // 85: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	73, // 86: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	75, // 87: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	77, // 88: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	78, // 89: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	41, // 90: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
-	43, // 91: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
-	45, // 92: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
-	47, // 93: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
-	62, // [62:94] is the sub-list for method output_type
-	30, // [30:62] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	2,  // 14: agenthost.ext.v1.Tool.pin:type_name -> agenthost.ext.v1.PinMode
+	40, // 15: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
+	40, // 16: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	39, // 17: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
+	40, // 18: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	39, // 19: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	39, // 20: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	39, // 21: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
+	55, // 22: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
+	56, // 23: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
+	57, // 24: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
+	58, // 25: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
+	12, // 26: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	81, // 27: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
+	82, // 28: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
+	80, // 29: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
+	35, // 30: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	19, // 31: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
+	23, // 32: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
+	25, // 33: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
+	7,  // 34: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
+	27, // 35: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
+	29, // 36: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
+	31, // 37: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
+	33, // 38: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
+	36, // 39: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
+	13, // 40: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
+	15, // 41: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
+	3,  // 42: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
+	5,  // 43: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
+	17, // 44: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
+	49, // 45: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	51, // 46: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	53, // 47: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	59, // 48: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	61, // 49: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	63, // 50: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	65, // 51: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	67, // 52: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	69, // 53: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	71, // 54: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	73, // 55: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	75, // 56: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	77, // 57: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	79, // 58: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	41, // 59: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
+	43, // 60: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
+	45, // 61: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
+	47, // 62: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
+	20, // 63: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	24, // 64: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	26, // 65: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	7,  // 66: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	28, // 67: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	30, // 68: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	32, // 69: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	34, // 70: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	37, // 71: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	14, // 72: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	16, // 73: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	4,  // 74: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
+	6,  // 75: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
+	18, // 76: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
+	50, // 77: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	52, // 78: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	54, // 79: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	60, // 80: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	62, // 81: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	64, // 82: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	66, // 83: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	68, // 84: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	70, // 85: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	72, // 86: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	74, // 87: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	76, // 88: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	78, // 89: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	79, // 90: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	42, // 91: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
+	44, // 92: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
+	46, // 93: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
+	48, // 94: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
+	63, // [63:95] is the sub-list for method output_type
+	31, // [31:63] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_agenthost_ext_v1_ext_proto_init() }
@@ -5367,7 +5445,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthost_ext_v1_ext_proto_rawDesc), len(file_agenthost_ext_v1_ext_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   2,

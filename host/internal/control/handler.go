@@ -10,6 +10,7 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/audit"
+	"github.com/agenthost/agenthost/host/internal/pins"
 )
 
 // maxBody bounds a request body.
@@ -74,6 +75,27 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 			recs = []audit.Record{}
 		}
 		return recs, err
+	})
+	pinner := func() (Pinner, error) {
+		p, ok := h.(Pinner)
+		if !ok {
+			return nil, fmt.Errorf("this host pins no tools: %w", ext.ErrUnimplemented)
+		}
+		return p, nil
+	}
+	get("GET /v1/pins", func(r *http.Request) (any, error) {
+		p, err := pinner()
+		if err != nil {
+			return nil, err
+		}
+		return p.Pins(r.Context(), q(r, "user"), q(r, "server"), q(r, "all") == "true")
+	})
+	do(mux, "POST /v1/pins/approve", func(r *http.Request, req *PinApproveRequest) (any, error) {
+		p, err := pinner()
+		if err != nil {
+			return nil, err
+		}
+		return p.ApprovePins(r.Context(), pins.Approval{Server: req.Server, Tool: req.Tool, User: req.User}, "cli")
 	})
 	get("GET /v1/sections", func(r *http.Request) (any, error) { return h.Sections(r.Context()) })
 	get("GET /v1/settings", func(r *http.Request) (any, error) {

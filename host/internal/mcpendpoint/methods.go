@@ -223,7 +223,7 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 		if p.Name == searchToolName && len(t.deferred) > 0 {
 			return s.searchTools(p.Arguments), nil
 		}
-		return nil, errParams("%s", t.unknownTool(p.Name, s.e.sep))
+		return nil, errParams("%s", s.e.unknownOrHeld(t, s.u, p.Name))
 	}
 	if refused := ent.refusal(); refused != nil {
 		return refused, nil

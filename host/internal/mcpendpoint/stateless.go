@@ -319,7 +319,7 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 			}
 			return &res, nil
 		}
-		return nil, &jsonrpc.Error{Code: mcpwire.CodeInvalidParams, Message: t.unknownTool(req.Params.Name, x.e.sep)}
+		return nil, &jsonrpc.Error{Code: mcpwire.CodeInvalidParams, Message: x.e.unknownOrHeld(t, x.u, req.Params.Name)}
 	}
 	if refused := ent.refusal(); refused != nil {
 		f, _ := statelessFields(&ext.CallToolResult{Raw: refused})

@@ -210,6 +210,7 @@ func (s *server) routes(r chi.Router) {
 		r.Post("/settings/_tokens/revoke", s.revokeToken)
 		r.Post("/settings/_apps/revoke", s.revokeApp)
 		r.Post("/settings/_approvals", s.decideApproval)
+		r.Post("/settings/_pins/approve", s.approvePinsForm)
 		r.Get("/settings/agents", s.agentsPage)
 		r.Post("/settings/agents/token", s.agentToken)
 		r.Post("/settings/_secrets/{ext}", s.setNamedSecret)
@@ -253,6 +254,8 @@ func (s *server) routes(r chi.Router) {
 		r.Get("/tools", s.apiTools)
 		r.Get("/status", s.apiStatus)
 		r.Get("/audit", s.apiAudit)
+		r.Get("/pins", s.apiPins)
+		r.Post("/pins/approve", s.apiApprovePins)
 	})
 }
 
