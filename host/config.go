@@ -59,6 +59,9 @@ type Config struct {
 	Audit AuditConfig `json:"audit,omitzero"`
 	// Telemetry turns on metrics (/metrics) and traces (OTLP export).
 	Telemetry TelemetryConfig `json:"telemetry,omitzero"`
+	// Limits bounds each user's tool calls (README "Rate limits"); none
+	// by default.
+	Limits LimitsConfig `json:"limits,omitzero"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string
@@ -209,6 +212,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		OIDC           json.RawMessage            `json:"oidc"`
 		Audit          AuditConfig                `json:"audit"`
 		Telemetry      TelemetryConfig            `json:"telemetry"`
+		Limits         json.RawMessage            `json:"limits"`
 	}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
@@ -258,6 +262,13 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	}
 	errs = append(errs, cfg.MCP.validate()...)
 	errs = append(errs, cfg.Audit.validate()...)
+	if len(top.Limits) > 0 && string(top.Limits) != "null" {
+		if err := strictDecode(top.Limits, &cfg.Limits); err != nil {
+			errs = append(errs, fmt.Errorf("limits: %w", err))
+		} else if err := cfg.Limits.Validate("limits"); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	errs = append(errs, cfg.validateListen()...)
 	if len(top.OAuth) > 0 {
 		if err := strictDecode(top.OAuth, &cfg.OAuth); err != nil {

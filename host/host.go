@@ -20,6 +20,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/audit"
+	"github.com/agenthost/agenthost/host/internal/limits"
 	"github.com/agenthost/agenthost/host/internal/services"
 	"github.com/agenthost/agenthost/host/internal/supervisor"
 	"github.com/agenthost/agenthost/secrets"
@@ -192,6 +193,7 @@ type Host struct {
 	userWrites keyedLock
 
 	audit       *audit.Writer // nil: the audit log is off (audit.go)
+	limits      *limits.Limiter // nil: no rate limits (limits.go)
 	auditHashes audit.HashCache
 
 	closeOnce sync.Once
@@ -280,6 +282,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		_ = h.Close()
 		return nil, err
 	}
+	h.limits = limits.New(&cfg.Limits, &limits.Options{Groups: h.UserGroups})
 	inprocs := map[string]ext.Extension{}
 	for name, ec := range cfg.Extensions {
 		if ec.Disabled {
@@ -336,6 +339,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	h.bg.Add(2)
 	go h.watchIdle()
 	go h.watchSlots()
+	h.startLimits()
 	logger.Info("host started", "extensions", len(h.exts), "data", dataDir)
 	return h, nil
 }

@@ -204,6 +204,12 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 	if def != nil {
 		*def = tool
 	}
+	release, err := h.limits.Acquire(req.User, req.Name)
+	if err != nil {
+		h.logger.Debug("call refused by a rate limit", "user", req.User, "tool", req.Name, "error", err)
+		return nil, err
+	}
+	defer release()
 	e := h.exts[tool.Extension]
 	if e == nil {
 		return nil, fmt.Errorf("tool %q: its extension %q is gone: %w", req.Name, tool.Extension, ext.ErrUnavailable)
@@ -221,7 +227,7 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 		ProgressToken: req.ProgressToken, Meta: req.Meta, Task: task, Session: req.Session, Scope: req.Scope,
 	}
 	var res *ext.CallToolResult
-	err := useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
+	err = useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
 		func(tc ext.ToolCaller) (err error) {
 			res, err = tc.CallTool(ctx, creq)
 			return err

@@ -81,6 +81,9 @@ func (h *Host) SetUserGroups(ctx context.Context, user string, groups []string) 
 	}
 	_, active := h.active[user]
 	h.mu.Unlock()
+	if !same {
+		h.limits.Forget(user) // their next call takes their groups' limits
+	}
 	if same || !active {
 		return nil
 	}
