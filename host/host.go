@@ -192,7 +192,7 @@ type Host struct {
 	// and section: a slow check holds up that section of that user only.
 	userWrites keyedLock
 
-	audit       *audit.Writer // nil: the audit log is off (audit.go)
+	audit       *audit.Writer   // nil: the audit log is off (audit.go)
 	limits      *limits.Limiter // nil: no rate limits (limits.go)
 	auditHashes audit.HashCache
 

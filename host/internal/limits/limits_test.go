@@ -138,8 +138,8 @@ func TestDefaultsAndOverrides(t *testing.T) {
 		scope      string
 	}{
 		{"alice", "notes/add", 5, limits.ScopeTool},
-		{"alice", "notes/list", 5, limits.ScopeTool},   // its own bucket
-		{"alice", "notes/echo", 7, limits.ScopeTool},   // the literal name wins
+		{"alice", "notes/list", 5, limits.ScopeTool},    // its own bucket
+		{"alice", "notes/echo", 7, limits.ScopeTool},    // the literal name wins
 		{"alice", "notes/free", 10, limits.ScopeServer}, // {} there: no tool limit; the server's
 		{"alice", "gh/x", 10, limits.ScopeServer},
 		{"alice", "big/x", 50, limits.ScopeServer},
