@@ -94,7 +94,10 @@ func TestConcurrencyLimit(t *testing.T) {
 	}
 	start()
 	var refusal *host.RateLimitError
-	for refusal == nil {
+	for i := 0; refusal == nil; i++ {
+		if i == 10000 {
+			t.Fatal("10,000 calls of t/slow ran beside a call of it in flight: no concurrency limit")
+		}
 		select {
 		case err := <-first:
 			// The first call came while a second one ran, and was

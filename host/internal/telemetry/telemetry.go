@@ -69,6 +69,10 @@ type Gauges struct {
 	// (their status), by extension and state: "quarantined",
 	// "needs_sign_in" and the others an extension reports.
 	Servers map[ServerState]int
+	// RateLimited counts the calls refused by a rate limit since the
+	// start, by the limit's kind ("user_rate", "tool_concurrency", ...;
+	// never a user).
+	RateLimited map[string]int64
 }
 
 // ServerState is an extension and one of its status states.
@@ -148,8 +152,13 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 		procs, _ := m.Int64ObservableGauge("agenthost.service.processes", metric.WithDescription("Per-user service processes running."))
 		servers, _ := m.Int64ObservableGauge("agenthost.servers", metric.WithDescription(
 			"Servers of the active users by extension and state (quarantined, needs_sign_in, connected, ...)."))
+		limited, _ := m.Int64ObservableCounter("agenthost.calls.rate_limited", metric.WithDescription(
+			"Tool calls refused by a rate limit, by the limit's kind (user_rate, server_concurrency, tool_rate, ...)."))
 		if _, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 			g := gauges(ctx)
+			for kind, n := range g.RateLimited {
+				o.ObserveInt64(limited, n, metric.WithAttributes(attribute.String("agenthost.limit", kind)))
+			}
 			o.ObserveInt64(sess, int64(g.Sessions))
 			o.ObserveInt64(users, int64(g.ActiveUsers))
 			o.ObserveInt64(procs, int64(g.Processes))
@@ -162,7 +171,7 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 					attribute.String("agenthost.extension", k.Extension), attribute.String("agenthost.state", k.State)))
 			}
 			return nil
-		}, sess, users, procs, servers); err != nil {
+		}, sess, users, procs, servers, limited); err != nil {
 			return nil, errors.Join(fmt.Errorf("gauges: %w", err), t.Shutdown(ctx))
 		}
 	}
