@@ -477,23 +477,22 @@ func (l *Limiter) Acquire(user, tool string) (release func(), err error) {
 				Limit: plural(g.limit.Concurrent, "concurrent call"), RetryAfter: ConcurrencyRetry})
 		}
 	}
-	var taken [3]*rate.Reservation
-	for i, g := range gates {
+	// The buckets are only touched under us.mu: look at all, then take
+	// from all, so a refused call takes nothing.
+	for _, g := range gates {
 		if g == nil || g.bucket == nil {
 			continue
 		}
-		r := g.bucket.ReserveN(now, 1)
-		if d := r.DelayFrom(now); d > 0 || !r.OK() {
-			r.CancelAt(now)
-			for _, t := range taken[:i] {
-				if t != nil {
-					t.CancelAt(now)
-				}
-			}
+		if tokens := g.bucket.TokensAt(now); tokens < 1 {
+			wait := time.Duration((1 - tokens) / float64(g.bucket.Limit()) * float64(time.Second))
 			return nil, l.refuse(&Refusal{Scope: g.scope, Kind: KindRate, Subject: g.subject,
-				Limit: perMinute(g.limit.PerMinute), RetryAfter: d})
+				Limit: perMinute(g.limit.PerMinute), RetryAfter: max(wait, time.Millisecond)})
 		}
-		taken[i] = r
+	}
+	for _, g := range gates {
+		if g != nil && g.bucket != nil {
+			g.bucket.AllowN(now, 1)
+		}
 	}
 	us.inflight++
 	for _, g := range gates {

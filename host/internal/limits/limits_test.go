@@ -2,8 +2,10 @@ package limits_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,5 +278,43 @@ func TestValidate(t *testing.T) {
 	}
 	if limits.New(&limits.Config{}, nil) != nil {
 		t.Error("an empty config made a limiter")
+	}
+}
+
+// BenchmarkAcquire measures a call's admission and release with a user, a
+// server and a tool limit that all apply (never reached), beside the nil
+// Limiter of a host without limits (the baseline), for one user and for
+// parallel callers each their own user (no shared lock: the figure should
+// not grow with them).
+func BenchmarkAcquire(b *testing.B) {
+	cfg := limits.Config{Set: limits.Set{User: lim(1e12, 1<<20),
+		Servers: map[string]limits.Limit{"*": {PerMinute: 1e12, Concurrent: 1 << 20}},
+		Tools:   map[string]limits.Limit{"s/*": {PerMinute: 1e12, Concurrent: 1 << 20}}}}
+	for _, c := range []struct {
+		name string
+		l    *limits.Limiter
+	}{{"no-limits", nil}, {"limits", limits.New(&cfg, nil)}} {
+		b.Run(c.name+"/one-user", func(b *testing.B) {
+			for range b.N {
+				rel, err := c.l.Acquire("alice", "s/t")
+				if err != nil {
+					b.Fatal(err)
+				}
+				rel()
+			}
+		})
+		b.Run(c.name+"/parallel-users", func(b *testing.B) {
+			var n atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				user := fmt.Sprint("u", n.Add(1))
+				for pb.Next() {
+					rel, err := c.l.Acquire(user, "s/t")
+					if err != nil {
+						b.Fatal(err)
+					}
+					rel()
+				}
+			})
+		})
 	}
 }
