@@ -144,3 +144,34 @@ func TestLimitsConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestUserActorRateLimited: an extension acting as a user
+// (ext.UserActor) goes through the same limits as the user's own calls:
+// its call takes from the user's bucket, and over it the extension gets
+// ext.ErrBusy.
+func TestUserActorRateLimited(t *testing.T) {
+	ctx := context.Background()
+	te := &testExt{}
+	h, err := host.New(ctx, &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"},
+		Limits: host.LimitsConfig{Set: host.LimitSet{User: &host.Limit{PerMinute: 2}}}},
+		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: te, ActAsUsers: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	te.mu.Lock()
+	ua := te.host.(ext.UserActor)
+	te.mu.Unlock()
+	if _, err := h.Call(ctx, "alice", "", "t/echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ua.CallToolAs(ctx, &ext.CallAsRequest{User: "alice", Name: "t/echo"}); err != nil {
+		t.Fatalf("CallToolAs within the limit: %v", err)
+	}
+	if _, err := ua.CallToolAs(ctx, &ext.CallAsRequest{User: "alice", Name: "t/echo"}); !errors.Is(err, ext.ErrBusy) || !errors.Is(err, host.ErrRateLimited) {
+		t.Errorf("CallToolAs over alice's limit: %v, want ErrBusy", err)
+	}
+	if _, err := ua.CallToolAs(ctx, &ext.CallAsRequest{User: "bob", Name: "t/echo"}); err != nil {
+		t.Errorf("CallToolAs as bob: %v", err)
+	}
+}
