@@ -47,10 +47,12 @@ type Writer struct {
 	q      chan Record
 	batch  int
 	linger time.Duration
-	ret    Retention
-	log    *slog.Logger
-	now    func() time.Time
-	sweepc chan chan struct{}
+	// backlog: the last gather filled a batch (the run goroutine's own).
+	backlog bool
+	ret     Retention
+	log     *slog.Logger
+	now     func() time.Time
+	sweepc  chan chan struct{}
 
 	accepted, written, dropped, failed, swept atomic.Int64
 
@@ -172,34 +174,30 @@ func (w *Writer) Close() {
 	<-w.done
 }
 
-// gather adds to buf the records that come within the linger time, up to
-// a batch; without a linger, those already queued.
+// gather adds to buf the records queued within the linger time, up to a
+// batch. It waits without taking records one by one (a wake-up of this
+// goroutine per record cost the calls as much as the transaction), then
+// takes what is queued; while the queue holds a batch or more (the last
+// gather filled one), it does not wait.
 func (w *Writer) gather(buf *[]Record) {
-	var linger <-chan time.Time
-	if w.linger > 0 {
+	if w.linger > 0 && !w.backlog {
 		t := time.NewTimer(w.linger)
-		defer t.Stop()
-		linger = t.C
+		select {
+		case <-t.C:
+		case <-w.stop:
+		}
+		t.Stop()
 	}
 	for len(*buf) < w.batch {
 		select {
 		case r := <-w.q:
 			*buf = append(*buf, r)
-			continue
 		default:
-		}
-		if linger == nil {
-			return
-		}
-		select {
-		case r := <-w.q:
-			*buf = append(*buf, r)
-		case <-linger:
-			return
-		case <-w.stop:
+			w.backlog = false
 			return
 		}
 	}
+	w.backlog = true
 }
 
 func (w *Writer) run() {
