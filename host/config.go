@@ -63,6 +63,9 @@ type Config struct {
 	// of the calls that change things (nil: every user has all their
 	// tools, no approval).
 	Policy *PolicyConfig `json:"policy,omitempty"`
+	// Limits bounds each user's tool calls (README "Rate limits"); none
+	// by default.
+	Limits LimitsConfig `json:"limits,omitzero"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string
@@ -214,6 +217,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		Audit          AuditConfig                `json:"audit"`
 		Telemetry      TelemetryConfig            `json:"telemetry"`
 		Policy         *PolicyConfig              `json:"policy"`
+		Limits         json.RawMessage            `json:"limits"`
 	}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
@@ -264,6 +268,13 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	errs = append(errs, cfg.MCP.validate()...)
 	errs = append(errs, cfg.Audit.validate()...)
 	errs = append(errs, cfg.Policy.validate()...)
+	if len(top.Limits) > 0 && string(top.Limits) != "null" {
+		if err := strictDecode(top.Limits, &cfg.Limits); err != nil {
+			errs = append(errs, fmt.Errorf("limits: %w", err))
+		} else if err := cfg.Limits.Validate("limits"); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	errs = append(errs, cfg.validateListen()...)
 	if len(top.OAuth) > 0 {
 		if err := strictDecode(top.OAuth, &cfg.OAuth); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/audit"
+	"github.com/agenthost/agenthost/host/internal/limits"
 	"github.com/agenthost/agenthost/host/internal/pins"
 	"github.com/agenthost/agenthost/host/internal/services"
 	"github.com/agenthost/agenthost/host/internal/supervisor"
@@ -197,7 +198,8 @@ type Host struct {
 	approvals   *approvals
 	policyCount func(decision string)
 
-	audit       *audit.Writer // nil: the audit log is off (audit.go)
+	audit       *audit.Writer   // nil: the audit log is off (audit.go)
+	limits      *limits.Limiter // nil: no rate limits (limits.go)
 	auditHashes audit.HashCache
 
 	pins *pins.Manager // the tool pins (pins.go)
@@ -295,6 +297,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		_ = h.Close()
 		return nil, err
 	}
+	h.limits = limits.New(&cfg.Limits, &limits.Options{Groups: h.UserGroups})
 	inprocs := map[string]ext.Extension{}
 	for name, ec := range cfg.Extensions {
 		if ec.Disabled {
@@ -351,6 +354,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	h.bg.Add(2)
 	go h.watchIdle()
 	go h.watchSlots()
+	h.startLimits()
 	logger.Info("host started", "extensions", len(h.exts), "data", dataDir)
 	return h, nil
 }

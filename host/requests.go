@@ -218,6 +218,12 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 			return nil, err
 		}
 	}
+	release, err := h.limits.Acquire(req.User, req.Name)
+	if err != nil {
+		h.logger.Debug("call refused by a rate limit", "user", req.User, "tool", req.Name, "error", err)
+		return nil, err
+	}
+	defer release()
 	e := h.exts[tool.Extension]
 	if e == nil {
 		return nil, fmt.Errorf("tool %q: its extension %q is gone: %w", req.Name, tool.Extension, ext.ErrUnavailable)
@@ -238,7 +244,7 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 		creq.Params = nil // the params would still ask for the task
 	}
 	var res *ext.CallToolResult
-	err := useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
+	err = useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
 		func(tc ext.ToolCaller) (err error) {
 			res, err = tc.CallTool(ctx, &creq)
 			return err

@@ -86,6 +86,9 @@ func (h *Host) SetUserGroups(ctx context.Context, user string, groups []string) 
 		// user's sessions list their tools again.
 		h.reg.poke(user)
 	}
+	if !same {
+		h.limits.Forget(user) // their next call takes their groups' limits
+	}
 	if same || !active {
 		return nil
 	}

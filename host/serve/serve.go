@@ -187,7 +187,8 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		defer cancel()
 		ov, _ := h.Overview(ctx)
 		g := telemetry.Gauges{Sessions: s.ep.Sessions(), ActiveUsers: ov.ActiveUsers, Processes: ov.ServiceProcesses,
-			Servers: map[telemetry.ServerState]int{}, PinsBlocked: h.PinsBlocked()}
+			Servers: map[telemetry.ServerState]int{}, PinsBlocked: h.PinsBlocked(),
+			RateLimited: h.RateLimited()}
 		entries, _ := h.Status(ctx, "") // an extension that fails is one "unavailable" entry
 		for _, st := range entries {
 			g.Servers[telemetry.ServerState{Extension: st.Extension, State: st.State}]++

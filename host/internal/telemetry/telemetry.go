@@ -72,6 +72,10 @@ type Gauges struct {
 	// PinsBlocked counts the tools held back by a pin since the host
 	// started (README "Tool pinning"): a counter.
 	PinsBlocked int64
+	// RateLimited counts the calls refused by a rate limit since the
+	// start, by the limit's kind ("user_rate", "tool_concurrency", ...;
+	// never a user).
+	RateLimited map[string]int64
 }
 
 // ServerState is an extension and one of its status states.
@@ -157,11 +161,16 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 		procs, _ := m.Int64ObservableGauge("agenthost.service.processes", metric.WithDescription("Per-user service processes running."))
 		servers, _ := m.Int64ObservableGauge("agenthost.servers", metric.WithDescription(
 			"Servers of the active users by extension and state (quarantined, needs_sign_in, connected, ...)."))
+		limited, _ := m.Int64ObservableCounter("agenthost.calls.rate_limited", metric.WithDescription(
+			"Tool calls refused by a rate limit, by the limit's kind (user_rate, server_concurrency, tool_rate, ...)."))
 		pinsBlocked, _ := m.Int64ObservableCounter("agenthost.pins.blocked", metric.WithDescription(
 			"Tools held back by a pin (a changed or new definition under pin block), once per user, tool and definition."))
 		if _, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 			g := gauges(ctx)
 			o.ObserveInt64(pinsBlocked, g.PinsBlocked)
+			for kind, n := range g.RateLimited {
+				o.ObserveInt64(limited, n, metric.WithAttributes(attribute.String("agenthost.limit", kind)))
+			}
 			o.ObserveInt64(sess, int64(g.Sessions))
 			o.ObserveInt64(users, int64(g.ActiveUsers))
 			o.ObserveInt64(procs, int64(g.Processes))
@@ -174,7 +183,7 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 					attribute.String("agenthost.extension", k.Extension), attribute.String("agenthost.state", k.State)))
 			}
 			return nil
-		}, sess, users, procs, servers, pinsBlocked); err != nil {
+		}, sess, users, procs, servers, pinsBlocked, limited); err != nil {
 			return nil, errors.Join(fmt.Errorf("gauges: %w", err), t.Shutdown(ctx))
 		}
 	}
