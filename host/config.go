@@ -364,6 +364,25 @@ func position(data []byte, off int64) (line, col int) {
 	return line, col
 }
 
+// DataPathOf returns the data folder the operator's file at path names,
+// reading only its dataDir: for reaching a running host whose file no
+// longer parses (`agenthost reload` then shows the host's refusal).
+func DataPathOf(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("resolving config path: %w", err)
+	}
+	var top struct {
+		DataDir string `json:"dataDir"`
+	}
+	_ = json.Unmarshal(data, &top) // a file that does not parse: the default folder
+	return (&Config{DataDir: top.DataDir, dir: filepath.Dir(abs)}).DataPath(), nil
+}
+
 // Resolve returns p resolved against the config file's folder.
 func (c *Config) Resolve(p string) string {
 	if p == "" || filepath.IsAbs(p) || c.dir == "" {

@@ -191,6 +191,8 @@ type Host struct {
 	// and section: a slow check holds up that section of that user only.
 	userWrites keyedLock
 
+	reload reloadState // the operator's file as last (re)loaded (reload.go)
+
 	audit       *audit.Writer // nil: the audit log is off (audit.go)
 	auditHashes audit.HashCache
 
@@ -247,6 +249,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	loaded := cfg
 	if o.ListenAddr != "" {
 		c := *cfg
 		c.Listen = o.ListenAddr
@@ -265,6 +268,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		userIdle: minutes(cfg.Services.IdleMinutes, 10), slots: newSlotQueue(),
 		dataDir:  dataDir,
 		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
+		reload:   reloadState{loaded: loaded},
 	}
 	h.life, h.cancel = context.WithCancel(context.Background())
 	st, sec, kind, err := openStores(ctx, cfg, &o, dataDir)

@@ -208,3 +208,13 @@ type Grant struct {
 	// (recorded at most once a minute); zero if never.
 	LastUsed time.Time `json:"lastUsed,omitzero"`
 }
+
+// ReloadResult is what a reload of the operator's file changed.
+type ReloadResult struct {
+	// Changed names what changed, as the file's fields ("tls",
+	// "extensions.mcp.config"); empty when the file is as before.
+	Changed []string `json:"changed"`
+	// Restarted names the extensions restarted to take their new config
+	// (they cannot take it in place), each with why.
+	Restarted []string `json:"restarted,omitempty"`
+}

@@ -19,6 +19,7 @@ const (
 	KindToken    = "token"    // a token issued or revoked
 	KindSignIn   = "signin"   // a sign-in
 	KindSettings = "settings" // a settings or secret change (never the value)
+	KindReload   = "reload"   // the operator's file reloaded (or a reload refused)
 )
 
 // Outcomes of a record.

@@ -91,6 +91,13 @@ type Auditor interface {
 	Audit(ctx context.Context, f audit.Filter) ([]audit.Record, error)
 }
 
+// Reloader is implemented by a [Host] that re-reads the operator's file
+// in place (*host.Host): the control API then serves POST /v1/reload
+// (`agenthost reload`).
+type Reloader interface {
+	Reload(ctx context.Context) (*api.ReloadResult, error)
+}
+
 // Server serves the control API on a unix socket.
 type Server struct {
 	srv  *http.Server

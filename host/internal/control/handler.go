@@ -76,6 +76,13 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 		}
 		return recs, err
 	})
+	do(mux, "POST /v1/reload", func(r *http.Request, _ *struct{}) (any, error) {
+		rl, ok := h.(Reloader)
+		if !ok {
+			return nil, fmt.Errorf("this host cannot reload its file: %w", ext.ErrUnimplemented)
+		}
+		return rl.Reload(r.Context())
+	})
 	get("GET /v1/sections", func(r *http.Request) (any, error) { return h.Sections(r.Context()) })
 	get("GET /v1/settings", func(r *http.Request) (any, error) {
 		return h.GetSettings(r.Context(), q(r, "user"), q(r, "ext"), q(r, "section"))
