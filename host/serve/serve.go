@@ -91,8 +91,8 @@ type Server struct {
 	srv     *http.Server
 	tls     *tls.Config
 	cert    atomic.Pointer[tls.Certificate] // served by tls; a reload swaps it
-	ln      net.Listener    // Options.Listener, nil: Listen opens one
-	ctl     *control.Server // nil without Options.ControlSocket
+	ln      net.Listener                    // Options.Listener, nil: Listen opens one
+	ctl     *control.Server                 // nil without Options.ControlSocket
 	stopRev func()
 	// stopOIDC unsubscribes the OpenID sign-in from the users' changes;
 	// nil without a provider.
