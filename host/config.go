@@ -376,11 +376,46 @@ func DataPathOf(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("resolving config path: %w", err)
 	}
-	var top struct {
-		DataDir string `json:"dataDir"`
+	return (&Config{DataDir: topString(data, "dataDir"), dir: filepath.Dir(abs)}).DataPath(), nil
+}
+
+// topString returns the string value of the top-level field key of the
+// JSON object in data, read token by token so that it is found in a file
+// that breaks after it; "" when not found.
+func topString(data []byte, key string) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	depth, wantKey, last := 0, false, ""
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+			} else {
+				depth--
+			}
+			wantKey = depth == 1
+		case string:
+			if depth != 1 {
+				continue
+			}
+			if wantKey {
+				last, wantKey = v, false
+				continue
+			}
+			if last == key {
+				return v
+			}
+			wantKey = true
+		default:
+			if depth == 1 {
+				wantKey = true
+			}
+		}
 	}
-	_ = json.Unmarshal(data, &top) // a file that does not parse: the default folder
-	return (&Config{DataDir: top.DataDir, dir: filepath.Dir(abs)}).DataPath(), nil
 }
 
 // Resolve returns p resolved against the config file's folder.

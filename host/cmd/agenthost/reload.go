@@ -25,6 +25,9 @@ func (a *app) reloadCmd() *cobra.Command {
 			}
 			c, err := control.Dial(ctx, dir)
 			if err != nil {
+				if _, cerr := host.LoadConfig(a.configPath); cerr != nil {
+					return fmt.Errorf("no running agenthost found, and the file is not valid: %w", cerr)
+				}
 				return fmt.Errorf("no agenthost is running on %s (its control socket does not answer): start it with agenthost serve", dir)
 			}
 			defer c.Close()
