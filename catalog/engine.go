@@ -39,6 +39,11 @@ type Options struct {
 	// Logger receives the engine's logs (default: discarded). Logs name
 	// users and servers, never secrets.
 	Logger *slog.Logger
+	// RepeatWindow collapses the warnings of quarantined servers (default
+	// 1 min): the first of a server and reason is logged at once, the
+	// same again within the window, for any user, only counted, and one
+	// line at the window's end gives the count and the users.
+	RepeatWindow time.Duration
 	_      struct{}
 }
 
@@ -88,6 +93,9 @@ func (o *Options) withDefaults() Options {
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
+	if out.RepeatWindow <= 0 {
+		out.RepeatWindow = time.Minute
+	}
 	return out
 }
 
@@ -102,6 +110,7 @@ type Engine struct {
 	pub       Publisher
 	opts      Options
 	log       *slog.Logger
+	repeats   *repeatLog // the quarantine warnings, collapsed
 
 	// ctx ends when Close starts; it bounds all background work.
 	ctx    context.Context
@@ -125,7 +134,7 @@ func New(p Planner, c Connector, pub Publisher, opts *Options) *Engine {
 	o := opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{
-		planner: p, connector: c, pub: pub, opts: o, log: o.Logger,
+		planner: p, connector: c, pub: pub, opts: o, log: o.Logger, repeats: newRepeatLog(o.Logger, o.RepeatWindow),
 		ctx: ctx, cancel: cancel,
 		users: map[string]*user{}, live: map[*conn]struct{}{},
 	}
@@ -473,8 +482,7 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 			q.failures++
 			q.reason, q.opReason, q.busy = r.reason, r.opReason, r.busy
 			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
-			e.log.Warn("catalog: server quarantined", "user", u.id, "server", name,
-				"reason", cmp.Or(r.opReason, r.reason), "failures", q.failures, "retry", q.next)
+			e.repeats.warn("catalog: server quarantined", u.id, name, cmp.Or(r.opReason, r.reason), "failures", q.failures, "retry", q.next)
 		}
 	}
 	cat := u.catalogLocked()
@@ -701,5 +709,6 @@ func (e *Engine) close(ctx context.Context) error {
 	e.noSpawn = true
 	e.mu.Unlock()
 	e.wg.Wait()
+	e.repeats.close()
 	return forced
 }
