@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/repeatlog"
 )
 
 // Options configures an [Engine]. The zero value (or nil) gives the
@@ -44,7 +45,7 @@ type Options struct {
 	// same again within the window, for any user, only counted, and one
 	// line at the window's end gives the count and the users.
 	RepeatWindow time.Duration
-	_      struct{}
+	_            struct{}
 }
 
 // Backoff is an exponential backoff with jitter: the n-th retry waits a
@@ -110,7 +111,7 @@ type Engine struct {
 	pub       Publisher
 	opts      Options
 	log       *slog.Logger
-	repeats   *repeatLog // the quarantine warnings, collapsed
+	repeats   *repeatlog.Log // the quarantine warnings, collapsed
 
 	// ctx ends when Close starts; it bounds all background work.
 	ctx    context.Context
@@ -134,7 +135,7 @@ func New(p Planner, c Connector, pub Publisher, opts *Options) *Engine {
 	o := opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{
-		planner: p, connector: c, pub: pub, opts: o, log: o.Logger, repeats: newRepeatLog(o.Logger, o.RepeatWindow),
+		planner: p, connector: c, pub: pub, opts: o, log: o.Logger, repeats: repeatlog.New(o.Logger, o.RepeatWindow),
 		ctx: ctx, cancel: cancel,
 		users: map[string]*user{}, live: map[*conn]struct{}{},
 	}
@@ -482,7 +483,7 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 			q.failures++
 			q.reason, q.opReason, q.busy = r.reason, r.opReason, r.busy
 			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
-			e.repeats.warn("catalog: server quarantined", u.id, name, cmp.Or(r.opReason, r.reason), "failures", q.failures, "retry", q.next)
+			e.repeats.Warn("catalog: server quarantined", u.id, name, cmp.Or(r.opReason, r.reason), "failures", q.failures, "retry", q.next)
 		}
 	}
 	cat := u.catalogLocked()
@@ -709,6 +710,6 @@ func (e *Engine) close(ctx context.Context) error {
 	e.noSpawn = true
 	e.mu.Unlock()
 	e.wg.Wait()
-	e.repeats.close()
+	e.repeats.Close()
 	return forced
 }

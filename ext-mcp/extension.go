@@ -24,6 +24,7 @@ import (
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/ext/netguard"
+	"github.com/agenthost/agenthost/ext/repeatlog"
 )
 
 // Version is the extension's version: a release build sets it with
@@ -84,6 +85,9 @@ type Extension struct {
 	defaultProtocol string
 	key             []byte     // keys the credential identities in fingerprints
 	tel             *telemetry // nil: off
+	// repeats collapses the warnings of servers that fail for many users
+	// at every retry (closed at Shutdown).
+	repeats *repeatlog.Log
 
 	// life ends when Shutdown starts; the goroutines of spawn (sign-ins,
 	// refreshes after a sign-in changed) run under it and bg joins them.
@@ -148,6 +152,11 @@ func New(opts *Options) *Extension {
 		key:             make([]byte, 32),
 	}
 	x.life, x.stop = context.WithCancel(context.Background())
+	var window time.Duration
+	if o.Catalog != nil {
+		window = o.Catalog.RepeatWindow
+	}
+	x.repeats = repeatlog.New(x.log, window)
 	if o.Telemetry {
 		tel, err := newTelemetry(x.life)
 		if err != nil {
@@ -411,6 +420,7 @@ func (x *Extension) Shutdown(ctx context.Context) error {
 	x.stop()
 	x.bgMu.Unlock()
 	x.bg.Wait()
+	x.repeats.Close()
 	return errors.Join(err, x.tel.close(ctx))
 }
 

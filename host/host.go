@@ -192,6 +192,7 @@ type Host struct {
 	userWrites keyedLock
 
 	reload reloadState // the operator's file as last (re)loaded (reload.go)
+	fleet  fleet       // what of inactive users is not well (fleet.go)
 
 	audit       *audit.Writer // nil: the audit log is off (audit.go)
 	auditHashes audit.HashCache
@@ -712,6 +713,8 @@ func (h *Host) deactivate(ctx context.Context, user string, a *activation, done 
 	// The user's tools stay listed while they sleep: their sessions hear
 	// no change, which would only make them list again and wake the user.
 	h.reg.sleep(user)
+	// The fleet view keeps what of the user is not well (fleet.go).
+	h.remember(ctx, user)
 	var errs []error
 	for _, e := range sortedExtensions(h.exts) {
 		if !e.descriptor().Has(ext.CapabilityUsers) {

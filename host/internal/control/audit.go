@@ -21,3 +21,10 @@ func (c *Client) Reload(ctx context.Context) (*api.ReloadResult, error) {
 	}
 	return &out, nil
 }
+
+// Fleet returns every user's resources that are not well, also of users
+// not active now.
+func (c *Client) Fleet(ctx context.Context) ([]api.FleetEntry, error) {
+	var out []api.FleetEntry
+	return out, c.do(ctx, "GET", "/v1/fleet", nil, nil, &out)
+}

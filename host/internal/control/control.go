@@ -98,6 +98,12 @@ type Reloader interface {
 	Reload(ctx context.Context) (*api.ReloadResult, error)
 }
 
+// Fleeter is implemented by a [Host] that keeps the fleet view
+// (*host.Host): the control API then serves GET /v1/fleet.
+type Fleeter interface {
+	Fleet(ctx context.Context) ([]api.FleetEntry, error)
+}
+
 // Server serves the control API on a unix socket.
 type Server struct {
 	srv  *http.Server

@@ -1,4 +1,4 @@
-package catalog
+package repeatlog
 
 import (
 	"bytes"
@@ -33,12 +33,12 @@ func (w *lockedWriter) String() string {
 // of its own; the window's end (here close) writes the count.
 func TestRepeatLogCollapses(t *testing.T) {
 	var w lockedWriter
-	r := newRepeatLog(slog.New(slog.NewTextHandler(&w, nil)), time.Hour)
+	r := New(slog.New(slog.NewTextHandler(&w, nil)), time.Hour)
 	for _, u := range []string{"alice", "bob", "carol", "alice", "bob"} {
-		r.warn("catalog: server quarantined", u, "db", "it exited with status 3")
+		r.Warn("catalog: server quarantined", u, "db", "it exited with status 3")
 	}
-	r.warn("catalog: server quarantined", "alice", "db", "another reason")
-	r.close()
+	r.Warn("catalog: server quarantined", "alice", "db", "another reason")
+	r.Close()
 	lines := strings.Split(strings.TrimSpace(w.String()), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("%d lines; want 3 (first, other reason, count):\n%s", len(lines), w.String())
@@ -55,14 +55,14 @@ func TestRepeatLogCollapses(t *testing.T) {
 // a repeat after it is logged at once again.
 func TestRepeatLogWindowEnds(t *testing.T) {
 	var w lockedWriter
-	r := newRepeatLog(slog.New(slog.NewTextHandler(&w, nil)), 20*time.Millisecond)
-	defer r.close()
-	r.warn("m", "alice", "db", "x")
-	r.warn("m", "bob", "db", "x")
+	r := New(slog.New(slog.NewTextHandler(&w, nil)), 20*time.Millisecond)
+	defer r.Close()
+	r.Warn("m", "alice", "db", "x")
+	r.Warn("m", "bob", "db", "x")
 	for !strings.Contains(w.String(), "count=1") {
 		time.Sleep(5 * time.Millisecond) // the window's timer writes it
 	}
-	r.warn("m", "carol", "db", "x")
+	r.Warn("m", "carol", "db", "x")
 	if !strings.Contains(w.String(), "user=carol") {
 		t.Errorf("a repeat after the window was not logged at once:\n%s", w.String())
 	}

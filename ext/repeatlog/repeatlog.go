@@ -1,4 +1,10 @@
-package catalog
+// Package repeatlog collapses a warning that repeats: a server that fails
+// for every user at every retry logs its first line at once and then one
+// line per window with the count of the repeats and how many users they
+// concerned, instead of a line per user per retry. A [Log] is safe for
+// concurrent use; it owns its window timers, which [Log.Close] stops
+// (logging what is counted) and waits for.
+package repeatlog
 
 import (
 	"log/slog"
@@ -10,15 +16,13 @@ import (
 // (beyond it the count of users is a floor).
 const maxRepeatUsers = 10000
 
-// repeatLog collapses a warning that repeats: the first line of a kind
-// (message, server, reason) is logged at once, naming its user; the
-// same kind again within the window, for any user, is only counted, and
-// when the window ends one line gives the count and how many users it
-// concerned. A server that fails for every user at every retry thus
-// logs a line per window, not a line per user per retry. Its timers are
-// its own: close flushes what is counted and waits for them. Safe for
-// concurrent use.
-type repeatLog struct {
+// Log collapses repeated warnings: the first line of a kind (message,
+// server, reason) is logged at once, naming its user; the same kind
+// again within the window, for any user, is only counted, and when the
+// window ends one line gives the count and how many users it concerned
+// (message + " again (repeats collapsed)", with server, reason, count,
+// users and window).
+type Log struct {
 	log    *slog.Logger
 	window time.Duration
 
@@ -36,14 +40,22 @@ type repeats struct {
 	timer *time.Timer
 }
 
-func newRepeatLog(log *slog.Logger, window time.Duration) *repeatLog {
-	return &repeatLog{log: log, window: window, open: map[repeatKey]*repeats{}}
+// DefaultWindow is the window of a [Log] made with none.
+const DefaultWindow = time.Minute
+
+// New returns a Log that writes to log and collapses within window
+// (DefaultWindow when not positive).
+func New(log *slog.Logger, window time.Duration) *Log {
+	if window <= 0 {
+		window = DefaultWindow
+	}
+	return &Log{log: log, window: window, open: map[repeatKey]*repeats{}}
 }
 
-// warn logs msg for user's server failing with reason (and attrs), or
+// Warn logs msg for user's server failing with reason (and attrs), or
 // counts it when the same message, server and reason was logged within
 // the window.
-func (r *repeatLog) warn(msg, user, server, reason string, attrs ...any) {
+func (r *Log) Warn(msg, user, server, reason string, attrs ...any) {
 	k := repeatKey{msg, server, reason}
 	r.mu.Lock()
 	if b := r.open[k]; b != nil {
@@ -68,7 +80,7 @@ func (r *repeatLog) warn(msg, user, server, reason string, attrs ...any) {
 }
 
 // flush ends the window of k (b) and logs its count, if any.
-func (r *repeatLog) flush(k repeatKey, b *repeats) {
+func (r *Log) flush(k repeatKey, b *repeats) {
 	r.mu.Lock()
 	if r.open[k] == b {
 		delete(r.open, k)
@@ -81,9 +93,9 @@ func (r *repeatLog) flush(k repeatKey, b *repeats) {
 	}
 }
 
-// close logs the counts of the open windows and waits for the timers;
-// later warnings are logged one by one.
-func (r *repeatLog) close() {
+// Close logs the counts of the open windows and waits for the timers;
+// later warnings are logged one by one. It is idempotent.
+func (r *Log) Close() {
 	r.mu.Lock()
 	r.closed = true
 	stopped := map[repeatKey]*repeats{}
