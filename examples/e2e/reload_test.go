@@ -270,3 +270,57 @@ func TestReloadRenewedCertificate(t *testing.T) {
 		t.Error("the host restarted")
 	}
 }
+
+// TestReloadRestartsAnExtension: a new config block for an extension
+// that cannot take one in place (hello has no reconfigure capability),
+// and an ext-mcp block whose maxResultBytes changed (its connections are
+// built with it), restart that extension alone with the new block,
+// saying so; the other keeps its process; both answer after.
+func TestReloadRestartsAnExtension(t *testing.T) {
+	b := build(t)
+	e := newEnv(t, b, map[string]any{
+		"mcpServers": map[string]any{"notes": map[string]any{"command": b.notes}},
+	}, map[string]any{"extensions": map[string]any{"hello": map[string]any{"path": b.hello, "config": map[string]any{"v": 1}}}})
+	e.startServe()
+	pids := func() map[string]int {
+		var exts []struct {
+			Name string `json:"name"`
+			PID  int    `json:"pid"`
+		}
+		if err := json.Unmarshal([]byte(e.must("", "ext", "list", "--json")), &exts); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, x := range exts {
+			out[x.Name] = x.PID
+		}
+		return out
+	}
+	before := pids()
+	e.editConfig(func(cfg map[string]any) {
+		cfg["extensions"].(map[string]any)["hello"].(map[string]any)["config"] = map[string]any{"v": 2}
+	})
+	out := e.must("", "reload")
+	if !strings.Contains(out, "restarted extension hello: it cannot take a new config in place") {
+		t.Errorf("reload printed %q; want hello's restart named with why", out)
+	}
+	after := pids()
+	if after["hello"] == before["hello"] || after["hello"] == 0 || after["mcp"] != before["mcp"] {
+		t.Errorf("pids before %v, after %v; want hello's new and mcp's the same", before, after)
+	}
+	e.editConfig(func(cfg map[string]any) {
+		cfg["extensions"].(map[string]any)["mcp"].(map[string]any)["config"].(map[string]any)["maxResultBytes"] = 1 << 20
+	})
+	out = e.must("", "reload")
+	if !strings.Contains(out, "restarted extension mcp") || !strings.Contains(out, "maxResultBytes") {
+		t.Errorf("reload printed %q; want mcp's restart naming maxResultBytes", out)
+	}
+	again := pids()
+	if again["mcp"] == after["mcp"] || again["hello"] != after["hello"] {
+		t.Errorf("pids before %v, after %v; want mcp's new and hello's the same", after, again)
+	}
+	names := e.toolNames("alice")
+	if !slices.Contains(names, "hello/greet") || !slices.Contains(names, "notes/echo") {
+		t.Errorf("tools after the restarts: %v", names)
+	}
+}

@@ -327,6 +327,11 @@ func (m *Managed) Restart(ctx context.Context, reason string) (*Generation, erro
 		m.asked = reason
 	}
 	m.mu.Unlock()
+	// Shut it down as Stop does (it releases what it holds), then stop
+	// the process; its watcher starts the next generation.
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = g.Ext.Shutdown(sctx)
+	cancel()
 	g.kill()
 	return m.Get(ctx)
 }
