@@ -156,7 +156,9 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 			}
 			return func() {
 				s.cert.Store(cert)
-				logger.Info("tls: serving the certificate re-read", "certFile", c.TLS.CertFile, "serial", cert.Leaf.SerialNumber.String(), "notAfter", cert.Leaf.NotAfter)
+				if l := cert.Leaf; l != nil {
+					logger.Info("tls: serving the certificate re-read", "certFile", c.TLS.CertFile, "serial", l.SerialNumber.String(), "notAfter", l.NotAfter)
+				}
 			}, nil
 		})
 	}
