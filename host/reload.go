@@ -26,12 +26,21 @@ type ReloadResult = api.ReloadResult
 // returns makes it, and may be nil when nothing changes.
 type ReloadHook func(ctx context.Context, cfg *Config) (commit func(), err error)
 
-// reloadState is the file as last (re)loaded and the reload hooks; mu
-// serializes reloads.
+// reloadState is the file as last (re)loaded, the reload hooks and the
+// observers of reloads' outcomes; mu serializes reloads.
 type reloadState struct {
 	mu     sync.Mutex
 	loaded *Config
 	hooks  []ReloadHook
+	seen   []func(ctx context.Context, err error)
+}
+
+// OnReloaded adds a function that every [Host.Reload] calls with its
+// outcome (nil: done), such as a metric's counter.
+func (h *Host) OnReloaded(f func(ctx context.Context, err error)) {
+	h.reload.mu.Lock()
+	defer h.reload.mu.Unlock()
+	h.reload.seen = append(h.reload.seen, f)
 }
 
 // OnReload adds a hook that every [Host.Reload] runs (see [ReloadHook]).
@@ -74,6 +83,9 @@ func (h *Host) Reload(ctx context.Context) (*ReloadResult, error) {
 		h.logger.Info("reloaded the operator's file", "changed", res.Changed, "restarted", res.Restarted)
 	}
 	h.AuditEvent(rec)
+	for _, f := range h.reload.seen {
+		f(ctx, err)
+	}
 	return res, err
 }
 

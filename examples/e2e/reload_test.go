@@ -13,7 +13,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -64,7 +66,7 @@ func TestReloadInPlace(t *testing.T) {
 	b := build(t)
 	e := newEnv(t, b, map[string]any{
 		"mcpServers": map[string]any{"notes": map[string]any{"command": b.notes}},
-	})
+	}, map[string]any{"telemetry": map[string]any{"metrics": true}})
 	e.startServe()
 	tok := strings.TrimSpace(e.must("", "token", "create", "--user", "alice", "--name", "e2e"))
 	c, err := connect(t, e.url, tok)
@@ -165,6 +167,15 @@ func TestReloadInPlace(t *testing.T) {
 	}
 	if ok != 2 || refused != 3 {
 		t.Errorf("audit log has %d reloads done and %d refused; want 2 and 3", ok, refused)
+	}
+	// And counted in /metrics, by outcome.
+	op := strings.TrimSpace(e.must("", "token", "create", "--operator", "--name", "ops"))
+	code, body := e.api("GET", "/metrics", op, "")
+	for outcome, n := range map[string]int{"ok": 2, "refused": 3} {
+		re := regexp.MustCompile(`agenthost_reloads_total\{[^}]*outcome="` + outcome + `"[^}]*\} ` + strconv.Itoa(n) + `\b`)
+		if code != 200 || !re.MatchString(body) {
+			t.Errorf("/metrics (HTTP %d) does not count %d reloads %s:\n%s", code, n, outcome, body)
+		}
 	}
 }
 

@@ -223,6 +223,13 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		return nil, fmt.Errorf("serve: telemetry: %w", err)
 	}
 	webOpts.Metrics = s.tel.Handler()
+	h.OnReloaded(func(ctx context.Context, err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "refused"
+		}
+		s.tel.Reloaded(ctx, outcome)
+	})
 	epOpts := &mcpendpoint.Options{
 		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
 		Logger: logger.With("surface", "mcp"), Version: host.Build().Version, Telemetry: s.tel,
