@@ -196,8 +196,7 @@ func (e *Engine) connDied(c *conn) {
 			q.reason, q.opReason, q.busy = reason, opReason, false
 			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
 			delete(u.disabled, c.name)
-			e.log.Warn("catalog: connection died; server quarantined", "user", u.id, "server", c.name,
-				"reason", cmp.Or(opReason, reason), "retry", q.next)
+			e.repeats.Warn("catalog: connection died; server quarantined", u.id, c.name, cmp.Or(opReason, reason), "retry", q.next)
 		}
 	case stateRetiring:
 		// Running calls fail on their own; the last one closes it.

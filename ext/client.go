@@ -49,6 +49,7 @@ var (
 	_ UserLifecycle     = (*Client)(nil)
 	_ ServiceProvider   = (*Client)(nil)
 	_ StatusReporter    = (*Client)(nil)
+	_ Reconfigurer      = (*Client)(nil)
 	_ PromptProvider    = (*Client)(nil)
 	_ ResourceProvider  = (*Client)(nil)
 	_ Completer         = (*Client)(nil)
@@ -155,6 +156,12 @@ func (c *Client) Configure(ctx context.Context, req *ConfigureRequest) error {
 		Config: req.Config, HostBrokerId: id, Name: req.Name, ServiceTransports: transports, BaseDir: req.BaseDir,
 		PublicUrl: req.PublicURL, ListenAddr: req.ListenAddr,
 	})
+	return wireErr(ctx, err)
+}
+
+// Reconfigure implements [Reconfigurer].
+func (c *Client) Reconfigure(ctx context.Context, req *ReconfigureRequest) error {
+	_, err := c.client.Reconfigure(ctx, &extpb.ReconfigureRequest{Config: req.Config, DryRun: req.DryRun})
 	return wireErr(ctx, err)
 }
 

@@ -31,6 +31,10 @@
 //     block (raw JSON, the extension validates it) and the [Host] services;
 //  5. capability calls, concurrently: [ToolCaller.CallTool],
 //     [UserLifecycle.Activate], [ServiceProvider.StartService], ...;
+//     when the operator reloads the file and the extension's block
+//     changed, [Reconfigurer.Reconfigure] (a dry run, then the change,
+//     then Describe again); an extension without that capability is
+//     restarted with its new block instead;
 //  6. [Extension.Shutdown], idempotent and safe before Configure.
 //
 // If the process crashes, in-flight calls fail with [ErrUnavailable]; the

@@ -138,6 +138,30 @@ type SettingsValidator interface {
 	ValidateSettings(ctx context.Context, req *ValidateSettingsRequest) error
 }
 
+// Reconfigurer is the "reconfigure" capability: the extension takes a new
+// config block in place when the operator reloads the host's file
+// (`agenthost reload`, SIGHUP), without a restart and without
+// interrupting what its old config still allows. The host first calls it
+// with DryRun on every extension whose block changed, and only when all
+// accept, again without DryRun; an extension without the capability is
+// restarted with its new block instead.
+type Reconfigurer interface {
+	// Reconfigure checks req.Config as Configure would (an error names
+	// the bad field and wraps [ErrInvalidArgument]); without DryRun it
+	// then applies it. It is never called before Configure, and never
+	// twice at once.
+	Reconfigure(ctx context.Context, req *ReconfigureRequest) error
+}
+
+// ReconfigureRequest is a new config block for a [Reconfigurer].
+type ReconfigureRequest struct {
+	// Config is the extension's new config block, untouched; relative
+	// paths resolve against [ConfigureRequest.BaseDir], as before.
+	Config json.RawMessage
+	// DryRun asks for the check only: nothing changes.
+	DryRun bool
+}
+
 // ValidateSettingsRequest asks a [SettingsValidator] about a user's values.
 type ValidateSettingsRequest struct {
 	User    string
@@ -266,6 +290,9 @@ const (
 	// CapabilityValidate is [SettingsValidator]; an extension without it
 	// gets its users' values as its forms accept them.
 	CapabilityValidate Capability = "validate"
+	// CapabilityReconfigure is [Reconfigurer]; an extension without it
+	// is restarted when its config block changes on a reload.
+	CapabilityReconfigure Capability = "reconfigure"
 	// CapabilitySandbox is not an interface: it says the extension starts
 	// untrusted service processes ([ProcessSpec.Sandbox]). A host that
 	// cannot contain them refuses to start the extension, naming why,

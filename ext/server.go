@@ -62,6 +62,23 @@ func (s *extensionServer) Configure(ctx context.Context, req *extpb.ConfigureReq
 	return &extpb.ConfigureResponse{}, nil
 }
 
+func (s *extensionServer) Reconfigure(ctx context.Context, req *extpb.ReconfigureRequest) (*extpb.ReconfigureResponse, error) {
+	rc, ok := s.impl.(Reconfigurer)
+	if !ok {
+		return nil, fmt.Errorf("extension cannot take a new config in place: %w", ErrUnimplemented)
+	}
+	s.mu.Lock()
+	configured := s.host != nil
+	s.mu.Unlock()
+	if !configured {
+		return nil, fmt.Errorf("ext: Reconfigure before Configure: %w", ErrInvalidArgument)
+	}
+	if err := rc.Reconfigure(ctx, &ReconfigureRequest{Config: raw(req.GetConfig()), DryRun: req.GetDryRun()}); err != nil {
+		return nil, err
+	}
+	return &extpb.ReconfigureResponse{}, nil
+}
+
 func (s *extensionServer) Shutdown(ctx context.Context, _ *extpb.ShutdownRequest) (*extpb.ShutdownResponse, error) {
 	err := s.impl.Shutdown(ctx)
 	s.mu.Lock()

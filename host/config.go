@@ -381,6 +381,60 @@ func position(data []byte, off int64) (line, col int) {
 	return line, col
 }
 
+// DataPathOf returns the data folder the operator's file at path names,
+// reading only its dataDir: for reaching a running host whose file no
+// longer parses (`agenthost reload` then shows the host's refusal).
+func DataPathOf(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("resolving config path: %w", err)
+	}
+	return (&Config{DataDir: topString(data, "dataDir"), dir: filepath.Dir(abs)}).DataPath(), nil
+}
+
+// topString returns the string value of the top-level field key of the
+// JSON object in data, read token by token so that it is found in a file
+// that breaks after it; "" when not found.
+func topString(data []byte, key string) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	depth, wantKey, last := 0, false, ""
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+			} else {
+				depth--
+			}
+			wantKey = depth == 1
+		case string:
+			if depth != 1 {
+				continue
+			}
+			if wantKey {
+				last, wantKey = v, false
+				continue
+			}
+			if last == key {
+				return v
+			}
+			wantKey = true
+		default:
+			if depth == 1 {
+				wantKey = true
+			}
+		}
+	}
+}
+
 // Resolve returns p resolved against the config file's folder.
 func (c *Config) Resolve(p string) string {
 	if p == "" || filepath.IsAbs(p) || c.dir == "" {

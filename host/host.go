@@ -198,8 +198,11 @@ type Host struct {
 	approvals   *approvals
 	policyCount func(decision string)
 
-	audit       *audit.Writer   // nil: the audit log is off (audit.go)
-	limits      *limits.Limiter // nil: no rate limits (limits.go)
+	audit  *audit.Writer   // nil: the audit log is off (audit.go)
+	limits *limits.Limiter // nil: no rate limits (limits.go)
+	reload reloadState     // the operator's file as last (re)loaded (reload.go)
+	fleet  fleet           // what of inactive users is not well (fleet.go)
+
 	auditHashes audit.HashCache
 
 	pins *pins.Manager // the tool pins (pins.go)
@@ -260,6 +263,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	loaded := cfg
 	if o.ListenAddr != "" {
 		c := *cfg
 		c.Listen = o.ListenAddr
@@ -278,6 +282,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		userIdle: minutes(cfg.Services.IdleMinutes, 10), slots: newSlotQueue(),
 		dataDir: dataDir, approvals: newApprovals(),
 		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
+		reload:   reloadState{loaded: loaded},
 	}
 	h.life, h.cancel = context.WithCancel(context.Background())
 	st, sec, kind, err := openStores(ctx, cfg, &o, dataDir)
@@ -730,6 +735,8 @@ func (h *Host) deactivate(ctx context.Context, user string, a *activation, done 
 	// The user's tools stay listed while they sleep: their sessions hear
 	// no change, which would only make them list again and wake the user.
 	h.reg.sleep(user)
+	// The fleet view keeps what of the user is not well (fleet.go).
+	h.remember(ctx, user)
 	var errs []error
 	for _, e := range sortedExtensions(h.exts) {
 		if !e.descriptor().Has(ext.CapabilityUsers) {

@@ -118,6 +118,7 @@ func (h *Host) DeleteUserData(ctx context.Context, user string, deleteFiles bool
 		return "", err
 	}
 	dir := filepath.Join(h.dataDir, "users", user)
+	h.forget(user)
 	var errs []error
 	if err := h.settings.DeleteUser(ctx, user); err != nil {
 		errs = append(errs, fmt.Errorf("deleting the settings of user %q: %w", user, err))

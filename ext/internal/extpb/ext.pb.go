@@ -1715,6 +1715,96 @@ func (*ConfigureResponse) Descriptor() ([]byte, []int) {
 	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
 }
 
+type ReconfigureRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The extension's new config block from the operator's file, untouched.
+	Config []byte `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// Check the block and change nothing.
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureRequest) Reset() {
+	*x = ReconfigureRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureRequest) ProtoMessage() {}
+
+func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureRequest.ProtoReflect.Descriptor instead.
+func (*ReconfigureRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ReconfigureRequest) GetConfig() []byte {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *ReconfigureRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type ReconfigureResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureResponse) Reset() {
+	*x = ReconfigureResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureResponse) ProtoMessage() {}
+
+func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureResponse.ProtoReflect.Descriptor instead.
+func (*ReconfigureResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
+}
+
 type ShutdownRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1723,7 +1813,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1825,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1838,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
 }
 
 type ShutdownResponse struct {
@@ -1759,7 +1849,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1861,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1874,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
 }
 
 type ActivateRequest struct {
@@ -1800,7 +1890,7 @@ type ActivateRequest struct {
 
 func (x *ActivateRequest) Reset() {
 	*x = ActivateRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1902,7 @@ func (x *ActivateRequest) String() string {
 func (*ActivateRequest) ProtoMessage() {}
 
 func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1915,7 @@ func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateRequest.ProtoReflect.Descriptor instead.
 func (*ActivateRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ActivateRequest) GetUserId() string {
@@ -1850,7 +1940,7 @@ type ActivateResponse struct {
 
 func (x *ActivateResponse) Reset() {
 	*x = ActivateResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +1952,7 @@ func (x *ActivateResponse) String() string {
 func (*ActivateResponse) ProtoMessage() {}
 
 func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +1965,7 @@ func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateResponse.ProtoReflect.Descriptor instead.
 func (*ActivateResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
 }
 
 type RetireRequest struct {
@@ -1888,7 +1978,7 @@ type RetireRequest struct {
 
 func (x *RetireRequest) Reset() {
 	*x = RetireRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +1990,7 @@ func (x *RetireRequest) String() string {
 func (*RetireRequest) ProtoMessage() {}
 
 func (x *RetireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2003,7 @@ func (x *RetireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireRequest.ProtoReflect.Descriptor instead.
 func (*RetireRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RetireRequest) GetUserId() string {
@@ -1938,7 +2028,7 @@ type RetireResponse struct {
 
 func (x *RetireResponse) Reset() {
 	*x = RetireResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2040,7 @@ func (x *RetireResponse) String() string {
 func (*RetireResponse) ProtoMessage() {}
 
 func (x *RetireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2053,7 @@ func (x *RetireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireResponse.ProtoReflect.Descriptor instead.
 func (*RetireResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
 }
 
 type ReconcileAllRequest struct {
@@ -1974,7 +2064,7 @@ type ReconcileAllRequest struct {
 
 func (x *ReconcileAllRequest) Reset() {
 	*x = ReconcileAllRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2076,7 @@ func (x *ReconcileAllRequest) String() string {
 func (*ReconcileAllRequest) ProtoMessage() {}
 
 func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2089,7 @@ func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileAllRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
 }
 
 type ReconcileAllResponse struct {
@@ -2010,7 +2100,7 @@ type ReconcileAllResponse struct {
 
 func (x *ReconcileAllResponse) Reset() {
 	*x = ReconcileAllResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2112,7 @@ func (x *ReconcileAllResponse) String() string {
 func (*ReconcileAllResponse) ProtoMessage() {}
 
 func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2125,7 @@ func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileAllResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
 }
 
 type StartServiceRequest struct {
@@ -2048,7 +2138,7 @@ type StartServiceRequest struct {
 
 func (x *StartServiceRequest) Reset() {
 	*x = StartServiceRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2150,7 @@ func (x *StartServiceRequest) String() string {
 func (*StartServiceRequest) ProtoMessage() {}
 
 func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2163,7 @@ func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceRequest.ProtoReflect.Descriptor instead.
 func (*StartServiceRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StartServiceRequest) GetName() string {
@@ -2100,7 +2190,7 @@ type StartServiceResponse struct {
 
 func (x *StartServiceResponse) Reset() {
 	*x = StartServiceResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2202,7 @@ func (x *StartServiceResponse) String() string {
 func (*StartServiceResponse) ProtoMessage() {}
 
 func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2215,7 @@ func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceResponse.ProtoReflect.Descriptor instead.
 func (*StartServiceResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StartServiceResponse) GetSpec() *ProcessSpec {
@@ -2153,7 +2243,7 @@ type ProcessSpec struct {
 
 func (x *ProcessSpec) Reset() {
 	*x = ProcessSpec{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2255,7 @@ func (x *ProcessSpec) String() string {
 func (*ProcessSpec) ProtoMessage() {}
 
 func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2268,7 @@ func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessSpec.ProtoReflect.Descriptor instead.
 func (*ProcessSpec) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ProcessSpec) GetCommand() string {
@@ -2240,7 +2330,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2342,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2355,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatusRequest) GetUserId() string {
@@ -2284,7 +2374,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2386,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2399,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatusResponse) GetEntries() []*StatusEntry {
@@ -2334,7 +2424,7 @@ type StatusEntry struct {
 
 func (x *StatusEntry) Reset() {
 	*x = StatusEntry{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2436,7 @@ func (x *StatusEntry) String() string {
 func (*StatusEntry) ProtoMessage() {}
 
 func (x *StatusEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2449,7 @@ func (x *StatusEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEntry.ProtoReflect.Descriptor instead.
 func (*StatusEntry) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatusEntry) GetUserId() string {
@@ -2434,7 +2524,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2536,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2549,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Tool) GetName() string {
@@ -2565,7 +2655,7 @@ type Scope struct {
 
 func (x *Scope) Reset() {
 	*x = Scope{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2667,7 @@ func (x *Scope) String() string {
 func (*Scope) ProtoMessage() {}
 
 func (x *Scope) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2680,7 @@ func (x *Scope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scope.ProtoReflect.Descriptor instead.
 func (*Scope) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Scope) GetServers() []string {
@@ -2621,7 +2711,7 @@ type MintUserTokenRequest struct {
 
 func (x *MintUserTokenRequest) Reset() {
 	*x = MintUserTokenRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2723,7 @@ func (x *MintUserTokenRequest) String() string {
 func (*MintUserTokenRequest) ProtoMessage() {}
 
 func (x *MintUserTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2736,7 @@ func (x *MintUserTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUserTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintUserTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MintUserTokenRequest) GetUserId() string {
@@ -2687,7 +2777,7 @@ type MintUserTokenResponse struct {
 
 func (x *MintUserTokenResponse) Reset() {
 	*x = MintUserTokenResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2699,7 +2789,7 @@ func (x *MintUserTokenResponse) String() string {
 func (*MintUserTokenResponse) ProtoMessage() {}
 
 func (x *MintUserTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2712,7 +2802,7 @@ func (x *MintUserTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUserTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintUserTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MintUserTokenResponse) GetToken() string {
@@ -2738,7 +2828,7 @@ type RevokeUserTokenRequest struct {
 
 func (x *RevokeUserTokenRequest) Reset() {
 	*x = RevokeUserTokenRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +2840,7 @@ func (x *RevokeUserTokenRequest) String() string {
 func (*RevokeUserTokenRequest) ProtoMessage() {}
 
 func (x *RevokeUserTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +2853,7 @@ func (x *RevokeUserTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeUserTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RevokeUserTokenRequest) GetTokenId() string {
@@ -2781,7 +2871,7 @@ type RevokeUserTokenResponse struct {
 
 func (x *RevokeUserTokenResponse) Reset() {
 	*x = RevokeUserTokenResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +2883,7 @@ func (x *RevokeUserTokenResponse) String() string {
 func (*RevokeUserTokenResponse) ProtoMessage() {}
 
 func (x *RevokeUserTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +2896,7 @@ func (x *RevokeUserTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeUserTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
 }
 
 type ListToolsAsRequest struct {
@@ -2820,7 +2910,7 @@ type ListToolsAsRequest struct {
 
 func (x *ListToolsAsRequest) Reset() {
 	*x = ListToolsAsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2832,7 +2922,7 @@ func (x *ListToolsAsRequest) String() string {
 func (*ListToolsAsRequest) ProtoMessage() {}
 
 func (x *ListToolsAsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2845,7 +2935,7 @@ func (x *ListToolsAsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsAsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsAsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListToolsAsRequest) GetUserId() string {
@@ -2871,7 +2961,7 @@ type ListToolsAsResponse struct {
 
 func (x *ListToolsAsResponse) Reset() {
 	*x = ListToolsAsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +2973,7 @@ func (x *ListToolsAsResponse) String() string {
 func (*ListToolsAsResponse) ProtoMessage() {}
 
 func (x *ListToolsAsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +2986,7 @@ func (x *ListToolsAsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsAsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsAsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListToolsAsResponse) GetTools() []*Tool {
@@ -2921,7 +3011,7 @@ type CallToolAsRequest struct {
 
 func (x *CallToolAsRequest) Reset() {
 	*x = CallToolAsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3023,7 @@ func (x *CallToolAsRequest) String() string {
 func (*CallToolAsRequest) ProtoMessage() {}
 
 func (x *CallToolAsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3036,7 @@ func (x *CallToolAsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolAsRequest.ProtoReflect.Descriptor instead.
 func (*CallToolAsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CallToolAsRequest) GetUserId() string {
@@ -2995,7 +3085,7 @@ type CallToolAsResponse struct {
 
 func (x *CallToolAsResponse) Reset() {
 	*x = CallToolAsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3097,7 @@ func (x *CallToolAsResponse) String() string {
 func (*CallToolAsResponse) ProtoMessage() {}
 
 func (x *CallToolAsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3110,7 @@ func (x *CallToolAsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolAsResponse.ProtoReflect.Descriptor instead.
 func (*CallToolAsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CallToolAsResponse) GetResult() []byte {
@@ -3047,7 +3137,7 @@ type SetUserToolsRequest struct {
 
 func (x *SetUserToolsRequest) Reset() {
 	*x = SetUserToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3059,7 +3149,7 @@ func (x *SetUserToolsRequest) String() string {
 func (*SetUserToolsRequest) ProtoMessage() {}
 
 func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3072,7 +3162,7 @@ func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetUserToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SetUserToolsRequest) GetUserId() string {
@@ -3097,7 +3187,7 @@ type SetUserToolsResponse struct {
 
 func (x *SetUserToolsResponse) Reset() {
 	*x = SetUserToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3199,7 @@ func (x *SetUserToolsResponse) String() string {
 func (*SetUserToolsResponse) ProtoMessage() {}
 
 func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3212,7 @@ func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetUserToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
 }
 
 type SetSystemToolsRequest struct {
@@ -3134,7 +3224,7 @@ type SetSystemToolsRequest struct {
 
 func (x *SetSystemToolsRequest) Reset() {
 	*x = SetSystemToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3236,7 @@ func (x *SetSystemToolsRequest) String() string {
 func (*SetSystemToolsRequest) ProtoMessage() {}
 
 func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3249,7 @@ func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SetSystemToolsRequest) GetTools() []*Tool {
@@ -3177,7 +3267,7 @@ type SetSystemToolsResponse struct {
 
 func (x *SetSystemToolsResponse) Reset() {
 	*x = SetSystemToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3279,7 @@ func (x *SetSystemToolsResponse) String() string {
 func (*SetSystemToolsResponse) ProtoMessage() {}
 
 func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3292,7 @@ func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
 }
 
 type SetUserCatalogRequest struct {
@@ -3219,7 +3309,7 @@ type SetUserCatalogRequest struct {
 
 func (x *SetUserCatalogRequest) Reset() {
 	*x = SetUserCatalogRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3231,7 +3321,7 @@ func (x *SetUserCatalogRequest) String() string {
 func (*SetUserCatalogRequest) ProtoMessage() {}
 
 func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3244,7 +3334,7 @@ func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogRequest.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetUserCatalogRequest) GetUserId() string {
@@ -3297,7 +3387,7 @@ type SetUserCatalogResponse struct {
 
 func (x *SetUserCatalogResponse) Reset() {
 	*x = SetUserCatalogResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3399,7 @@ func (x *SetUserCatalogResponse) String() string {
 func (*SetUserCatalogResponse) ProtoMessage() {}
 
 func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3412,7 @@ func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogResponse.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
 }
 
 type Prompt struct {
@@ -3336,7 +3426,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3438,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +3451,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Prompt) GetName() string {
@@ -3392,7 +3482,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3404,7 +3494,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3417,7 +3507,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Resource) GetUri() string {
@@ -3454,7 +3544,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +3556,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +3569,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ResourceTemplate) GetUriTemplate() string {
@@ -3513,7 +3603,7 @@ type Instruction struct {
 
 func (x *Instruction) Reset() {
 	*x = Instruction{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3525,7 +3615,7 @@ func (x *Instruction) String() string {
 func (*Instruction) ProtoMessage() {}
 
 func (x *Instruction) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3538,7 +3628,7 @@ func (x *Instruction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instruction.ProtoReflect.Descriptor instead.
 func (*Instruction) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Instruction) GetSource() string {
@@ -3566,7 +3656,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +3668,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +3681,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NotifyRequest) GetUserId() string {
@@ -3623,7 +3713,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3725,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3738,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
 }
 
 type RequestUserRequest struct {
@@ -3662,7 +3752,7 @@ type RequestUserRequest struct {
 
 func (x *RequestUserRequest) Reset() {
 	*x = RequestUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3674,7 +3764,7 @@ func (x *RequestUserRequest) String() string {
 func (*RequestUserRequest) ProtoMessage() {}
 
 func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3687,7 +3777,7 @@ func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserRequest.ProtoReflect.Descriptor instead.
 func (*RequestUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RequestUserRequest) GetUserId() string {
@@ -3722,7 +3812,7 @@ type RequestUserResponse struct {
 
 func (x *RequestUserResponse) Reset() {
 	*x = RequestUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3734,7 +3824,7 @@ func (x *RequestUserResponse) String() string {
 func (*RequestUserResponse) ProtoMessage() {}
 
 func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3747,7 +3837,7 @@ func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserResponse.ProtoReflect.Descriptor instead.
 func (*RequestUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RequestUserResponse) GetResult() []byte {
@@ -3773,7 +3863,7 @@ type ActingUserRequest struct {
 
 func (x *ActingUserRequest) Reset() {
 	*x = ActingUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3785,7 +3875,7 @@ func (x *ActingUserRequest) String() string {
 func (*ActingUserRequest) ProtoMessage() {}
 
 func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3798,7 +3888,7 @@ func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserRequest.ProtoReflect.Descriptor instead.
 func (*ActingUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ActingUserRequest) GetConversationId() string {
@@ -3817,7 +3907,7 @@ type ActingUserResponse struct {
 
 func (x *ActingUserResponse) Reset() {
 	*x = ActingUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3829,7 +3919,7 @@ func (x *ActingUserResponse) String() string {
 func (*ActingUserResponse) ProtoMessage() {}
 
 func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3842,7 +3932,7 @@ func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserResponse.ProtoReflect.Descriptor instead.
 func (*ActingUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ActingUserResponse) GetUserId() string {
@@ -3862,7 +3952,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3874,7 +3964,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3887,7 +3977,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetSecretRequest) GetUserId() string {
@@ -3913,7 +4003,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3925,7 +4015,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3938,7 +4028,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetSecretResponse) GetValue() string {
@@ -3959,7 +4049,7 @@ type SetSecretRequest struct {
 
 func (x *SetSecretRequest) Reset() {
 	*x = SetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3971,7 +4061,7 @@ func (x *SetSecretRequest) String() string {
 func (*SetSecretRequest) ProtoMessage() {}
 
 func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3984,7 +4074,7 @@ func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretRequest.ProtoReflect.Descriptor instead.
 func (*SetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SetSecretRequest) GetUserId() string {
@@ -4016,7 +4106,7 @@ type SetSecretResponse struct {
 
 func (x *SetSecretResponse) Reset() {
 	*x = SetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4028,7 +4118,7 @@ func (x *SetSecretResponse) String() string {
 func (*SetSecretResponse) ProtoMessage() {}
 
 func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4041,7 +4131,7 @@ func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretResponse.ProtoReflect.Descriptor instead.
 func (*SetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
 }
 
 type DeleteSecretRequest struct {
@@ -4054,7 +4144,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4156,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4169,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DeleteSecretRequest) GetUserId() string {
@@ -4104,7 +4194,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4116,7 +4206,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4129,7 +4219,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{69}
 }
 
 type ListSecretsRequest struct {
@@ -4141,7 +4231,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +4243,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +4256,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListSecretsRequest) GetUserId() string {
@@ -4185,7 +4275,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4197,7 +4287,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4210,7 +4300,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{69}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListSecretsResponse) GetNames() []string {
@@ -4230,7 +4320,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4242,7 +4332,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4255,7 +4345,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{70}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -4281,7 +4371,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4293,7 +4383,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4306,7 +4396,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{71}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetSettingsResponse) GetValues() []byte {
@@ -4327,7 +4417,7 @@ type SetSettingsRequest struct {
 
 func (x *SetSettingsRequest) Reset() {
 	*x = SetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4339,7 +4429,7 @@ func (x *SetSettingsRequest) String() string {
 func (*SetSettingsRequest) ProtoMessage() {}
 
 func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4352,7 +4442,7 @@ func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{72}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SetSettingsRequest) GetUserId() string {
@@ -4384,7 +4474,7 @@ type SetSettingsResponse struct {
 
 func (x *SetSettingsResponse) Reset() {
 	*x = SetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4396,7 +4486,7 @@ func (x *SetSettingsResponse) String() string {
 func (*SetSettingsResponse) ProtoMessage() {}
 
 func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4409,7 +4499,7 @@ func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{73}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{75}
 }
 
 type GetPathsRequest struct {
@@ -4421,7 +4511,7 @@ type GetPathsRequest struct {
 
 func (x *GetPathsRequest) Reset() {
 	*x = GetPathsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4433,7 +4523,7 @@ func (x *GetPathsRequest) String() string {
 func (*GetPathsRequest) ProtoMessage() {}
 
 func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4446,7 +4536,7 @@ func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsRequest.ProtoReflect.Descriptor instead.
 func (*GetPathsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{74}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetPathsRequest) GetUserId() string {
@@ -4467,7 +4557,7 @@ type GetPathsResponse struct {
 
 func (x *GetPathsResponse) Reset() {
 	*x = GetPathsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4479,7 +4569,7 @@ func (x *GetPathsResponse) String() string {
 func (*GetPathsResponse) ProtoMessage() {}
 
 func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4492,7 +4582,7 @@ func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsResponse.ProtoReflect.Descriptor instead.
 func (*GetPathsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{75}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetPathsResponse) GetData() string {
@@ -4533,7 +4623,7 @@ type ServiceFrame struct {
 
 func (x *ServiceFrame) Reset() {
 	*x = ServiceFrame{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4545,7 +4635,7 @@ func (x *ServiceFrame) String() string {
 func (*ServiceFrame) ProtoMessage() {}
 
 func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4558,7 +4648,7 @@ func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceFrame.ProtoReflect.Descriptor instead.
 func (*ServiceFrame) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{76}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ServiceFrame) GetFrame() isServiceFrame_Frame {
@@ -4684,7 +4774,7 @@ type ServiceExited struct {
 
 func (x *ServiceExited) Reset() {
 	*x = ServiceExited{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4696,7 +4786,7 @@ func (x *ServiceExited) String() string {
 func (*ServiceExited) ProtoMessage() {}
 
 func (x *ServiceExited) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4709,7 +4799,7 @@ func (x *ServiceExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceExited.ProtoReflect.Descriptor instead.
 func (*ServiceExited) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{77}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ServiceExited) GetCode() int32 {
@@ -4748,7 +4838,7 @@ type ServiceOpen struct {
 
 func (x *ServiceOpen) Reset() {
 	*x = ServiceOpen{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4760,7 +4850,7 @@ func (x *ServiceOpen) String() string {
 func (*ServiceOpen) ProtoMessage() {}
 
 func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4773,7 +4863,7 @@ func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpen.ProtoReflect.Descriptor instead.
 func (*ServiceOpen) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{78}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ServiceOpen) GetName() string {
@@ -4816,7 +4906,7 @@ type ServiceOpened struct {
 
 func (x *ServiceOpened) Reset() {
 	*x = ServiceOpened{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4828,7 +4918,7 @@ func (x *ServiceOpened) String() string {
 func (*ServiceOpened) ProtoMessage() {}
 
 func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4841,7 +4931,7 @@ func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpened.ProtoReflect.Descriptor instead.
 func (*ServiceOpened) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{79}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ServiceOpened) GetTransport() string {
@@ -4977,7 +5067,11 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"public_url\x18\x06 \x01(\tR\tpublicUrl\x12\x1f\n" +
 	"\vlisten_addr\x18\a \x01(\tR\n" +
 	"listenAddr\"\x13\n" +
-	"\x11ConfigureResponse\"\x11\n" +
+	"\x11ConfigureResponse\"E\n" +
+	"\x12ReconfigureRequest\x12\x16\n" +
+	"\x06config\x18\x01 \x01(\fR\x06config\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"\x15\n" +
+	"\x13ReconfigureResponse\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
 	"\x10ShutdownResponse\"B\n" +
 	"\x0fActivateRequest\x12\x17\n" +
@@ -5179,7 +5273,8 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x14PIN_MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPIN_MODE_OFF\x10\x01\x12\x11\n" +
 	"\rPIN_MODE_WARN\x10\x02\x12\x12\n" +
-	"\x0ePIN_MODE_BLOCK\x10\x032\xe9\t\n" +
+	"\x0ePIN_MODE_BLOCK\x10\x032\xc5\n" +
+	"\n" +
 	"\tExtension\x12Q\n" +
 	"\bDescribe\x12!.agenthost.ext.v1.DescribeRequest\x1a\".agenthost.ext.v1.DescribeResponse\x12T\n" +
 	"\tConfigure\x12\".agenthost.ext.v1.ConfigureRequest\x1a#.agenthost.ext.v1.ConfigureResponse\x12Q\n" +
@@ -5194,7 +5289,8 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\rSessionNotify\x12&.agenthost.ext.v1.SessionNotifyRequest\x1a'.agenthost.ext.v1.SessionNotifyResponse\x12T\n" +
 	"\tBeginAuth\x12\".agenthost.ext.v1.BeginAuthRequest\x1a#.agenthost.ext.v1.BeginAuthResponse\x12]\n" +
 	"\fCompleteAuth\x12%.agenthost.ext.v1.CompleteAuthRequest\x1a&.agenthost.ext.v1.CompleteAuthResponse\x12i\n" +
-	"\x10ValidateSettings\x12).agenthost.ext.v1.ValidateSettingsRequest\x1a*.agenthost.ext.v1.ValidateSettingsResponse2\xf8\f\n" +
+	"\x10ValidateSettings\x12).agenthost.ext.v1.ValidateSettingsRequest\x1a*.agenthost.ext.v1.ValidateSettingsResponse\x12Z\n" +
+	"\vReconfigure\x12$.agenthost.ext.v1.ReconfigureRequest\x1a%.agenthost.ext.v1.ReconfigureResponse2\xf8\f\n" +
 	"\x04Host\x12]\n" +
 	"\fSetUserTools\x12%.agenthost.ext.v1.SetUserToolsRequest\x1a&.agenthost.ext.v1.SetUserToolsResponse\x12c\n" +
 	"\x0eSetSystemTools\x12'.agenthost.ext.v1.SetSystemToolsRequest\x1a(.agenthost.ext.v1.SetSystemToolsResponse\x12c\n" +
@@ -5230,7 +5326,7 @@ func file_agenthost_ext_v1_ext_proto_rawDescGZIP() []byte {
 }
 
 var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(Exposure)(0),                     // 0: agenthost.ext.v1.Exposure
 	(Replay)(0),                       // 1: agenthost.ext.v1.Replay
@@ -5257,64 +5353,66 @@ var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(*SettingsSection)(nil),           // 22: agenthost.ext.v1.SettingsSection
 	(*ConfigureRequest)(nil),          // 23: agenthost.ext.v1.ConfigureRequest
 	(*ConfigureResponse)(nil),         // 24: agenthost.ext.v1.ConfigureResponse
-	(*ShutdownRequest)(nil),           // 25: agenthost.ext.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),          // 26: agenthost.ext.v1.ShutdownResponse
-	(*ActivateRequest)(nil),           // 27: agenthost.ext.v1.ActivateRequest
-	(*ActivateResponse)(nil),          // 28: agenthost.ext.v1.ActivateResponse
-	(*RetireRequest)(nil),             // 29: agenthost.ext.v1.RetireRequest
-	(*RetireResponse)(nil),            // 30: agenthost.ext.v1.RetireResponse
-	(*ReconcileAllRequest)(nil),       // 31: agenthost.ext.v1.ReconcileAllRequest
-	(*ReconcileAllResponse)(nil),      // 32: agenthost.ext.v1.ReconcileAllResponse
-	(*StartServiceRequest)(nil),       // 33: agenthost.ext.v1.StartServiceRequest
-	(*StartServiceResponse)(nil),      // 34: agenthost.ext.v1.StartServiceResponse
-	(*ProcessSpec)(nil),               // 35: agenthost.ext.v1.ProcessSpec
-	(*StatusRequest)(nil),             // 36: agenthost.ext.v1.StatusRequest
-	(*StatusResponse)(nil),            // 37: agenthost.ext.v1.StatusResponse
-	(*StatusEntry)(nil),               // 38: agenthost.ext.v1.StatusEntry
-	(*Tool)(nil),                      // 39: agenthost.ext.v1.Tool
-	(*Scope)(nil),                     // 40: agenthost.ext.v1.Scope
-	(*MintUserTokenRequest)(nil),      // 41: agenthost.ext.v1.MintUserTokenRequest
-	(*MintUserTokenResponse)(nil),     // 42: agenthost.ext.v1.MintUserTokenResponse
-	(*RevokeUserTokenRequest)(nil),    // 43: agenthost.ext.v1.RevokeUserTokenRequest
-	(*RevokeUserTokenResponse)(nil),   // 44: agenthost.ext.v1.RevokeUserTokenResponse
-	(*ListToolsAsRequest)(nil),        // 45: agenthost.ext.v1.ListToolsAsRequest
-	(*ListToolsAsResponse)(nil),       // 46: agenthost.ext.v1.ListToolsAsResponse
-	(*CallToolAsRequest)(nil),         // 47: agenthost.ext.v1.CallToolAsRequest
-	(*CallToolAsResponse)(nil),        // 48: agenthost.ext.v1.CallToolAsResponse
-	(*SetUserToolsRequest)(nil),       // 49: agenthost.ext.v1.SetUserToolsRequest
-	(*SetUserToolsResponse)(nil),      // 50: agenthost.ext.v1.SetUserToolsResponse
-	(*SetSystemToolsRequest)(nil),     // 51: agenthost.ext.v1.SetSystemToolsRequest
-	(*SetSystemToolsResponse)(nil),    // 52: agenthost.ext.v1.SetSystemToolsResponse
-	(*SetUserCatalogRequest)(nil),     // 53: agenthost.ext.v1.SetUserCatalogRequest
-	(*SetUserCatalogResponse)(nil),    // 54: agenthost.ext.v1.SetUserCatalogResponse
-	(*Prompt)(nil),                    // 55: agenthost.ext.v1.Prompt
-	(*Resource)(nil),                  // 56: agenthost.ext.v1.Resource
-	(*ResourceTemplate)(nil),          // 57: agenthost.ext.v1.ResourceTemplate
-	(*Instruction)(nil),               // 58: agenthost.ext.v1.Instruction
-	(*NotifyRequest)(nil),             // 59: agenthost.ext.v1.NotifyRequest
-	(*NotifyResponse)(nil),            // 60: agenthost.ext.v1.NotifyResponse
-	(*RequestUserRequest)(nil),        // 61: agenthost.ext.v1.RequestUserRequest
-	(*RequestUserResponse)(nil),       // 62: agenthost.ext.v1.RequestUserResponse
-	(*ActingUserRequest)(nil),         // 63: agenthost.ext.v1.ActingUserRequest
-	(*ActingUserResponse)(nil),        // 64: agenthost.ext.v1.ActingUserResponse
-	(*GetSecretRequest)(nil),          // 65: agenthost.ext.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),         // 66: agenthost.ext.v1.GetSecretResponse
-	(*SetSecretRequest)(nil),          // 67: agenthost.ext.v1.SetSecretRequest
-	(*SetSecretResponse)(nil),         // 68: agenthost.ext.v1.SetSecretResponse
-	(*DeleteSecretRequest)(nil),       // 69: agenthost.ext.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),      // 70: agenthost.ext.v1.DeleteSecretResponse
-	(*ListSecretsRequest)(nil),        // 71: agenthost.ext.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),       // 72: agenthost.ext.v1.ListSecretsResponse
-	(*GetSettingsRequest)(nil),        // 73: agenthost.ext.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),       // 74: agenthost.ext.v1.GetSettingsResponse
-	(*SetSettingsRequest)(nil),        // 75: agenthost.ext.v1.SetSettingsRequest
-	(*SetSettingsResponse)(nil),       // 76: agenthost.ext.v1.SetSettingsResponse
-	(*GetPathsRequest)(nil),           // 77: agenthost.ext.v1.GetPathsRequest
-	(*GetPathsResponse)(nil),          // 78: agenthost.ext.v1.GetPathsResponse
-	(*ServiceFrame)(nil),              // 79: agenthost.ext.v1.ServiceFrame
-	(*ServiceExited)(nil),             // 80: agenthost.ext.v1.ServiceExited
-	(*ServiceOpen)(nil),               // 81: agenthost.ext.v1.ServiceOpen
-	(*ServiceOpened)(nil),             // 82: agenthost.ext.v1.ServiceOpened
+	(*ReconfigureRequest)(nil),        // 25: agenthost.ext.v1.ReconfigureRequest
+	(*ReconfigureResponse)(nil),       // 26: agenthost.ext.v1.ReconfigureResponse
+	(*ShutdownRequest)(nil),           // 27: agenthost.ext.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),          // 28: agenthost.ext.v1.ShutdownResponse
+	(*ActivateRequest)(nil),           // 29: agenthost.ext.v1.ActivateRequest
+	(*ActivateResponse)(nil),          // 30: agenthost.ext.v1.ActivateResponse
+	(*RetireRequest)(nil),             // 31: agenthost.ext.v1.RetireRequest
+	(*RetireResponse)(nil),            // 32: agenthost.ext.v1.RetireResponse
+	(*ReconcileAllRequest)(nil),       // 33: agenthost.ext.v1.ReconcileAllRequest
+	(*ReconcileAllResponse)(nil),      // 34: agenthost.ext.v1.ReconcileAllResponse
+	(*StartServiceRequest)(nil),       // 35: agenthost.ext.v1.StartServiceRequest
+	(*StartServiceResponse)(nil),      // 36: agenthost.ext.v1.StartServiceResponse
+	(*ProcessSpec)(nil),               // 37: agenthost.ext.v1.ProcessSpec
+	(*StatusRequest)(nil),             // 38: agenthost.ext.v1.StatusRequest
+	(*StatusResponse)(nil),            // 39: agenthost.ext.v1.StatusResponse
+	(*StatusEntry)(nil),               // 40: agenthost.ext.v1.StatusEntry
+	(*Tool)(nil),                      // 41: agenthost.ext.v1.Tool
+	(*Scope)(nil),                     // 42: agenthost.ext.v1.Scope
+	(*MintUserTokenRequest)(nil),      // 43: agenthost.ext.v1.MintUserTokenRequest
+	(*MintUserTokenResponse)(nil),     // 44: agenthost.ext.v1.MintUserTokenResponse
+	(*RevokeUserTokenRequest)(nil),    // 45: agenthost.ext.v1.RevokeUserTokenRequest
+	(*RevokeUserTokenResponse)(nil),   // 46: agenthost.ext.v1.RevokeUserTokenResponse
+	(*ListToolsAsRequest)(nil),        // 47: agenthost.ext.v1.ListToolsAsRequest
+	(*ListToolsAsResponse)(nil),       // 48: agenthost.ext.v1.ListToolsAsResponse
+	(*CallToolAsRequest)(nil),         // 49: agenthost.ext.v1.CallToolAsRequest
+	(*CallToolAsResponse)(nil),        // 50: agenthost.ext.v1.CallToolAsResponse
+	(*SetUserToolsRequest)(nil),       // 51: agenthost.ext.v1.SetUserToolsRequest
+	(*SetUserToolsResponse)(nil),      // 52: agenthost.ext.v1.SetUserToolsResponse
+	(*SetSystemToolsRequest)(nil),     // 53: agenthost.ext.v1.SetSystemToolsRequest
+	(*SetSystemToolsResponse)(nil),    // 54: agenthost.ext.v1.SetSystemToolsResponse
+	(*SetUserCatalogRequest)(nil),     // 55: agenthost.ext.v1.SetUserCatalogRequest
+	(*SetUserCatalogResponse)(nil),    // 56: agenthost.ext.v1.SetUserCatalogResponse
+	(*Prompt)(nil),                    // 57: agenthost.ext.v1.Prompt
+	(*Resource)(nil),                  // 58: agenthost.ext.v1.Resource
+	(*ResourceTemplate)(nil),          // 59: agenthost.ext.v1.ResourceTemplate
+	(*Instruction)(nil),               // 60: agenthost.ext.v1.Instruction
+	(*NotifyRequest)(nil),             // 61: agenthost.ext.v1.NotifyRequest
+	(*NotifyResponse)(nil),            // 62: agenthost.ext.v1.NotifyResponse
+	(*RequestUserRequest)(nil),        // 63: agenthost.ext.v1.RequestUserRequest
+	(*RequestUserResponse)(nil),       // 64: agenthost.ext.v1.RequestUserResponse
+	(*ActingUserRequest)(nil),         // 65: agenthost.ext.v1.ActingUserRequest
+	(*ActingUserResponse)(nil),        // 66: agenthost.ext.v1.ActingUserResponse
+	(*GetSecretRequest)(nil),          // 67: agenthost.ext.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),         // 68: agenthost.ext.v1.GetSecretResponse
+	(*SetSecretRequest)(nil),          // 69: agenthost.ext.v1.SetSecretRequest
+	(*SetSecretResponse)(nil),         // 70: agenthost.ext.v1.SetSecretResponse
+	(*DeleteSecretRequest)(nil),       // 71: agenthost.ext.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),      // 72: agenthost.ext.v1.DeleteSecretResponse
+	(*ListSecretsRequest)(nil),        // 73: agenthost.ext.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),       // 74: agenthost.ext.v1.ListSecretsResponse
+	(*GetSettingsRequest)(nil),        // 75: agenthost.ext.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),       // 76: agenthost.ext.v1.GetSettingsResponse
+	(*SetSettingsRequest)(nil),        // 77: agenthost.ext.v1.SetSettingsRequest
+	(*SetSettingsResponse)(nil),       // 78: agenthost.ext.v1.SetSettingsResponse
+	(*GetPathsRequest)(nil),           // 79: agenthost.ext.v1.GetPathsRequest
+	(*GetPathsResponse)(nil),          // 80: agenthost.ext.v1.GetPathsResponse
+	(*ServiceFrame)(nil),              // 81: agenthost.ext.v1.ServiceFrame
+	(*ServiceExited)(nil),             // 82: agenthost.ext.v1.ServiceExited
+	(*ServiceOpen)(nil),               // 83: agenthost.ext.v1.ServiceOpen
+	(*ServiceOpened)(nil),             // 84: agenthost.ext.v1.ServiceOpened
 }
 var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	8,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
@@ -5322,98 +5420,100 @@ var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	10, // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
 	10, // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
 	11, // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
-	40, // 5: agenthost.ext.v1.CallOpen.scope:type_name -> agenthost.ext.v1.Scope
+	42, // 5: agenthost.ext.v1.CallOpen.scope:type_name -> agenthost.ext.v1.Scope
 	12, // 6: agenthost.ext.v1.CallEnd.rpc_error:type_name -> agenthost.ext.v1.RPCError
 	12, // 7: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
 	21, // 8: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
 	22, // 9: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
-	35, // 10: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	38, // 11: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
+	37, // 10: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	40, // 11: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
 	0,  // 12: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
 	1,  // 13: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
 	2,  // 14: agenthost.ext.v1.Tool.pin:type_name -> agenthost.ext.v1.PinMode
-	40, // 15: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
-	40, // 16: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
-	39, // 17: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
-	40, // 18: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
-	39, // 19: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	39, // 20: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	39, // 21: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
-	55, // 22: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
-	56, // 23: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
-	57, // 24: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
-	58, // 25: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
+	42, // 15: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
+	42, // 16: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	41, // 17: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
+	42, // 18: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	41, // 19: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	41, // 20: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	41, // 21: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
+	57, // 22: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
+	58, // 23: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
+	59, // 24: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
+	60, // 25: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
 	12, // 26: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	81, // 27: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
-	82, // 28: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	80, // 29: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
-	35, // 30: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	83, // 27: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
+	84, // 28: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
+	82, // 29: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
+	37, // 30: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
 	19, // 31: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
 	23, // 32: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
-	25, // 33: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
+	27, // 33: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
 	7,  // 34: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
-	27, // 35: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
-	29, // 36: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
-	31, // 37: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
-	33, // 38: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
-	36, // 39: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
+	29, // 35: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
+	31, // 36: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
+	33, // 37: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
+	35, // 38: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
+	38, // 39: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
 	13, // 40: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
 	15, // 41: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
 	3,  // 42: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
 	5,  // 43: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
 	17, // 44: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
-	49, // 45: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	51, // 46: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	53, // 47: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
-	59, // 48: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
-	61, // 49: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
-	63, // 50: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	65, // 51: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	67, // 52: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	69, // 53: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	71, // 54: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	73, // 55: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	75, // 56: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	77, // 57: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	79, // 58: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	41, // 59: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
-	43, // 60: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
-	45, // 61: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
-	47, // 62: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
-	20, // 63: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	24, // 64: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	26, // 65: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	7,  // 66: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
-	28, // 67: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	30, // 68: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	32, // 69: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	34, // 70: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	37, // 71: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	14, // 72: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
-	16, // 73: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
-	4,  // 74: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
-	6,  // 75: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
-	18, // 76: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
-	50, // 77: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	52, // 78: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	54, // 79: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
-	60, // 80: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
-	62, // 81: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
-	64, // 82: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	66, // 83: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	68, // 84: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	70, // 85: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	72, // 86: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	74, // 87: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	76, // 88: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	78, // 89: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	79, // 90: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	42, // 91: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
-	44, // 92: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
-	46, // 93: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
-	48, // 94: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
-	63, // [63:95] is the sub-list for method output_type
-	31, // [31:63] is the sub-list for method input_type
+	25, // 45: agenthost.ext.v1.Extension.Reconfigure:input_type -> agenthost.ext.v1.ReconfigureRequest
+	51, // 46: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	53, // 47: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	55, // 48: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	61, // 49: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	63, // 50: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	65, // 51: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	67, // 52: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	69, // 53: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	71, // 54: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	73, // 55: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	75, // 56: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	77, // 57: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	79, // 58: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	81, // 59: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	43, // 60: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
+	45, // 61: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
+	47, // 62: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
+	49, // 63: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
+	20, // 64: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	24, // 65: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	28, // 66: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	7,  // 67: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	30, // 68: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	32, // 69: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	34, // 70: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	36, // 71: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	39, // 72: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	14, // 73: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	16, // 74: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	4,  // 75: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
+	6,  // 76: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
+	18, // 77: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
+	26, // 78: agenthost.ext.v1.Extension.Reconfigure:output_type -> agenthost.ext.v1.ReconfigureResponse
+	52, // 79: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	54, // 80: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	56, // 81: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	62, // 82: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	64, // 83: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	66, // 84: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	68, // 85: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	70, // 86: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	72, // 87: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	74, // 88: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	76, // 89: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	78, // 90: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	80, // 91: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	81, // 92: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	44, // 93: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
+	46, // 94: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
+	48, // 95: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
+	50, // 96: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
+	64, // [64:97] is the sub-list for method output_type
+	31, // [31:64] is the sub-list for method input_type
 	31, // [31:31] is the sub-list for extension type_name
 	31, // [31:31] is the sub-list for extension extendee
 	0,  // [0:31] is the sub-list for field type_name
@@ -5432,7 +5532,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 		(*CallFrame_Request)(nil),
 		(*CallFrame_Reply)(nil),
 	}
-	file_agenthost_ext_v1_ext_proto_msgTypes[76].OneofWrappers = []any{
+	file_agenthost_ext_v1_ext_proto_msgTypes[78].OneofWrappers = []any{
 		(*ServiceFrame_Open)(nil),
 		(*ServiceFrame_Opened)(nil),
 		(*ServiceFrame_Data)(nil),
@@ -5446,7 +5546,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthost_ext_v1_ext_proto_rawDesc), len(file_agenthost_ext_v1_ext_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   80,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

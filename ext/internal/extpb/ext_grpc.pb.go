@@ -45,6 +45,7 @@ const (
 	Extension_BeginAuth_FullMethodName         = "/agenthost.ext.v1.Extension/BeginAuth"
 	Extension_CompleteAuth_FullMethodName      = "/agenthost.ext.v1.Extension/CompleteAuth"
 	Extension_ValidateSettings_FullMethodName  = "/agenthost.ext.v1.Extension/ValidateSettings"
+	Extension_Reconfigure_FullMethodName       = "/agenthost.ext.v1.Extension/Reconfigure"
 )
 
 // ExtensionClient is the client API for Extension service.
@@ -82,6 +83,9 @@ type ExtensionClient interface {
 	// Capability "validate": check a user's values of one settings section
 	// before the host stores them (an error refuses the write).
 	ValidateSettings(ctx context.Context, in *ValidateSettingsRequest, opts ...grpc.CallOption) (*ValidateSettingsResponse, error)
+	// Capability "reconfigure": take a new config block in place (the
+	// operator reloaded the file), or, with dry_run, only check it.
+	Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error)
 }
 
 type extensionClient struct {
@@ -235,6 +239,16 @@ func (c *extensionClient) ValidateSettings(ctx context.Context, in *ValidateSett
 	return out, nil
 }
 
+func (c *extensionClient) Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconfigureResponse)
+	err := c.cc.Invoke(ctx, Extension_Reconfigure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ExtensionServer is the server API for Extension service.
 // All implementations must embed UnimplementedExtensionServer
 // for forward compatibility.
@@ -270,6 +284,9 @@ type ExtensionServer interface {
 	// Capability "validate": check a user's values of one settings section
 	// before the host stores them (an error refuses the write).
 	ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error)
+	// Capability "reconfigure": take a new config block in place (the
+	// operator reloaded the file), or, with dry_run, only check it.
+	Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error)
 	mustEmbedUnimplementedExtensionServer()
 }
 
@@ -321,6 +338,9 @@ func (UnimplementedExtensionServer) CompleteAuth(context.Context, *CompleteAuthR
 }
 func (UnimplementedExtensionServer) ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ValidateSettings not implemented")
+}
+func (UnimplementedExtensionServer) Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconfigure not implemented")
 }
 func (UnimplementedExtensionServer) mustEmbedUnimplementedExtensionServer() {}
 func (UnimplementedExtensionServer) testEmbeddedByValue()                   {}
@@ -584,6 +604,24 @@ func _Extension_ValidateSettings_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Extension_Reconfigure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconfigureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).Reconfigure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_Reconfigure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).Reconfigure(ctx, req.(*ReconfigureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Extension_ServiceDesc is the grpc.ServiceDesc for Extension service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -642,6 +680,10 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ValidateSettings",
 			Handler:    _Extension_ValidateSettings_Handler,
+		},
+		{
+			MethodName: "Reconfigure",
+			Handler:    _Extension_Reconfigure_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -20,6 +20,7 @@ const (
 	KindSignIn   = "signin"   // a sign-in
 	KindSettings = "settings" // a settings or secret change (never the value)
 	KindApproval = "approval" // a call's approval asked, given or refused (tool policy)
+	KindReload   = "reload"   // the operator's file reloaded (or a reload refused)
 )
 
 // Outcomes of a record.

@@ -86,6 +86,19 @@ type Auditor interface {
 	Audit(ctx context.Context, f audit.Filter) ([]audit.Record, error)
 }
 
+// Reloader is implemented by a [Host] that re-reads the operator's file
+// in place (*host.Host): the control API then serves POST /v1/reload
+// (`agenthost reload`).
+type Reloader interface {
+	Reload(ctx context.Context) (*api.ReloadResult, error)
+}
+
+// Fleeter is implemented by a [Host] that keeps the fleet view
+// (*host.Host): the control API then serves GET /v1/fleet.
+type Fleeter interface {
+	Fleet(ctx context.Context) ([]api.FleetEntry, error)
+}
+
 // Server serves the control API on a unix socket.
 type Server struct {
 	srv  *http.Server

@@ -97,6 +97,20 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 		}
 		return p.ApprovePins(r.Context(), pins.Approval{Server: req.Server, Tool: req.Tool, User: req.User}, "cli")
 	})
+	do(mux, "POST /v1/reload", func(r *http.Request, _ *struct{}) (any, error) {
+		rl, ok := h.(Reloader)
+		if !ok {
+			return nil, fmt.Errorf("this host cannot reload its file: %w", ext.ErrUnimplemented)
+		}
+		return rl.Reload(r.Context())
+	})
+	get("GET /v1/fleet", func(r *http.Request) (any, error) {
+		f, ok := h.(Fleeter)
+		if !ok {
+			return nil, fmt.Errorf("this host keeps no fleet view: %w", ext.ErrUnimplemented)
+		}
+		return f.Fleet(r.Context())
+	})
 	get("GET /v1/sections", func(r *http.Request) (any, error) { return h.Sections(r.Context()) })
 	get("GET /v1/settings", func(r *http.Request) (any, error) {
 		return h.GetSettings(r.Context(), q(r, "user"), q(r, "ext"), q(r, "section"))

@@ -87,6 +87,7 @@ type T struct {
 	tracing  bool
 	dur      metric.Float64Histogram
 	policy   metric.Int64Counter // the tool policy's decisions
+	reloads  metric.Int64Counter // the operator's file reloaded, by outcome
 	tools    *Capper
 	servers  *Capper
 	states   *Capper  // extension and state of the servers gauge
@@ -155,6 +156,10 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("policy counter: %w", err), t.Shutdown(ctx))
 	}
+	if t.reloads, err = m.Int64Counter("agenthost.reloads", metric.WithDescription(
+		"Reloads of the operator's file (agenthost reload, SIGHUP) by outcome: ok or refused.")); err != nil {
+		return nil, errors.Join(fmt.Errorf("reload counter: %w", err), t.Shutdown(ctx))
+	}
 	if gauges != nil {
 		sess, _ := m.Int64ObservableGauge("agenthost.mcp.sessions", metric.WithDescription("Open sessions on /mcp."))
 		users, _ := m.Int64ObservableGauge("agenthost.users.active", metric.WithDescription("Users with extensions' per-user state open."))
@@ -188,6 +193,15 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 		}
 	}
 	return t, nil
+}
+
+// Reloaded counts a reload of the operator's file that ended with
+// outcome ("ok" or "refused"). A nil T counts nothing.
+func (t *T) Reloaded(ctx context.Context, outcome string) {
+	if t == nil {
+		return
+	}
+	t.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 }
 
 // Handler serves the Prometheus text of the host's metrics; nil when
