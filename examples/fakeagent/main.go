@@ -10,6 +10,9 @@
 //	hang               wait until killed
 //	exit N             exit with status N
 //
+// With FAKEAGENT_TOKEN_OUT set (tests only) it appends the bearer token
+// of each server to that file, never to its output.
+//
 // Any other flag (--strict-mcp-config, --allowedTools X, ...) is accepted
 // and printed back, so a test sees the argv the runner built.
 package main
@@ -107,6 +110,16 @@ func main() {
 	defer cancel()
 	sessions := map[string]*mcp.ClientSession{}
 	for name, s := range cfg.MCPServers {
+		if out := os.Getenv("FAKEAGENT_TOKEN_OUT"); out != "" {
+			// Tests only: where the test finds the token it was given, to
+			// try it after the session (never printed, never in status).
+			f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				fail("FAKEAGENT_TOKEN_OUT: %v", err)
+			}
+			fmt.Fprintln(f, strings.TrimPrefix(s.Headers["Authorization"], "Bearer "))
+			_ = f.Close()
+		}
 		hc := &http.Client{Transport: headers{h: s.Headers, next: http.DefaultTransport}}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "fakeagent", Version: "v1"}, nil).Connect(ctx,
 			&mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc}, nil)
