@@ -79,7 +79,12 @@ func (e *Extension) watchOnce(rs *runnerState) error {
 		},
 	})
 	hc := &http.Client{Transport: bearer{token: tok.Token, next: http.DefaultTransport}}
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: strings.TrimRight(e.publicURL, "/") + "/mcp", HTTPClient: hc}, nil)
+	// Pinned to 2025-11-25: updates of subscribed resources come on the
+	// session's standalone stream there, which the host serves; with
+	// go-sdk's newer default (2026-07-28, subscriptions tied to their
+	// request) the host's updates never reached the handler
+	// (TestRunnerScheduleAndResource).
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: strings.TrimRight(e.publicURL, "/") + "/mcp", HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		return fmt.Errorf("connecting to %s/mcp: %w", e.publicURL, err)
 	}
