@@ -2,6 +2,7 @@ package extrunner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -100,6 +101,10 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	if e.ua == nil {
 		return fail(errors.New("the host grants this extension no UserActor (actAsUsers: true in its entry)"))
 	}
+	command, err := exec.LookPath(s.profile.Command)
+	if err != nil {
+		return fail(fmt.Errorf("the agent's command %q: %w", s.profile.Command, err))
+	}
 	env, err := e.agentEnv(stop, s)
 	if err != nil {
 		return fail(err)
@@ -130,7 +135,7 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	for i, a := range s.profile.Args {
 		args[i] = expand(a, vals)
 	}
-	cmd := exec.Command(s.profile.Command, args...)
+	cmd := exec.Command(command, args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + s.profile.Path, "HOME=" + dir}, env...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -180,8 +185,8 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 func jsonVals(vals map[string]string) map[string]string {
 	out := make(map[string]string, len(vals))
 	for k, v := range vals {
-		q := strconv.Quote(v) // a JSON-compatible escape for what we put there (paths, URLs, tokens)
-		out[k] = q[1 : len(q)-1]
+		b, _ := json.Marshal(v) // a string always marshals
+		out[k] = string(b[1 : len(b)-1])
 	}
 	return out
 }
