@@ -51,6 +51,7 @@ func TestParseConfig(t *testing.T) {
 		`{"profiles":{"p":{"command":"c","env":{"K":{}}}}}`:                       `env "K": want exactly one`,
 		`{"profiles":{"p":{"command":"c","env":{"PATH":{"value":"/"}}}}}`:         `env "PATH"`,
 		`{"profiles":{},"runnerz":{}}`:                                            `unknown field "runnerz"`,
+		`{"profiles":{"p":{"command":"c","env":{"T":{"value":"{tokn}"}}}}}`:       "unknown placeholder {tokn}",
 		`{"maxProcesses":-1}`:                                                     "maxProcesses -1",
 		`{"profiles":{"p":{"command":"c","mcpConfig":"{\"url\":\"{mcpUrl}\"}"}}}`: "unknown placeholder {mcpUrl}",
 		`{"profiles":{"p":{"command":"c","maxTurns":-2}}}`:                        "maxTurns -2",

@@ -137,10 +137,10 @@ func TestQueue(t *testing.T) {
 // expiring after its time limit.
 func TestSessionEnds(t *testing.T) {
 	e, a := newTestExt(t, `{"profiles":{
-		"sh":{"command":"/bin/sh","args":["-c","{prompt}"],"env":{"K":{"value":"v"}}},
+		"sh":{"command":"/bin/sh","args":["-c","{prompt}"],"env":{"TOK":{"value":"{token}"}}},
 		"missing":{"command":"/nonexistent/agent"}},
 	  "runners":{
-		"exit3":{"user":"alice","servers":["notes"],"tools":["notes/list_*"],"profile":"sh","prompt":"echo out; echo err >&2; exit 3","timeLimit":"1m"},
+		"exit3":{"user":"alice","servers":["notes"],"tools":["notes/list_*"],"profile":"sh","prompt":"case $TOK in secret-tok_*) echo tok-ok;; esac; echo out; echo err >&2; exit 3","timeLimit":"1m"},
 		"hang":{"user":"alice","servers":["notes"],"profile":"sh","prompt":"sleep 60 & sleep 60","timeLimit":"1s"},
 		"missing":{"user":"alice","servers":["notes"],"profile":"missing","prompt":"x"}}}`)
 	defer e.Shutdown(context.Background())
@@ -156,7 +156,7 @@ func TestSessionEnds(t *testing.T) {
 		}
 	}
 	r := e.Runs("alice", "exit3")
-	if len(r) != 1 || r[0].Ended != "exit 3" || r[0].ExitCode != 3 || !strings.Contains(r[0].Output, "out\nerr") {
+	if len(r) != 1 || r[0].Ended != "exit 3" || r[0].ExitCode != 3 || !strings.Contains(r[0].Output, "tok-ok\nout\nerr") {
 		t.Errorf("exit3: %+v", r)
 	}
 	if r := e.Runs("alice", "hang"); len(r) != 1 || r[0].Ended != EndedTimeLimit {

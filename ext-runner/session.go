@@ -105,10 +105,6 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	if err != nil {
 		return fail(fmt.Errorf("the agent's command %q: %w", s.profile.Command, err))
 	}
-	env, err := e.agentEnv(stop, s)
-	if err != nil {
-		return fail(err)
-	}
 	dir, err := os.MkdirTemp("", "agenthost-runner-"+s.runner+"-")
 	if err != nil {
 		return fail(fmt.Errorf("the session's folder: %w", err))
@@ -130,6 +126,10 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	}
 	if err := os.WriteFile(cfgPath, []byte(expand(s.profile.MCPConfig, jsonVals(vals))), 0o600); err != nil {
 		return fail(fmt.Errorf("writing the MCP config: %w", err))
+	}
+	env, err := e.agentEnv(stop, s, vals)
+	if err != nil {
+		return fail(err)
 	}
 	args := make([]string, len(s.profile.Args))
 	for i, a := range s.profile.Args {
@@ -191,14 +191,15 @@ func jsonVals(vals map[string]string) map[string]string {
 	return out
 }
 
-// agentEnv resolves the profile's variables for s's user.
-func (e *Extension) agentEnv(ctx context.Context, s *sessionSpec) ([]string, error) {
+// agentEnv resolves the profile's variables for s's user (a value is a
+// template over vals).
+func (e *Extension) agentEnv(ctx context.Context, s *sessionSpec, vals map[string]string) ([]string, error) {
 	var env []string
 	for k, src := range s.profile.Env {
 		var v string
 		switch {
 		case src.Value != "":
-			v = src.Value
+			v = expand(src.Value, vals)
 		case src.Env != "":
 			v = os.Getenv(src.Env)
 		case src.OperatorSecret != "":
