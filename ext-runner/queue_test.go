@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -175,5 +177,40 @@ func TestSessionEnds(t *testing.T) {
 		if m.Name == "runner:exit3" && (len(m.Scope.Tools) != 1 || m.Scope.Tools[0] != "notes/list_*") {
 			t.Errorf("exit3's token scope: %v", m.Scope)
 		}
+	}
+}
+
+// TestSessionFolder: a session's folder (its HOME and working directory)
+// is its own, under its user's state folder; it is removed at the end,
+// and what a crash left there is removed at the next session.
+func TestSessionFolder(t *testing.T) {
+	e, a := newTestExt(t, `{"profiles":{"sh":{"command":"/bin/sh","args":["-c","{prompt}"]}},
+	  "runners":{"pwd":{"user":"alice","servers":["notes"],"profile":"sh","prompt":"pwd; echo $HOME; touch made-here"}}}`)
+	defer e.Shutdown(context.Background())
+	p, err := a.UserStore("alice").Paths(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(p.State, "sessions", "pwd-crashed")
+	if err := os.MkdirAll(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Trigger("alice", "pwd", "test"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.Runs("alice", "pwd")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	r := e.Runs("alice", "pwd")
+	if len(r) != 1 || r[0].Ended != EndedOK {
+		t.Fatalf("runs: %+v", r)
+	}
+	lines := strings.Fields(r[0].Output)
+	if len(lines) != 2 || lines[0] != lines[1] || filepath.Dir(lines[0]) != filepath.Join(p.State, "sessions") {
+		t.Errorf("the agent's folder and HOME: %q, want one folder under %s", lines, filepath.Join(p.State, "sessions"))
+	}
+	if ents, _ := os.ReadDir(filepath.Join(p.State, "sessions")); len(ents) != 0 {
+		t.Errorf("left in the sessions folder: %v (the stale one and the session's must be gone)", ents)
 	}
 }

@@ -105,11 +105,11 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	if err != nil {
 		return fail(fmt.Errorf("the agent's command %q: %w", s.profile.Command, err))
 	}
-	dir, err := os.MkdirTemp("", "agenthost-runner-"+s.runner+"-")
+	dir, err := e.sessionDir(stop, s)
 	if err != nil {
 		return fail(fmt.Errorf("the session's folder: %w", err))
 	}
-	defer os.RemoveAll(dir)
+	defer e.dropDir(dir)
 
 	limit := s.cfg.timeLimit
 	tok, err := e.mint(stop, s.user, "runner:"+s.runner, s.cfg.scope(), time.Now().Add(limit+tokenMargin))
@@ -178,6 +178,42 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 		}
 	}
 	return run
+}
+
+// sessionDir makes the session's folder under its user's state folder of
+// this extension (<data>/users/U/<ext>/state/sessions), first removing
+// the folders there that no live session holds: what a crash left.
+func (e *Extension) sessionDir(ctx context.Context, s *sessionSpec) (string, error) {
+	p, err := e.host.UserStore(s.user).Paths(ctx)
+	if err != nil {
+		return "", err
+	}
+	parent := filepath.Join(p.State, "sessions")
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", err
+	}
+	e.dirMu.Lock()
+	defer e.dirMu.Unlock()
+	ents, _ := os.ReadDir(parent)
+	for _, d := range ents {
+		if full := filepath.Join(parent, d.Name()); !e.dirs[full] {
+			_ = os.RemoveAll(full)
+		}
+	}
+	dir, err := os.MkdirTemp(parent, s.runner+"-")
+	if err != nil {
+		return "", err
+	}
+	e.dirs[dir] = true
+	return dir, nil
+}
+
+// dropDir removes a session's folder.
+func (e *Extension) dropDir(dir string) {
+	e.dirMu.Lock()
+	defer e.dirMu.Unlock()
+	_ = os.RemoveAll(dir)
+	delete(e.dirs, dir)
 }
 
 // jsonVals returns vals escaped for the inside of a JSON string, for the
