@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -56,6 +57,14 @@ type Profile struct {
 	Env map[string]EnvSource `json:"env,omitempty"`
 	// Path is the agent's PATH (default /usr/local/bin:/usr/bin:/bin).
 	Path string `json:"path,omitempty"`
+	// Sandbox runs the agent in bubblewrap (Linux): the system folders,
+	// ReadablePaths and its command read-only, its session's folder the
+	// only writable place, its own pid namespace, the host's network. A
+	// session fails to start where bwrap is missing.
+	Sandbox bool `json:"sandbox,omitempty"`
+	// ReadablePaths are more paths the sandboxed agent may read (its
+	// installation, e.g. the folder of an npm package).
+	ReadablePaths []string `json:"readablePaths,omitempty"`
 }
 
 // EnvSource is where one variable of the agent's environment comes from:
@@ -208,6 +217,11 @@ func (p *Profile) check() error {
 		}
 		if n != 1 {
 			return fmt.Errorf("env %q: want exactly one of value, env, operatorSecret, userSecret", k)
+		}
+	}
+	for _, r := range p.ReadablePaths {
+		if !filepath.IsAbs(r) {
+			return fmt.Errorf("readablePaths: %q is not an absolute path", r)
 		}
 	}
 	if p.MCPConfig == "" {

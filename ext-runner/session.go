@@ -135,6 +135,11 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	for i, a := range s.profile.Args {
 		args[i] = expand(a, vals)
 	}
+	if s.profile.Sandbox {
+		if command, args, err = sandboxArgv(dir, command, args, s.profile.ReadablePaths); err != nil {
+			return fail(err)
+		}
+	}
 	cmd := exec.Command(command, args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + s.profile.Path, "HOME=" + dir}, env...)

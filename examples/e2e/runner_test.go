@@ -46,7 +46,10 @@ func newRunnerEnv(t *testing.T, runners map[string]any) *runnerEnv {
 		"env": map[string]string{"AGENT_KEY": "key-for-the-agent", "NOT_FOR_AGENT": "host-side-secret"},
 		"config": map[string]any{
 			"maxProcesses": 4,
-			"profiles": map[string]any{"fake": map[string]any{
+			"profiles": map[string]any{"boxed": map[string]any{
+				"command": agent, "sandbox": true,
+				"args": []string{"-p", "{prompt}", "--mcp-config", "{mcpConfig}"},
+			}, "fake": map[string]any{
 				"command": agent,
 				"args": []string{"-p", "{prompt}", "--mcp-config", "{mcpConfig}", "--strict-mcp-config",
 					"--allowedTools", "{allowedTools}", "--disallowedTools", "Bash,Read,Write,Edit", "--max-turns", "{maxTurns}"},
@@ -450,5 +453,67 @@ func TestRunnerButtonInABrowser(t *testing.T) {
 	}
 	if out := e.must("", "call", "--user", "alice", "notes/list_notes", "{}"); !strings.Contains(out, "from the button") {
 		t.Errorf("alice's notes: %s", out)
+	}
+}
+
+// TestRunnerSandbox: an agent of a profile with sandbox: true (bubblewrap)
+// sees neither the host's config file nor its data folder's files, while
+// the same agent unsandboxed sees both; it still reaches the host's /mcp
+// and calls its tool.
+func TestRunnerSandbox(t *testing.T) {
+	needSandbox(t)
+	var e *runnerEnv
+	prompt := func() string {
+		return "stat " + e.cfg + "; stat " + filepath.Join(e.dir, "data", "auth.db") + `; call notes__add_note {"text":"from the sandbox"}`
+	}
+	// The runners' prompts name the env's own paths: declare them after
+	// the env exists, through a second start.
+	e = newRunnerEnv(t, map[string]any{})
+	e.stopServe()
+	raw, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	rc := cfg["extensions"].(map[string]any)["runner"].(map[string]any)["config"].(map[string]any)
+	rc["runners"] = map[string]any{
+		"boxed": map[string]any{"user": "alice", "servers": []string{"notes"}, "profile": "boxed", "prompt": prompt()},
+		"open":  map[string]any{"user": "alice", "servers": []string{"notes"}, "profile": "fake", "prompt": prompt()},
+	}
+	raw, _ = json.Marshal(cfg)
+	if err := os.WriteFile(e.cfg, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.startServe()
+	stats := func(name string) map[string]bool {
+		e.must("", "runner", "run", name, "--user", "alice")
+		detail := e.waitRuns(name, 1)
+		if !strings.Contains(detail, ": ok") || !strings.Contains(detail, `"called":"notes__add_note","isError":false`) {
+			t.Errorf("runner %s:\n%s", name, detail)
+		}
+		out := map[string]bool{}
+		for _, l := range strings.Split(detail, "\n") {
+			var m struct {
+				Stat   string
+				Exists bool
+			}
+			l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "output:"))
+			if json.Unmarshal([]byte(l), &m) == nil && m.Stat != "" {
+				out[m.Stat] = m.Exists
+			}
+		}
+		return out
+	}
+	open, boxed := stats("open"), stats("boxed")
+	for _, p := range []string{e.cfg, filepath.Join(e.dir, "data", "auth.db")} {
+		if !open[p] {
+			t.Errorf("unsandboxed, the agent does not see %s (the control is broken): %v", p, open)
+		}
+		if v, ok := boxed[p]; !ok || v {
+			t.Errorf("sandboxed, the agent sees %s (or said nothing of it): %v", p, boxed)
+		}
 	}
 }

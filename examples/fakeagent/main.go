@@ -7,6 +7,7 @@
 //
 //	call TOOL {JSON}   call a tool (its name as the server lists it)
 //	env                print the environment
+//	stat PATH          say whether PATH exists (what a sandbox hides)
 //	hang               wait until killed
 //	exit N             exit with status N
 //
@@ -162,6 +163,9 @@ func main() {
 				}
 				say(map[string]any{"called": tool, "isError": res.IsError, "text": strings.Join(text, "\n")})
 			}
+		case "stat":
+			_, err := os.Stat(strings.TrimSpace(arg))
+			say(map[string]any{"stat": strings.TrimSpace(arg), "exists": err == nil})
 		case "hang":
 			say(map[string]any{"hanging": true})
 			time.Sleep(24 * time.Hour)
