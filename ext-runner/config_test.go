@@ -99,3 +99,30 @@ func TestTail(t *testing.T) {
 		t.Errorf("%q, want the last 8 bytes marked as cut", tl.String())
 	}
 }
+
+func TestParseUserRunners(t *testing.T) {
+	cfg, _, err := ParseConfig(json.RawMessage(`{"profiles":{"claude":{"command":"claude"}},"allowUserRunners":true,
+		"runners":{"ops":{"user":"alice","servers":["notes"],"profile":"claude","prompt":"x"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runners, bad, err := parseUserRunners(cfg, "alice", `{
+		"mine":{"servers":["notes"],"profile":"claude","prompt":"p"},
+		"asbob":{"user":"bob","servers":["notes"],"profile":"claude","prompt":"p"},
+		"ops":{"servers":["notes"],"profile":"claude","prompt":"p"},
+		"ownprofile":{"servers":["notes"],"profile":"mine","prompt":"p"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad["mine"] != nil || runners["mine"].User != "alice" || runners["mine"].Concurrency != 1 {
+		t.Errorf("mine: %v %+v", bad["mine"], runners["mine"])
+	}
+	for name, want := range map[string]string{"asbob": "act as you", "ops": "the operator has a runner", "ownprofile": `profile "mine": no such profile`} {
+		if err := bad[name]; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+	}
+	if _, _, err := parseUserRunners(cfg, "alice", `{"x":{"command":"/bin/sh"}}`); err == nil || !strings.Contains(err.Error(), `unknown field "command"`) {
+		t.Errorf("a user's runner with a command of its own: %v, want refused", err)
+	}
+}

@@ -79,6 +79,10 @@ type runnerState struct {
 	current []*tail
 	// watch is the resource trigger's state, for the status.
 	watch string
+	// own marks a runner its user declared (settings); stop ends its
+	// triggers.
+	own  bool
+	stop context.CancelFunc
 }
 
 func runnerKey(user, name string) string { return user + "/" + name }
@@ -94,7 +98,9 @@ func (e *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 	return &ext.Descriptor{
 		Name: "runner", Version: Version,
 		Description:  "Runs agent sessions for users: each with one scope's tools, a token that expires, a folder of its own and a time limit.",
-		Capabilities: []ext.Capability{ext.CapabilityStatus, ext.CapabilityActions},
+		Capabilities: []ext.Capability{ext.CapabilityStatus, ext.CapabilityActions, ext.CapabilityUsers, ext.CapabilityValidate},
+		Settings: []ext.SettingsSection{{ID: SectionRunners, Title: "Your runners", Scope: "user",
+			Description: "Agent sessions the host starts for you, when the operator allows it.", Form: runnersForm}},
 	}, nil
 }
 
@@ -146,16 +152,25 @@ func (e *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 			rs.err = errors.New("the operator has not granted ext-runner actAsUsers: true in its entry, which it needs to mint its sessions' tokens")
 			continue
 		}
-		if rs.cfg.schedule != nil {
-			e.wg.Add(1)
-			go e.scheduleLoop(rs)
-		}
-		if rs.cfg.Resource != nil {
-			e.wg.Add(1)
-			go e.watchResource(rs)
-		}
+		e.startTriggersLocked(rs)
 	}
 	return nil
+}
+
+// startTriggersLocked starts rs's schedule and resource watcher, under a
+// context of rs's own (stopped when its user replaces their runners, or
+// at shutdown); e.mu is held.
+func (e *Extension) startTriggersLocked(rs *runnerState) {
+	ctx, cancel := context.WithCancel(e.ctx)
+	rs.stop = cancel
+	if rs.cfg.schedule != nil {
+		e.wg.Add(1)
+		go e.scheduleLoop(ctx, rs)
+	}
+	if rs.cfg.Resource != nil {
+		e.wg.Add(1)
+		go e.watchResource(ctx, rs)
+	}
 }
 
 // Shutdown implements [ext.Extension]: sessions are cancelled (their
@@ -256,14 +271,14 @@ func (e *Extension) finish(rs *runnerState, out *tail, run Run) {
 }
 
 // scheduleLoop triggers rs at its schedule's times until shutdown.
-func (e *Extension) scheduleLoop(rs *runnerState) {
+func (e *Extension) scheduleLoop(ctx context.Context, rs *runnerState) {
 	defer e.wg.Done()
 	for {
 		now := time.Now()
 		next := rs.cfg.schedule.Next(now)
 		t := time.NewTimer(next.Sub(now))
 		select {
-		case <-e.ctx.Done():
+		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:

@@ -25,19 +25,19 @@ const (
 // and triggers rs at each notifications/resources/updated of its URI. It
 // reconnects with a new token before the old one expires, and after an
 // error (backing off), until shutdown.
-func (e *Extension) watchResource(rs *runnerState) {
+func (e *Extension) watchResource(ctx context.Context, rs *runnerState) {
 	defer e.wg.Done()
 	backoff := time.Second
-	for e.ctx.Err() == nil {
-		err := e.watchOnce(rs)
-		if e.ctx.Err() != nil {
+	for ctx.Err() == nil {
+		err := e.watchOnce(ctx, rs)
+		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			e.setWatch(rs, "not subscribed: "+err.Error())
 			e.log.Warn("runner resource watch", "runner", rs.name, "user", rs.user, "err", err)
 			select {
-			case <-e.ctx.Done():
+			case <-ctx.Done():
 				return
 			case <-time.After(backoff):
 			}
@@ -56,9 +56,9 @@ func (e *Extension) setWatch(rs *runnerState, s string) {
 
 // watchOnce subscribes with a fresh token until it is time to renew it
 // (nil) or the connection breaks (the error).
-func (e *Extension) watchOnce(rs *runnerState) error {
+func (e *Extension) watchOnce(parent context.Context, rs *runnerState) error {
 	rt := rs.cfg.Resource
-	ctx, cancel := context.WithTimeout(e.ctx, watchRenew)
+	ctx, cancel := context.WithTimeout(parent, watchRenew)
 	defer cancel()
 	tok, err := e.mint(ctx, rs.user, "runner:"+rs.name+":watch", &ext.Scope{Servers: []string{rt.Server}}, time.Now().Add(watchTTL))
 	if err != nil {

@@ -13,7 +13,9 @@ import (
 // or [OperatorUser], who may act on any. The entry must offer the action
 // in the extension's status at that moment ([ext.StatusEntry.Actions]);
 // else, as for an entry the caller may not see, it is [ext.ErrNotFound],
-// so that a user learns nothing of another's entries. It returns the
+// so that a user learns nothing of another's entries. The user is
+// activated first (their own entries come from their settings). It
+// returns the
 // extension's answer, in words for the caller.
 func (h *Host) RunAction(ctx context.Context, caller, extName, user, name, action string) (string, error) {
 	if caller != OperatorUser {
@@ -33,6 +35,11 @@ func (h *Host) RunAction(ctx context.Context, caller, extName, user, name, actio
 	e := h.exts[extName]
 	if e == nil || !e.descriptor().Has(ext.CapabilityActions) || !e.descriptor().Has(ext.CapabilityStatus) {
 		return "", fmt.Errorf("extension %q offers no actions: %w", extName, ext.ErrNotFound)
+	}
+	// The user's own entries (a user's runners, say) exist once the user
+	// is active, as for agenthost status --user.
+	if err := h.ensureActive(ctx, user); err != nil {
+		return "", err
 	}
 	entries, err := h.statusOf(ctx, e, user)
 	if err != nil {

@@ -517,3 +517,73 @@ func TestRunnerSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestUserRunners: with allowUserRunners, alice declares a runner of her
+// own in her settings (choosing the operator's profile), and runs it from
+// the JSON API: it acts as her, within its servers; a runner naming a
+// profile the operator has none of, or another user, is refused before
+// it is stored; bob cannot run hers.
+func TestUserRunners(t *testing.T) {
+	e := newRunnerEnv(t, map[string]any{})
+	e.stopServe()
+	raw, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	_ = json.Unmarshal(raw, &cfg)
+	cfg["extensions"].(map[string]any)["runner"].(map[string]any)["config"].(map[string]any)["allowUserRunners"] = true
+	raw, _ = json.Marshal(cfg)
+	if err := os.WriteFile(e.cfg, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.startServe()
+
+	set := func(user, runners string) (string, int) {
+		v, _ := json.Marshal(map[string]string{"runners": runners})
+		_, errOut, code := e.run("", "settings", "set", "--user", user, "--ext", "runner", "runners", string(v))
+		return errOut, code
+	}
+	if errOut, code := set("alice", `{"x":{"servers":["notes"],"profile":"own","prompt":"p"}}`); code == 0 || !strings.Contains(errOut, `profile "own": no such profile`) {
+		t.Errorf("a runner with a profile the operator has none of: %d %s", code, errOut)
+	}
+	if errOut, code := set("alice", `{"x":{"user":"bob","servers":["notes"],"profile":"fake","prompt":"p"}}`); code == 0 || !strings.Contains(errOut, "act as you") {
+		t.Errorf("alice's runner acting as bob: %d %s", code, errOut)
+	}
+	if errOut, code := set("alice", `{"mine":{"servers":["notes"],"profile":"fake","prompt":"call notes__add_note {\"text\":\"alice's own runner\"}"}}`); code != 0 {
+		t.Fatalf("alice's runner: %s", errOut)
+	}
+	aliceTok := strings.TrimSpace(e.must("", "token", "create", "--user", "alice", "--name", "api"))
+	bobTok := strings.TrimSpace(e.must("", "token", "create", "--user", "bob", "--name", "api"))
+	post := func(tok string) (int, string) {
+		req, _ := http.NewRequest("POST", e.url+"/api/v1/extensions/runner/actions/run", strings.NewReader(`{"name":"mine"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if code, body := post(bobTok); code != http.StatusNotFound {
+		t.Errorf("bob runs alice's own runner: %d %s", code, body)
+	}
+	var code int
+	var body string
+	eventually(t, "alice's runner is known (her activation read it)", func() bool {
+		code, body = post(aliceTok)
+		return code == http.StatusOK
+	})
+	if !strings.Contains(body, "started") {
+		t.Errorf("alice runs her runner: %d %s", code, body)
+	}
+	detail := e.waitRuns("mine", 1)
+	if !strings.Contains(detail, "by run now: ok") || !strings.Contains(detail, `"tools":["notes__`) || strings.Contains(detail, "other__") {
+		t.Errorf("alice's own runner's run:\n%s", detail)
+	}
+	if out := e.must("", "call", "--user", "alice", "notes/list_notes", "{}"); !strings.Contains(out, "alice's own runner") {
+		t.Errorf("alice's notes: %s", out)
+	}
+}
