@@ -294,6 +294,33 @@ func TestRunnerRunNow(t *testing.T) {
 	if audit := e.must("", "audit", "--kind", "action"); !strings.Contains(audit, "runner/notes-agent:run") {
 		t.Errorf("the audit log has no record of the actions:\n%s", audit)
 	}
+	// The sessions' tokens: issued and revoked in the audit log, and the
+	// agent's call recorded under the token it was given.
+	issued, revoked := map[string]bool{}, map[string]bool{}
+	var calls []string
+	for _, l := range strings.Split(strings.TrimSpace(e.must("", "audit", "--json", "--user", "alice")), "\n") {
+		var r struct{ Kind, Credential, Tool string }
+		if json.Unmarshal([]byte(l), &r) != nil {
+			continue
+		}
+		switch {
+		case r.Kind == "token" && r.Tool == "token issued":
+			issued[r.Credential] = true
+		case r.Kind == "token" && r.Tool == "token revoked":
+			revoked[r.Credential] = true
+		case r.Kind == "tool" && r.Tool == "notes/add_note":
+			calls = append(calls, r.Credential)
+		}
+	}
+	sessions := 0
+	for c := range revoked {
+		if issued[c] && slices.ContainsFunc(calls, func(cred string) bool { return strings.HasSuffix(cred, c) }) {
+			sessions++
+		}
+	}
+	if sessions != 3 {
+		t.Errorf("audit: %d session tokens issued, revoked and used for the call, want 3 (issued %v, revoked %v, calls %v)", sessions, issued, revoked, calls)
+	}
 }
 
 func toStrings(v any) []string {
