@@ -18,8 +18,11 @@
 // read again every 100ms: when it changes, echo is replaced and the
 // clients hear tools/list_changed (a rug pull, for tests of tool
 // pinning).
+// With -resource it offers the resource notes://notes (the notes
+// as JSON), which clients may subscribe to: add_note then sends
+// notifications/resources/updated.
 //
-//	notes [-token T] [-key-env NAME] [-reveal-token] [-hostile tools|list] [-describe FILE]
+//	notes [-token T] [-key-env NAME] [-reveal-token] [-hostile tools|list] [-describe FILE] [-resource]
 package main
 
 import (
@@ -42,6 +45,7 @@ func main() {
 	keyEnv := flag.String("key-env", "", "the environment variable that must hold a key beside the token")
 	hostile := flag.String("hostile", "", "tools or list: attack the operator's terminal (tests only)")
 	describeFile := flag.String("describe", "", "a file whose text is echo's description, followed as it changes (tests only)")
+	flag.BoolVar(&withResource, "resource", false, "offer the resource notes://notes, updated (for subscribers) by add_note")
 	flag.Parse()
 	tok := os.Getenv("MCP_ACCESS_TOKEN")
 	if tok == "" {

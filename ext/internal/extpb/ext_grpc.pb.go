@@ -46,6 +46,7 @@ const (
 	Extension_CompleteAuth_FullMethodName      = "/agenthost.ext.v1.Extension/CompleteAuth"
 	Extension_ValidateSettings_FullMethodName  = "/agenthost.ext.v1.Extension/ValidateSettings"
 	Extension_Reconfigure_FullMethodName       = "/agenthost.ext.v1.Extension/Reconfigure"
+	Extension_RunAction_FullMethodName         = "/agenthost.ext.v1.Extension/RunAction"
 )
 
 // ExtensionClient is the client API for Extension service.
@@ -86,6 +87,9 @@ type ExtensionClient interface {
 	// Capability "reconfigure": take a new config block in place (the
 	// operator reloaded the file), or, with dry_run, only check it.
 	Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error)
+	// Capability "actions": do one action a status entry offers (the host
+	// has checked that the caller may).
+	RunAction(ctx context.Context, in *RunActionRequest, opts ...grpc.CallOption) (*RunActionResponse, error)
 }
 
 type extensionClient struct {
@@ -249,6 +253,16 @@ func (c *extensionClient) Reconfigure(ctx context.Context, in *ReconfigureReques
 	return out, nil
 }
 
+func (c *extensionClient) RunAction(ctx context.Context, in *RunActionRequest, opts ...grpc.CallOption) (*RunActionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunActionResponse)
+	err := c.cc.Invoke(ctx, Extension_RunAction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ExtensionServer is the server API for Extension service.
 // All implementations must embed UnimplementedExtensionServer
 // for forward compatibility.
@@ -287,6 +301,9 @@ type ExtensionServer interface {
 	// Capability "reconfigure": take a new config block in place (the
 	// operator reloaded the file), or, with dry_run, only check it.
 	Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error)
+	// Capability "actions": do one action a status entry offers (the host
+	// has checked that the caller may).
+	RunAction(context.Context, *RunActionRequest) (*RunActionResponse, error)
 	mustEmbedUnimplementedExtensionServer()
 }
 
@@ -341,6 +358,9 @@ func (UnimplementedExtensionServer) ValidateSettings(context.Context, *ValidateS
 }
 func (UnimplementedExtensionServer) Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reconfigure not implemented")
+}
+func (UnimplementedExtensionServer) RunAction(context.Context, *RunActionRequest) (*RunActionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunAction not implemented")
 }
 func (UnimplementedExtensionServer) mustEmbedUnimplementedExtensionServer() {}
 func (UnimplementedExtensionServer) testEmbeddedByValue()                   {}
@@ -622,6 +642,24 @@ func _Extension_Reconfigure_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Extension_RunAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).RunAction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_RunAction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).RunAction(ctx, req.(*RunActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Extension_ServiceDesc is the grpc.ServiceDesc for Extension service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -684,6 +722,10 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reconfigure",
 			Handler:    _Extension_Reconfigure_Handler,
+		},
+		{
+			MethodName: "RunAction",
+			Handler:    _Extension_RunAction_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
