@@ -15,8 +15,9 @@
 // says 200 to /api/hello, and 404 to anything else, recording it (Other).
 // Each answer depends only on the request, never on earlier ones:
 //
-//   - the last user message holds a tool_result: the final text
-//     (Script.Final);
+//   - any message of the conversation holds a tool_result: the final
+//     text (Script.Final) (looking only at the last message failed: the
+//     CLI's last message is not always the one with the tool_result);
 //   - the tools list holds Script.Tool: a tool_use of it with
 //     Script.Input;
 //   - otherwise: Script.NoTool (the agent could not list the tool).

@@ -33,8 +33,8 @@ type Request struct {
 	// Tools are the names of the tools the agent offered the model, in
 	// its order (built-in tools such as Bash appear here when offered).
 	Tools []string
-	// ToolResults are the tool_result blocks of the request's last user
-	// message.
+	// ToolResults are the tool_result blocks of the request's
+	// conversation, oldest first.
 	ToolResults []ToolResult
 	// Answer is what the stand-in answered: "tool_use", "final" or
 	// "no-tool".
@@ -147,8 +147,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	for _, t := range req.Tools {
 		rec.Tools = append(rec.Tools, t.Name)
 	}
-	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "user" {
-		rec.ToolResults = toolResults(req.Messages[n-1].Content)
+	for _, m := range req.Messages {
+		rec.ToolResults = append(rec.ToolResults, toolResults(m.Content)...)
 	}
 	var content []block
 	stop := "end_turn"
