@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,13 +53,31 @@ type claudeRun struct {
 	}
 }
 
+// claudeArgs is what a run of the CLI is given.
+type claudeArgs struct {
+	mcpURL, token string
+	// modelURL is the stand-in's.
+	modelURL, prompt string
+	allowed          []string
+	// maxTurns (default 3) and budget (USD, default "1") are the limits.
+	maxTurns int
+	budget   string
+}
+
 // runClaude runs Claude Code's CLI as the runner's Claude Code profile
 // does (examples/fakemodel's doc): an MCP configuration reaching only our
-// /mcp with token, no built-in tools, allowed the given tools, against
-// the stand-in at modelURL, in a folder of its own with a HOME of its own
-// and an environment holding nothing of ours but what it names.
-func runClaude(t *testing.T, bin, mcpURL, token, modelURL, prompt string, allowed ...string) *claudeRun {
+// /mcp with the token, no built-in tools, allowed the given tools, against
+// the stand-in, in a folder of its own with a HOME of its own and an
+// environment holding nothing of ours but what it names.
+func runClaude(t *testing.T, bin string, a claudeArgs) *claudeRun {
 	t.Helper()
+	mcpURL, token := a.mcpURL, a.token
+	if a.maxTurns == 0 {
+		a.maxTurns = 3
+	}
+	if a.budget == "" {
+		a.budget = "1"
+	}
 	dir := t.TempDir()
 	cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"agenthost": map[string]any{
 		"type": "http", "url": mcpURL + "/mcp",
@@ -78,19 +97,19 @@ func runClaude(t *testing.T, bin, mcpURL, token, modelURL, prompt string, allowe
 	// A bound for a hung CLI, not an assertion on its speed.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-p", prompt,
+	cmd := exec.CommandContext(ctx, bin, "-p", a.prompt,
 		"--mcp-config", cfgFile, "--strict-mcp-config",
 		"--tools", "",
-		"--allowedTools", strings.Join(allowed, ","),
+		"--allowedTools", strings.Join(a.allowed, ","),
 		"--disallowedTools", "Bash,Read,Write,Edit,MultiEdit,NotebookEdit,Glob,Grep,WebFetch,WebSearch,Agent,Task",
-		"--max-turns", "3", "--max-budget-usd", "1",
+		"--max-turns", strconv.Itoa(a.maxTurns), "--max-budget-usd", a.budget,
 		"--no-session-persistence",
 		"--output-format", "json")
 	cmd.Dir = work
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + run.home,
-		"ANTHROPIC_BASE_URL=" + modelURL,
+		"ANTHROPIC_BASE_URL=" + a.modelURL,
 		"ANTHROPIC_API_KEY=sk-ant-dummy-for-the-stand-in",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"DISABLE_AUTOUPDATER=1",
@@ -186,7 +205,8 @@ func TestClaudeCodeCallsOurTool(t *testing.T) {
 	model := httptest.NewServer(fm)
 	defer model.Close()
 
-	run := runClaude(t, bin, e.url, token, model.URL, "Add a note: "+note, "mcp__agenthost__notes__add_note")
+	run := runClaude(t, bin, claudeArgs{mcpURL: e.url, token: token, modelURL: model.URL,
+		prompt: "Add a note: " + note, allowed: []string{"mcp__agenthost__notes__add_note"}})
 	if run.code != 0 || run.out.IsError || run.out.Result != "The note is added." || len(run.out.PermissionDenials) != 0 {
 		t.Fatalf("claude exited %d: %+v\nstdout: %s\nstderr: %s", run.code, run.out, run.stdout, run.stderr)
 	}
@@ -240,7 +260,8 @@ func TestClaudeCodeRevokedToken(t *testing.T) {
 	model := httptest.NewServer(fm)
 	defer model.Close()
 
-	run := runClaude(t, bin, e.url, token, model.URL, "Add a note: x", "mcp__agenthost__notes__add_note")
+	run := runClaude(t, bin, claudeArgs{mcpURL: e.url, token: token, modelURL: model.URL,
+		prompt: "Add a note: x", allowed: []string{"mcp__agenthost__notes__add_note"}})
 	if run.code != 0 || run.out.Result != "no notes tool" {
 		t.Fatalf("claude exited %d: %+v\nstdout: %s\nstderr: %s", run.code, run.out, run.stdout, run.stderr)
 	}
@@ -257,5 +278,47 @@ func TestClaudeCodeRevokedToken(t *testing.T) {
 		if r.Kind == "tool" {
 			t.Errorf("a tool call with the revoked token: %+v", r)
 		}
+	}
+}
+
+// TestClaudeCodeLimits: the turn and budget limits the Claude Code
+// profile passes hold against a runaway model (the stand-in calls the
+// tool at every turn). With --max-turns 2 the CLI stops after two tool
+// calls and exits 1 saying error_max_turns; with --max-budget-usd 1 and
+// a model reporting ten million output tokens an answer, it stops after
+// the first answer and exits 1 saying error_max_budget_usd.
+func TestClaudeCodeLimits(t *testing.T) {
+	bin := claudeBin(t)
+	e, token, _ := claudeEnv(t)
+	for _, c := range []struct {
+		name      string
+		script    fakemodel.Script
+		maxTurns  int
+		subtype   string
+		maxModel  int
+		wantCalls int
+	}{
+		{"turns", fakemodel.Script{Loop: true}, 2, "error_max_turns", 2, 2},
+		{"budget", fakemodel.Script{Loop: true, OutputTokens: 10_000_000}, 5, "error_max_budget_usd", 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(e.auditLines("--user", "alice", "--tool", "notes/echo"))
+			c.script.Tool = "mcp__agenthost__notes__echo"
+			c.script.Input = map[string]any{"text": c.name}
+			fm := fakemodel.New(c.script)
+			model := httptest.NewServer(fm)
+			defer model.Close()
+			run := runClaude(t, bin, claudeArgs{mcpURL: e.url, token: token, modelURL: model.URL,
+				prompt: "Echo forever", allowed: []string{"mcp__agenthost__notes__echo"}, maxTurns: c.maxTurns})
+			if run.code != 1 || !run.out.IsError || run.out.Subtype != c.subtype {
+				t.Errorf("claude exited %d with %+v, want 1 and %s\nstdout: %s\nstderr: %s", run.code, run.out, c.subtype, run.stdout, run.stderr)
+			}
+			if n := len(fm.Requests()); n > c.maxModel {
+				t.Errorf("the model was asked %d times, want at most %d", n, c.maxModel)
+			}
+			if n := len(e.auditLines("--user", "alice", "--tool", "notes/echo")) - before; n != c.wantCalls {
+				t.Errorf("%d calls of notes/echo on /mcp, want %d", n, c.wantCalls)
+			}
+		})
 	}
 }

@@ -15,12 +15,16 @@
 // says 200 to /api/hello, and 404 to anything else, recording it (Other).
 // Each answer depends only on the request, never on earlier ones:
 //
-//   - any message of the conversation holds a tool_result: the final
+//   - any message of the conversation holds a tool_result (and
+//     Script.Loop is off: with it, every answer calls the tool): the final
 //     text (Script.Final) (looking only at the last message failed: the
 //     CLI's last message is not always the one with the tool_result);
 //   - the tools list holds Script.Tool: a tool_use of it with
 //     Script.Input;
 //   - otherwise: Script.NoTool (the agent could not list the tool).
+//
+// Each answer reports Script.OutputTokens of usage (default 1): the CLI
+// computes its spending, and so its --max-budget-usd limit, from usage.
 //
 // It records per request the tool names offered, the tool_result blocks
 // sent back (text and is_error) and what it answered (Requests). It
@@ -41,8 +45,9 @@
 //	  --tools ""                              no built-in tools at all (Bash, Read, Agent, Glob, ...)
 //	  --allowedTools mcp__agenthost           our tools run without a permission prompt
 //	  --disallowedTools Bash,Read,Write,Edit,... refuse the built-ins again by name (belt and braces)
-//	  --max-turns 3                           turn limit (a hidden flag, still honoured)
-//	  --max-budget-usd 1                      budget limit (with -p only)
+//	  --max-turns 3                           turn limit (a hidden flag, still honoured): exit 1, subtype error_max_turns
+//	  --max-budget-usd 1                      budget limit (with -p only), from the usage the model reports,
+//	                                          checked between turns: exit 1, subtype error_max_budget_usd
 //	  --no-session-persistence                no transcript kept on disk
 //	  --output-format json                    one JSON object: result, is_error, num_turns, permission_denials
 //

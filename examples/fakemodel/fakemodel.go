@@ -21,9 +21,15 @@ type Script struct {
 	// Final is the text of the last turn, after a tool_result came back.
 	Final string
 	// NoTool is the text answered when the request's tools list lacks
-	// Tool (the agent could not list it): Final when empty, prefixed so
-	// the two cannot be mistaken for each other.
+	// Tool (the agent could not list it); empty, "no tool TOOL was
+	// offered".
 	NoTool string
+	// Loop makes every answer a call of Tool, also after its results
+	// came back: a runaway agent, for testing the agent's turn limit.
+	Loop bool
+	// OutputTokens is the usage each answer reports (default 1), for
+	// testing the agent's budget limit, which it computes from usage.
+	OutputTokens int
 }
 
 // Request is what the stand-in recorded of one POST /v1/messages.
@@ -66,6 +72,9 @@ type Server struct {
 func New(s Script) *Server {
 	if s.NoTool == "" {
 		s.NoTool = "no tool " + s.Tool + " was offered"
+	}
+	if s.OutputTokens <= 0 {
+		s.OutputTokens = 1
 	}
 	return &Server{script: s}
 }
@@ -153,7 +162,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	var content []block
 	stop := "end_turn"
 	switch {
-	case len(rec.ToolResults) > 0:
+	case len(rec.ToolResults) > 0 && !s.script.Loop:
 		rec.Answer = "final"
 		content = []block{{Type: "text", Text: s.script.Final}}
 	case slices.Contains(rec.Tools, s.script.Tool):
@@ -178,17 +187,17 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": id, "type": "message", "role": "assistant", "model": req.Model,
 			"content": content, "stop_reason": stop, "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": 1, "output_tokens": 1},
+			"usage": map[string]any{"input_tokens": 1, "output_tokens": s.script.OutputTokens},
 		})
 		return
 	}
-	stream(w, id, req.Model, content, stop)
+	stream(w, id, req.Model, content, stop, s.script.OutputTokens)
 }
 
 // stream writes the answer as the Messages API's server-sent events:
 // message_start, per block content_block_start/delta/stop, message_delta,
 // message_stop.
-func stream(w http.ResponseWriter, id, model string, content []block, stop string) {
+func stream(w http.ResponseWriter, id, model string, content []block, stop string, outTokens int) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -218,7 +227,7 @@ func stream(w http.ResponseWriter, id, model string, content []block, stop strin
 	}
 	event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": 1}})
+		"usage": map[string]any{"output_tokens": outTokens}})
 	event("message_stop", map[string]any{"type": "message_stop"})
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()

@@ -63,7 +63,8 @@ func TestTurns(t *testing.T) {
 	res = post(t, srv.URL, `{"model":"m","tools":[{"name":"mcp__a__notes__add_note"}],"messages":[
 		{"role":"user","content":"add hi"},
 		{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"mcp__a__notes__add_note","input":{}}]},
-		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"{\"count\":1}"}]}]}]}`)
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"{\"count\":1}"}]}]},
+		{"role":"user","content":[{"type":"text","text":"<system-reminder>the CLI's own</system-reminder>"}]}]}`)
 	var msg struct {
 		Content    []struct{ Type, Text string }
 		StopReason string `json:"stop_reason"`
@@ -96,5 +97,32 @@ func TestTurns(t *testing.T) {
 	}
 	if o := fm.Other(); !slices.Equal(o, []string{"GET /v1/models"}) {
 		t.Errorf("other requests %v", o)
+	}
+}
+
+// TestLoop: with Loop, an answer after a tool result calls the tool
+// again, reporting the scripted usage.
+func TestLoop(t *testing.T) {
+	fm := fakemodel.New(fakemodel.Script{Tool: "t", Loop: true, OutputTokens: 5000})
+	srv := httptest.NewServer(fm)
+	defer srv.Close()
+	res := post(t, srv.URL, `{"model":"m","tools":[{"name":"t"}],"messages":[
+		{"role":"user","content":"go"},
+		{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"t","input":{}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"ok"}]}]}`)
+	var msg struct {
+		Content []struct{ Type, Name string }
+		Usage   struct {
+			OutputTokens int `json:"output_tokens"`
+		}
+	}
+	if err := json.NewDecoder(res.Body).Decode(&msg); err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 1 || msg.Content[0].Type != "tool_use" || msg.Usage.OutputTokens != 5000 {
+		t.Errorf("looping answer after a result: %+v", msg)
+	}
+	if r := fm.Requests(); len(r) != 1 || r[0].Answer != "tool_use" || len(r[0].ToolResults) != 1 || r[0].ToolResults[0].Text != "ok" {
+		t.Errorf("recorded %+v", r)
 	}
 }
