@@ -44,6 +44,7 @@ var (
 	_ UserLifecycle     = (*Client)(nil)
 	_ ServiceProvider   = (*Client)(nil)
 	_ StatusReporter    = (*Client)(nil)
+	_ ActionRunner      = (*Client)(nil)
 	_ PromptProvider    = (*Client)(nil)
 	_ ResourceProvider  = (*Client)(nil)
 	_ Completer         = (*Client)(nil)
@@ -293,6 +294,15 @@ func (c *Client) Status(ctx context.Context, user string) ([]StatusEntry, error)
 		}
 	}
 	return out, nil
+}
+
+// RunAction implements [ActionRunner].
+func (c *Client) RunAction(ctx context.Context, req *ActionRequest) (string, error) {
+	resp, err := c.client.RunAction(ctx, &extpb.RunActionRequest{Caller: req.Caller, UserId: req.User, Name: req.Name, Action: req.Action})
+	if err != nil {
+		return "", wireErr(ctx, err)
+	}
+	return resp.GetMessage(), nil
 }
 
 // wireErr maps an error of a call that crossed the wire. A call cancelled

@@ -202,7 +202,7 @@ func statusEntryToProto(in *StatusEntry) *extpb.StatusEntry {
 	}
 	out := &extpb.StatusEntry{
 		UserId: in.User, Name: in.Name, State: in.State, Reason: in.Reason,
-		Tools: int32(in.Tools), Detail: in.Detail,
+		Tools: int32(in.Tools), Detail: in.Detail, Actions: in.Actions,
 	}
 	if !in.NextRetry.IsZero() {
 		out.NextRetryUnixMs = in.NextRetry.UnixMilli()
@@ -216,7 +216,7 @@ func statusEntryFromProto(in *extpb.StatusEntry) *StatusEntry {
 	}
 	out := &StatusEntry{
 		User: in.GetUserId(), Name: in.GetName(), State: in.GetState(), Reason: in.GetReason(),
-		Tools: int(in.GetTools()), Detail: in.GetDetail(),
+		Tools: int(in.GetTools()), Detail: in.GetDetail(), Actions: in.GetActions(),
 	}
 	if ms := in.GetNextRetryUnixMs(); ms != 0 {
 		out.NextRetry = time.UnixMilli(ms)

@@ -138,6 +138,29 @@ type SettingsValidator interface {
 	ValidateSettings(ctx context.Context, req *ValidateSettingsRequest) error
 }
 
+// ActionRunner is the "actions" capability: the extension does what its
+// status entries offer ([StatusEntry.Actions]), such as starting a
+// runner now. The host routes a surface's request (the JSON API, the
+// CLI, a settings page's button) to it after checking who asks: a user
+// may ask for an action of an entry of their own, the operator of any
+// entry; and only for an action the entry lists at that moment. RunAction
+// is called concurrently.
+type ActionRunner interface {
+	// RunAction does req.Action on the entry (req.User, req.Name) and says
+	// what happened in words for the caller; [ErrNotFound] for an entry or
+	// action it does not know.
+	RunAction(ctx context.Context, req *ActionRequest) (string, error)
+}
+
+// ActionRequest asks an [ActionRunner] for one action on a status entry.
+type ActionRequest struct {
+	// Caller is who asks: the entry's user, or [OperatorUser].
+	Caller string
+	// User and Name are the entry's.
+	User, Name string
+	Action     string
+}
+
 // ValidateSettingsRequest asks a [SettingsValidator] about a user's values.
 type ValidateSettingsRequest struct {
 	User    string
@@ -271,6 +294,8 @@ const (
 	// cannot contain them refuses to start the extension, naming why,
 	// unless its operator accepted the risk.
 	CapabilitySandbox Capability = "sandbox"
+	// CapabilityActions is [ActionRunner].
+	CapabilityActions Capability = "actions"
 )
 
 // Descriptor says what an extension is and what it offers.
@@ -607,6 +632,10 @@ type StatusEntry struct {
 	NextRetry time.Time
 	Tools     int
 	Detail    string
+	// Actions are what the entry's user (and the operator) may ask the
+	// extension to do with it, by name, such as "run" (capability
+	// "actions", [ActionRunner]); the host's surfaces offer them.
+	Actions []string
 }
 
 // userGroupsKey is the context key of [WithUserGroups].

@@ -199,6 +199,18 @@ func (s *extensionServer) Status(ctx context.Context, req *extpb.StatusRequest) 
 	return out, nil
 }
 
+func (s *extensionServer) RunAction(ctx context.Context, req *extpb.RunActionRequest) (*extpb.RunActionResponse, error) {
+	ar, ok := s.impl.(ActionRunner)
+	if !ok {
+		return nil, fmt.Errorf("extension has no actions: %w", ErrUnimplemented)
+	}
+	msg, err := ar.RunAction(ctx, &ActionRequest{Caller: req.GetCaller(), User: req.GetUserId(), Name: req.GetName(), Action: req.GetAction()})
+	if err != nil {
+		return nil, err
+	}
+	return &extpb.RunActionResponse{Message: msg}, nil
+}
+
 // errorInterceptors map every handler error to a gRPC status in one place.
 func errorInterceptors() []grpc.ServerOption {
 	return []grpc.ServerOption{

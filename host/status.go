@@ -78,7 +78,7 @@ func (h *Host) statusOf(ctx context.Context, e *extension, user string) ([]Statu
 			continue
 		}
 		out = append(out, StatusEntry{Extension: e.name, User: s.User, Name: s.Name, State: s.State, Reason: s.Reason,
-			NextRetry: s.NextRetry, Tools: s.Tools, Detail: s.Detail})
+			NextRetry: s.NextRetry, Tools: s.Tools, Detail: s.Detail, Actions: s.Actions})
 	}
 	return out, nil
 }

@@ -14,9 +14,11 @@
 // -hostile=tools adds a tool whose name clears the screen and sets the
 // window title, and one whose description and error write the clipboard
 // (OSC 52) and forge a line; -hostile=list fails tools/list with such an
-// error.
+// error. With -resource it offers the resource notes://notes (the notes
+// as JSON), which clients may subscribe to: add_note then sends
+// notifications/resources/updated.
 //
-//	notes [-token T] [-key-env NAME] [-reveal-token] [-hostile tools|list]
+//	notes [-token T] [-key-env NAME] [-reveal-token] [-hostile tools|list] [-resource]
 package main
 
 import (
@@ -35,6 +37,7 @@ func main() {
 	reveal := flag.Bool("reveal-token", false, "let whoami return the token itself (tests only)")
 	keyEnv := flag.String("key-env", "", "the environment variable that must hold a key beside the token")
 	hostile := flag.String("hostile", "", "tools or list: attack the operator's terminal (tests only)")
+	flag.BoolVar(&withResource, "resource", false, "offer the resource notes://notes, updated (for subscribers) by add_note")
 	flag.Parse()
 	tok := os.Getenv("MCP_ACCESS_TOKEN")
 	if tok == "" {

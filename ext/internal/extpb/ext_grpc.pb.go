@@ -45,6 +45,7 @@ const (
 	Extension_BeginAuth_FullMethodName         = "/agenthost.ext.v1.Extension/BeginAuth"
 	Extension_CompleteAuth_FullMethodName      = "/agenthost.ext.v1.Extension/CompleteAuth"
 	Extension_ValidateSettings_FullMethodName  = "/agenthost.ext.v1.Extension/ValidateSettings"
+	Extension_RunAction_FullMethodName         = "/agenthost.ext.v1.Extension/RunAction"
 )
 
 // ExtensionClient is the client API for Extension service.
@@ -82,6 +83,9 @@ type ExtensionClient interface {
 	// Capability "validate": check a user's values of one settings section
 	// before the host stores them (an error refuses the write).
 	ValidateSettings(ctx context.Context, in *ValidateSettingsRequest, opts ...grpc.CallOption) (*ValidateSettingsResponse, error)
+	// Capability "actions": do one action a status entry offers (the host
+	// has checked that the caller may).
+	RunAction(ctx context.Context, in *RunActionRequest, opts ...grpc.CallOption) (*RunActionResponse, error)
 }
 
 type extensionClient struct {
@@ -235,6 +239,16 @@ func (c *extensionClient) ValidateSettings(ctx context.Context, in *ValidateSett
 	return out, nil
 }
 
+func (c *extensionClient) RunAction(ctx context.Context, in *RunActionRequest, opts ...grpc.CallOption) (*RunActionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunActionResponse)
+	err := c.cc.Invoke(ctx, Extension_RunAction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ExtensionServer is the server API for Extension service.
 // All implementations must embed UnimplementedExtensionServer
 // for forward compatibility.
@@ -270,6 +284,9 @@ type ExtensionServer interface {
 	// Capability "validate": check a user's values of one settings section
 	// before the host stores them (an error refuses the write).
 	ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error)
+	// Capability "actions": do one action a status entry offers (the host
+	// has checked that the caller may).
+	RunAction(context.Context, *RunActionRequest) (*RunActionResponse, error)
 	mustEmbedUnimplementedExtensionServer()
 }
 
@@ -321,6 +338,9 @@ func (UnimplementedExtensionServer) CompleteAuth(context.Context, *CompleteAuthR
 }
 func (UnimplementedExtensionServer) ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ValidateSettings not implemented")
+}
+func (UnimplementedExtensionServer) RunAction(context.Context, *RunActionRequest) (*RunActionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunAction not implemented")
 }
 func (UnimplementedExtensionServer) mustEmbedUnimplementedExtensionServer() {}
 func (UnimplementedExtensionServer) testEmbeddedByValue()                   {}
@@ -584,6 +604,24 @@ func _Extension_ValidateSettings_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Extension_RunAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).RunAction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_RunAction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).RunAction(ctx, req.(*RunActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Extension_ServiceDesc is the grpc.ServiceDesc for Extension service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -642,6 +680,10 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ValidateSettings",
 			Handler:    _Extension_ValidateSettings_Handler,
+		},
+		{
+			MethodName: "RunAction",
+			Handler:    _Extension_RunAction_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

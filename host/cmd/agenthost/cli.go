@@ -71,7 +71,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(a.serveCmd(), a.toolsCmd(), a.callCmd(), a.settingsCmd(), a.secretCmd(), a.statusCmd(),
 		a.tokenCmd(), a.userCmd(), a.loginLinkCmd(), a.authCmd(), a.extCmd(), a.oauthCmd(), a.configCmd(), a.versionCmd(),
-		a.backupCmd(), a.restoreCmd(), a.auditCmd())
+		a.backupCmd(), a.restoreCmd(), a.auditCmd(), a.runnerCmd())
 	// Unknown subcommands are usage errors too.
 	root.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
@@ -372,7 +372,7 @@ func (a *app) extCmd() *cobra.Command {
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(list)
+	cmd.AddCommand(list, a.actionCmd())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	return cmd
 }

@@ -272,7 +272,25 @@ func (a *app) statusCmd() *cobra.Command {
 						row(tw, s.User, s.Extension, s.Name, s.State, s.Tools, retry, s.Reason)
 					}
 				}
-				return tw.Flush()
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				// The entries' details (a runner's queue, last runs and
+				// the tail of their output), each under its name.
+				for _, s := range st {
+					if s.Detail == "" {
+						continue
+					}
+					fmt.Fprintf(a.stdout, "\n%s %s/%s", esc(s.User), esc(s.Extension), esc(s.Name))
+					if len(s.Actions) > 0 {
+						fmt.Fprintf(a.stdout, " (actions: %s)", esc(strings.Join(s.Actions, ", ")))
+					}
+					fmt.Fprintln(a.stdout, ":")
+					for _, l := range strings.Split(s.Detail, "\n") {
+						fmt.Fprintf(a.stdout, "  %s\n", esc(l))
+					}
+				}
+				return nil
 			})
 		},
 	}

@@ -72,6 +72,8 @@ type StatusEntry struct {
 	NextRetry time.Time `json:"nextRetry,omitzero"`
 	Tools     int       `json:"tools"`
 	Detail    string    `json:"detail,omitempty"`
+	// Actions are what may be asked of the entry (ext.StatusEntry.Actions).
+	Actions []string `json:"actions,omitempty"`
 }
 
 // ExtensionInfo describes an extension for status pages and the CLI.

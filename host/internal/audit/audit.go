@@ -19,6 +19,7 @@ const (
 	KindToken    = "token"    // a token issued or revoked
 	KindSignIn   = "signin"   // a sign-in
 	KindSettings = "settings" // a settings or secret change (never the value)
+	KindAction   = "action"   // an extension's action asked for (a runner's run now)
 )
 
 // Outcomes of a record.

@@ -85,6 +85,13 @@ type ProcessOwner interface {
 	ServiceProcess(pid int) bool
 }
 
+// ActionHost is implemented by a [Host] that routes actions to its
+// extensions (*host.Host): the control API then serves them (POST
+// /v1/actions), as the operator's.
+type ActionHost interface {
+	RunAction(ctx context.Context, caller, extName, user, name, action string) (string, error)
+}
+
 // Auditor is implemented by a [Host] that keeps the audit log
 // (*host.Host): the control API then serves it (GET /v1/audit).
 type Auditor interface {

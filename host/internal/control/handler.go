@@ -61,6 +61,17 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 		}
 		return callResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
 	})
+	do(mux, "POST /v1/actions", func(r *http.Request, req *actionRequest) (any, error) {
+		ah, ok := h.(ActionHost)
+		if !ok {
+			return nil, fmt.Errorf("this host runs no actions: %w", ext.ErrUnimplemented)
+		}
+		msg, err := ah.RunAction(r.Context(), api.OperatorUser, req.Extension, req.User, req.Name, req.Action)
+		if err != nil {
+			return nil, err
+		}
+		return actionResult{Message: msg}, nil
+	})
 	get("GET /v1/audit", func(r *http.Request) (any, error) {
 		a, ok := h.(Auditor)
 		if !ok {
@@ -164,6 +175,17 @@ func reply(w http.ResponseWriter, v any, err error) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+type actionRequest struct {
+	Extension string `json:"extension"`
+	User      string `json:"user"`
+	Name      string `json:"name"`
+	Action    string `json:"action"`
+}
+
+type actionResult struct {
+	Message string `json:"message"`
 }
 
 type callRequest struct {

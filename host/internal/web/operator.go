@@ -49,6 +49,7 @@ func (s *server) operatorRoutes(r chi.Router) {
 		r.Post("/users/{user}/disable", s.apiUserAction)
 		r.Post("/users/{user}/enable", s.apiUserAction)
 		r.Post("/users/{user}/delete", s.apiUserAction)
+		r.Post("/extensions/{ext}/actions/{action}", s.apiOperatorAction)
 	})
 }
 

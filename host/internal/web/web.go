@@ -214,6 +214,7 @@ func (s *server) routes(r chi.Router) {
 		r.Post("/settings/_apps/revoke", s.revokeApp)
 		r.Get("/settings/agents", s.agentsPage)
 		r.Post("/settings/agents/token", s.agentToken)
+		r.Post("/settings/_actions/{ext}/{action}", s.settingsAction)
 		r.Post("/settings/_secrets/{ext}", s.setNamedSecret)
 		r.Post("/settings/_secrets/{ext}/delete", s.deleteNamedSecret)
 		r.Get("/settings/connect/{ext}/{name}", s.connectPage)
@@ -252,6 +253,7 @@ func (s *server) routes(r chi.Router) {
 		r.Delete("/grants/{id}", s.apiRevokeGrant)
 		r.Get("/tools", s.apiTools)
 		r.Get("/status", s.apiStatus)
+		r.Post("/extensions/{ext}/actions/{action}", s.apiAction)
 		r.Get("/audit", s.apiAudit)
 	})
 }
