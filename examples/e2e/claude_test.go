@@ -127,14 +127,16 @@ func runClaude(t *testing.T, bin string, a claudeArgs) *claudeRun {
 	case err != nil:
 		t.Fatalf("running claude: %v", err)
 	}
-	run.stdout, run.stderr = o.String(), e.String()
+	// The token is in the MCP configuration file and nowhere else the CLI
+	// writes: not its output (kept for failure messages with the token
+	// blanked), not its HOME (config, caches, MCP logs).
+	if strings.Contains(o.String()+e.String(), token) {
+		t.Error("claude printed the token")
+	}
+	run.stdout = strings.ReplaceAll(o.String(), token, "[token]")
+	run.stderr = strings.ReplaceAll(e.String(), token, "[token]")
 	if err := json.Unmarshal(o.Bytes(), &run.out); err != nil {
 		t.Fatalf("claude -p --output-format json printed no JSON (exit %d): %v\nstdout: %s\nstderr: %s", run.code, err, run.stdout, run.stderr)
-	}
-	// The token is in the MCP configuration file and nowhere else the CLI
-	// writes: not its output, not its HOME (config, caches, MCP logs).
-	if strings.Contains(run.stdout+run.stderr, token) {
-		t.Error("claude printed the token")
 	}
 	_ = filepath.WalkDir(run.home, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
