@@ -21,12 +21,14 @@ import (
 
 // claudeBin returns Claude Code's CLI as pinned in testdata/claude.
 // Missing, the test is skipped loudly, except under CI=true, where it
-// fails.
+// fails; installed at another version than the lockfile pins (what the
+// README's profile was checked with), it fails.
 func claudeBin(t *testing.T) string {
 	t.Helper()
 	bin, err := filepath.Abs("testdata/claude/node_modules/.bin/claude")
 	if err == nil {
 		if _, err = os.Stat(bin); err == nil {
+			checkClaudeVersion(t, bin)
 			return bin
 		}
 	}
@@ -35,6 +37,29 @@ func claudeBin(t *testing.T) string {
 	}
 	t.Skipf("SKIPPING THE CLAUDE CODE END-TO-END TEST: @anthropic-ai/claude-code is missing (%v): run `npm ci` in examples/e2e/testdata/claude; under CI=true this fails", err)
 	return ""
+}
+
+// checkClaudeVersion fails the test when bin --version is not the
+// version testdata/claude/package-lock.json pins.
+func checkClaudeVersion(t *testing.T, bin string) {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/claude/package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lock struct {
+		Packages map[string]struct{ Version string }
+	}
+	if err := json.Unmarshal(raw, &lock); err != nil {
+		t.Fatalf("testdata/claude/package-lock.json: %v", err)
+	}
+	pinned := lock.Packages["node_modules/@anthropic-ai/claude-code"].Version
+	cmd := exec.Command(bin, "--version")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+	out, err := cmd.Output()
+	if v, _, _ := strings.Cut(string(out), " "); err != nil || pinned == "" || v != pinned {
+		t.Fatalf("claude --version = %q (%v), the lockfile pins %q: run `npm ci` in examples/e2e/testdata/claude", out, err, pinned)
+	}
 }
 
 // claudeRun is one run of `claude -p` and what came of it.
