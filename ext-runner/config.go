@@ -29,8 +29,8 @@ type Config struct {
 	AllowUserRunners bool `json:"allowUserRunners,omitempty"`
 }
 
-// Profile is how to start one agent CLI and tell it its tools. Args, the
-// values of Env and MCPConfig are templates: {prompt}, {mcpConfig} (the
+// Profile is how to start one agent CLI and tell it its tools. Args,
+// MCPConfig and Env's values are templates: {prompt}, {mcpConfig} (the
 // path of the MCP config file), {mcpURL}, {token}, {allowedTools},
 // {workdir} and {maxTurns} are replaced by the session's values, each as
 // one whole argument's part (no shell ever sees them).
@@ -59,7 +59,8 @@ type Profile struct {
 }
 
 // EnvSource is where one variable of the agent's environment comes from:
-// exactly one of Value (a literal, not secret), Env (a variable of this
+// exactly one of Value (a literal, not secret; a template, so that
+// {"value": "{token}"} hands the agent its token in a variable), Env (a variable of this
 // extension's own environment, which the operator sets in the extension's
 // entry), OperatorSecret (a secret of the operator's for this extension:
 // agenthost secret set --operator --ext runner NAME) or UserSecret (the
@@ -201,6 +202,9 @@ func (p *Profile) check() error {
 			if s != "" {
 				n++
 			}
+		}
+		if err := checkTemplate(src.Value); err != nil {
+			return fmt.Errorf("env %q: %w", k, err)
 		}
 		if n != 1 {
 			return fmt.Errorf("env %q: want exactly one of value, env, operatorSecret, userSecret", k)

@@ -8,8 +8,9 @@
 //
 // Each session gets a token minted for it alone (ext.UserActor: scoped
 // to the runner's servers, expiring at the time limit plus a minute,
-// revoked at the session's end whatever the end), a temporary folder of
-// its own holding the MCP config file (0600), and an environment of PATH,
+// revoked at the session's end whatever the end), a folder of its own
+// under the user's state folder (removed after; a crash's at the next
+// session) holding the MCP config file (0600), and an environment of PATH,
 // HOME (the folder) and the profile's variables only. The agent runs in a
 // process group of its own, killed whole at the time limit, and dies with
 // this process (Linux: the parent-death signal). Tokens minted and not

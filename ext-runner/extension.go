@@ -50,6 +50,10 @@ type Extension struct {
 	wg        sync.WaitGroup
 
 	ledgerMu sync.Mutex
+
+	// dirMu guards dirs, the live sessions' folders.
+	dirMu sync.Mutex
+	dirs  map[string]bool
 }
 
 // New returns the extension, unconfigured.
@@ -57,7 +61,7 @@ func New(log *slog.Logger) *Extension {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	return &Extension{log: log}
+	return &Extension{log: log, dirs: map[string]bool{}}
 }
 
 // runnerState is one runner's queue and history, guarded by Extension.mu.

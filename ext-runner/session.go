@@ -2,6 +2,7 @@ package extrunner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -100,15 +101,15 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	if e.ua == nil {
 		return fail(errors.New("the host grants this extension no UserActor (actAsUsers: true in its entry)"))
 	}
-	env, err := e.agentEnv(stop, s)
+	command, err := exec.LookPath(s.profile.Command)
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("the agent's command %q: %w", s.profile.Command, err))
 	}
-	dir, err := os.MkdirTemp("", "agenthost-runner-"+s.runner+"-")
+	dir, err := e.sessionDir(stop, s)
 	if err != nil {
 		return fail(fmt.Errorf("the session's folder: %w", err))
 	}
-	defer os.RemoveAll(dir)
+	defer e.dropDir(dir)
 
 	limit := s.cfg.timeLimit
 	tok, err := e.mint(stop, s.user, "runner:"+s.runner, s.cfg.scope(), time.Now().Add(limit+tokenMargin))
@@ -126,11 +127,15 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	if err := os.WriteFile(cfgPath, []byte(expand(s.profile.MCPConfig, jsonVals(vals))), 0o600); err != nil {
 		return fail(fmt.Errorf("writing the MCP config: %w", err))
 	}
+	env, err := e.agentEnv(stop, s, vals)
+	if err != nil {
+		return fail(err)
+	}
 	args := make([]string, len(s.profile.Args))
 	for i, a := range s.profile.Args {
 		args[i] = expand(a, vals)
 	}
-	cmd := exec.Command(s.profile.Command, args...)
+	cmd := exec.Command(command, args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + s.profile.Path, "HOME=" + dir}, env...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -175,25 +180,62 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	return run
 }
 
+// sessionDir makes the session's folder under its user's state folder of
+// this extension (<data>/users/U/<ext>/state/sessions), first removing
+// the folders there that no live session holds: what a crash left.
+func (e *Extension) sessionDir(ctx context.Context, s *sessionSpec) (string, error) {
+	p, err := e.host.UserStore(s.user).Paths(ctx)
+	if err != nil {
+		return "", err
+	}
+	parent := filepath.Join(p.State, "sessions")
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", err
+	}
+	e.dirMu.Lock()
+	defer e.dirMu.Unlock()
+	ents, _ := os.ReadDir(parent)
+	for _, d := range ents {
+		if full := filepath.Join(parent, d.Name()); !e.dirs[full] {
+			_ = os.RemoveAll(full)
+		}
+	}
+	dir, err := os.MkdirTemp(parent, s.runner+"-")
+	if err != nil {
+		return "", err
+	}
+	e.dirs[dir] = true
+	return dir, nil
+}
+
+// dropDir removes a session's folder.
+func (e *Extension) dropDir(dir string) {
+	e.dirMu.Lock()
+	defer e.dirMu.Unlock()
+	_ = os.RemoveAll(dir)
+	delete(e.dirs, dir)
+}
+
 // jsonVals returns vals escaped for the inside of a JSON string, for the
 // MCP config template.
 func jsonVals(vals map[string]string) map[string]string {
 	out := make(map[string]string, len(vals))
 	for k, v := range vals {
-		q := strconv.Quote(v) // a JSON-compatible escape for what we put there (paths, URLs, tokens)
-		out[k] = q[1 : len(q)-1]
+		b, _ := json.Marshal(v) // a string always marshals
+		out[k] = string(b[1 : len(b)-1])
 	}
 	return out
 }
 
-// agentEnv resolves the profile's variables for s's user.
-func (e *Extension) agentEnv(ctx context.Context, s *sessionSpec) ([]string, error) {
+// agentEnv resolves the profile's variables for s's user (a value is a
+// template over vals).
+func (e *Extension) agentEnv(ctx context.Context, s *sessionSpec, vals map[string]string) ([]string, error) {
 	var env []string
 	for k, src := range s.profile.Env {
 		var v string
 		switch {
 		case src.Value != "":
-			v = src.Value
+			v = expand(src.Value, vals)
 		case src.Env != "":
 			v = os.Getenv(src.Env)
 		case src.OperatorSecret != "":

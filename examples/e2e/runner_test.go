@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/agenthost/agenthost/examples/internal/testbin"
 )
 
@@ -405,4 +407,48 @@ func TestRunnerCrash(t *testing.T) {
 		_, err := connect(t, e.url, tok)
 		return err != nil
 	})
+}
+
+// TestRunnerButtonInABrowser: in headless Chromium alice's settings page
+// lists her runner in its status with a Run now button; clicking it
+// starts a session (the page says so), whose run the page then shows
+// with the tail of the agent's output; the note it added is hers.
+func TestRunnerButtonInABrowser(t *testing.T) {
+	needChromium(t)
+	e := newRunnerEnv(t, map[string]any{
+		"notes-agent": map[string]any{"user": "alice", "servers": []string{"notes"}, "profile": "fake", "timeLimit": "2m",
+			"prompt": `call notes__add_note {"text":"from the button"}`},
+		"bobs": map[string]any{"user": "bob", "servers": []string{"notes"}, "profile": "fake", "prompt": "exit 0"},
+	})
+	link := strings.TrimSpace(e.must("", "login-link", "--user", "alice"))
+	ctx := newBrowser(t)
+	do, text := browserSteps(ctx, t)
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	do("sign in with the link",
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(css(`#continue`)),
+		chromedp.Click(css(`#continue`)),
+		chromedp.WaitVisible(css(`#status`)),
+	)
+	if s := text("the status section", chromedp.Text(css(`#status`))); strings.Contains(s, "bobs") || !strings.Contains(s, "notes-agent") {
+		t.Errorf("alice's status section:\n%s", s)
+	}
+	do("click Run now",
+		chromedp.Click(css(`button[aria-label="run notes-agent"]`)),
+		chromedp.WaitVisible(css(`p.flash`)),
+	)
+	if f := text("the page's answer", chromedp.Text(css(`p.flash`))); f != "notes-agent: started" {
+		t.Errorf("after Run now the page says %q", f)
+	}
+	e.waitRuns("notes-agent", 1)
+	do("reload the settings page",
+		chromedp.Navigate(e.url+"/settings"),
+		chromedp.WaitVisible(css(`#status pre.detail`)),
+	)
+	if d := text("the runner's detail", chromedp.Text(css(`#status pre.detail`))); !strings.Contains(d, "by run now: ok") || !strings.Contains(d, `"called":"notes__add_note"`) {
+		t.Errorf("the runner's detail on the page:\n%s", d)
+	}
+	if out := e.must("", "call", "--user", "alice", "notes/list_notes", "{}"); !strings.Contains(out, "from the button") {
+		t.Errorf("alice's notes: %s", out)
+	}
 }
