@@ -534,7 +534,7 @@ func runCallRaw(ctx context.Context, impl Extension, open *extpb.CallOpen, sess 
 		res, err := tc.CallTool(ctx, &CallToolRequest{
 			User: user, Conversation: conv, Name: open.GetName(), Arguments: raw(open.GetParams()),
 			ProgressToken: raw(open.GetProgressToken()), Meta: raw(open.GetMeta()), Task: raw(open.GetTask()),
-			Session: sess, Scope: scopeFromProto(open.GetScope()),
+			Session: sess, Scope: scopeFromProto(open.GetScope()), Caller: open.GetCaller(),
 		})
 		if err != nil {
 			return nil, nil, err

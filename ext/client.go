@@ -163,7 +163,7 @@ func (c *Client) CallTool(ctx context.Context, req *CallToolRequest) (*CallToolR
 	end, err := c.call(ctx, &extpb.CallOpen{
 		Method: methodCallTool, UserId: req.User, ConversationId: req.Conversation, Name: req.Name,
 		Params: req.Arguments, ProgressToken: req.ProgressToken, Meta: req.Meta, Task: req.Task,
-		Scope: scopeToProto(req.Scope),
+		Scope: scopeToProto(req.Scope), Caller: req.Caller,
 	}, req.Session)
 	if err != nil {
 		return nil, err

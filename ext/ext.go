@@ -371,6 +371,11 @@ type CallToolRequest struct {
 	// caller ([UserActor.CallToolAs]) passes it on, so that the caller is
 	// never widened.
 	Scope *Scope
+	// Caller is the opaque handle of this call's caller, valid while the
+	// call runs: an extension calls further tools as this caller, never
+	// wider, with [CallerTools] (no operator grant needed). Empty when the
+	// host offers none (an older host, a test).
+	Caller string
 }
 
 // CallToolResult is a tool's result. Content is a JSON array of MCP content

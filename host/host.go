@@ -175,6 +175,7 @@ type Host struct {
 	slots    *slotQueue     // users refused a service process slot (slots.go)
 
 	minter      minter // the store of the tokens extensions mint (actas.go)
+	callers     callers // the handles of in-flight tool calls (callers.go)
 	settings    settings.Store
 	secrets     secrets.Store
 	secretsKind string

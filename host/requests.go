@@ -220,6 +220,9 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 		User: req.User, Conversation: req.Conversation, Name: req.Name, Arguments: args,
 		ProgressToken: req.ProgressToken, Meta: req.Meta, Task: task, Session: req.Session, Scope: req.Scope,
 	}
+	handle, release := h.callers.add(ctx, e.name, req)
+	defer release()
+	creq.Caller = handle
 	var res *ext.CallToolResult
 	err := useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
 		func(tc ext.ToolCaller) (err error) {

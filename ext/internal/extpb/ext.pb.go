@@ -566,7 +566,10 @@ type CallOpen struct {
 	Capabilities []byte `protobuf:"bytes,9,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// The caller's scope (a scoped token's): absent for an unscoped caller.
 	// An extension that calls tools as this user (CallToolAs) passes it on.
-	Scope         *Scope `protobuf:"bytes,10,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope *Scope `protobuf:"bytes,10,opt,name=scope,proto3" json:"scope,omitempty"`
+	// tools/call: the opaque handle of this call's caller (ext.CallerTools),
+	// valid while the call runs.
+	Caller        string `protobuf:"bytes,11,opt,name=caller,proto3" json:"caller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -669,6 +672,13 @@ func (x *CallOpen) GetScope() *Scope {
 		return x.Scope
 	}
 	return nil
+}
+
+func (x *CallOpen) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
 }
 
 type CallEnd struct {
@@ -2461,6 +2471,111 @@ func (x *Tool) GetMeta() []byte {
 	return nil
 }
 
+type ListCallerToolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Caller        string                 `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCallerToolsRequest) Reset() {
+	*x = ListCallerToolsRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCallerToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCallerToolsRequest) ProtoMessage() {}
+
+func (x *ListCallerToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCallerToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListCallerToolsRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListCallerToolsRequest) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+type CallCallerToolRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Caller string                 `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Raw JSON object.
+	Arguments     []byte `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallCallerToolRequest) Reset() {
+	*x = CallCallerToolRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallCallerToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallCallerToolRequest) ProtoMessage() {}
+
+func (x *CallCallerToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallCallerToolRequest.ProtoReflect.Descriptor instead.
+func (*CallCallerToolRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CallCallerToolRequest) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+func (x *CallCallerToolRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CallCallerToolRequest) GetArguments() []byte {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
 // Scope narrows a user's tools: servers, and optional path.Match globs
 // over "server/tool" (ext.Scope).
 type Scope struct {
@@ -2473,7 +2588,7 @@ type Scope struct {
 
 func (x *Scope) Reset() {
 	*x = Scope{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2600,7 @@ func (x *Scope) String() string {
 func (*Scope) ProtoMessage() {}
 
 func (x *Scope) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2613,7 @@ func (x *Scope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scope.ProtoReflect.Descriptor instead.
 func (*Scope) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Scope) GetServers() []string {
@@ -2529,7 +2644,7 @@ type MintUserTokenRequest struct {
 
 func (x *MintUserTokenRequest) Reset() {
 	*x = MintUserTokenRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2656,7 @@ func (x *MintUserTokenRequest) String() string {
 func (*MintUserTokenRequest) ProtoMessage() {}
 
 func (x *MintUserTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2669,7 @@ func (x *MintUserTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUserTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintUserTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MintUserTokenRequest) GetUserId() string {
@@ -2595,7 +2710,7 @@ type MintUserTokenResponse struct {
 
 func (x *MintUserTokenResponse) Reset() {
 	*x = MintUserTokenResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2607,7 +2722,7 @@ func (x *MintUserTokenResponse) String() string {
 func (*MintUserTokenResponse) ProtoMessage() {}
 
 func (x *MintUserTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2620,7 +2735,7 @@ func (x *MintUserTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUserTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintUserTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MintUserTokenResponse) GetToken() string {
@@ -2646,7 +2761,7 @@ type RevokeUserTokenRequest struct {
 
 func (x *RevokeUserTokenRequest) Reset() {
 	*x = RevokeUserTokenRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2658,7 +2773,7 @@ func (x *RevokeUserTokenRequest) String() string {
 func (*RevokeUserTokenRequest) ProtoMessage() {}
 
 func (x *RevokeUserTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2671,7 +2786,7 @@ func (x *RevokeUserTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeUserTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RevokeUserTokenRequest) GetTokenId() string {
@@ -2689,7 +2804,7 @@ type RevokeUserTokenResponse struct {
 
 func (x *RevokeUserTokenResponse) Reset() {
 	*x = RevokeUserTokenResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2816,7 @@ func (x *RevokeUserTokenResponse) String() string {
 func (*RevokeUserTokenResponse) ProtoMessage() {}
 
 func (x *RevokeUserTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2829,7 @@ func (x *RevokeUserTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeUserTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
 }
 
 type ListToolsAsRequest struct {
@@ -2728,7 +2843,7 @@ type ListToolsAsRequest struct {
 
 func (x *ListToolsAsRequest) Reset() {
 	*x = ListToolsAsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2855,7 @@ func (x *ListToolsAsRequest) String() string {
 func (*ListToolsAsRequest) ProtoMessage() {}
 
 func (x *ListToolsAsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2868,7 @@ func (x *ListToolsAsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsAsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsAsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListToolsAsRequest) GetUserId() string {
@@ -2779,7 +2894,7 @@ type ListToolsAsResponse struct {
 
 func (x *ListToolsAsResponse) Reset() {
 	*x = ListToolsAsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +2906,7 @@ func (x *ListToolsAsResponse) String() string {
 func (*ListToolsAsResponse) ProtoMessage() {}
 
 func (x *ListToolsAsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +2919,7 @@ func (x *ListToolsAsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsAsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsAsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListToolsAsResponse) GetTools() []*Tool {
@@ -2829,7 +2944,7 @@ type CallToolAsRequest struct {
 
 func (x *CallToolAsRequest) Reset() {
 	*x = CallToolAsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +2956,7 @@ func (x *CallToolAsRequest) String() string {
 func (*CallToolAsRequest) ProtoMessage() {}
 
 func (x *CallToolAsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +2969,7 @@ func (x *CallToolAsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolAsRequest.ProtoReflect.Descriptor instead.
 func (*CallToolAsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CallToolAsRequest) GetUserId() string {
@@ -2903,7 +3018,7 @@ type CallToolAsResponse struct {
 
 func (x *CallToolAsResponse) Reset() {
 	*x = CallToolAsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3030,7 @@ func (x *CallToolAsResponse) String() string {
 func (*CallToolAsResponse) ProtoMessage() {}
 
 func (x *CallToolAsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3043,7 @@ func (x *CallToolAsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolAsResponse.ProtoReflect.Descriptor instead.
 func (*CallToolAsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CallToolAsResponse) GetResult() []byte {
@@ -2955,7 +3070,7 @@ type SetUserToolsRequest struct {
 
 func (x *SetUserToolsRequest) Reset() {
 	*x = SetUserToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3082,7 @@ func (x *SetUserToolsRequest) String() string {
 func (*SetUserToolsRequest) ProtoMessage() {}
 
 func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3095,7 @@ func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetUserToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SetUserToolsRequest) GetUserId() string {
@@ -3005,7 +3120,7 @@ type SetUserToolsResponse struct {
 
 func (x *SetUserToolsResponse) Reset() {
 	*x = SetUserToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3017,7 +3132,7 @@ func (x *SetUserToolsResponse) String() string {
 func (*SetUserToolsResponse) ProtoMessage() {}
 
 func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3030,7 +3145,7 @@ func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetUserToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
 }
 
 type SetSystemToolsRequest struct {
@@ -3042,7 +3157,7 @@ type SetSystemToolsRequest struct {
 
 func (x *SetSystemToolsRequest) Reset() {
 	*x = SetSystemToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3169,7 @@ func (x *SetSystemToolsRequest) String() string {
 func (*SetSystemToolsRequest) ProtoMessage() {}
 
 func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3182,7 @@ func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SetSystemToolsRequest) GetTools() []*Tool {
@@ -3085,7 +3200,7 @@ type SetSystemToolsResponse struct {
 
 func (x *SetSystemToolsResponse) Reset() {
 	*x = SetSystemToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3097,7 +3212,7 @@ func (x *SetSystemToolsResponse) String() string {
 func (*SetSystemToolsResponse) ProtoMessage() {}
 
 func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3110,7 +3225,7 @@ func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
 }
 
 type SetUserCatalogRequest struct {
@@ -3127,7 +3242,7 @@ type SetUserCatalogRequest struct {
 
 func (x *SetUserCatalogRequest) Reset() {
 	*x = SetUserCatalogRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3139,7 +3254,7 @@ func (x *SetUserCatalogRequest) String() string {
 func (*SetUserCatalogRequest) ProtoMessage() {}
 
 func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3152,7 +3267,7 @@ func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogRequest.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetUserCatalogRequest) GetUserId() string {
@@ -3205,7 +3320,7 @@ type SetUserCatalogResponse struct {
 
 func (x *SetUserCatalogResponse) Reset() {
 	*x = SetUserCatalogResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3217,7 +3332,7 @@ func (x *SetUserCatalogResponse) String() string {
 func (*SetUserCatalogResponse) ProtoMessage() {}
 
 func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3230,7 +3345,7 @@ func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogResponse.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
 }
 
 type Prompt struct {
@@ -3244,7 +3359,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3256,7 +3371,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3269,7 +3384,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Prompt) GetName() string {
@@ -3300,7 +3415,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3427,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3440,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Resource) GetUri() string {
@@ -3362,7 +3477,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +3489,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +3502,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ResourceTemplate) GetUriTemplate() string {
@@ -3421,7 +3536,7 @@ type Instruction struct {
 
 func (x *Instruction) Reset() {
 	*x = Instruction{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3433,7 +3548,7 @@ func (x *Instruction) String() string {
 func (*Instruction) ProtoMessage() {}
 
 func (x *Instruction) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3446,7 +3561,7 @@ func (x *Instruction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instruction.ProtoReflect.Descriptor instead.
 func (*Instruction) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Instruction) GetSource() string {
@@ -3474,7 +3589,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +3601,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +3614,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NotifyRequest) GetUserId() string {
@@ -3531,7 +3646,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3543,7 +3658,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3556,7 +3671,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
 }
 
 type RequestUserRequest struct {
@@ -3570,7 +3685,7 @@ type RequestUserRequest struct {
 
 func (x *RequestUserRequest) Reset() {
 	*x = RequestUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3697,7 @@ func (x *RequestUserRequest) String() string {
 func (*RequestUserRequest) ProtoMessage() {}
 
 func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +3710,7 @@ func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserRequest.ProtoReflect.Descriptor instead.
 func (*RequestUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RequestUserRequest) GetUserId() string {
@@ -3630,7 +3745,7 @@ type RequestUserResponse struct {
 
 func (x *RequestUserResponse) Reset() {
 	*x = RequestUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3642,7 +3757,7 @@ func (x *RequestUserResponse) String() string {
 func (*RequestUserResponse) ProtoMessage() {}
 
 func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3655,7 +3770,7 @@ func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserResponse.ProtoReflect.Descriptor instead.
 func (*RequestUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RequestUserResponse) GetResult() []byte {
@@ -3681,7 +3796,7 @@ type ActingUserRequest struct {
 
 func (x *ActingUserRequest) Reset() {
 	*x = ActingUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3693,7 +3808,7 @@ func (x *ActingUserRequest) String() string {
 func (*ActingUserRequest) ProtoMessage() {}
 
 func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3706,7 +3821,7 @@ func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserRequest.ProtoReflect.Descriptor instead.
 func (*ActingUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ActingUserRequest) GetConversationId() string {
@@ -3725,7 +3840,7 @@ type ActingUserResponse struct {
 
 func (x *ActingUserResponse) Reset() {
 	*x = ActingUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3737,7 +3852,7 @@ func (x *ActingUserResponse) String() string {
 func (*ActingUserResponse) ProtoMessage() {}
 
 func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3750,7 +3865,7 @@ func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserResponse.ProtoReflect.Descriptor instead.
 func (*ActingUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ActingUserResponse) GetUserId() string {
@@ -3770,7 +3885,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3782,7 +3897,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3795,7 +3910,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetSecretRequest) GetUserId() string {
@@ -3821,7 +3936,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3833,7 +3948,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3846,7 +3961,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetSecretResponse) GetValue() string {
@@ -3867,7 +3982,7 @@ type SetSecretRequest struct {
 
 func (x *SetSecretRequest) Reset() {
 	*x = SetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3879,7 +3994,7 @@ func (x *SetSecretRequest) String() string {
 func (*SetSecretRequest) ProtoMessage() {}
 
 func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3892,7 +4007,7 @@ func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretRequest.ProtoReflect.Descriptor instead.
 func (*SetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SetSecretRequest) GetUserId() string {
@@ -3924,7 +4039,7 @@ type SetSecretResponse struct {
 
 func (x *SetSecretResponse) Reset() {
 	*x = SetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3936,7 +4051,7 @@ func (x *SetSecretResponse) String() string {
 func (*SetSecretResponse) ProtoMessage() {}
 
 func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3949,7 +4064,7 @@ func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretResponse.ProtoReflect.Descriptor instead.
 func (*SetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
 }
 
 type DeleteSecretRequest struct {
@@ -3962,7 +4077,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4089,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4102,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DeleteSecretRequest) GetUserId() string {
@@ -4012,7 +4127,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4024,7 +4139,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4037,7 +4152,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{69}
 }
 
 type ListSecretsRequest struct {
@@ -4049,7 +4164,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4061,7 +4176,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4074,7 +4189,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListSecretsRequest) GetUserId() string {
@@ -4093,7 +4208,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4105,7 +4220,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4118,7 +4233,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{69}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListSecretsResponse) GetNames() []string {
@@ -4138,7 +4253,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4150,7 +4265,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4163,7 +4278,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{70}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -4189,7 +4304,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4201,7 +4316,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4214,7 +4329,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{71}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetSettingsResponse) GetValues() []byte {
@@ -4235,7 +4350,7 @@ type SetSettingsRequest struct {
 
 func (x *SetSettingsRequest) Reset() {
 	*x = SetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4362,7 @@ func (x *SetSettingsRequest) String() string {
 func (*SetSettingsRequest) ProtoMessage() {}
 
 func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4375,7 @@ func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{72}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SetSettingsRequest) GetUserId() string {
@@ -4292,7 +4407,7 @@ type SetSettingsResponse struct {
 
 func (x *SetSettingsResponse) Reset() {
 	*x = SetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4304,7 +4419,7 @@ func (x *SetSettingsResponse) String() string {
 func (*SetSettingsResponse) ProtoMessage() {}
 
 func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4317,7 +4432,7 @@ func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{73}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{75}
 }
 
 type GetPathsRequest struct {
@@ -4329,7 +4444,7 @@ type GetPathsRequest struct {
 
 func (x *GetPathsRequest) Reset() {
 	*x = GetPathsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4341,7 +4456,7 @@ func (x *GetPathsRequest) String() string {
 func (*GetPathsRequest) ProtoMessage() {}
 
 func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4354,7 +4469,7 @@ func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsRequest.ProtoReflect.Descriptor instead.
 func (*GetPathsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{74}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetPathsRequest) GetUserId() string {
@@ -4375,7 +4490,7 @@ type GetPathsResponse struct {
 
 func (x *GetPathsResponse) Reset() {
 	*x = GetPathsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4387,7 +4502,7 @@ func (x *GetPathsResponse) String() string {
 func (*GetPathsResponse) ProtoMessage() {}
 
 func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4400,7 +4515,7 @@ func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsResponse.ProtoReflect.Descriptor instead.
 func (*GetPathsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{75}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetPathsResponse) GetData() string {
@@ -4441,7 +4556,7 @@ type ServiceFrame struct {
 
 func (x *ServiceFrame) Reset() {
 	*x = ServiceFrame{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +4568,7 @@ func (x *ServiceFrame) String() string {
 func (*ServiceFrame) ProtoMessage() {}
 
 func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +4581,7 @@ func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceFrame.ProtoReflect.Descriptor instead.
 func (*ServiceFrame) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{76}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ServiceFrame) GetFrame() isServiceFrame_Frame {
@@ -4592,7 +4707,7 @@ type ServiceExited struct {
 
 func (x *ServiceExited) Reset() {
 	*x = ServiceExited{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4604,7 +4719,7 @@ func (x *ServiceExited) String() string {
 func (*ServiceExited) ProtoMessage() {}
 
 func (x *ServiceExited) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4617,7 +4732,7 @@ func (x *ServiceExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceExited.ProtoReflect.Descriptor instead.
 func (*ServiceExited) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{77}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ServiceExited) GetCode() int32 {
@@ -4656,7 +4771,7 @@ type ServiceOpen struct {
 
 func (x *ServiceOpen) Reset() {
 	*x = ServiceOpen{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4668,7 +4783,7 @@ func (x *ServiceOpen) String() string {
 func (*ServiceOpen) ProtoMessage() {}
 
 func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4681,7 +4796,7 @@ func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpen.ProtoReflect.Descriptor instead.
 func (*ServiceOpen) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{78}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ServiceOpen) GetName() string {
@@ -4724,7 +4839,7 @@ type ServiceOpened struct {
 
 func (x *ServiceOpened) Reset() {
 	*x = ServiceOpened{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4736,7 +4851,7 @@ func (x *ServiceOpened) String() string {
 func (*ServiceOpened) ProtoMessage() {}
 
 func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4749,7 +4864,7 @@ func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpened.ProtoReflect.Descriptor instead.
 func (*ServiceOpened) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{79}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ServiceOpened) GetTransport() string {
@@ -4802,7 +4917,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06notify\x18\x05 \x01(\v2 .agenthost.ext.v1.SessionMessageH\x00R\x06notify\x12<\n" +
 	"\arequest\x18\x06 \x01(\v2 .agenthost.ext.v1.SessionMessageH\x00R\arequest\x126\n" +
 	"\x05reply\x18\a \x01(\v2\x1e.agenthost.ext.v1.SessionReplyH\x00R\x05replyB\x06\n" +
-	"\x04body\"\xb2\x02\n" +
+	"\x04body\"\xca\x02\n" +
 	"\bCallOpen\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12'\n" +
@@ -4814,7 +4929,8 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x04task\x18\b \x01(\fR\x04task\x12\"\n" +
 	"\fcapabilities\x18\t \x01(\fR\fcapabilities\x12-\n" +
 	"\x05scope\x18\n" +
-	" \x01(\v2\x17.agenthost.ext.v1.ScopeR\x05scope\"\xb9\x01\n" +
+	" \x01(\v2\x17.agenthost.ext.v1.ScopeR\x05scope\x12\x16\n" +
+	"\x06caller\x18\v \x01(\tR\x06caller\"\xb9\x01\n" +
 	"\aCallEnd\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\x12\x18\n" +
 	"\adetails\x18\x02 \x01(\fR\adetails\x12\x12\n" +
@@ -4932,7 +5048,13 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\texecution\x18\t \x01(\fR\texecution\x12\x14\n" +
 	"\x05icons\x18\n" +
 	" \x01(\fR\x05icons\x12\x12\n" +
-	"\x04meta\x18\v \x01(\fR\x04meta\"7\n" +
+	"\x04meta\x18\v \x01(\fR\x04meta\"0\n" +
+	"\x16ListCallerToolsRequest\x12\x16\n" +
+	"\x06caller\x18\x01 \x01(\tR\x06caller\"a\n" +
+	"\x15CallCallerToolRequest\x12\x16\n" +
+	"\x06caller\x18\x01 \x01(\tR\x06caller\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\fR\targuments\"7\n" +
 	"\x05Scope\x12\x18\n" +
 	"\aservers\x18\x01 \x03(\tR\aservers\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\"\x9a\x01\n" +
@@ -5091,7 +5213,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\rSessionNotify\x12&.agenthost.ext.v1.SessionNotifyRequest\x1a'.agenthost.ext.v1.SessionNotifyResponse\x12T\n" +
 	"\tBeginAuth\x12\".agenthost.ext.v1.BeginAuthRequest\x1a#.agenthost.ext.v1.BeginAuthResponse\x12]\n" +
 	"\fCompleteAuth\x12%.agenthost.ext.v1.CompleteAuthRequest\x1a&.agenthost.ext.v1.CompleteAuthResponse\x12i\n" +
-	"\x10ValidateSettings\x12).agenthost.ext.v1.ValidateSettingsRequest\x1a*.agenthost.ext.v1.ValidateSettingsResponse2\xf8\f\n" +
+	"\x10ValidateSettings\x12).agenthost.ext.v1.ValidateSettingsRequest\x1a*.agenthost.ext.v1.ValidateSettingsResponse2\xbd\x0e\n" +
 	"\x04Host\x12]\n" +
 	"\fSetUserTools\x12%.agenthost.ext.v1.SetUserToolsRequest\x1a&.agenthost.ext.v1.SetUserToolsResponse\x12c\n" +
 	"\x0eSetSystemTools\x12'.agenthost.ext.v1.SetSystemToolsRequest\x1a(.agenthost.ext.v1.SetSystemToolsResponse\x12c\n" +
@@ -5112,7 +5234,9 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x0fRevokeUserToken\x12(.agenthost.ext.v1.RevokeUserTokenRequest\x1a).agenthost.ext.v1.RevokeUserTokenResponse\x12Z\n" +
 	"\vListToolsAs\x12$.agenthost.ext.v1.ListToolsAsRequest\x1a%.agenthost.ext.v1.ListToolsAsResponse\x12W\n" +
 	"\n" +
-	"CallToolAs\x12#.agenthost.ext.v1.CallToolAsRequest\x1a$.agenthost.ext.v1.CallToolAsResponseB3Z1github.com/agenthost/agenthost/ext/internal/extpbb\x06proto3"
+	"CallToolAs\x12#.agenthost.ext.v1.CallToolAsRequest\x1a$.agenthost.ext.v1.CallToolAsResponse\x12b\n" +
+	"\x0fListCallerTools\x12(.agenthost.ext.v1.ListCallerToolsRequest\x1a%.agenthost.ext.v1.ListToolsAsResponse\x12_\n" +
+	"\x0eCallCallerTool\x12'.agenthost.ext.v1.CallCallerToolRequest\x1a$.agenthost.ext.v1.CallToolAsResponseB3Z1github.com/agenthost/agenthost/ext/internal/extpbb\x06proto3"
 
 var (
 	file_agenthost_ext_v1_ext_proto_rawDescOnce sync.Once
@@ -5127,7 +5251,7 @@ func file_agenthost_ext_v1_ext_proto_rawDescGZIP() []byte {
 }
 
 var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(Exposure)(0),                     // 0: agenthost.ext.v1.Exposure
 	(Replay)(0),                       // 1: agenthost.ext.v1.Replay
@@ -5168,49 +5292,51 @@ var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(*StatusResponse)(nil),            // 36: agenthost.ext.v1.StatusResponse
 	(*StatusEntry)(nil),               // 37: agenthost.ext.v1.StatusEntry
 	(*Tool)(nil),                      // 38: agenthost.ext.v1.Tool
-	(*Scope)(nil),                     // 39: agenthost.ext.v1.Scope
-	(*MintUserTokenRequest)(nil),      // 40: agenthost.ext.v1.MintUserTokenRequest
-	(*MintUserTokenResponse)(nil),     // 41: agenthost.ext.v1.MintUserTokenResponse
-	(*RevokeUserTokenRequest)(nil),    // 42: agenthost.ext.v1.RevokeUserTokenRequest
-	(*RevokeUserTokenResponse)(nil),   // 43: agenthost.ext.v1.RevokeUserTokenResponse
-	(*ListToolsAsRequest)(nil),        // 44: agenthost.ext.v1.ListToolsAsRequest
-	(*ListToolsAsResponse)(nil),       // 45: agenthost.ext.v1.ListToolsAsResponse
-	(*CallToolAsRequest)(nil),         // 46: agenthost.ext.v1.CallToolAsRequest
-	(*CallToolAsResponse)(nil),        // 47: agenthost.ext.v1.CallToolAsResponse
-	(*SetUserToolsRequest)(nil),       // 48: agenthost.ext.v1.SetUserToolsRequest
-	(*SetUserToolsResponse)(nil),      // 49: agenthost.ext.v1.SetUserToolsResponse
-	(*SetSystemToolsRequest)(nil),     // 50: agenthost.ext.v1.SetSystemToolsRequest
-	(*SetSystemToolsResponse)(nil),    // 51: agenthost.ext.v1.SetSystemToolsResponse
-	(*SetUserCatalogRequest)(nil),     // 52: agenthost.ext.v1.SetUserCatalogRequest
-	(*SetUserCatalogResponse)(nil),    // 53: agenthost.ext.v1.SetUserCatalogResponse
-	(*Prompt)(nil),                    // 54: agenthost.ext.v1.Prompt
-	(*Resource)(nil),                  // 55: agenthost.ext.v1.Resource
-	(*ResourceTemplate)(nil),          // 56: agenthost.ext.v1.ResourceTemplate
-	(*Instruction)(nil),               // 57: agenthost.ext.v1.Instruction
-	(*NotifyRequest)(nil),             // 58: agenthost.ext.v1.NotifyRequest
-	(*NotifyResponse)(nil),            // 59: agenthost.ext.v1.NotifyResponse
-	(*RequestUserRequest)(nil),        // 60: agenthost.ext.v1.RequestUserRequest
-	(*RequestUserResponse)(nil),       // 61: agenthost.ext.v1.RequestUserResponse
-	(*ActingUserRequest)(nil),         // 62: agenthost.ext.v1.ActingUserRequest
-	(*ActingUserResponse)(nil),        // 63: agenthost.ext.v1.ActingUserResponse
-	(*GetSecretRequest)(nil),          // 64: agenthost.ext.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),         // 65: agenthost.ext.v1.GetSecretResponse
-	(*SetSecretRequest)(nil),          // 66: agenthost.ext.v1.SetSecretRequest
-	(*SetSecretResponse)(nil),         // 67: agenthost.ext.v1.SetSecretResponse
-	(*DeleteSecretRequest)(nil),       // 68: agenthost.ext.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),      // 69: agenthost.ext.v1.DeleteSecretResponse
-	(*ListSecretsRequest)(nil),        // 70: agenthost.ext.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),       // 71: agenthost.ext.v1.ListSecretsResponse
-	(*GetSettingsRequest)(nil),        // 72: agenthost.ext.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),       // 73: agenthost.ext.v1.GetSettingsResponse
-	(*SetSettingsRequest)(nil),        // 74: agenthost.ext.v1.SetSettingsRequest
-	(*SetSettingsResponse)(nil),       // 75: agenthost.ext.v1.SetSettingsResponse
-	(*GetPathsRequest)(nil),           // 76: agenthost.ext.v1.GetPathsRequest
-	(*GetPathsResponse)(nil),          // 77: agenthost.ext.v1.GetPathsResponse
-	(*ServiceFrame)(nil),              // 78: agenthost.ext.v1.ServiceFrame
-	(*ServiceExited)(nil),             // 79: agenthost.ext.v1.ServiceExited
-	(*ServiceOpen)(nil),               // 80: agenthost.ext.v1.ServiceOpen
-	(*ServiceOpened)(nil),             // 81: agenthost.ext.v1.ServiceOpened
+	(*ListCallerToolsRequest)(nil),    // 39: agenthost.ext.v1.ListCallerToolsRequest
+	(*CallCallerToolRequest)(nil),     // 40: agenthost.ext.v1.CallCallerToolRequest
+	(*Scope)(nil),                     // 41: agenthost.ext.v1.Scope
+	(*MintUserTokenRequest)(nil),      // 42: agenthost.ext.v1.MintUserTokenRequest
+	(*MintUserTokenResponse)(nil),     // 43: agenthost.ext.v1.MintUserTokenResponse
+	(*RevokeUserTokenRequest)(nil),    // 44: agenthost.ext.v1.RevokeUserTokenRequest
+	(*RevokeUserTokenResponse)(nil),   // 45: agenthost.ext.v1.RevokeUserTokenResponse
+	(*ListToolsAsRequest)(nil),        // 46: agenthost.ext.v1.ListToolsAsRequest
+	(*ListToolsAsResponse)(nil),       // 47: agenthost.ext.v1.ListToolsAsResponse
+	(*CallToolAsRequest)(nil),         // 48: agenthost.ext.v1.CallToolAsRequest
+	(*CallToolAsResponse)(nil),        // 49: agenthost.ext.v1.CallToolAsResponse
+	(*SetUserToolsRequest)(nil),       // 50: agenthost.ext.v1.SetUserToolsRequest
+	(*SetUserToolsResponse)(nil),      // 51: agenthost.ext.v1.SetUserToolsResponse
+	(*SetSystemToolsRequest)(nil),     // 52: agenthost.ext.v1.SetSystemToolsRequest
+	(*SetSystemToolsResponse)(nil),    // 53: agenthost.ext.v1.SetSystemToolsResponse
+	(*SetUserCatalogRequest)(nil),     // 54: agenthost.ext.v1.SetUserCatalogRequest
+	(*SetUserCatalogResponse)(nil),    // 55: agenthost.ext.v1.SetUserCatalogResponse
+	(*Prompt)(nil),                    // 56: agenthost.ext.v1.Prompt
+	(*Resource)(nil),                  // 57: agenthost.ext.v1.Resource
+	(*ResourceTemplate)(nil),          // 58: agenthost.ext.v1.ResourceTemplate
+	(*Instruction)(nil),               // 59: agenthost.ext.v1.Instruction
+	(*NotifyRequest)(nil),             // 60: agenthost.ext.v1.NotifyRequest
+	(*NotifyResponse)(nil),            // 61: agenthost.ext.v1.NotifyResponse
+	(*RequestUserRequest)(nil),        // 62: agenthost.ext.v1.RequestUserRequest
+	(*RequestUserResponse)(nil),       // 63: agenthost.ext.v1.RequestUserResponse
+	(*ActingUserRequest)(nil),         // 64: agenthost.ext.v1.ActingUserRequest
+	(*ActingUserResponse)(nil),        // 65: agenthost.ext.v1.ActingUserResponse
+	(*GetSecretRequest)(nil),          // 66: agenthost.ext.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),         // 67: agenthost.ext.v1.GetSecretResponse
+	(*SetSecretRequest)(nil),          // 68: agenthost.ext.v1.SetSecretRequest
+	(*SetSecretResponse)(nil),         // 69: agenthost.ext.v1.SetSecretResponse
+	(*DeleteSecretRequest)(nil),       // 70: agenthost.ext.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),      // 71: agenthost.ext.v1.DeleteSecretResponse
+	(*ListSecretsRequest)(nil),        // 72: agenthost.ext.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),       // 73: agenthost.ext.v1.ListSecretsResponse
+	(*GetSettingsRequest)(nil),        // 74: agenthost.ext.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),       // 75: agenthost.ext.v1.GetSettingsResponse
+	(*SetSettingsRequest)(nil),        // 76: agenthost.ext.v1.SetSettingsRequest
+	(*SetSettingsResponse)(nil),       // 77: agenthost.ext.v1.SetSettingsResponse
+	(*GetPathsRequest)(nil),           // 78: agenthost.ext.v1.GetPathsRequest
+	(*GetPathsResponse)(nil),          // 79: agenthost.ext.v1.GetPathsResponse
+	(*ServiceFrame)(nil),              // 80: agenthost.ext.v1.ServiceFrame
+	(*ServiceExited)(nil),             // 81: agenthost.ext.v1.ServiceExited
+	(*ServiceOpen)(nil),               // 82: agenthost.ext.v1.ServiceOpen
+	(*ServiceOpened)(nil),             // 83: agenthost.ext.v1.ServiceOpened
 }
 var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	7,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
@@ -5218,7 +5344,7 @@ var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	9,  // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
 	9,  // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
 	10, // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
-	39, // 5: agenthost.ext.v1.CallOpen.scope:type_name -> agenthost.ext.v1.Scope
+	41, // 5: agenthost.ext.v1.CallOpen.scope:type_name -> agenthost.ext.v1.Scope
 	11, // 6: agenthost.ext.v1.CallEnd.rpc_error:type_name -> agenthost.ext.v1.RPCError
 	11, // 7: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
 	20, // 8: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
@@ -5227,21 +5353,21 @@ var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	37, // 11: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
 	0,  // 12: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
 	1,  // 13: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
-	39, // 14: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
-	39, // 15: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	41, // 14: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
+	41, // 15: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
 	38, // 16: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
-	39, // 17: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	41, // 17: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
 	38, // 18: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
 	38, // 19: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
 	38, // 20: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
-	54, // 21: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
-	55, // 22: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
-	56, // 23: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
-	57, // 24: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
+	56, // 21: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
+	57, // 22: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
+	58, // 23: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
+	59, // 24: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
 	11, // 25: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	80, // 26: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
-	81, // 27: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	79, // 28: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
+	82, // 26: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
+	83, // 27: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
+	81, // 28: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
 	34, // 29: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
 	18, // 30: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
 	22, // 31: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
@@ -5257,58 +5383,62 @@ var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	2,  // 41: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
 	4,  // 42: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
 	16, // 43: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
-	48, // 44: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	50, // 45: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	52, // 46: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
-	58, // 47: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
-	60, // 48: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
-	62, // 49: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	64, // 50: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	66, // 51: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	68, // 52: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	70, // 53: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	72, // 54: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	74, // 55: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	76, // 56: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	78, // 57: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	40, // 58: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
-	42, // 59: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
-	44, // 60: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
-	46, // 61: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
-	19, // 62: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	23, // 63: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	25, // 64: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	6,  // 65: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
-	27, // 66: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	29, // 67: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	31, // 68: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	33, // 69: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	36, // 70: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	13, // 71: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
-	15, // 72: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
-	3,  // 73: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
-	5,  // 74: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
-	17, // 75: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
-	49, // 76: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	51, // 77: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	53, // 78: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
-	59, // 79: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
-	61, // 80: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
-	63, // 81: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	65, // 82: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	67, // 83: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	69, // 84: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	71, // 85: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	73, // 86: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	75, // 87: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	77, // 88: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	78, // 89: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	41, // 90: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
-	43, // 91: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
-	45, // 92: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
-	47, // 93: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
-	62, // [62:94] is the sub-list for method output_type
-	30, // [30:62] is the sub-list for method input_type
+	50, // 44: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	52, // 45: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	54, // 46: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	60, // 47: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	62, // 48: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	64, // 49: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	66, // 50: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	68, // 51: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	70, // 52: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	72, // 53: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	74, // 54: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	76, // 55: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	78, // 56: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	80, // 57: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	42, // 58: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
+	44, // 59: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
+	46, // 60: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
+	48, // 61: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
+	39, // 62: agenthost.ext.v1.Host.ListCallerTools:input_type -> agenthost.ext.v1.ListCallerToolsRequest
+	40, // 63: agenthost.ext.v1.Host.CallCallerTool:input_type -> agenthost.ext.v1.CallCallerToolRequest
+	19, // 64: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	23, // 65: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	25, // 66: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	6,  // 67: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	27, // 68: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	29, // 69: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	31, // 70: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	33, // 71: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	36, // 72: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	13, // 73: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	15, // 74: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	3,  // 75: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
+	5,  // 76: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
+	17, // 77: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
+	51, // 78: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	53, // 79: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	55, // 80: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	61, // 81: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	63, // 82: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	65, // 83: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	67, // 84: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	69, // 85: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	71, // 86: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	73, // 87: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	75, // 88: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	77, // 89: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	79, // 90: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	80, // 91: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	43, // 92: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
+	45, // 93: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
+	47, // 94: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
+	49, // 95: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
+	47, // 96: agenthost.ext.v1.Host.ListCallerTools:output_type -> agenthost.ext.v1.ListToolsAsResponse
+	49, // 97: agenthost.ext.v1.Host.CallCallerTool:output_type -> agenthost.ext.v1.CallToolAsResponse
+	64, // [64:98] is the sub-list for method output_type
+	30, // [30:64] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
 	30, // [30:30] is the sub-list for extension extendee
 	0,  // [0:30] is the sub-list for field type_name
@@ -5327,7 +5457,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 		(*CallFrame_Request)(nil),
 		(*CallFrame_Reply)(nil),
 	}
-	file_agenthost_ext_v1_ext_proto_msgTypes[76].OneofWrappers = []any{
+	file_agenthost_ext_v1_ext_proto_msgTypes[78].OneofWrappers = []any{
 		(*ServiceFrame_Open)(nil),
 		(*ServiceFrame_Opened)(nil),
 		(*ServiceFrame_Data)(nil),
@@ -5341,7 +5471,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthost_ext_v1_ext_proto_rawDesc), len(file_agenthost_ext_v1_ext_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   80,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

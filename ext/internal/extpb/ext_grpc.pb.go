@@ -674,6 +674,8 @@ const (
 	Host_RevokeUserToken_FullMethodName = "/agenthost.ext.v1.Host/RevokeUserToken"
 	Host_ListToolsAs_FullMethodName     = "/agenthost.ext.v1.Host/ListToolsAs"
 	Host_CallToolAs_FullMethodName      = "/agenthost.ext.v1.Host/CallToolAs"
+	Host_ListCallerTools_FullMethodName = "/agenthost.ext.v1.Host/ListCallerTools"
+	Host_CallCallerTool_FullMethodName  = "/agenthost.ext.v1.Host/CallCallerTool"
 )
 
 // HostClient is the client API for Host service.
@@ -709,6 +711,10 @@ type HostClient interface {
 	RevokeUserToken(ctx context.Context, in *RevokeUserTokenRequest, opts ...grpc.CallOption) (*RevokeUserTokenResponse, error)
 	ListToolsAs(ctx context.Context, in *ListToolsAsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error)
 	CallToolAs(ctx context.Context, in *CallToolAsRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error)
+	// Calling tools as the caller of an in-flight tools/call (its handle,
+	// CallOpen.caller): no grant needed, never wider than that caller.
+	ListCallerTools(ctx context.Context, in *ListCallerToolsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error)
+	CallCallerTool(ctx context.Context, in *CallCallerToolRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error)
 }
 
 type hostClient struct {
@@ -902,6 +908,26 @@ func (c *hostClient) CallToolAs(ctx context.Context, in *CallToolAsRequest, opts
 	return out, nil
 }
 
+func (c *hostClient) ListCallerTools(ctx context.Context, in *ListCallerToolsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolsAsResponse)
+	err := c.cc.Invoke(ctx, Host_ListCallerTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) CallCallerTool(ctx context.Context, in *CallCallerToolRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CallToolAsResponse)
+	err := c.cc.Invoke(ctx, Host_CallCallerTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServer is the server API for Host service.
 // All implementations must embed UnimplementedHostServer
 // for forward compatibility.
@@ -935,6 +961,10 @@ type HostServer interface {
 	RevokeUserToken(context.Context, *RevokeUserTokenRequest) (*RevokeUserTokenResponse, error)
 	ListToolsAs(context.Context, *ListToolsAsRequest) (*ListToolsAsResponse, error)
 	CallToolAs(context.Context, *CallToolAsRequest) (*CallToolAsResponse, error)
+	// Calling tools as the caller of an in-flight tools/call (its handle,
+	// CallOpen.caller): no grant needed, never wider than that caller.
+	ListCallerTools(context.Context, *ListCallerToolsRequest) (*ListToolsAsResponse, error)
+	CallCallerTool(context.Context, *CallCallerToolRequest) (*CallToolAsResponse, error)
 	mustEmbedUnimplementedHostServer()
 }
 
@@ -998,6 +1028,12 @@ func (UnimplementedHostServer) ListToolsAs(context.Context, *ListToolsAsRequest)
 }
 func (UnimplementedHostServer) CallToolAs(context.Context, *CallToolAsRequest) (*CallToolAsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CallToolAs not implemented")
+}
+func (UnimplementedHostServer) ListCallerTools(context.Context, *ListCallerToolsRequest) (*ListToolsAsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCallerTools not implemented")
+}
+func (UnimplementedHostServer) CallCallerTool(context.Context, *CallCallerToolRequest) (*CallToolAsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CallCallerTool not implemented")
 }
 func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
 func (UnimplementedHostServer) testEmbeddedByValue()              {}
@@ -1333,6 +1369,42 @@ func _Host_CallToolAs_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Host_ListCallerTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCallerToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).ListCallerTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_ListCallerTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).ListCallerTools(ctx, req.(*ListCallerToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_CallCallerTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CallCallerToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).CallCallerTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_CallCallerTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).CallCallerTool(ctx, req.(*CallCallerToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Host_ServiceDesc is the grpc.ServiceDesc for Host service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1407,6 +1479,14 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CallToolAs",
 			Handler:    _Host_CallToolAs_Handler,
+		},
+		{
+			MethodName: "ListCallerTools",
+			Handler:    _Host_ListCallerTools_Handler,
+		},
+		{
+			MethodName: "CallCallerTool",
+			Handler:    _Host_CallCallerTool_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
