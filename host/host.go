@@ -174,7 +174,7 @@ type Host struct {
 	bg       sync.WaitGroup // the idle and slot watchers
 	slots    *slotQueue     // users refused a service process slot (slots.go)
 
-	minter      minter // the store of the tokens extensions mint (actas.go)
+	minter      minter  // the store of the tokens extensions mint (actas.go)
 	callers     callers // the handles of in-flight tool calls (callers.go)
 	settings    settings.Store
 	secrets     secrets.Store
