@@ -220,6 +220,12 @@ func (c *Client) HandleTask(ctx context.Context, req *TaskRequest) (json.RawMess
 	return raw(end.GetResult()), nil
 }
 
+// UserToolsChanged implements [UserToolsWatcher].
+func (c *Client) UserToolsChanged(ctx context.Context, user string, tools []Tool) error {
+	_, err := c.client.UserToolsChanged(ctx, &extpb.UserToolsChangedRequest{UserId: user, Tools: toolsToProto(tools)})
+	return wireErr(ctx, err)
+}
+
 // SessionNotify implements [SessionListener].
 func (c *Client) SessionNotify(ctx context.Context, user, method string, params json.RawMessage) error {
 	_, err := c.client.SessionNotify(ctx, &extpb.SessionNotifyRequest{UserId: user, Method: method, Params: params})

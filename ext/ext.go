@@ -271,7 +271,20 @@ const (
 	// cannot contain them refuses to start the extension, naming why,
 	// unless its operator accepted the risk.
 	CapabilitySandbox Capability = "sandbox"
+	// CapabilityUserTools is [UserToolsWatcher].
+	CapabilityUserTools Capability = "usertools"
 )
+
+// UserToolsWatcher is implemented by an extension with the "usertools"
+// capability: the host tells it each active user's tools (every exposure,
+// the other extensions' only) when they change, and once when the user is
+// activated, so that it can offer a tool built on them (code mode's
+// code/run, with their declarations). It learns what the tools are, never
+// their use; calling them takes [CallerTools]. Calls for one user come in
+// order; calls for different users may be concurrent.
+type UserToolsWatcher interface {
+	UserToolsChanged(ctx context.Context, user string, tools []Tool) error
+}
 
 // Descriptor says what an extension is and what it offers.
 type Descriptor struct {

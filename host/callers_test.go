@@ -108,3 +108,43 @@ func TestCallerTools(t *testing.T) {
 		t.Errorf("a handle after its call returned: %v, want ErrNotFound", err)
 	}
 }
+
+// watchExt records the tools the host tells it ([ext.UserToolsWatcher]).
+type watchExt struct {
+	relayExt
+	got chan []string
+}
+
+func (e *watchExt) Describe(context.Context) (*ext.Descriptor, error) {
+	return &ext.Descriptor{Name: "c", Version: "v1", Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUserTools}}, nil
+}
+
+func (e *watchExt) UserToolsChanged(_ context.Context, user string, tools []ext.Tool) error {
+	names := []string{user}
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	e.got <- names
+	return nil
+}
+
+// TestUserToolsWatcher: an extension with the usertools capability hears
+// a user's tools (the others', every exposure, never its own) when the
+// user is activated, and again when they change.
+func TestUserToolsWatcher(t *testing.T) {
+	ctx := context.Background()
+	we := &watchExt{got: make(chan []string, 16)}
+	h, err := host.New(ctx, &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"}},
+		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: &testExt{}}, "c": {Extension: we}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if _, err := h.Tools(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(<-we.got, ",")
+	if !strings.HasPrefix(got, "alice,") || !strings.Contains(got, "t/mine_alice") || !strings.Contains(got, "t/svcbench") || strings.Contains(got, "c/relay") {
+		t.Errorf("told %s; want alice's tools of t (codemode ones too), not c's own", got)
+	}
+}

@@ -174,8 +174,9 @@ type Host struct {
 	bg       sync.WaitGroup // the idle and slot watchers
 	slots    *slotQueue     // users refused a service process slot (slots.go)
 
-	minter      minter  // the store of the tokens extensions mint (actas.go)
-	callers     callers // the handles of in-flight tool calls (callers.go)
+	minter      minter          // the store of the tokens extensions mint (actas.go)
+	callers     callers         // the handles of in-flight tool calls (callers.go)
+	toolKicks   []chan struct{} // the usertools watchers' wake-ups (usertools.go)
 	settings    settings.Store
 	secrets     secrets.Store
 	secretsKind string
@@ -337,6 +338,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	h.bg.Add(2)
 	go h.watchIdle()
 	go h.watchSlots()
+	h.startToolWatchers()
 	logger.Info("host started", "extensions", len(h.exts), "data", dataDir)
 	return h, nil
 }
@@ -542,6 +544,7 @@ func (h *Host) ensureActive(ctx context.Context, user string) error {
 			actx, cancel := context.WithTimeout(h.life, activationTimeout)
 			defer cancel()
 			h.activateAll(actx, user)
+			h.kickToolWatchers()
 			// The idle clock counts from the end of the activation (or
 			// from the last use, when later): one that took longer than
 			// services.idleMinutes was idle already by the clock of its

@@ -42,6 +42,7 @@ const (
 	Extension_Status_FullMethodName            = "/agenthost.ext.v1.Extension/Status"
 	Extension_SubscribeResource_FullMethodName = "/agenthost.ext.v1.Extension/SubscribeResource"
 	Extension_SessionNotify_FullMethodName     = "/agenthost.ext.v1.Extension/SessionNotify"
+	Extension_UserToolsChanged_FullMethodName  = "/agenthost.ext.v1.Extension/UserToolsChanged"
 	Extension_BeginAuth_FullMethodName         = "/agenthost.ext.v1.Extension/BeginAuth"
 	Extension_CompleteAuth_FullMethodName      = "/agenthost.ext.v1.Extension/CompleteAuth"
 	Extension_ValidateSettings_FullMethodName  = "/agenthost.ext.v1.Extension/ValidateSettings"
@@ -75,6 +76,9 @@ type ExtensionClient interface {
 	SubscribeResource(ctx context.Context, in *SubscribeResourceRequest, opts ...grpc.CallOption) (*SubscribeResourceResponse, error)
 	// Capability "sessions": a notification a user's client sent.
 	SessionNotify(ctx context.Context, in *SessionNotifyRequest, opts ...grpc.CallOption) (*SessionNotifyResponse, error)
+	// Capability "usertools": an active user's tools (other extensions')
+	// changed.
+	UserToolsChanged(ctx context.Context, in *UserToolsChangedRequest, opts ...grpc.CallOption) (*UserToolsChangedResponse, error)
 	// Capability "auth": start an OAuth sign-in of a user to a resource, and
 	// finish it with the authorization server's redirect.
 	BeginAuth(ctx context.Context, in *BeginAuthRequest, opts ...grpc.CallOption) (*BeginAuthResponse, error)
@@ -205,6 +209,16 @@ func (c *extensionClient) SessionNotify(ctx context.Context, in *SessionNotifyRe
 	return out, nil
 }
 
+func (c *extensionClient) UserToolsChanged(ctx context.Context, in *UserToolsChangedRequest, opts ...grpc.CallOption) (*UserToolsChangedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UserToolsChangedResponse)
+	err := c.cc.Invoke(ctx, Extension_UserToolsChanged_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *extensionClient) BeginAuth(ctx context.Context, in *BeginAuthRequest, opts ...grpc.CallOption) (*BeginAuthResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(BeginAuthResponse)
@@ -263,6 +277,9 @@ type ExtensionServer interface {
 	SubscribeResource(context.Context, *SubscribeResourceRequest) (*SubscribeResourceResponse, error)
 	// Capability "sessions": a notification a user's client sent.
 	SessionNotify(context.Context, *SessionNotifyRequest) (*SessionNotifyResponse, error)
+	// Capability "usertools": an active user's tools (other extensions')
+	// changed.
+	UserToolsChanged(context.Context, *UserToolsChangedRequest) (*UserToolsChangedResponse, error)
 	// Capability "auth": start an OAuth sign-in of a user to a resource, and
 	// finish it with the authorization server's redirect.
 	BeginAuth(context.Context, *BeginAuthRequest) (*BeginAuthResponse, error)
@@ -312,6 +329,9 @@ func (UnimplementedExtensionServer) SubscribeResource(context.Context, *Subscrib
 }
 func (UnimplementedExtensionServer) SessionNotify(context.Context, *SessionNotifyRequest) (*SessionNotifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SessionNotify not implemented")
+}
+func (UnimplementedExtensionServer) UserToolsChanged(context.Context, *UserToolsChangedRequest) (*UserToolsChangedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UserToolsChanged not implemented")
 }
 func (UnimplementedExtensionServer) BeginAuth(context.Context, *BeginAuthRequest) (*BeginAuthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BeginAuth not implemented")
@@ -530,6 +550,24 @@ func _Extension_SessionNotify_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Extension_UserToolsChanged_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UserToolsChangedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).UserToolsChanged(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_UserToolsChanged_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).UserToolsChanged(ctx, req.(*UserToolsChangedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Extension_BeginAuth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(BeginAuthRequest)
 	if err := dec(in); err != nil {
@@ -630,6 +668,10 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SessionNotify",
 			Handler:    _Extension_SessionNotify_Handler,
+		},
+		{
+			MethodName: "UserToolsChanged",
+			Handler:    _Extension_UserToolsChanged_Handler,
 		},
 		{
 			MethodName: "BeginAuth",
