@@ -88,7 +88,6 @@ func TestRunErrors(t *testing.T) {
 
 // TestRunCancel: cancelling the run ends the script and its inner calls.
 func TestRunCancel(t *testing.T) {
-	var n atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
 	call := func(ctx context.Context, name string, args json.RawMessage) (*codemode.InnerResult, error) {
@@ -96,7 +95,6 @@ func TestRunCancel(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	_ = n
 	go func() { <-started; cancel() }()
 	out := codemode.Run(ctx, "await tools.t.wait({}); return 1", names, codemode.Limits{}, call, nil)
 	if out.Error == nil || !strings.Contains(out.Error.Message, "cancelled") {
