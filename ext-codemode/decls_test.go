@@ -13,12 +13,12 @@ import (
 func TestTSType(t *testing.T) {
 	for schema, want := range map[string]string{
 		`{"type":"object","properties":{"a":{"type":"string"},"b-c":{"type":"integer"}},"required":["a"]}`: `{ a: string; "b-c"?: number; }`,
-		`{"type":"array","items":{"enum":["x","y"]}}`:                                                        `("x" | "y")[]`,
-		`{"anyOf":[{"type":"string"},{"type":"null"}]}`:                                                      `string | null`,
-		`{"type":["string","number"]}`:                                                                       `string | number`,
-		`{"type":"object","additionalProperties":{"type":"boolean"}}`:                                        `Record<string, boolean>`,
-		`{"$ref":"#/$defs/x"}`: `any`,
-		``:                     `any`,
+		`{"type":"array","items":{"enum":["x","y"]}}`:                                                      `("x" | "y")[]`,
+		`{"anyOf":[{"type":"string"},{"type":"null"}]}`:                                                    `string | null`,
+		`{"type":["string","number"]}`:                                                                     `string | number`,
+		`{"type":"object","additionalProperties":{"type":"boolean"}}`:                                      `Record<string, boolean>`,
+		`{"$ref":"#/$defs/x"}`:                                                                             `any`,
+		``:                                                                                                 `any`,
 	} {
 		if got := codemode.TSType(json.RawMessage(schema)); got != want {
 			t.Errorf("TSType(%s) = %s, want %s", schema, got, want)
