@@ -130,7 +130,8 @@ func (e *watchExt) UserToolsChanged(_ context.Context, user string, tools []ext.
 
 // TestUserToolsWatcher: an extension with the usertools capability hears
 // a user's tools (the others', every exposure, never its own) when the
-// user is activated, and again when they change.
+// user is activated (before the activation ends: its tool is there at
+// the first list), and again when they change.
 func TestUserToolsWatcher(t *testing.T) {
 	ctx := context.Background()
 	we := &watchExt{got: make(chan []string, 16)}
@@ -143,7 +144,13 @@ func TestUserToolsWatcher(t *testing.T) {
 	if _, err := h.Tools(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(<-we.got, ",")
+	var got string
+	select {
+	case names := <-we.got:
+		got = strings.Join(names, ",")
+	default:
+		t.Fatal("the watcher was not told alice's tools before her activation ended")
+	}
 	if !strings.HasPrefix(got, "alice,") || !strings.Contains(got, "t/mine_alice") || !strings.Contains(got, "t/svcbench") || strings.Contains(got, "c/relay") {
 		t.Errorf("told %s; want alice's tools of t (codemode ones too), not c's own", got)
 	}

@@ -174,9 +174,9 @@ type Host struct {
 	bg       sync.WaitGroup // the idle and slot watchers
 	slots    *slotQueue     // users refused a service process slot (slots.go)
 
-	minter      minter          // the store of the tokens extensions mint (actas.go)
-	callers     callers         // the handles of in-flight tool calls (callers.go)
-	toolKicks   []chan struct{} // the usertools watchers' wake-ups (usertools.go)
+	minter      minter       // the store of the tokens extensions mint (actas.go)
+	callers     callers      // the handles of in-flight tool calls (callers.go)
+	toolWatches []*toolWatch // the usertools watchers (usertools.go)
 	settings    settings.Store
 	secrets     secrets.Store
 	secretsKind string
@@ -544,7 +544,7 @@ func (h *Host) ensureActive(ctx context.Context, user string) error {
 			actx, cancel := context.WithTimeout(h.life, activationTimeout)
 			defer cancel()
 			h.activateAll(actx, user)
-			h.kickToolWatchers()
+			h.tellActivated(actx, user)
 			// The idle clock counts from the end of the activation (or
 			// from the last use, when later): one that took longer than
 			// services.idleMinutes was idle already by the clock of its
