@@ -281,7 +281,7 @@ func RunTool(tools []ext.Tool, budget int, lim Limits) ext.Tool {
 			names[i] = t.Name
 		}
 		sort := strings.Join(names, ", ")
-		desc = head + "The tools' declarations do not fit here: find a tool's input schema with search_tools (by keyword), then call it by name with tools.call(name, args). Tools: " + sort
+		desc = head + "The tools' declarations do not fit here: search_tools (by keyword) finds them with their input schemas (marked only from code); call one with tools.call(name, args). Tools: " + sort
 		if len(desc) > budget {
 			desc = desc[:budget-1] + "…"
 		}
