@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/evanw/esbuild/pkg/api"
@@ -283,7 +284,11 @@ func RunTool(tools []ext.Tool, budget int, lim Limits) ext.Tool {
 		sort := strings.Join(names, ", ")
 		desc = head + "The tools' declarations do not fit here: search_tools (by keyword) finds them with their input schemas (marked only from code); call one with tools.call(name, args). Tools: " + sort
 		if len(desc) > budget {
-			desc = desc[:budget-1] + "…"
+			cut := max(0, budget-len("…"))
+			for cut > 0 && !utf8.RuneStart(desc[cut]) {
+				cut--
+			}
+			desc = desc[:cut] + "…"
 		}
 	}
 	return ext.Tool{
