@@ -54,7 +54,10 @@ return {sum: a.x + c.y, b};`, names, codemode.Limits{}, echo(&n), func(int, code
 
 func TestRunErrors(t *testing.T) {
 	var n atomic.Int32
-	lim := codemode.Limits{CPU: 2 * time.Second, WallClock: 5 * time.Second, MemoryBytes: 32 << 20, Calls: 5}
+	// Generous time limits but for the endless loop: under -race the
+	// engine runs many times slower, and the memory and stack limits
+	// must be what ends those scripts.
+	lim := codemode.Limits{CPU: time.Minute, WallClock: 2 * time.Minute, MemoryBytes: 8 << 20, Calls: 5}
 	for _, tc := range []struct{ name, code, want, limit string }{
 		{"tool error", "await tools.t.echo({});\nawait tools.t.fail({});", "no such note", ""},
 		{"line", "const x = 1;\nnull.y;", "cannot read property", ""},
@@ -73,7 +76,11 @@ func TestRunErrors(t *testing.T) {
 		{"not offered", "return await tools.call('other/tool', {})", "not one code may call", ""},
 		{"output", "for (;;) console.log('x'.repeat(1000))", "output passed", "maxOutputBytes"},
 	} {
-		out := codemode.Run(context.Background(), tc.code, names, lim, echo(&n), nil)
+		l := lim
+		if tc.limit == "cpuSeconds" {
+			l.CPU = time.Second
+		}
+		out := codemode.Run(context.Background(), tc.code, names, l, echo(&n), nil)
 		if out.Error == nil || !strings.Contains(out.Error.Message, tc.want) || out.Error.Limit != tc.limit {
 			t.Errorf("%s: error %+v, want %q (limit %q)", tc.name, out.Error, tc.want, tc.limit)
 		}
