@@ -26,6 +26,8 @@ import (
 //   - script-20: code__run making 20 inner calls of cm/echo, one after
 //     the other; per-inner-call-µs is (script-20 − script-0)/20, and
 //     ×direct its ratio to the direct call (target ≤ 1.1);
+//   - direct-during-hostile: the direct call while another session runs
+//     endless and allocating scripts (×direct: against the quiet p50);
 //   - description: code__run's description bytes against the tools/list
 //     entries of the same tools listed directly (the context saved).
 func BenchmarkCodeMode(b *testing.B) {
@@ -36,7 +38,7 @@ func BenchmarkCodeMode(b *testing.B) {
 	dir := b.TempDir()
 	cfg := fmt.Sprintf(`{"listen":"127.0.0.1:0","dataDir":%q,"secrets":{"backend":"memory"},"audit":{"off":true},
 		"extensions":{"mcp":{"path":%q,"config":{"mcpServers":{"notes":{"command":%q},"cm":{"command":%q,"tools":{"*":"codemode"}}}}},
-		"code":{"path":%q,"config":{"openServers":["cm"],"maxCalls":100}}}}`,
+		"code":{"path":%q,"config":{"openServers":["cm"],"maxCalls":100,"cpuSeconds":2}}}}`,
 		filepath.Join(dir, "data"), extMCP, notes, notes, codemode)
 	cfgPath := filepath.Join(dir, "agenthost.json")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
@@ -108,6 +110,36 @@ func BenchmarkCodeMode(b *testing.B) {
 			per := (p50s["script-20"] - z) / 20
 			b.ReportMetric(per, "per-inner-call-µs")
 			b.ReportMetric(per/d, "×direct")
+		}
+	})
+	b.Run("direct-during-hostile", func(b *testing.B) {
+		// Another session of the user runs endless loops (each to its CPU
+		// budget) and allocating scripts all along; the direct call's p50
+		// beside the quiet one above.
+		hostile := s.connect(b)
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code := "for (;;) {}"
+				if i%2 == 1 {
+					code = "const a = []; for (;;) a.push('x'.repeat(10000) + a.length);"
+				}
+				_, _ = hostile.CallTool(ctx, &mcp.CallToolParams{Name: "code__run", Arguments: map[string]any{"code": code}})
+			}
+		}()
+		p, _ := measure(b, toolCall(cs, "notes__echo"))
+		close(stop)
+		_ = hostile.Close() // ends the script in flight
+		<-done
+		if d := p50s["direct"]; d > 0 {
+			b.ReportMetric(p/d, "×direct")
 		}
 	})
 	b.Run("description", func(b *testing.B) {
