@@ -62,7 +62,8 @@ func vmRSS(t *testing.T, pid int) int {
 // TestCodeModeEndToEnd runs the real host, ext-mcp, ext-codemode, the
 // notes server and server-everything: a go-sdk client on /mcp sees
 // code__run (with the declarations of server-everything's and the notes
-// server's codemode tools, which tools/list leaves out), runs a script that
+// server's codemode tools, which tools/list leaves out, and which
+// search_tools finds for code with their schemas), runs a script that
 // calls a tool of each and combines them, and a TypeScript one; a codemode
 // tool called straight is refused; a wrong argument is refused before the
 // call, naming the field; progress arrives per inner call; cancelling the
@@ -133,6 +134,16 @@ func TestCodeModeEndToEnd(t *testing.T) {
 	}
 	if strings.Contains(run.Description, "toggle_simulated_logging(") {
 		t.Errorf("a tool that may change things (everything's toggle-simulated-logging, not read-only, server not opened) is declared:\n%s", run.Description)
+	}
+
+	// search_tools, the deferred tools' discovery, finds codemode tools for
+	// code (what the description points to past its budget).
+	sr, err := alice.call(t, "search_tools", map[string]any{"query": "sum"})
+	if err != nil {
+		t.Fatalf("search_tools: %v", err)
+	}
+	if sr.IsError || !strings.Contains(text(sr), `tools.call("everything/get-sum", args)`) || !strings.Contains(text(sr), `"a"`) {
+		t.Errorf("search_tools for a codemode tool: %q", text(sr))
 	}
 
 	// Two tools of two servers, combined.
