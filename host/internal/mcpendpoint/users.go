@@ -590,7 +590,7 @@ func (e *Endpoint) buildTable(user string, tools []api.Tool, prev *toolTable) *t
 	byName := func(a, b *entry) int { return strings.Compare(a.name, b.name) }
 	slices.SortFunc(t.entries, byName)
 	slices.SortFunc(t.deferred, byName)
-	if _, ok := t.byOriginal[codeRunTool]; ok {
+	if run, ok := t.byOriginal[codeRunTool]; ok && run.exposure != ext.ExposureCodemode {
 		slices.SortFunc(t.codeOnly, byName)
 	} else {
 		t.codeOnly = nil
