@@ -6,9 +6,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/telemetry"
 )
+
+// callerTel is the telemetry inner calls are recorded in (nil: none).
+type callerTel = atomic.Pointer[telemetry.T]
+
+// SetTelemetry gives the host the telemetry serve keeps for /mcp, so that
+// calls an extension makes as a caller ([ext.CallerTools], code mode's
+// inner calls) are in the same histogram and spans as /mcp's calls.
+func (h *Host) SetTelemetry(t *telemetry.T) { h.callerTel.Store(t) }
 
 // callers holds the handles of in-flight tool calls ([ext.CallToolRequest.Caller]):
 // through one, the extension the call went to calls further tools as that
@@ -108,5 +118,15 @@ func (s *hostServices) CallCallerTool(ctx context.Context, req *ext.CallerCallRe
 		cred = "api"
 	}
 	inner.Credential = cred + " via " + cl.tool
-	return s.h.CallTool(ctx, &inner)
+	ctx, _, span := s.h.callerTel.Load().StartCall(ctx, telemetry.Call{Tool: req.Name}, nil)
+	res, err := s.h.CallTool(ctx, &inner)
+	switch {
+	case err != nil:
+		span.End("error")
+	case res.IsError:
+		span.End("tool_error")
+	default:
+		span.End("")
+	}
+	return res, err
 }

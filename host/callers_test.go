@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host"
+	"github.com/agenthost/agenthost/host/internal/telemetry"
 )
 
 // relayExt has one tool, c/relay, that calls the tool its arguments name
@@ -153,5 +155,31 @@ func TestUserToolsWatcher(t *testing.T) {
 	}
 	if !strings.HasPrefix(got, "alice,") || !strings.Contains(got, "t/mine_alice") || !strings.Contains(got, "t/svcbench") || strings.Contains(got, "c/relay") {
 		t.Errorf("told %s; want alice's tools of t (codemode ones too), not c's own", got)
+	}
+}
+
+// TestCallerToolsTelemetry: a call made as a caller is in the host's
+// histogram of tool calls, as /mcp's calls are.
+func TestCallerToolsTelemetry(t *testing.T) {
+	ctx := context.Background()
+	tel, err := telemetry.New(ctx, telemetry.Config{Metrics: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(ctx) })
+	h, err := host.New(ctx, &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"}},
+		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: &testExt{}}, "c": {Extension: &relayExt{}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	h.SetTelemetry(tel)
+	if _, err := h.CallTool(ctx, &host.CallRequest{User: "alice", Name: "c/relay", Arguments: json.RawMessage(`{"name":"t/echo","args":{}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	tel.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), `gen_ai_tool_name="t/echo"`) {
+		t.Errorf("no series of the inner call t/echo in:\n%s", rec.Body.String())
 	}
 }

@@ -176,6 +176,7 @@ type Host struct {
 
 	minter      minter       // the store of the tokens extensions mint (actas.go)
 	callers     callers      // the handles of in-flight tool calls (callers.go)
+	callerTel   callerTel    // the telemetry of the calls made through them (callers.go)
 	toolWatches []*toolWatch // the usertools watchers (usertools.go)
 	settings    settings.Store
 	secrets     secrets.Store

@@ -201,6 +201,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("serve: telemetry: %w", err)
 	}
+	h.SetTelemetry(s.tel) // inner calls (code mode's) in the same histogram and spans
 	webOpts.Metrics = s.tel.Handler()
 	epOpts := &mcpendpoint.Options{
 		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
