@@ -179,7 +179,7 @@ func (c *Client) Shutdown(ctx context.Context) error {
 func (c *Client) CallTool(ctx context.Context, req *CallToolRequest) (*CallToolResult, error) {
 	open := &extpb.CallOpen{
 		Method: methodCallTool, UserId: req.User, ConversationId: req.Conversation, Name: req.Name,
-		Scope: scopeToProto(req.Scope),
+		Scope: scopeToProto(req.Scope), Caller: req.Caller,
 	}
 	switch {
 	case len(req.Params) > 0 && c.callParams.Load():
@@ -249,6 +249,12 @@ func (c *Client) HandleTask(ctx context.Context, req *TaskRequest) (json.RawMess
 		return nil, err
 	}
 	return raw(end.GetResult()), nil
+}
+
+// UserToolsChanged implements [UserToolsWatcher].
+func (c *Client) UserToolsChanged(ctx context.Context, user string, tools []Tool) error {
+	_, err := c.client.UserToolsChanged(ctx, &extpb.UserToolsChangedRequest{UserId: user, Tools: toolsToProto(tools)})
+	return wireErr(ctx, err)
 }
 
 // SessionNotify implements [SessionListener].

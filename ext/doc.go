@@ -69,6 +69,13 @@
 // caller passes it on, and in the caller's conversation the host refuses
 // anything wider.
 //
+// Narrower, and with no grant: the [Host] implements [CallerTools], which
+// lists and calls tools as the caller of an in-flight tools/call (its
+// handle, [CallToolRequest.Caller]), never wider and only while that call
+// runs; an extension with the "usertools" capability ([UserToolsWatcher])
+// is told each active user's tools as they change. Code mode
+// (ext-codemode) is built on the two.
+//
 // # Carriers
 //
 // The contract has two carriers that pass the same conformance suite

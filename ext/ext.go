@@ -323,7 +323,20 @@ const (
 	CapabilitySandbox Capability = "sandbox"
 	// CapabilityActions is [ActionRunner].
 	CapabilityActions Capability = "actions"
+	// CapabilityUserTools is [UserToolsWatcher].
+	CapabilityUserTools Capability = "usertools"
 )
+
+// UserToolsWatcher is implemented by an extension with the "usertools"
+// capability: the host tells it each active user's tools (every exposure,
+// the other extensions' only) when they change, and once when the user is
+// activated, so that it can offer a tool built on them (code mode's
+// code/run, with their declarations). It learns what the tools are, never
+// their use; calling them takes [CallerTools]. Calls for one user come in
+// order; calls for different users may be concurrent.
+type UserToolsWatcher interface {
+	UserToolsChanged(ctx context.Context, user string, tools []Tool) error
+}
 
 // Descriptor says what an extension is and what it offers.
 type Descriptor struct {
@@ -441,6 +454,11 @@ type CallToolRequest struct {
 	// secret. The host's surfaces set them; an extension never sees them
 	// (the host clears them before the call reaches it).
 	Credential, SessionID string
+	// Caller is the opaque handle of this call's caller, valid while the
+	// call runs: an extension calls further tools as this caller, never
+	// wider, with [CallerTools] (no operator grant needed). Empty when the
+	// host offers none (an older host, a test).
+	Caller string
 }
 
 // CallToolResult is a tool's result. Content is a JSON array of MCP content

@@ -108,6 +108,14 @@ func (s *extensionServer) SessionNotify(ctx context.Context, req *extpb.SessionN
 	return &extpb.SessionNotifyResponse{}, sl.SessionNotify(ctx, req.GetUserId(), req.GetMethod(), raw(req.GetParams()))
 }
 
+func (s *extensionServer) UserToolsChanged(ctx context.Context, req *extpb.UserToolsChangedRequest) (*extpb.UserToolsChangedResponse, error) {
+	w, ok := s.impl.(UserToolsWatcher)
+	if !ok {
+		return nil, fmt.Errorf("extension watches no user tools: %w", ErrUnimplemented)
+	}
+	return &extpb.UserToolsChangedResponse{}, w.UserToolsChanged(ctx, req.GetUserId(), toolsFromProto(req.GetTools()))
+}
+
 func (s *extensionServer) ValidateSettings(ctx context.Context, req *extpb.ValidateSettingsRequest) (*extpb.ValidateSettingsResponse, error) {
 	v, ok := s.impl.(SettingsValidator)
 	if !ok {

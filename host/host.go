@@ -176,7 +176,10 @@ type Host struct {
 	bg       sync.WaitGroup // the idle and slot watchers
 	slots    *slotQueue     // users refused a service process slot (slots.go)
 
-	minter      minter // the store of the tokens extensions mint (actas.go)
+	minter      minter       // the store of the tokens extensions mint (actas.go)
+	callers     callers      // the handles of in-flight tool calls (callers.go)
+	callerTel   callerTel    // the telemetry of the calls made through them (callers.go)
+	toolWatches []*toolWatch // the usertools watchers (usertools.go)
 	settings    settings.Store
 	secrets     secrets.Store
 	secretsKind string
@@ -360,6 +363,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	go h.watchIdle()
 	go h.watchSlots()
 	h.startLimits()
+	h.startToolWatchers()
 	logger.Info("host started", "extensions", len(h.exts), "data", dataDir)
 	return h, nil
 }
@@ -568,6 +572,7 @@ func (h *Host) ensureActive(ctx context.Context, user string) error {
 			actx, cancel := context.WithTimeout(h.life, activationTimeout)
 			defer cancel()
 			h.activateAll(actx, user)
+			h.tellActivated(actx, user)
 			// The idle clock counts from the end of the activation (or
 			// from the last use, when later): one that took longer than
 			// services.idleMinutes was idle already by the clock of its

@@ -223,6 +223,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("serve: telemetry: %w", err)
 	}
+	h.SetTelemetry(s.tel) // inner calls (code mode's) in the same histogram and spans
 	webOpts.Metrics = s.tel.Handler()
 	h.SetPolicyCounter(s.tel.PolicyDecision)
 	h.SetApprovalLink(func() string { return s.URL() + "/settings" })

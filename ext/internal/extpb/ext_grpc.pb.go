@@ -42,6 +42,7 @@ const (
 	Extension_Status_FullMethodName            = "/agenthost.ext.v1.Extension/Status"
 	Extension_SubscribeResource_FullMethodName = "/agenthost.ext.v1.Extension/SubscribeResource"
 	Extension_SessionNotify_FullMethodName     = "/agenthost.ext.v1.Extension/SessionNotify"
+	Extension_UserToolsChanged_FullMethodName  = "/agenthost.ext.v1.Extension/UserToolsChanged"
 	Extension_BeginAuth_FullMethodName         = "/agenthost.ext.v1.Extension/BeginAuth"
 	Extension_CompleteAuth_FullMethodName      = "/agenthost.ext.v1.Extension/CompleteAuth"
 	Extension_ValidateSettings_FullMethodName  = "/agenthost.ext.v1.Extension/ValidateSettings"
@@ -77,6 +78,9 @@ type ExtensionClient interface {
 	SubscribeResource(ctx context.Context, in *SubscribeResourceRequest, opts ...grpc.CallOption) (*SubscribeResourceResponse, error)
 	// Capability "sessions": a notification a user's client sent.
 	SessionNotify(ctx context.Context, in *SessionNotifyRequest, opts ...grpc.CallOption) (*SessionNotifyResponse, error)
+	// Capability "usertools": an active user's tools (other extensions')
+	// changed.
+	UserToolsChanged(ctx context.Context, in *UserToolsChangedRequest, opts ...grpc.CallOption) (*UserToolsChangedResponse, error)
 	// Capability "auth": start an OAuth sign-in of a user to a resource, and
 	// finish it with the authorization server's redirect.
 	BeginAuth(ctx context.Context, in *BeginAuthRequest, opts ...grpc.CallOption) (*BeginAuthResponse, error)
@@ -213,6 +217,16 @@ func (c *extensionClient) SessionNotify(ctx context.Context, in *SessionNotifyRe
 	return out, nil
 }
 
+func (c *extensionClient) UserToolsChanged(ctx context.Context, in *UserToolsChangedRequest, opts ...grpc.CallOption) (*UserToolsChangedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UserToolsChangedResponse)
+	err := c.cc.Invoke(ctx, Extension_UserToolsChanged_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *extensionClient) BeginAuth(ctx context.Context, in *BeginAuthRequest, opts ...grpc.CallOption) (*BeginAuthResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(BeginAuthResponse)
@@ -291,6 +305,9 @@ type ExtensionServer interface {
 	SubscribeResource(context.Context, *SubscribeResourceRequest) (*SubscribeResourceResponse, error)
 	// Capability "sessions": a notification a user's client sent.
 	SessionNotify(context.Context, *SessionNotifyRequest) (*SessionNotifyResponse, error)
+	// Capability "usertools": an active user's tools (other extensions')
+	// changed.
+	UserToolsChanged(context.Context, *UserToolsChangedRequest) (*UserToolsChangedResponse, error)
 	// Capability "auth": start an OAuth sign-in of a user to a resource, and
 	// finish it with the authorization server's redirect.
 	BeginAuth(context.Context, *BeginAuthRequest) (*BeginAuthResponse, error)
@@ -346,6 +363,9 @@ func (UnimplementedExtensionServer) SubscribeResource(context.Context, *Subscrib
 }
 func (UnimplementedExtensionServer) SessionNotify(context.Context, *SessionNotifyRequest) (*SessionNotifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SessionNotify not implemented")
+}
+func (UnimplementedExtensionServer) UserToolsChanged(context.Context, *UserToolsChangedRequest) (*UserToolsChangedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UserToolsChanged not implemented")
 }
 func (UnimplementedExtensionServer) BeginAuth(context.Context, *BeginAuthRequest) (*BeginAuthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BeginAuth not implemented")
@@ -570,6 +590,24 @@ func _Extension_SessionNotify_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Extension_UserToolsChanged_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UserToolsChangedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).UserToolsChanged(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_UserToolsChanged_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).UserToolsChanged(ctx, req.(*UserToolsChangedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Extension_BeginAuth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(BeginAuthRequest)
 	if err := dec(in); err != nil {
@@ -708,6 +746,10 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Extension_SessionNotify_Handler,
 		},
 		{
+			MethodName: "UserToolsChanged",
+			Handler:    _Extension_UserToolsChanged_Handler,
+		},
+		{
 			MethodName: "BeginAuth",
 			Handler:    _Extension_BeginAuth_Handler,
 		},
@@ -758,6 +800,8 @@ const (
 	Host_RevokeUserToken_FullMethodName = "/agenthost.ext.v1.Host/RevokeUserToken"
 	Host_ListToolsAs_FullMethodName     = "/agenthost.ext.v1.Host/ListToolsAs"
 	Host_CallToolAs_FullMethodName      = "/agenthost.ext.v1.Host/CallToolAs"
+	Host_ListCallerTools_FullMethodName = "/agenthost.ext.v1.Host/ListCallerTools"
+	Host_CallCallerTool_FullMethodName  = "/agenthost.ext.v1.Host/CallCallerTool"
 )
 
 // HostClient is the client API for Host service.
@@ -793,6 +837,10 @@ type HostClient interface {
 	RevokeUserToken(ctx context.Context, in *RevokeUserTokenRequest, opts ...grpc.CallOption) (*RevokeUserTokenResponse, error)
 	ListToolsAs(ctx context.Context, in *ListToolsAsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error)
 	CallToolAs(ctx context.Context, in *CallToolAsRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error)
+	// Calling tools as the caller of an in-flight tools/call (its handle,
+	// CallOpen.caller): no grant needed, never wider than that caller.
+	ListCallerTools(ctx context.Context, in *ListCallerToolsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error)
+	CallCallerTool(ctx context.Context, in *CallCallerToolRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error)
 }
 
 type hostClient struct {
@@ -986,6 +1034,26 @@ func (c *hostClient) CallToolAs(ctx context.Context, in *CallToolAsRequest, opts
 	return out, nil
 }
 
+func (c *hostClient) ListCallerTools(ctx context.Context, in *ListCallerToolsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolsAsResponse)
+	err := c.cc.Invoke(ctx, Host_ListCallerTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) CallCallerTool(ctx context.Context, in *CallCallerToolRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CallToolAsResponse)
+	err := c.cc.Invoke(ctx, Host_CallCallerTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServer is the server API for Host service.
 // All implementations must embed UnimplementedHostServer
 // for forward compatibility.
@@ -1019,6 +1087,10 @@ type HostServer interface {
 	RevokeUserToken(context.Context, *RevokeUserTokenRequest) (*RevokeUserTokenResponse, error)
 	ListToolsAs(context.Context, *ListToolsAsRequest) (*ListToolsAsResponse, error)
 	CallToolAs(context.Context, *CallToolAsRequest) (*CallToolAsResponse, error)
+	// Calling tools as the caller of an in-flight tools/call (its handle,
+	// CallOpen.caller): no grant needed, never wider than that caller.
+	ListCallerTools(context.Context, *ListCallerToolsRequest) (*ListToolsAsResponse, error)
+	CallCallerTool(context.Context, *CallCallerToolRequest) (*CallToolAsResponse, error)
 	mustEmbedUnimplementedHostServer()
 }
 
@@ -1082,6 +1154,12 @@ func (UnimplementedHostServer) ListToolsAs(context.Context, *ListToolsAsRequest)
 }
 func (UnimplementedHostServer) CallToolAs(context.Context, *CallToolAsRequest) (*CallToolAsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CallToolAs not implemented")
+}
+func (UnimplementedHostServer) ListCallerTools(context.Context, *ListCallerToolsRequest) (*ListToolsAsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCallerTools not implemented")
+}
+func (UnimplementedHostServer) CallCallerTool(context.Context, *CallCallerToolRequest) (*CallToolAsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CallCallerTool not implemented")
 }
 func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
 func (UnimplementedHostServer) testEmbeddedByValue()              {}
@@ -1417,6 +1495,42 @@ func _Host_CallToolAs_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Host_ListCallerTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCallerToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).ListCallerTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_ListCallerTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).ListCallerTools(ctx, req.(*ListCallerToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_CallCallerTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CallCallerToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).CallCallerTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_CallCallerTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).CallCallerTool(ctx, req.(*CallCallerToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Host_ServiceDesc is the grpc.ServiceDesc for Host service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1491,6 +1605,14 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CallToolAs",
 			Handler:    _Host_CallToolAs_Handler,
+		},
+		{
+			MethodName: "ListCallerTools",
+			Handler:    _Host_ListCallerTools_Handler,
+		},
+		{
+			MethodName: "CallCallerTool",
+			Handler:    _Host_CallCallerTool_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -221,7 +221,7 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 	t := s.u.table.Load()
 	ent := t.byName[p.Name]
 	if ent == nil {
-		if p.Name == searchToolName && len(t.deferred) > 0 {
+		if p.Name == searchToolName && t.searchable() {
 			return s.searchTools(p.Arguments), nil
 		}
 		return nil, errParams("%s", s.e.unknownOrHeld(t, s.u, p.Name))
