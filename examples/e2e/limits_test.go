@@ -216,13 +216,3 @@ func TestRateLimitsEndToEnd(t *testing.T) {
 		t.Error("/metrics names a user")
 	}
 }
-
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
