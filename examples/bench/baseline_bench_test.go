@@ -80,14 +80,20 @@ func baselineRef() string { return cmp.Or(os.Getenv("BENCH_BASELINE"), defaultBa
 // p50 ratio ≤ 1.03. Run with -benchtime=3000x.
 func BenchmarkEndpointBeforeAfter(b *testing.B) {
 	ref := baselineRef()
+	// BENCH_VERSION=latest: both clients unpinned (the stateless
+	// 2026-07-28); by default pinned to 2025-11-25.
+	version := "2025-11-25"
+	if os.Getenv("BENCH_VERSION") == "latest" {
+		version = ""
+	}
 	notes := testbin.Build(b, pkg+"examples/servers/notes")
 	beforeHost, beforeExt := buildRef(b, ref)
 	sides := []struct {
 		name string
 		cs   *mcp.ClientSession
 	}{
-		{"before", serveHost(b, beforeHost, beforeExt, notes).connect(b)},
-		{"after", serveHost(b, testbin.Build(b, pkg+"host/cmd/agenthost"), testbin.Build(b, pkg+"ext-mcp/cmd/agenthost-ext-mcp"), notes).connect(b)},
+		{"before", serveHost(b, beforeHost, beforeExt, notes).connectVersion(b, version)},
+		{"after", serveHost(b, testbin.Build(b, pkg+"host/cmd/agenthost"), testbin.Build(b, pkg+"ext-mcp/cmd/agenthost-ext-mcp"), notes).connectVersion(b, version)},
 	}
 	res := interleave(b, []side{
 		{"before", toolCall(sides[0].cs, "notes__echo")},
