@@ -104,14 +104,15 @@ func (e *Endpoint) serveFast(ctx context.Context, w http.ResponseWriter, r *http
 		result, rerr = e.callStateless(ctx, u, ent, c.args, nil, meta, sess)
 		sess.end()
 	}
-	// One event, written as go-sdk writes it: with no deadline (a big
-	// result to a slow client takes its time, and holds up no one else).
+	// One event, as go-sdk writes it: with no deadline (a big result to a
+	// slow client takes its time, and holds up no one else), and with the
+	// headers in one write (lastEvent).
 	sseHeaders(w)
 	if rerr != nil {
-		_ = sendEvent(w, "", rerr.message(c.id))
+		lastEvent(w, rerr.message(c.id))
 		return true
 	}
-	_ = sendEvent(w, "", mcpwire.ResultMsg(c.id, e.statelessResult(fieldsResult(result))))
+	lastEvent(w, mcpwire.ResultMsg(c.id, e.statelessResult(fieldsResult(result))))
 	return true
 }
 

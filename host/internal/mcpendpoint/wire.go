@@ -247,6 +247,17 @@ func sendEvent(w http.ResponseWriter, id string, msg []byte) error {
 	return http.NewResponseController(w).Flush()
 }
 
+// lastEvent writes the one event of a response that ends with it, without
+// flushing: net/http sends it, with the headers, in one write when the
+// handler returns (a flush here cost a second write, of the chunked
+// body's end, per call).
+func lastEvent(w http.ResponseWriter, msg []byte) {
+	buf, err := mcpwire.AppendEvent(make([]byte, 0, mcpwire.EventSize("", msg)), "", msg)
+	if err == nil {
+		_, _ = w.Write(buf)
+	}
+}
+
 // startSSE sends the headers of an event stream.
 func startSSE(w http.ResponseWriter) {
 	sseHeaders(w)
