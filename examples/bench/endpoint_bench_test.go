@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -178,6 +179,9 @@ func mcpgoArgs() []string {
 	return nil
 }
 
+// hostProfiles numbers the hosts' CPU profiles (BENCH_HOST_CPUPROFILE).
+var hostProfiles atomic.Int64
+
 // served is a running `agenthost serve`.
 type served struct {
 	url, token string // its base URL, and a token of user alice
@@ -200,7 +204,8 @@ func serveHost(b *testing.B, agenthost, extMCP, notes string, more ...string) se
 	}
 	serveArgs := []string{"--config", cfgPath, "--log-level", "error", "serve"}
 	if p := os.Getenv("BENCH_HOST_CPUPROFILE"); p != "" {
-		serveArgs = append(serveArgs, "--cpuprofile", p)
+		// One file per host of the run: PATH.1, PATH.2, … in start order.
+		serveArgs = append(serveArgs, "--cpuprofile", fmt.Sprintf("%s.%d", p, hostProfiles.Add(1)))
 	}
 	serve := exec.Command(agenthost, serveArgs...)
 	if v := os.Getenv("BENCH_HOST_GOMAXPROCS"); v != "" {
