@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -136,4 +137,31 @@ func BenchmarkWriter(b *testing.B) {
 	s := w.Stats()
 	b.ReportMetric(float64(s.Written)/el.Seconds(), "records/s")
 	b.ReportMetric(float64(s.Dropped), "dropped")
+}
+
+// BenchmarkAppend20 measures a transaction of 20 records, what the
+// writer writes with a few hundred calls a second (its linger), per
+// record; compare with main's sqlite.go for the baseline.
+func BenchmarkAppend20(b *testing.B) {
+	st := open(b)
+	recs := make([]audit.Record, 20)
+	for i := range recs {
+		recs[i] = audit.Record{Time: time.Now(), Kind: audit.KindTool, User: "alice", Credential: "token:abc", Server: "gh",
+			Tool: "gh/create_issue", Outcome: audit.OutcomeOK, ReqBytes: 120, ResBytes: 900}
+	}
+	ctx := context.Background()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b.ResetTimer()
+	start := cpu()
+	for range b.N {
+		if err := st.Append(ctx, recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// CPU, not wall time: the shared machine's load swings the latter.
+	b.ReportMetric(float64((cpu()-start).Microseconds())/float64(b.N*len(recs)), "cpu-µs/record")
 }

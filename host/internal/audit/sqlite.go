@@ -46,6 +46,10 @@ type SQLite struct {
 	db     *sql.DB
 	wmu    sync.Mutex
 	closed atomic.Bool
+	// inserts are the prepared multi-row INSERTs by their number of rows
+	// (guarded by wmu; closed by Close): compiling one per transaction
+	// was 40% of the writer's CPU.
+	inserts map[int]*sql.Stmt
 }
 
 // OpenSQLite opens (creating) the audit database at path (0600, in a 0700
@@ -63,6 +67,12 @@ func (s *SQLite) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.wmu.Lock()
+	for _, st := range s.inserts {
+		_ = st.Close()
+	}
+	s.inserts = nil
+	s.wmu.Unlock()
 	return s.db.Close()
 }
 
@@ -81,19 +91,38 @@ func (s *SQLite) Append(ctx context.Context, recs []Record) error {
 		// rate of one statement a row.
 		for len(recs) > 0 {
 			n := min(len(recs), insertRows)
-			q := insertHead + strings.Repeat(insertRow+",", n-1) + insertRow
+			st, err := s.insert(ctx, n)
+			if err != nil {
+				return err
+			}
 			args := make([]any, 0, n*15)
 			for _, r := range recs[:n] {
 				args = append(args, r.Time.UnixNano(), r.Kind, r.User, r.Credential, r.Session, r.Server, r.Tool, r.ToolHash,
 					int64(r.Duration), r.Outcome, r.Reason, r.ReqBytes, r.ResBytes, r.Arguments, r.Result)
 			}
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
 				return fmt.Errorf("audit: writing %d records: %w", n, err)
 			}
 			recs = recs[n:]
 		}
 		return nil
 	})
+}
+
+// insert returns the prepared INSERT of n rows; s.wmu is held.
+func (s *SQLite) insert(ctx context.Context, n int) (*sql.Stmt, error) {
+	if st := s.inserts[n]; st != nil {
+		return st, nil
+	}
+	st, err := s.db.PrepareContext(ctx, insertHead+strings.Repeat(insertRow+",", n-1)+insertRow)
+	if err != nil {
+		return nil, fmt.Errorf("audit: preparing the insert of %d records: %w", n, err)
+	}
+	if s.inserts == nil {
+		s.inserts = map[int]*sql.Stmt{}
+	}
+	s.inserts[n] = st
+	return st, nil
 }
 
 const (
