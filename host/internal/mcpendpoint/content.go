@@ -141,11 +141,47 @@ func fieldsResult(f *ext.CallToolResult) json.RawMessage {
 // fields stay behind (go-sdk's form of a result, which both stateless
 // paths answer with, has no place for them).
 func statelessFields(res *ext.CallToolResult) (*ext.CallToolResult, bool) {
+	if f, ok := rawFields(res.Raw); ok {
+		return checkFields(f)
+	}
 	f, err := res.Fields()
 	if err != nil {
 		return nil, false
 	}
 	return checkFields(f)
+}
+
+// rawFields reads the fields of a raw result in place, as Fields decodes
+// them, without decoding: ok is false when raw is none, not one valid
+// object, or holds what the scanner leaves to encoding/json (an escaped
+// key, one of the three twice or in another case, an isError that is no
+// literal).
+func rawFields(raw json.RawMessage) (*ext.CallToolResult, bool) {
+	if len(raw) == 0 || !isObject(raw) {
+		return nil, false
+	}
+	var content, sc, isErr []byte
+	if !mcpwire.ObjectFields(raw, func(k, v []byte) bool {
+		switch string(k) {
+		case "content":
+			return mcpwire.Once(&content, v)
+		case "structuredContent":
+			return mcpwire.Once(&sc, v)
+		case "isError":
+			return mcpwire.Once(&isErr, v)
+		}
+		// encoding/json matches keys without regard to case.
+		return !bytes.EqualFold(k, []byte("content")) && !bytes.EqualFold(k, []byte("structuredContent")) &&
+			!bytes.EqualFold(k, []byte("isError"))
+	}) {
+		return nil, false
+	}
+	switch string(isErr) {
+	case "", "null", "false", "true":
+	default:
+		return nil, false
+	}
+	return &ext.CallToolResult{Content: content, StructuredContent: sc, IsError: string(isErr) == "true"}, true
 }
 
 // errorResult is a failed call (isError) with one text block.
