@@ -264,7 +264,6 @@ const (
 // mostly speak only 2025-11-25, and keepalive works only on it.
 const DefaultProtocolVersion = mcpwire.V20251125
 
-
 // envName is what a variable name in env may look like.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
