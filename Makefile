@@ -4,7 +4,7 @@
 # part (protoc, gnome-keyring, Chromium, node) is missing skip loudly, and
 # fail under CI=true, where .ci/run has installed them.
 
-MODULES      := ext settings secrets catalog ext-mcp host examples
+MODULES      := ext settings secrets catalog ext-mcp ext-runner ext-codemode host examples
 PKG          := github.com/agenthost/agenthost
 GO           ?= go
 
@@ -13,8 +13,8 @@ GO           ?= go
 TOOLBIN      := $(CURDIR)/.tools/bin
 export PATH  := $(TOOLBIN):$(PATH)
 
-BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG)/examples/hello $(PKG)/examples/embed \
-	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer $(PKG)/examples/servers/oauth
+BINARIES := $(PKG)/host/cmd/agenthost $(PKG)/ext-mcp/cmd/agenthost-ext-mcp $(PKG)/ext-runner/cmd/agenthost-ext-runner $(PKG)/ext-codemode/cmd/agenthost-ext-codemode $(PKG)/examples/hello $(PKG)/examples/embed \
+	$(PKG)/examples/servers/notes $(PKG)/examples/servers/bearer $(PKG)/examples/servers/oauth $(PKG)/examples/fakeagent
 CONFIG   ?= examples/agenthost.json
 
 .PHONY: all build run test test-go lint fmt vet staticcheck nobinaries bench proto tools release-tools licenses dist dist-check clean
@@ -25,7 +25,7 @@ all: build
 ## commits since and -dirty), else dev. The toolchain stamps the commit and
 ## its date (-buildvcs; in a go.work workspace only when asked for).
 VERSION  ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X $(PKG)/host.Version=$(VERSION) -X $(PKG)/ext-mcp.Version=$(VERSION)
+LDFLAGS  := -X $(PKG)/host.Version=$(VERSION) -X $(PKG)/ext-mcp.Version=$(VERSION) -X $(PKG)/ext-runner.Version=$(VERSION) -X $(PKG)/ext-codemode.Version=$(VERSION)
 BUILDVCS := $(if $(wildcard .git),-buildvcs=true,)
 
 build:
@@ -121,7 +121,7 @@ $(TOOLBIN)/go-licenses: tools/licenses/go.mod tools/licenses/go.sum
 licenses: $(TOOLBIN)/go-licenses
 	@chmod -R u+w $(dir $(LICENSES)) 2>/dev/null; rm -rf $(LICENSES) && mkdir -p $(LICENSES)
 	for os in linux darwin; do \
-		GOOS=$$os $(TOOLBIN)/go-licenses save ./host/cmd/agenthost ./ext-mcp/cmd/agenthost-ext-mcp --save_path $(LICENSES).$$os --force \
+		GOOS=$$os $(TOOLBIN)/go-licenses save ./host/cmd/agenthost ./ext-mcp/cmd/agenthost-ext-mcp ./ext-runner/cmd/agenthost-ext-runner ./ext-codemode/cmd/agenthost-ext-codemode --save_path $(LICENSES).$$os --force \
 			--ignore $(PKG) --ignore github.com/segmentio/asm --ignore go.opentelemetry.io/otel/exporters/jaeger/internal/third_party/thrift \
 			2>$(LICENSES).$$os.log || { grep -v '^W' $(LICENSES).$$os.log; echo "licenses: go-licenses failed for $$os (above)"; exit 1; }; \
 		chmod -R u+w $(LICENSES).$$os && cp -R $(LICENSES).$$os/. $(LICENSES)/ && rm -rf $(LICENSES).$$os $(LICENSES).$$os.log || exit 1; \
@@ -138,7 +138,7 @@ dist: release-tools licenses
 	VERSION=$(VERSION) $(TOOLBIN)/goreleaser release --snapshot --clean
 	@for a in $(DIST_ARCHS); do \
 		d=dist/pkgroot/linux_$$a; mkdir -p $$d && \
-		cp dist/agenthost_linux_$$a*/agenthost dist/agenthost-ext-mcp_linux_$$a*/agenthost-ext-mcp $$d/ && \
+		cp dist/agenthost_linux_$$a*/agenthost dist/agenthost-ext-mcp_linux_$$a*/agenthost-ext-mcp dist/agenthost-ext-runner_linux_$$a*/agenthost-ext-runner dist/agenthost-ext-codemode_linux_$$a*/agenthost-ext-codemode $$d/ && \
 		for p in deb rpm; do \
 			VERSION=$(PKGVERSION) ARCH=$$a BINDIR=$$d LICENSESDIR=$(LICENSES) $(TOOLBIN)/nfpm package --config packaging/nfpm.yaml --packager $$p --target dist/ || exit 1; \
 		done; \

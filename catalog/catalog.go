@@ -67,6 +67,11 @@ type ServerDecl struct {
 	MaxDuration time.Duration
 	// Tools says how each of the server's tools is exposed.
 	Tools ToolPolicy
+	// Pin is how the host pins the server's tools' definitions, and
+	// PinByOperator whether the operator (rather than the user) approves
+	// their changes; both are copied onto each registered tool.
+	Pin           ext.PinMode
+	PinByOperator bool
 	// Spec is opaque to the engine and handed to the [Connector].
 	Spec any
 }

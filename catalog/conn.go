@@ -196,8 +196,7 @@ func (e *Engine) connDied(c *conn) {
 			q.reason, q.opReason, q.busy = reason, opReason, false
 			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
 			delete(u.disabled, c.name)
-			e.log.Warn("catalog: connection died; server quarantined", "user", u.id, "server", c.name,
-				"reason", cmp.Or(opReason, reason), "retry", q.next)
+			e.repeats.Warn("catalog: connection died; server quarantined", u.id, c.name, cmp.Or(opReason, reason), "retry", q.next)
 		}
 	case stateRetiring:
 		// Running calls fail on their own; the last one closes it.
@@ -299,16 +298,18 @@ func (c *conn) rebuildLocked() {
 			desc = fmt.Sprintf("MCP tool %s on server %s.", t.Name, c.name)
 		}
 		built = append(built, ext.Tool{
-			Name:         c.name + "/" + t.Name,
-			Title:        t.Title,
-			Description:  desc,
-			InputSchema:  schemaOrDefault(t.InputSchema),
-			OutputSchema: nonNull(t.OutputSchema),
-			Annotations:  nonNull(t.Annotations),
-			Execution:    nonNull(t.Execution),
-			Icons:        nonNull(t.Icons),
-			Meta:         nonNull(t.Meta),
-			Exposure:     exp,
+			Name:          c.name + "/" + t.Name,
+			Title:         t.Title,
+			Description:   desc,
+			InputSchema:   schemaOrDefault(t.InputSchema),
+			OutputSchema:  nonNull(t.OutputSchema),
+			Annotations:   nonNull(t.Annotations),
+			Execution:     nonNull(t.Execution),
+			Icons:         nonNull(t.Icons),
+			Meta:          nonNull(t.Meta),
+			Exposure:      exp,
+			Pin:           c.decl.Pin,
+			PinByOperator: c.decl.PinByOperator,
 		})
 	}
 	c.built = built

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/repeatlog"
 )
 
 // Options configures an [Engine]. The zero value (or nil) gives the
@@ -39,7 +40,12 @@ type Options struct {
 	// Logger receives the engine's logs (default: discarded). Logs name
 	// users and servers, never secrets.
 	Logger *slog.Logger
-	_      struct{}
+	// RepeatWindow collapses the warnings of quarantined servers (default
+	// 1 min): the first of a server and reason is logged at once, the
+	// same again within the window, for any user, only counted, and one
+	// line at the window's end gives the count and the users.
+	RepeatWindow time.Duration
+	_            struct{}
 }
 
 // Backoff is an exponential backoff with jitter: the n-th retry waits a
@@ -88,6 +94,9 @@ func (o *Options) withDefaults() Options {
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
+	if out.RepeatWindow <= 0 {
+		out.RepeatWindow = time.Minute
+	}
 	return out
 }
 
@@ -102,6 +111,7 @@ type Engine struct {
 	pub       Publisher
 	opts      Options
 	log       *slog.Logger
+	repeats   *repeatlog.Log // the quarantine warnings, collapsed
 
 	// ctx ends when Close starts; it bounds all background work.
 	ctx    context.Context
@@ -125,7 +135,7 @@ func New(p Planner, c Connector, pub Publisher, opts *Options) *Engine {
 	o := opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{
-		planner: p, connector: c, pub: pub, opts: o, log: o.Logger,
+		planner: p, connector: c, pub: pub, opts: o, log: o.Logger, repeats: repeatlog.New(o.Logger, o.RepeatWindow),
 		ctx: ctx, cancel: cancel,
 		users: map[string]*user{}, live: map[*conn]struct{}{},
 	}
@@ -473,8 +483,7 @@ func (e *Engine) refresh(ctx context.Context, u *user) error {
 			q.failures++
 			q.reason, q.opReason, q.busy = r.reason, r.opReason, r.busy
 			q.next = time.Now().Add(e.opts.Backoff.delay(q.failures))
-			e.log.Warn("catalog: server quarantined", "user", u.id, "server", name,
-				"reason", cmp.Or(r.opReason, r.reason), "failures", q.failures, "retry", q.next)
+			e.repeats.Warn("catalog: server quarantined", u.id, name, cmp.Or(r.opReason, r.reason), "failures", q.failures, "retry", q.next)
 		}
 	}
 	cat := u.catalogLocked()
@@ -701,5 +710,6 @@ func (e *Engine) close(ctx context.Context) error {
 	e.noSpawn = true
 	e.mu.Unlock()
 	e.wg.Wait()
+	e.repeats.Close()
 	return forced
 }

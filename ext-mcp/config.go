@@ -56,6 +56,10 @@ type Config struct {
 	// Catalog is the operator's catalog of servers users may add to their
 	// own by filling a form (usercatalog.go).
 	Catalog map[string]CatalogEntry `json:"catalog,omitempty" jsonschema_description:"Servers users may add to their own by filling in their inputs (shaped after the MCP registry's server.json)."`
+	// Pin is the default pin mode of every server without its own (the
+	// operator's and the users' own): off (the default), warn or block
+	// (README "Tool pinning").
+	Pin ext.PinMode `json:"pin,omitempty" jsonschema:"enum=off,enum=warn,enum=block" jsonschema_description:"Default tool pinning of every server without its own pin: off, warn (flag changed tools) or block (hold them until approved)."`
 	ServerList
 }
 
@@ -149,6 +153,9 @@ type Server struct {
 	// holds the operator's credential, and its output may tell what the
 	// credential reaches.
 	ShowOutputToUsers bool `json:"showOutputToUsers,omitempty" jsonschema_description:"Show the users a shared stdio server is lent to its exit status and last stderr lines when it fails (secrets redacted); otherwise only the operator sees them."`
+	// Pin pins the server's tool definitions (README "Tool pinning"):
+	// off, warn or block; empty takes the config's top-level pin.
+	Pin ext.PinMode `json:"pin,omitempty" jsonschema:"enum=off,enum=warn,enum=block" jsonschema_description:"Tool pinning: off, warn (a changed or new tool works and is flagged) or block (it is hidden until approved with agenthost pins approve or on the settings page)."`
 	// OAuth tunes the OAuth sign-in of a remote server that asks for one
 	// (see [OAuthConfig]); without it, sign-ins discover everything.
 	OAuth *OAuthConfig `json:"oauth,omitempty" jsonschema_description:"OAuth sign-in of a remote server: a client registered with its authorization server, and the scopes to ask for. Optional: without it the client is registered on the fly."`
@@ -347,10 +354,12 @@ func parseConfig(raw json.RawMessage, base string, commands bool) (*Config, erro
 			cfg.Sandbox, _ = boolean(v, k, &errs)
 		case "catalog":
 			cfg.Catalog = parseCatalog(v, &errs)
+		case "pin":
+			cfg.Pin = parsePin(v, k, &errs)
 		case "mcpServers", "servers", "$schema":
 		default:
 			errs.add(k, "unknown field%s", suggest(k, "userServers", "userServerAllowCIDRs", "userServerAllowHTTP",
-				"maxResultBytes", "sandbox", "catalog", "mcpServers", "servers"))
+				"maxResultBytes", "sandbox", "catalog", "pin", "mcpServers", "servers"))
 		}
 	}
 	cfg.checkCatalogPolicy(&errs)
@@ -390,7 +399,24 @@ func (c *Config) withDefaults(s Server) Server {
 		on := true
 		s.Sandbox = &on
 	}
+	if s.Pin == "" {
+		s.Pin = c.Pin
+	}
 	return s
+}
+
+// parsePin parses a pin mode: off, warn or block.
+func parsePin(v json.RawMessage, at string, errs *problems) ext.PinMode {
+	s, ok := str(v, at, errs)
+	if !ok {
+		return ""
+	}
+	switch m := ext.PinMode(s); m {
+	case ext.PinOff, ext.PinWarn, ext.PinBlock:
+		return m
+	}
+	errs.add(at, "%q is not one of off, warn, block", clip(s, 20))
+	return ""
 }
 
 // ParseServerList parses and validates a user's own server list: the
@@ -470,7 +496,7 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 	n := len(*errs)
 	known := []string{"command", "args", "env", "cwd", "url", "headers", "type", "credentials", "availability",
 		"users", "sharedAuthority", "timeout", "maxDuration", "enabled", "tools", "protocolVersion",
-		"maxResultBytes", "allowInsecureHTTP", "oauth", "sandbox", "readablePaths", "showOutputToUsers"}
+		"maxResultBytes", "allowInsecureHTTP", "oauth", "sandbox", "readablePaths", "showOutputToUsers", "pin"}
 	for _, k := range sortedKeys(fields) {
 		v, at := fields[k], where+"."+k
 		switch k {
@@ -529,6 +555,8 @@ func parseServer(raw json.RawMessage, where string, user bool, errs *problems) (
 			s.ReadablePaths, _ = strList(v, at, errs)
 		case "showOutputToUsers":
 			s.ShowOutputToUsers, _ = boolean(v, at, errs)
+		case "pin":
+			s.Pin = parsePin(v, at, errs)
 		default:
 			errs.add(at, "unknown field%s", suggest(k, known...))
 		}
@@ -910,6 +938,11 @@ func decl(name string, s Server, own bool) catalog.ServerDecl {
 		for pat, e := range s.Tools {
 			d.Tools[pat] = ext.Exposure(e)
 		}
+	}
+	// The pin is copied onto each tool; the operator approves the
+	// changes of the operator's servers, each user their own servers'.
+	if s.Pin == ext.PinWarn || s.Pin == ext.PinBlock {
+		d.Pin, d.PinByOperator = s.Pin, !own
 	}
 	d.Fingerprint = fingerprint(d.Credentials, s)
 	return d

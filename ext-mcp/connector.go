@@ -240,7 +240,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 		svc, err := h.ConnectServiceSpec(ctx, x.serviceName(d.Name), user, spec)
 		if err != nil {
 			if sf := cn.startFailure(spec.Command, err); sf != nil {
-				x.log.Warn("a stdio MCP server could not start", "server", d.Name, "user", user, "error", cn.redact(err))
+				x.repeats.Warn("a stdio MCP server could not start", user, d.Name, cn.redact(err).Error())
 				return nil, sf
 			}
 			return nil, cn.redact(fmt.Errorf("starting the server: %w", err))
@@ -334,7 +334,7 @@ func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDe
 			return nil, gerr
 		}
 		if pf != nil {
-			x.log.Warn("a stdio MCP server failed before answering", "server", d.Name, "user", user, "error", cn.redact(err))
+			x.repeats.Warn("a stdio MCP server failed before answering", user, d.Name, cn.redact(err).Error())
 			return nil, pf
 		}
 		return nil, cn.redact(explainConnect(err))

@@ -24,6 +24,7 @@ import (
 	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/ext/netguard"
+	"github.com/agenthost/agenthost/ext/repeatlog"
 )
 
 // Version is the extension's version: a release build sets it with
@@ -84,6 +85,9 @@ type Extension struct {
 	defaultProtocol string
 	key             []byte     // keys the credential identities in fingerprints
 	tel             *telemetry // nil: off
+	// repeats collapses the warnings of servers that fail for many users
+	// at every retry (closed at Shutdown).
+	repeats *repeatlog.Log
 
 	// life ends when Shutdown starts; the goroutines of spawn (sign-ins,
 	// refreshes after a sign-in changed) run under it and bg joins them.
@@ -92,6 +96,9 @@ type Extension struct {
 	bgMu  sync.Mutex
 	bg    sync.WaitGroup
 	oauth oauthState
+
+	// reconfMu serializes Reconfigure.
+	reconfMu sync.Mutex
 
 	mu        sync.Mutex
 	baseDir   string // the operator's file's folder
@@ -126,6 +133,7 @@ var (
 	_ ext.SessionListener   = (*Extension)(nil)
 	_ ext.SettingsValidator = (*Extension)(nil)
 	_ ext.Authorizer        = (*Extension)(nil)
+	_ ext.Reconfigurer      = (*Extension)(nil)
 )
 
 // New returns the extension; opts may be nil. New starts nothing.
@@ -144,6 +152,11 @@ func New(opts *Options) *Extension {
 		key:             make([]byte, 32),
 	}
 	x.life, x.stop = context.WithCancel(context.Background())
+	var window time.Duration
+	if o.Catalog != nil {
+		window = o.Catalog.RepeatWindow
+	}
+	x.repeats = repeatlog.New(x.log, window)
 	if o.Telemetry {
 		tel, err := newTelemetry(x.life)
 		if err != nil {
@@ -171,7 +184,7 @@ func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 	x.mu.Unlock()
 	caps := []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
 		ext.CapabilityServices, ext.CapabilityStatus, ext.CapabilityPrompts, ext.CapabilityResources,
-		ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth, ext.CapabilityValidate,
+		ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth, ext.CapabilityValidate, ext.CapabilityReconfigure,
 		ext.CapabilitySnapshot}
 	if cfg.sandboxes() {
 		// The host then refuses to start the extension where it cannot
@@ -211,19 +224,7 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	if err != nil {
 		return err
 	}
-	var decls []catalog.ServerDecl
-	cfg.each(func(name string, s Server) { decls = append(decls, decl(name, cfg.withDefaults(s), false)) })
-	planner := &catalog.SettingsPlanner{
-		Servers:     decls,
-		UserServers: cfg.UserServers,
-		Toggles:     x.toggles,
-		OwnServers: func(ctx context.Context, user string) (json.RawMessage, error) {
-			return x.ownServers(ctx, user, cfg.Catalog)
-		},
-		ParseOwnServers: x.parseOwn(cfg.Catalog),
-		Credential:      x.credentialFor,
-		Groups:          x.userGroups,
-	}
+	planner := x.newPlanner(cfg)
 	h := req.Host
 	opts := x.catalogOpts
 	if opts == nil {
@@ -242,7 +243,9 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	// (signinentry.go); it reads the engine's status, so it learns the
 	// engine once it is made (before any user is activated on it).
 	var engineRef atomic.Pointer[catalog.Engine]
-	engine := catalog.New(planner, conn, x.signInPublisher(h, cfg, engineRef.Load), &o)
+	// The engine plans with the current planner: a reload (Reconfigure)
+	// swaps it in place.
+	engine := catalog.New(catalog.PlannerFunc(x.plan), conn, x.signInPublisher(h, engineRef.Load), &o)
 	engineRef.Store(engine)
 
 	x.mu.Lock()
@@ -279,6 +282,127 @@ func (x *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	return old.Close(ctx)
 }
 
+// newPlanner is the planner of cfg's servers.
+func (x *Extension) newPlanner(cfg *Config) *catalog.SettingsPlanner {
+	var decls []catalog.ServerDecl
+	cfg.each(func(name string, s Server) { decls = append(decls, decl(name, cfg.withDefaults(s), false)) })
+	return &catalog.SettingsPlanner{
+		Servers:     decls,
+		UserServers: cfg.UserServers,
+		Toggles:     x.toggles,
+		OwnServers: func(ctx context.Context, user string) (json.RawMessage, error) {
+			return x.ownServers(ctx, user, cfg.Catalog)
+		},
+		ParseOwnServers: x.parseOwn(cfg.Catalog, cfg.Pin),
+		Credential:      x.credentialFor,
+		Groups:          x.userGroups,
+	}
+}
+
+// plan plans user's servers with the current planner.
+func (x *Extension) plan(ctx context.Context, user string) (catalog.Plan, error) {
+	x.mu.Lock()
+	p := x.planner
+	x.mu.Unlock()
+	return p.Plan(ctx, user)
+}
+
+// Reconfigure implements [ext.Reconfigurer]: the operator reloaded the
+// host's file. The servers, the catalog and userServers change in place:
+// every active user's set is planned afresh, so added servers connect,
+// removed or changed ones drain through the catalog's retire path (calls
+// in flight finish), untouched connections stay, and each user whose
+// tools changed gets a new catalog (the host tells their open sessions
+// tools/list_changed). The fields the connections are built with
+// (userServerAllowCIDRs, userServerAllowHTTP, maxResultBytes, sandbox)
+// cannot change in place: Reconfigure then fails with
+// [ext.ErrUnimplemented] naming them, and the host restarts the
+// extension. Reconfigure calls are serialized.
+func (x *Extension) Reconfigure(ctx context.Context, req *ext.ReconfigureRequest) error {
+	x.reconfMu.Lock()
+	defer x.reconfMu.Unlock()
+	x.mu.Lock()
+	base, old, e := x.baseDir, x.cfg, x.engine
+	x.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("extmcp: Reconfigure before Configure: %w", ext.ErrInvalidArgument)
+	}
+	cfg, err := parseConfig(req.Config, base, true)
+	if err != nil {
+		return fmt.Errorf("invalid MCP config: %w", err)
+	}
+	sections, err := buildSections(cfg)
+	if err != nil {
+		return err
+	}
+	if fields := notInPlace(old, cfg); len(fields) > 0 {
+		return fmt.Errorf("extmcp: %s cannot change in place (the connections are built with it): %w", strings.Join(fields, ", "), ext.ErrUnimplemented)
+	}
+	if req.DryRun {
+		return nil
+	}
+	x.warnSharedPaths(cfg, base)
+	planner := x.newPlanner(cfg)
+	x.mu.Lock()
+	if x.shut {
+		x.mu.Unlock()
+		return fmt.Errorf("extmcp: Reconfigure after Shutdown: %w", ext.ErrUnavailable)
+	}
+	x.cfg, x.planner, x.sections = cfg, planner, sections
+	x.mu.Unlock()
+	added, removed, changed := diffServers(old, cfg)
+	x.log.Info("extmcp: reconfigured in place", "added", added, "removed", removed, "changed", changed)
+	if err := e.ReconcileAll(ctx); err != nil {
+		// The config is in place; a user whose refresh failed is planned
+		// again on their next activity or retry.
+		x.log.Warn("extmcp: refreshing users under the new config failed", "error", err)
+	}
+	return nil
+}
+
+// notInPlace names the fields of the config that differ between old and
+// cfg and cannot change in place.
+func notInPlace(old, cfg *Config) []string {
+	var out []string
+	if !slices.Equal(old.UserServerAllowCIDRs, cfg.UserServerAllowCIDRs) {
+		out = append(out, "userServerAllowCIDRs")
+	}
+	if old.UserServerAllowHTTP != cfg.UserServerAllowHTTP {
+		out = append(out, "userServerAllowHTTP")
+	}
+	if old.MaxResultBytes != cfg.MaxResultBytes {
+		out = append(out, "maxResultBytes")
+	}
+	if old.sandboxes() != cfg.sandboxes() {
+		out = append(out, "sandbox")
+	}
+	return out
+}
+
+// diffServers names the operator's servers cfg adds, removes and changes
+// compared with old.
+func diffServers(old, cfg *Config) (added, removed, changed []string) {
+	before := map[string]string{}
+	old.each(func(name string, s Server) { before[name] = decl(name, old.withDefaults(s), false).Fingerprint })
+	cfg.each(func(name string, s Server) {
+		fp, ok := before[name]
+		switch {
+		case !ok:
+			added = append(added, name)
+		case fp != decl(name, cfg.withDefaults(s), false).Fingerprint:
+			changed = append(changed, name)
+		}
+		delete(before, name)
+	})
+	for name := range before {
+		removed = append(removed, name)
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	slices.Sort(changed)
+	return added, removed, changed
+}
+
 // Shutdown implements [ext.Extension]: the catalog drains (until ctx ends)
 // and closes every connection. It is idempotent and safe before Configure.
 func (x *Extension) Shutdown(ctx context.Context) error {
@@ -297,6 +421,7 @@ func (x *Extension) Shutdown(ctx context.Context) error {
 	x.stop()
 	x.bgMu.Unlock()
 	x.bg.Wait()
+	x.repeats.Close()
 	return errors.Join(err, x.tel.close(ctx))
 }
 
@@ -727,7 +852,7 @@ func (x *Extension) pastedServers(ctx context.Context, user string) (json.RawMes
 // carry their entry, whose secret inputs are read when the user's
 // credential is bound ([Extension.ownerSpec]). The key is secret to this
 // process, so a pasted list cannot claim a catalog entry's secrets.
-func (x *Extension) parseOwn(cat map[string]CatalogEntry) func(json.RawMessage) ([]catalog.ServerDecl, error) {
+func (x *Extension) parseOwn(cat map[string]CatalogEntry, pin ext.PinMode) func(json.RawMessage) ([]catalog.ServerDecl, error) {
 	tag := x.catalogTag()
 	return func(raw json.RawMessage) ([]catalog.ServerDecl, error) {
 		var fromCatalog []string
@@ -753,6 +878,9 @@ func (x *Extension) parseOwn(cat map[string]CatalogEntry) func(json.RawMessage) 
 		}
 		var out []catalog.ServerDecl
 		list.each(func(name string, s Server) {
+			if s.Pin == "" {
+				s.Pin = pin // the operator's default
+			}
 			d := decl(catalog.UserServerName(name), s, true)
 			if e, ok := cat[name]; ok && slices.Contains(fromCatalog, name) {
 				d.Spec.(*spec).entry = &e

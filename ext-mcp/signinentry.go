@@ -42,12 +42,15 @@ var signInAnnotations = []byte(`{"readOnlyHint":true,"destructiveHint":false,"id
 // servers (e, whose status says which wait, is read at the time of the
 // publish; the engine publishes a user's catalogs one at a time, under
 // the user's serialization, so the status read is the one the catalog was
-// built from). cfg is the config the engine was built with (which
-// servers are shared).
-func (x *Extension) signInPublisher(h ext.Host, cfg *Config, e func() *catalog.Engine) catalog.Publisher {
+// built from). Which servers are shared is read from the current config
+// (a reload may change it in place).
+func (x *Extension) signInPublisher(h ext.Host, e func() *catalog.Engine) catalog.Publisher {
 	return catalog.PublisherFunc(func(ctx context.Context, user string, cat *ext.Catalog) error {
 		if cat != nil {
 			if eng := e(); eng != nil {
+				x.mu.Lock()
+				cfg := x.cfg
+				x.mu.Unlock()
 				cat = x.withSignIns(user, cat, waitingServers(eng, cfg, user))
 			}
 		}

@@ -536,7 +536,7 @@ func runCallRaw(ctx context.Context, impl Extension, open *extpb.CallOpen, sess 
 		if err != nil {
 			return nil, nil, err
 		}
-		req.User, req.Conversation, req.Session = user, conv, sess
+		req.User, req.Conversation, req.Session, req.Caller = user, conv, sess, open.GetCaller()
 		res, err := tc.CallTool(ctx, req)
 		if err != nil {
 			return nil, nil, err

@@ -49,6 +49,8 @@ var (
 	_ UserLifecycle     = (*Client)(nil)
 	_ ServiceProvider   = (*Client)(nil)
 	_ StatusReporter    = (*Client)(nil)
+	_ Reconfigurer      = (*Client)(nil)
+	_ ActionRunner      = (*Client)(nil)
 	_ PromptProvider    = (*Client)(nil)
 	_ ResourceProvider  = (*Client)(nil)
 	_ Completer         = (*Client)(nil)
@@ -158,6 +160,12 @@ func (c *Client) Configure(ctx context.Context, req *ConfigureRequest) error {
 	return wireErr(ctx, err)
 }
 
+// Reconfigure implements [Reconfigurer].
+func (c *Client) Reconfigure(ctx context.Context, req *ReconfigureRequest) error {
+	_, err := c.client.Reconfigure(ctx, &extpb.ReconfigureRequest{Config: req.Config, DryRun: req.DryRun})
+	return wireErr(ctx, err)
+}
+
 // Shutdown implements [Extension].
 func (c *Client) Shutdown(ctx context.Context) error {
 	_, err := c.client.Shutdown(ctx, &extpb.ShutdownRequest{})
@@ -171,7 +179,7 @@ func (c *Client) Shutdown(ctx context.Context) error {
 func (c *Client) CallTool(ctx context.Context, req *CallToolRequest) (*CallToolResult, error) {
 	open := &extpb.CallOpen{
 		Method: methodCallTool, UserId: req.User, ConversationId: req.Conversation, Name: req.Name,
-		Scope: scopeToProto(req.Scope),
+		Scope: scopeToProto(req.Scope), Caller: req.Caller,
 	}
 	switch {
 	case len(req.Params) > 0 && c.callParams.Load():
@@ -241,6 +249,12 @@ func (c *Client) HandleTask(ctx context.Context, req *TaskRequest) (json.RawMess
 		return nil, err
 	}
 	return raw(end.GetResult()), nil
+}
+
+// UserToolsChanged implements [UserToolsWatcher].
+func (c *Client) UserToolsChanged(ctx context.Context, user string, tools []Tool) error {
+	_, err := c.client.UserToolsChanged(ctx, &extpb.UserToolsChangedRequest{UserId: user, Tools: toolsToProto(tools)})
+	return wireErr(ctx, err)
 }
 
 // SessionNotify implements [SessionListener].
@@ -317,6 +331,15 @@ func (c *Client) Status(ctx context.Context, user string) ([]StatusEntry, error)
 		}
 	}
 	return out, nil
+}
+
+// RunAction implements [ActionRunner].
+func (c *Client) RunAction(ctx context.Context, req *ActionRequest) (string, error) {
+	resp, err := c.client.RunAction(ctx, &extpb.RunActionRequest{Caller: req.Caller, UserId: req.User, Name: req.Name, Action: req.Action})
+	if err != nil {
+		return "", wireErr(ctx, err)
+	}
+	return resp.GetMessage(), nil
 }
 
 // wireErr maps an error of a call that crossed the wire. A call cancelled

@@ -68,6 +68,13 @@ var replayToProto = map[Replay]extpb.Replay{
 	ReplayUnsafe: extpb.Replay_REPLAY_UNSAFE,
 }
 
+var pinToProto = map[PinMode]extpb.PinMode{
+	"":       extpb.PinMode_PIN_MODE_UNSPECIFIED,
+	PinOff:   extpb.PinMode_PIN_MODE_OFF,
+	PinWarn:  extpb.PinMode_PIN_MODE_WARN,
+	PinBlock: extpb.PinMode_PIN_MODE_BLOCK,
+}
+
 func toolToProto(in *Tool) *extpb.Tool {
 	if in == nil {
 		return nil
@@ -82,10 +89,17 @@ func toolToProto(in *Tool) *extpb.Tool {
 	if !ok {
 		rep = extpb.Replay_REPLAY_UNSAFE
 	}
+	pin, ok := pinToProto[in.Pin]
+	if !ok {
+		// Unknown modes are refused by the host's registry; send the
+		// strictest reading rather than lose the pin silently.
+		pin = extpb.PinMode_PIN_MODE_BLOCK
+	}
 	return &extpb.Tool{
 		Name: in.Name, Title: in.Title, Description: in.Description,
 		InputSchema: in.InputSchema, OutputSchema: in.OutputSchema, Annotations: in.Annotations,
 		Exposure: exp, Replay: rep, Execution: in.Execution, Icons: in.Icons, Meta: in.Meta,
+		Pin: pin, PinByOperator: in.PinByOperator,
 	}
 }
 
@@ -97,7 +111,12 @@ func toolFromProto(in *extpb.Tool) *Tool {
 		Name: in.GetName(), Title: in.GetTitle(), Description: in.GetDescription(),
 		InputSchema: raw(in.GetInputSchema()), OutputSchema: raw(in.GetOutputSchema()),
 		Annotations: raw(in.GetAnnotations()), Execution: raw(in.GetExecution()), Icons: raw(in.GetIcons()),
-		Meta: raw(in.GetMeta()),
+		Meta: raw(in.GetMeta()), PinByOperator: in.GetPinByOperator(),
+	}
+	for k, v := range pinToProto {
+		if v == in.GetPin() {
+			out.Pin = k
+		}
 	}
 	for k, v := range exposureToProto {
 		if v == in.GetExposure() {
@@ -203,7 +222,7 @@ func statusEntryToProto(in *StatusEntry) *extpb.StatusEntry {
 	}
 	out := &extpb.StatusEntry{
 		UserId: in.User, Name: in.Name, State: in.State, Reason: in.Reason,
-		Tools: int32(in.Tools), Detail: in.Detail,
+		Tools: int32(in.Tools), Detail: in.Detail, Actions: in.Actions,
 	}
 	if !in.NextRetry.IsZero() {
 		out.NextRetryUnixMs = in.NextRetry.UnixMilli()
@@ -217,7 +236,7 @@ func statusEntryFromProto(in *extpb.StatusEntry) *StatusEntry {
 	}
 	out := &StatusEntry{
 		User: in.GetUserId(), Name: in.GetName(), State: in.GetState(), Reason: in.GetReason(),
-		Tools: int(in.GetTools()), Detail: in.GetDetail(),
+		Tools: int(in.GetTools()), Detail: in.GetDetail(), Actions: in.GetActions(),
 	}
 	if ms := in.GetNextRetryUnixMs(); ms != 0 {
 		out.NextRetry = time.UnixMilli(ms)

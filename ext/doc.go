@@ -34,6 +34,10 @@
 //     block (raw JSON, the extension validates it) and the [Host] services;
 //  5. capability calls, concurrently: [ToolCaller.CallTool],
 //     [UserLifecycle.Activate], [ServiceProvider.StartService], ...;
+//     when the operator reloads the file and the extension's block
+//     changed, [Reconfigurer.Reconfigure] (a dry run, then the change,
+//     then Describe again); an extension without that capability is
+//     restarted with its new block instead;
 //  6. [Extension.Shutdown], idempotent and safe before Configure.
 //
 // If the process crashes, in-flight calls fail with [ErrUnavailable]; the
@@ -67,6 +71,13 @@
 // caller's scope ([CallToolRequest.Scope]): an extension acting for the
 // caller passes it on, and in the caller's conversation the host refuses
 // anything wider.
+//
+// Narrower, and with no grant: the [Host] implements [CallerTools], which
+// lists and calls tools as the caller of an in-flight tools/call (its
+// handle, [CallToolRequest.Caller]), never wider and only while that call
+// runs; an extension with the "usertools" capability ([UserToolsWatcher])
+// is told each active user's tools as they change. Code mode
+// (ext-codemode) is built on the two.
 //
 // # Carriers
 //

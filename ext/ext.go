@@ -139,6 +139,53 @@ type SettingsValidator interface {
 	ValidateSettings(ctx context.Context, req *ValidateSettingsRequest) error
 }
 
+// Reconfigurer is the "reconfigure" capability: the extension takes a new
+// config block in place when the operator reloads the host's file
+// (`agenthost reload`, SIGHUP), without a restart and without
+// interrupting what its old config still allows. The host first calls it
+// with DryRun on every extension whose block changed, and only when all
+// accept, again without DryRun; an extension without the capability is
+// restarted with its new block instead.
+type Reconfigurer interface {
+	// Reconfigure checks req.Config as Configure would (an error names
+	// the bad field and wraps [ErrInvalidArgument]); without DryRun it
+	// then applies it. It is never called before Configure, and never
+	// twice at once.
+	Reconfigure(ctx context.Context, req *ReconfigureRequest) error
+}
+
+// ReconfigureRequest is a new config block for a [Reconfigurer].
+type ReconfigureRequest struct {
+	// Config is the extension's new config block, untouched; relative
+	// paths resolve against [ConfigureRequest.BaseDir], as before.
+	Config json.RawMessage
+	// DryRun asks for the check only: nothing changes.
+	DryRun bool
+}
+
+// ActionRunner is the "actions" capability: the extension does what its
+// status entries offer ([StatusEntry.Actions]), such as starting a
+// runner now. The host routes a surface's request (the JSON API, the
+// CLI, a settings page's button) to it after checking who asks: a user
+// may ask for an action of an entry of their own, the operator of any
+// entry; and only for an action the entry lists at that moment. RunAction
+// is called concurrently.
+type ActionRunner interface {
+	// RunAction does req.Action on the entry (req.User, req.Name) and says
+	// what happened in words for the caller; [ErrNotFound] for an entry or
+	// action it does not know.
+	RunAction(ctx context.Context, req *ActionRequest) (string, error)
+}
+
+// ActionRequest asks an [ActionRunner] for one action on a status entry.
+type ActionRequest struct {
+	// Caller is who asks: the entry's user, or [OperatorUser].
+	Caller string
+	// User and Name are the entry's.
+	User, Name string
+	Action     string
+}
+
 // ValidateSettingsRequest asks a [SettingsValidator] about a user's values.
 type ValidateSettingsRequest struct {
 	User    string
@@ -267,11 +314,18 @@ const (
 	// CapabilityValidate is [SettingsValidator]; an extension without it
 	// gets its users' values as its forms accept them.
 	CapabilityValidate Capability = "validate"
+	// CapabilityReconfigure is [Reconfigurer]; an extension without it
+	// is restarted when its config block changes on a reload.
+	CapabilityReconfigure Capability = "reconfigure"
 	// CapabilitySandbox is not an interface: it says the extension starts
 	// untrusted service processes ([ProcessSpec.Sandbox]). A host that
 	// cannot contain them refuses to start the extension, naming why,
 	// unless its operator accepted the risk.
 	CapabilitySandbox Capability = "sandbox"
+	// CapabilityActions is [ActionRunner].
+	CapabilityActions Capability = "actions"
+	// CapabilityUserTools is [UserToolsWatcher].
+	CapabilityUserTools Capability = "usertools"
 	// CapabilitySnapshot is not an interface: it asks the host to hand
 	// [UserLifecycle.Activate] the user's settings and secrets for the
 	// extension ([ActivationSnapshot]), so that activating needs no
@@ -279,6 +333,17 @@ const (
 	// extension then reads them through [Host.UserStore], as before.
 	CapabilitySnapshot Capability = "snapshot"
 )
+
+// UserToolsWatcher is implemented by an extension with the "usertools"
+// capability: the host tells it each active user's tools (every exposure,
+// the other extensions' only) when they change, and once when the user is
+// activated, so that it can offer a tool built on them (code mode's
+// code/run, with their declarations). It learns what the tools are, never
+// their use; calling them takes [CallerTools]. Calls for one user come in
+// order; calls for different users may be concurrent.
+type UserToolsWatcher interface {
+	UserToolsChanged(ctx context.Context, user string, tools []Tool) error
+}
 
 // Descriptor says what an extension is and what it offers.
 type Descriptor struct {
@@ -396,6 +461,11 @@ type CallToolRequest struct {
 	// secret. The host's surfaces set them; an extension never sees them
 	// (the host clears them before the call reaches it).
 	Credential, SessionID string
+	// Caller is the opaque handle of this call's caller, valid while the
+	// call runs: an extension calls further tools as this caller, never
+	// wider, with [CallerTools] (no operator grant needed). Empty when the
+	// host offers none (an older host, a test).
+	Caller string
 }
 
 // CallToolResult is a tool's result. Content is a JSON array of MCP content
@@ -564,6 +634,23 @@ const (
 	ReplaySafe Replay = "safe"
 )
 
+// PinMode says how the host pins a tool's definition (README "Tool
+// pinning"): the first definition seen is the baseline, and a changed or
+// new one is held for approval.
+type PinMode string
+
+// The pin modes.
+const (
+	// PinOff (or empty) does not pin the tool.
+	PinOff PinMode = "off"
+	// PinWarn lets a changed or new tool work and flags it (status, the
+	// settings page, a log line) until approved.
+	PinWarn PinMode = "warn"
+	// PinBlock neither lists nor runs a changed or new tool until it is
+	// approved.
+	PinBlock PinMode = "block"
+)
+
 // Tool is a tool registration. Its JSON form (the field tags) is the one
 // every surface of the host shows: MCP's tool fields plus exposure and
 // replay.
@@ -588,6 +675,14 @@ type Tool struct {
 	Exposure Exposure `json:"exposure,omitempty"`
 	// Replay defaults to ReplayUnsafe when empty.
 	Replay Replay `json:"replay,omitempty"`
+	// Pin is how the host pins the tool's definition (empty: not at
+	// all). A tool's server is the part of its name before the first
+	// "/"; the host keeps a baseline per user and server.
+	Pin PinMode `json:"pin,omitempty"`
+	// PinByOperator says the operator approves the tool's changes (a
+	// server the operator runs), once for every user who saw the same
+	// change; otherwise each user approves their own.
+	PinByOperator bool `json:"pinByOperator,omitempty"`
 }
 
 // ProcessSpec describes a per-user process the host runs for an extension.
@@ -632,6 +727,10 @@ type StatusEntry struct {
 	NextRetry time.Time
 	Tools     int
 	Detail    string
+	// Actions are what the entry's user (and the operator) may ask the
+	// extension to do with it, by name, such as "run" (capability
+	// "actions", [ActionRunner]); the host's surfaces offer them.
+	Actions []string
 }
 
 // userGroupsKey is the context key of [WithUserGroups].

@@ -23,7 +23,7 @@ func appendFrame(b []byte, f *extpb.CallFrame) ([]byte, error) {
 	switch body := f.GetBody().(type) {
 	case *extpb.CallFrame_Open:
 		if o := body.Open; o != nil && o.Scope == nil && utf8.ValidString(o.Method) && utf8.ValidString(o.UserId) &&
-			utf8.ValidString(o.ConversationId) && utf8.ValidString(o.Name) {
+			utf8.ValidString(o.ConversationId) && utf8.ValidString(o.Name) && utf8.ValidString(o.Caller) {
 			b = appendCall(b, f.Call)
 			b = protowire.AppendTag(b, 2, protowire.BytesType)
 			b = protowire.AppendVarint(b, uint64(openSize(o)))
@@ -36,7 +36,8 @@ func appendFrame(b []byte, f *extpb.CallFrame) ([]byte, error) {
 			b = appendBytes(b, 7, o.Meta)
 			b = appendBytes(b, 8, o.Task)
 			b = appendBytes(b, 9, o.Capabilities)
-			return appendBytes(b, 11, o.CallParams), nil
+			b = appendBytes(b, 11, o.CallParams)
+			return appendString(b, 12, o.Caller), nil
 		}
 	case *extpb.CallFrame_End:
 		if e := body.End; e != nil && e.RpcError == nil && utf8.ValidString(e.Error) {
@@ -97,7 +98,8 @@ func fieldSize(n int) int {
 func openSize(o *extpb.CallOpen) int {
 	return fieldSize(len(o.Method)) + fieldSize(len(o.UserId)) + fieldSize(len(o.ConversationId)) +
 		fieldSize(len(o.Name)) + fieldSize(len(o.Params)) + fieldSize(len(o.ProgressToken)) +
-		fieldSize(len(o.Meta)) + fieldSize(len(o.Task)) + fieldSize(len(o.Capabilities)) + fieldSize(len(o.CallParams))
+		fieldSize(len(o.Meta)) + fieldSize(len(o.Task)) + fieldSize(len(o.Capabilities)) + fieldSize(len(o.CallParams)) +
+		fieldSize(len(o.Caller))
 }
 
 func endSize(e *extpb.CallEnd) int {
@@ -174,7 +176,7 @@ func fastOpen(b []byte) *extpb.CallOpen {
 	var seen uint64
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || typ != protowire.BytesType || num < 1 || num > 11 || num == 10 || seen&(1<<num) != 0 {
+		if n < 0 || typ != protowire.BytesType || num < 1 || num > 12 || num == 10 || seen&(1<<num) != 0 {
 			return nil
 		}
 		seen |= 1 << num
@@ -183,7 +185,7 @@ func fastOpen(b []byte) *extpb.CallOpen {
 			return nil
 		}
 		b = b[n+m:]
-		if num <= 4 && !utf8.Valid(v) {
+		if (num <= 4 || num == 12) && !utf8.Valid(v) {
 			return nil
 		}
 		switch num {
@@ -207,6 +209,8 @@ func fastOpen(b []byte) *extpb.CallOpen {
 			o.Capabilities = v
 		case 11:
 			o.CallParams = v
+		case 12:
+			o.Caller = string(v)
 		}
 	}
 	return o

@@ -15,7 +15,7 @@ func frameSamples() []*extpb.CallFrame {
 	return []*extpb.CallFrame{
 		{Call: 1, Body: &extpb.CallFrame_Open{Open: &extpb.CallOpen{Method: "tools/call", UserId: "alice", Name: "notes/echo", Params: []byte(`{"text":"hi"}`)}}},
 		{Call: 1 << 40, Body: &extpb.CallFrame_Open{Open: &extpb.CallOpen{Method: "tools/call", UserId: "bob", ConversationId: "c1", Name: "x", Params: []byte(`{}`),
-			ProgressToken: []byte(`"t"`), Meta: []byte(`{"a":1}`), Task: []byte(`{"ttl":1}`), Capabilities: []byte(`{"roots":{}}`)}}},
+			ProgressToken: []byte(`"t"`), Meta: []byte(`{"a":1}`), Task: []byte(`{"ttl":1}`), Capabilities: []byte(`{"roots":{}}`), Caller: "c0ffee"}}},
 		{Call: 2, Body: &extpb.CallFrame_Open{Open: &extpb.CallOpen{}}},
 		{Call: 3, Body: &extpb.CallFrame_End{End: &extpb.CallEnd{Result: []byte(`{"content":[]}`)}}},
 		{Call: 4, Body: &extpb.CallFrame_End{End: &extpb.CallEnd{Details: []byte(`{}`), Code: 5, Error: "not found", IsError: true}}},

@@ -62,6 +62,23 @@ func (s *extensionServer) Configure(ctx context.Context, req *extpb.ConfigureReq
 	return &extpb.ConfigureResponse{}, nil
 }
 
+func (s *extensionServer) Reconfigure(ctx context.Context, req *extpb.ReconfigureRequest) (*extpb.ReconfigureResponse, error) {
+	rc, ok := s.impl.(Reconfigurer)
+	if !ok {
+		return nil, fmt.Errorf("extension cannot take a new config in place: %w", ErrUnimplemented)
+	}
+	s.mu.Lock()
+	configured := s.host != nil
+	s.mu.Unlock()
+	if !configured {
+		return nil, fmt.Errorf("ext: Reconfigure before Configure: %w", ErrInvalidArgument)
+	}
+	if err := rc.Reconfigure(ctx, &ReconfigureRequest{Config: raw(req.GetConfig()), DryRun: req.GetDryRun()}); err != nil {
+		return nil, err
+	}
+	return &extpb.ReconfigureResponse{}, nil
+}
+
 func (s *extensionServer) Shutdown(ctx context.Context, _ *extpb.ShutdownRequest) (*extpb.ShutdownResponse, error) {
 	err := s.impl.Shutdown(ctx)
 	s.mu.Lock()
@@ -89,6 +106,14 @@ func (s *extensionServer) SessionNotify(ctx context.Context, req *extpb.SessionN
 		return nil, fmt.Errorf("extension hears no sessions: %w", ErrUnimplemented)
 	}
 	return &extpb.SessionNotifyResponse{}, sl.SessionNotify(ctx, req.GetUserId(), req.GetMethod(), raw(req.GetParams()))
+}
+
+func (s *extensionServer) UserToolsChanged(ctx context.Context, req *extpb.UserToolsChangedRequest) (*extpb.UserToolsChangedResponse, error) {
+	w, ok := s.impl.(UserToolsWatcher)
+	if !ok {
+		return nil, fmt.Errorf("extension watches no user tools: %w", ErrUnimplemented)
+	}
+	return &extpb.UserToolsChangedResponse{}, w.UserToolsChanged(ctx, req.GetUserId(), toolsFromProto(req.GetTools()))
 }
 
 func (s *extensionServer) ValidateSettings(ctx context.Context, req *extpb.ValidateSettingsRequest) (*extpb.ValidateSettingsResponse, error) {
@@ -197,6 +222,18 @@ func (s *extensionServer) Status(ctx context.Context, req *extpb.StatusRequest) 
 		out.Entries = append(out.Entries, statusEntryToProto(&entries[i]))
 	}
 	return out, nil
+}
+
+func (s *extensionServer) RunAction(ctx context.Context, req *extpb.RunActionRequest) (*extpb.RunActionResponse, error) {
+	ar, ok := s.impl.(ActionRunner)
+	if !ok {
+		return nil, fmt.Errorf("extension has no actions: %w", ErrUnimplemented)
+	}
+	msg, err := ar.RunAction(ctx, &ActionRequest{Caller: req.GetCaller(), User: req.GetUserId(), Name: req.GetName(), Action: req.GetAction()})
+	if err != nil {
+		return nil, err
+	}
+	return &extpb.RunActionResponse{Message: msg}, nil
 }
 
 // errorInterceptors map every handler error to a gRPC status in one place.

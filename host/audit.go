@@ -163,6 +163,16 @@ func (h *Host) auditCall(kind, user, name, cred, sess string, def *Tool, start t
 	h.audit.Add(rec)
 }
 
+// recordAction records an action asked of an extension (Tool is
+// "ext/name:action", Credential who asked).
+func (h *Host) recordAction(caller, extName, user, name, action string) {
+	if h.audit == nil {
+		return
+	}
+	h.audit.Add(audit.Record{Time: time.Now(), Kind: audit.KindAction, User: user, Credential: "api:" + caller,
+		Server: extName, Tool: extName + "/" + name + ":" + action, Outcome: audit.OutcomeOK})
+}
+
 // auditChange records a settings or secret change of user (what, never a
 // value) with its outcome; deferred with the caller's named error.
 func (h *Host) auditChange(user, what string, start time.Time, errp *error) {

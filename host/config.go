@@ -63,6 +63,9 @@ type Config struct {
 	// of the calls that change things (nil: every user has all their
 	// tools, no approval).
 	Policy *PolicyConfig `json:"policy,omitempty"`
+	// Limits bounds each user's tool calls (README "Rate limits"); none
+	// by default.
+	Limits LimitsConfig `json:"limits,omitzero"`
 
 	// dir is the folder of the file, for relative paths.
 	dir string
@@ -214,6 +217,7 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		Audit          AuditConfig                `json:"audit"`
 		Telemetry      TelemetryConfig            `json:"telemetry"`
 		Policy         *PolicyConfig              `json:"policy"`
+		Limits         json.RawMessage            `json:"limits"`
 	}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
@@ -264,6 +268,13 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	errs = append(errs, cfg.MCP.validate()...)
 	errs = append(errs, cfg.Audit.validate()...)
 	errs = append(errs, cfg.Policy.validate()...)
+	if len(top.Limits) > 0 && string(top.Limits) != "null" {
+		if err := strictDecode(top.Limits, &cfg.Limits); err != nil {
+			errs = append(errs, fmt.Errorf("limits: %w", err))
+		} else if err := cfg.Limits.Validate("limits"); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	errs = append(errs, cfg.validateListen()...)
 	if len(top.OAuth) > 0 {
 		if err := strictDecode(top.OAuth, &cfg.OAuth); err != nil {
@@ -368,6 +379,60 @@ func position(data []byte, off int64) (line, col int) {
 		}
 	}
 	return line, col
+}
+
+// DataPathOf returns the data folder the operator's file at path names,
+// reading only its dataDir: for reaching a running host whose file no
+// longer parses (`agenthost reload` then shows the host's refusal).
+func DataPathOf(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("resolving config path: %w", err)
+	}
+	return (&Config{DataDir: topString(data, "dataDir"), dir: filepath.Dir(abs)}).DataPath(), nil
+}
+
+// topString returns the string value of the top-level field key of the
+// JSON object in data, read token by token so that it is found in a file
+// that breaks after it; "" when not found.
+func topString(data []byte, key string) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	depth, wantKey, last := 0, false, ""
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+			} else {
+				depth--
+			}
+			wantKey = depth == 1
+		case string:
+			if depth != 1 {
+				continue
+			}
+			if wantKey {
+				last, wantKey = v, false
+				continue
+			}
+			if last == key {
+				return v
+			}
+			wantKey = true
+		default:
+			if depth == 1 {
+				wantKey = true
+			}
+		}
+	}
 }
 
 // Resolve returns p resolved against the config file's folder.

@@ -1,6 +1,8 @@
 package host_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -163,5 +165,26 @@ func TestAuditConfig(t *testing.T) {
 	}
 	if _, err := host.ParseConfig([]byte(`{"extensions":{},"audit":{"maxRows":-1}}`), t.TempDir()); err == nil || !strings.Contains(err.Error(), "audit") {
 		t.Errorf("negative maxRows: %v", err)
+	}
+}
+
+// TestDataPathOfABrokenFile: the data folder is found in a file that
+// breaks after its dataDir (agenthost reload reaches the running host,
+// which names what is wrong), and not where the file breaks before it.
+func TestDataPathOfABrokenFile(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":{"dataDir":"x"},"b":[1,"dataDir"],"dataDir":"d", oops`: "d",
+		`{"listen":"1", "dataDir": "data", oops}`:                    "data",
+		`{oops "dataDir":"x"}`:                                       ".agenthost",
+	} {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "agenthost.json")
+		if err := os.WriteFile(p, []byte(in), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := host.DataPathOf(p)
+		if err != nil || got != filepath.Join(dir, want) {
+			t.Errorf("DataPathOf(%s) = %q, %v; want %q", in, got, err, filepath.Join(dir, want))
+		}
 	}
 }

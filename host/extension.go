@@ -33,6 +33,9 @@ type extension struct {
 	name   string
 	logger *slog.Logger
 	spec   *supervisor.Spec // nil for in-process extensions
+	// config is the extension's config block, replaced by a reload
+	// (reload.go); guarded by cmu, read by each launch.
+	cmu    sync.Mutex
 	config []byte
 	// actAsUsers: the operator granted it ext.UserActor.
 	actAsUsers bool
@@ -225,7 +228,7 @@ func (e *extension) launch(ctx context.Context, inproc ext.Extension) (*supervis
 		return fail(err)
 	}
 	hs := &hostServices{h: e.h, ext: e.name}
-	if err := g.Ext.Configure(ctx, &ext.ConfigureRequest{Name: e.name, Config: e.config, Host: hs, BaseDir: e.h.cfg.dir,
+	if err := g.Ext.Configure(ctx, &ext.ConfigureRequest{Name: e.name, Config: e.currentConfig(), Host: hs, BaseDir: e.h.cfg.dir,
 		PublicURL: e.h.cfg.BaseURL(), ListenAddr: e.h.cfg.ListenAddr()}); err != nil {
 		return fail(fmt.Errorf("configuring extension %q: %w", e.name, err))
 	}

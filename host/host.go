@@ -20,6 +20,8 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/audit"
+	"github.com/agenthost/agenthost/host/internal/limits"
+	"github.com/agenthost/agenthost/host/internal/pins"
 	"github.com/agenthost/agenthost/host/internal/services"
 	"github.com/agenthost/agenthost/host/internal/supervisor"
 	"github.com/agenthost/agenthost/secrets"
@@ -174,7 +176,10 @@ type Host struct {
 	bg       sync.WaitGroup // the idle and slot watchers
 	slots    *slotQueue     // users refused a service process slot (slots.go)
 
-	minter      minter // the store of the tokens extensions mint (actas.go)
+	minter      minter       // the store of the tokens extensions mint (actas.go)
+	callers     callers      // the handles of in-flight tool calls (callers.go)
+	callerTel   callerTel    // the telemetry of the calls made through them (callers.go)
+	toolWatches []*toolWatch // the usertools watchers (usertools.go)
 	settings    settings.Store
 	secrets     secrets.Store
 	secretsKind string
@@ -196,8 +201,14 @@ type Host struct {
 	approvals   *approvals
 	policyCount func(decision string)
 
-	audit       *audit.Writer // nil: the audit log is off (audit.go)
+	audit  *audit.Writer   // nil: the audit log is off (audit.go)
+	limits *limits.Limiter // nil: no rate limits (limits.go)
+	reload reloadState     // the operator's file as last (re)loaded (reload.go)
+	fleet  fleet           // what of inactive users is not well (fleet.go)
+
 	auditHashes audit.HashCache
+
+	pins *pins.Manager // the tool pins (pins.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -255,6 +266,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	loaded := cfg
 	if o.ListenAddr != "" {
 		c := *cfg
 		c.Listen = o.ListenAddr
@@ -273,6 +285,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		userIdle: minutes(cfg.Services.IdleMinutes, 10), slots: newSlotQueue(),
 		dataDir: dataDir, approvals: newApprovals(),
 		services: newServices(cfg, dataDir, o.ServiceGrace, logger),
+		reload:   reloadState{loaded: loaded},
 	}
 	h.life, h.cancel = context.WithCancel(context.Background())
 	st, sec, kind, err := openStores(ctx, cfg, &o, dataDir)
@@ -288,6 +301,11 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		_ = h.Close()
 		return nil, err
 	}
+	if err := openPins(dataDir, h); err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	h.limits = limits.New(&cfg.Limits, &limits.Options{Groups: h.UserGroups})
 	inprocs := map[string]ext.Extension{}
 	for name, ec := range cfg.Extensions {
 		if ec.Disabled {
@@ -344,6 +362,8 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 	h.bg.Add(2)
 	go h.watchIdle()
 	go h.watchSlots()
+	h.startLimits()
+	h.startToolWatchers()
 	logger.Info("host started", "extensions", len(h.exts), "data", dataDir)
 	return h, nil
 }
@@ -376,6 +396,9 @@ func (h *Host) Close() error {
 			errs = append(errs, err)
 		}
 		if err := h.closeAudit(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := h.closePins(); err != nil {
 			errs = append(errs, err)
 		}
 		if h.ownStores && h.settings != nil {
@@ -549,6 +572,7 @@ func (h *Host) ensureActive(ctx context.Context, user string) error {
 			actx, cancel := context.WithTimeout(h.life, activationTimeout)
 			defer cancel()
 			h.activateAll(actx, user)
+			h.tellActivated(actx, user)
 			// The idle clock counts from the end of the activation (or
 			// from the last use, when later): one that took longer than
 			// services.idleMinutes was idle already by the clock of its
@@ -716,6 +740,8 @@ func (h *Host) deactivate(ctx context.Context, user string, a *activation, done 
 	// The user's tools stay listed while they sleep: their sessions hear
 	// no change, which would only make them list again and wake the user.
 	h.reg.sleep(user)
+	// The fleet view keeps what of the user is not well (fleet.go).
+	h.remember(ctx, user)
 	var errs []error
 	for _, e := range sortedExtensions(h.exts) {
 		if !e.descriptor().Has(ext.CapabilityUsers) {

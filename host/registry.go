@@ -11,6 +11,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/pins"
 )
 
 // Tool is a registered tool and the extension that owns it.
@@ -41,6 +42,20 @@ type registry struct {
 	// they retire them are not taken, so their tools stay listed, their
 	// sessions hear no change, and nothing wakes them but a request.
 	asleep map[string]bool
+
+	// pins, when set, checks the tools published for a user against
+	// their pins (README "Tool pinning"): it returns the tools to
+	// register and the ones held back or flagged. Every list of a user's
+	// tools goes through it, so what is held back is neither listed nor
+	// found by a call, by any surface.
+	pins func(user string, tools []ext.Tool) ([]ext.Tool, map[string]pins.Held)
+	// raw are the lists as published, to check again after an approval;
+	// gen counts each user's and extension's publications, so a check
+	// that a newer publication overtook is dropped.
+	raw map[string]map[string][]ext.Tool // user → extension → tools
+	gen map[string]map[string]uint64
+	// held are the tools pins held back (block) or flagged (warn).
+	held map[string]map[string]map[string]pins.Held // user → extension → tool → why
 }
 
 func newRegistry(logger *slog.Logger) *registry {
@@ -50,6 +65,8 @@ func newRegistry(logger *slog.Logger) *registry {
 		gone: map[string]map[string]string{},
 		subs: map[string]map[chan struct{}]struct{}{}, allSubs: map[chan struct{}]struct{}{},
 		asleep: map[string]bool{},
+		raw:    map[string]map[string][]ext.Tool{}, gen: map[string]map[string]uint64{},
+		held: map[string]map[string]map[string]pins.Held{},
 	}
 }
 
@@ -94,6 +111,11 @@ func validateTools(tools []ext.Tool) error {
 		case "", ext.ReplaySafe, ext.ReplayUnsafe:
 		default:
 			return fmt.Errorf("tool %q: unknown replay %q: %w", t.Name, t.Replay, ext.ErrInvalidArgument)
+		}
+		switch t.Pin {
+		case "", ext.PinOff, ext.PinWarn, ext.PinBlock:
+		default:
+			return fmt.Errorf("tool %q: unknown pin mode %q: %w", t.Name, t.Pin, ext.ErrInvalidArgument)
 		}
 		if len(t.InputSchema) > 0 && !json.Valid(t.InputSchema) {
 			return fmt.Errorf("tool %q: input schema is not valid JSON: %w", t.Name, ext.ErrInvalidArgument)
@@ -174,6 +196,95 @@ func (r *registry) setUser(extName, user string, tools []ext.Tool) error {
 		r.mu.Unlock()
 		return nil // retired for idleness: the list stays (see asleep)
 	}
+	if r.raw[user] == nil {
+		r.raw[user], r.gen[user] = map[string][]ext.Tool{}, map[string]uint64{}
+	}
+	r.gen[user][extName]++
+	g := r.gen[user][extName]
+	if len(tools) == 0 {
+		delete(r.raw[user], extName)
+	} else {
+		r.raw[user][extName] = tools
+	}
+	r.mu.Unlock()
+	return r.applyUser(extName, user, tools, g)
+}
+
+// recheck checks the published lists of user ("" every user) against
+// their pins again, after an approval.
+func (r *registry) recheck(user string) {
+	type pub struct {
+		user, ext string
+		tools     []ext.Tool
+		gen       uint64
+	}
+	var todo []pub
+	r.mu.RLock()
+	for u, m := range r.raw {
+		if user != "" && u != user {
+			continue
+		}
+		for e, tools := range m {
+			todo = append(todo, pub{u, e, tools, r.gen[u][e]})
+		}
+	}
+	r.mu.RUnlock()
+	for _, p := range todo {
+		if err := r.applyUser(p.ext, p.user, p.tools, p.gen); err != nil {
+			r.logger.Warn("registering the tools again after a pin approval failed", "extension", p.ext, "user", p.user, "error", err)
+		}
+	}
+}
+
+// heldTool returns why user's tool name is held back by a pin, if it is.
+func (r *registry) heldTool(user, name string) (pins.Held, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, m := range r.held[user] {
+		if h, ok := m[name]; ok && h.Mode == ext.PinBlock {
+			return h, true
+		}
+	}
+	return pins.Held{}, false
+}
+
+// heldTools returns user's tools held back or flagged by a pin.
+func (r *registry) heldTools(user string) []pins.Held {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []pins.Held
+	for _, m := range r.held[user] {
+		for _, h := range m {
+			out = append(out, h)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Tool < out[j].Tool })
+	return out
+}
+
+// applyUser registers tools, publication g of extName for user, minus
+// what its pins hold back.
+func (r *registry) applyUser(extName, user string, tools []ext.Tool, g uint64) error {
+	var held map[string]pins.Held
+	if r.pins != nil {
+		tools, held = r.pins(user, tools)
+	}
+	r.mu.Lock()
+	if r.gen[user][extName] != g {
+		r.mu.Unlock()
+		return nil // a newer list of the same extension came meanwhile
+	}
+	if len(held) == 0 {
+		delete(r.held[user], extName)
+		if len(r.held[user]) == 0 {
+			delete(r.held, user)
+		}
+	} else {
+		if r.held[user] == nil {
+			r.held[user] = map[string]map[string]pins.Held{}
+		}
+		r.held[user][extName] = held
+	}
 	for _, t := range tools {
 		if other := r.ownerLocked(t.Name, user, extName); other != "" {
 			r.mu.Unlock()
@@ -193,6 +304,9 @@ func (r *registry) setUser(extName, user string, tools []ext.Tool) error {
 		return nil // the same list again (a user woken up): nothing changed
 	}
 	r.rememberGoneLocked(user, extName, old, now)
+	for name := range held {
+		delete(r.gone[user], name) // held back: not reached through gone
+	}
 	reindexLocked(r.userIdx[user], extName, old, now)
 	if len(now) == 0 {
 		delete(r.user[user], extName)
@@ -258,10 +372,16 @@ func (r *registry) list(user string) []Tool {
 	return out
 }
 
-// lookup finds the tool name for user.
+// lookup finds the tool name for user. A tool a pin holds back is not
+// found (see heldTool for why).
 func (r *registry) lookup(user, name string) (Tool, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	for _, m := range r.held[user] {
+		if h, ok := m[name]; ok && h.Mode == ext.PinBlock {
+			return Tool{}, false
+		}
+	}
 	if t, ok := r.userIdx[user][name]; ok {
 		return t, true
 	}

@@ -197,6 +197,9 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 		return nil, err
 	}
 	defer h.busyUser(req.User)()
+	if held, ok := h.reg.heldTool(req.User, req.Name); ok && req.Scope.AllowsTool(req.Name) {
+		return nil, fmt.Errorf("%s: %w", held.Reason(), ext.ErrPermission)
+	}
 	tool, ok := h.reg.lookup(req.User, req.Name)
 	if !ok || !req.Scope.AllowsTool(req.Name) {
 		return nil, fmt.Errorf("tool %q for user %q: %w", req.Name, req.User, ext.ErrNotFound)
@@ -215,6 +218,12 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 			return nil, err
 		}
 	}
+	release, err := h.limits.Acquire(req.User, req.Name)
+	if err != nil {
+		h.logger.Debug("call refused by a rate limit", "user", req.User, "tool", req.Name, "error", err)
+		return nil, err
+	}
+	defer release()
 	e := h.exts[tool.Extension]
 	if e == nil {
 		return nil, fmt.Errorf("tool %q: its extension %q is gone: %w", req.Name, tool.Extension, ext.ErrUnavailable)
@@ -234,8 +243,11 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 	if len(task) != len(req.Task) {
 		creq.Params = nil // the params would still ask for the task
 	}
+	handle, release := h.callers.add(ctx, e.name, req)
+	defer release()
+	creq.Caller = handle
 	var res *ext.CallToolResult
-	err := useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
+	err = useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
 		func(tc ext.ToolCaller) (err error) {
 			res, err = tc.CallTool(ctx, &creq)
 			return err

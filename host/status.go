@@ -47,6 +47,7 @@ func (h *Host) Status(ctx context.Context, user string) ([]StatusEntry, error) {
 	for _, entries := range per {
 		out = append(out, entries...)
 	}
+	h.pinStatus(out)
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.User != b.User {
@@ -78,7 +79,7 @@ func (h *Host) statusOf(ctx context.Context, e *extension, user string) ([]Statu
 			continue
 		}
 		out = append(out, StatusEntry{Extension: e.name, User: s.User, Name: s.Name, State: s.State, Reason: s.Reason,
-			NextRetry: s.NextRetry, Tools: s.Tools, Detail: s.Detail})
+			NextRetry: s.NextRetry, Tools: s.Tools, Detail: s.Detail, Actions: s.Actions})
 	}
 	return out, nil
 }

@@ -86,6 +86,9 @@ func (h *Host) SetUserGroups(ctx context.Context, user string, groups []string) 
 		// user's sessions list their tools again.
 		h.reg.poke(user)
 	}
+	if !same {
+		h.limits.Forget(user) // their next call takes their groups' limits
+	}
 	if same || !active {
 		return nil
 	}
@@ -115,6 +118,7 @@ func (h *Host) DeleteUserData(ctx context.Context, user string, deleteFiles bool
 		return "", err
 	}
 	dir := filepath.Join(h.dataDir, "users", user)
+	h.forget(user)
 	var errs []error
 	if err := h.settings.DeleteUser(ctx, user); err != nil {
 		errs = append(errs, fmt.Errorf("deleting the settings of user %q: %w", user, err))

@@ -27,7 +27,7 @@ for os in linux darwin; do
 		[ -f "$a" ] || fail "missing archive $a"
 		grep -q " $a\$" checksums.txt || fail "$a is not in checksums.txt"
 		list=$(tar tzf "$a")
-		for f in agenthost agenthost-ext-mcp LICENSE NOTICE README.md CHANGELOG.md packaging/agenthost.service packaging/agenthost.json \
+		for f in agenthost agenthost-ext-mcp agenthost-ext-runner agenthost-ext-codemode LICENSE NOTICE README.md CHANGELOG.md packaging/agenthost.service packaging/agenthost.json \
 			third_party/github.com/hashicorp/go-plugin/LICENSE third_party/modernc.org/sqlite/LICENSE third_party/github.com/segmentio/asm/LICENSE; do
 			echo "$list" | grep -qx "$f" || fail "$a lacks $f"
 		done
@@ -52,7 +52,7 @@ for arch in amd64 arm64; do
 	grep -q " $deb\$" checksums.txt || fail "$deb is not in checksums.txt"
 	[ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || fail "$deb: Architecture is $(dpkg-deb -f "$deb" Architecture), not $arch"
 	files=$(dpkg-deb -c "$deb")
-	for f in ./usr/bin/agenthost ./usr/lib/agenthost/agenthost-ext-mcp ./lib/systemd/system/agenthost.service ./etc/agenthost/agenthost.json \
+	for f in ./usr/bin/agenthost ./usr/lib/agenthost/agenthost-ext-mcp ./usr/lib/agenthost/agenthost-ext-runner ./usr/lib/agenthost/agenthost-ext-codemode ./lib/systemd/system/agenthost.service ./etc/agenthost/agenthost.json \
 		./usr/share/doc/agenthost/NOTICE ./usr/share/doc/agenthost/third_party/github.com/hashicorp/go-plugin/LICENSE; do
 		echo "$files" | grep -q " $f\$" || fail "$deb lacks $f"
 	done
@@ -64,7 +64,7 @@ for arch in amd64 arm64; do
 		rpm -K --nosignature "$rpm" >/dev/null || fail "$rpm: rpm -K refuses it"
 		[ "$(rpm -qp --qf '%{ARCH}' "$rpm" 2>/dev/null)" = "$rarch" ] || fail "$rpm: not $rarch"
 		files=$(rpm -qpl "$rpm" 2>/dev/null)
-		for f in /usr/bin/agenthost /usr/lib/agenthost/agenthost-ext-mcp /lib/systemd/system/agenthost.service /etc/agenthost/agenthost.json; do
+		for f in /usr/bin/agenthost /usr/lib/agenthost/agenthost-ext-mcp /usr/lib/agenthost/agenthost-ext-runner /usr/lib/agenthost/agenthost-ext-codemode /lib/systemd/system/agenthost.service /etc/agenthost/agenthost.json; do
 			echo "$files" | grep -qx "$f" || fail "$rpm lacks $f"
 		done
 		rpm -qp --scripts "$rpm" 2>/dev/null | grep -q useradd || fail "$rpm: no postinstall creating the agenthost user"

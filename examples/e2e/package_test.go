@@ -47,7 +47,7 @@ func TestDebInstallsAndServes(t *testing.T) {
 	}
 	bin := filepath.Join(tmp, "bin")
 	ldflags := fmt.Sprintf("-X %[1]shost.Version=%[2]s -X %[1]sext-mcp.Version=%[2]s", pkg, version)
-	goBuild(root, []string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags", ldflags, "-o", bin+"/", "./host/cmd/agenthost", "./ext-mcp/cmd/agenthost-ext-mcp")
+	goBuild(root, []string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags", ldflags, "-o", bin+"/", "./host/cmd/agenthost", "./ext-mcp/cmd/agenthost-ext-mcp", "./ext-runner/cmd/agenthost-ext-runner", "./ext-codemode/cmd/agenthost-ext-codemode")
 	goBuild(filepath.Join(root, "tools/release"), []string{"GOWORK=off"}, "-o", tmp+"/", "github.com/goreleaser/nfpm/v2/cmd/nfpm")
 	// The third-party licence files are gathered by `make licenses` (a
 	// minute with go-licenses) and checked in the release by dist-check;

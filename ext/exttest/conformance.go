@@ -264,6 +264,8 @@ func checkDescriptor(t *testing.T, d *ext.Descriptor, impl ext.Extension) {
 	_, implements[ext.CapabilitySessions] = impl.(ext.SessionListener)
 	_, implements[ext.CapabilityAuth] = impl.(ext.Authorizer)
 	_, implements[ext.CapabilityValidate] = impl.(ext.SettingsValidator)
+	_, implements[ext.CapabilityActions] = impl.(ext.ActionRunner)
+	_, implements[ext.CapabilityUserTools] = impl.(ext.UserToolsWatcher)
 	seen := map[ext.Capability]bool{}
 	for _, c := range d.Capabilities {
 		if !capabilityName.MatchString(string(c)) {

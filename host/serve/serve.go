@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
@@ -89,8 +90,9 @@ type Server struct {
 	handler http.Handler
 	srv     *http.Server
 	tls     *tls.Config
-	ln      net.Listener    // Options.Listener, nil: Listen opens one
-	ctl     *control.Server // nil without Options.ControlSocket
+	cert    atomic.Pointer[tls.Certificate] // served by tls; a reload swaps it
+	ln      net.Listener                    // Options.Listener, nil: Listen opens one
+	ctl     *control.Server                 // nil without Options.ControlSocket
 	stopRev func()
 	// stopOIDC unsubscribes the OpenID sign-in from the users' changes;
 	// nil without a provider.
@@ -135,11 +137,30 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	}
 	s := &Server{h: h, cfg: cfg, log: logger, url: cfg.BaseURL(), ln: o.Listener}
 	if cfg.TLS.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.Resolve(cfg.TLS.CertFile), cfg.Resolve(cfg.TLS.KeyFile))
+		cert, err := loadCert(&cfg)
 		if err != nil {
-			return nil, fmt.Errorf("serve: loading the TLS certificate: %w", err)
+			return nil, fmt.Errorf("serve: %w", err)
 		}
-		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		s.cert.Store(cert)
+		// The certificate is taken per handshake: a reload (a renewal)
+		// swaps it for new connections, open ones keep theirs.
+		s.tls = &tls.Config{MinVersion: tls.VersionTLS12,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cert.Load(), nil }}
+		h.OnReload(func(_ context.Context, c *host.Config) (func(), error) {
+			if c.TLS.CertFile == "" {
+				return nil, nil // refused by the host: TLS cannot turn off in place
+			}
+			cert, err := loadCert(c)
+			if err != nil {
+				return nil, err
+			}
+			return func() {
+				s.cert.Store(cert)
+				if l := cert.Leaf; l != nil {
+					logger.Info("tls: serving the certificate re-read", "certFile", c.TLS.CertFile, "serial", l.SerialNumber.String(), "notAfter", l.NotAfter)
+				}
+			}, nil
+		})
 	}
 	// One client-address function, one lockout and one refusal log for
 	// every surface.
@@ -187,7 +208,8 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		defer cancel()
 		ov, _ := h.Overview(ctx)
 		g := telemetry.Gauges{Sessions: s.ep.Sessions(), ActiveUsers: ov.ActiveUsers, Processes: ov.ServiceProcesses,
-			Servers: map[telemetry.ServerState]int{}}
+			Servers: map[telemetry.ServerState]int{}, PinsBlocked: h.PinsBlocked(),
+			RateLimited: h.RateLimited()}
 		entries, _ := h.Status(ctx, "") // an extension that fails is one "unavailable" entry
 		for _, st := range entries {
 			g.Servers[telemetry.ServerState{Extension: st.Extension, State: st.State}]++
@@ -201,10 +223,18 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("serve: telemetry: %w", err)
 	}
+	h.SetTelemetry(s.tel) // inner calls (code mode's) in the same histogram and spans
 	webOpts.Metrics = s.tel.Handler()
 	h.SetPolicyCounter(s.tel.PolicyDecision)
 	h.SetApprovalLink(func() string { return s.URL() + "/settings" })
 	webOpts.Approvals = h
+	h.OnReloaded(func(ctx context.Context, err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "refused"
+		}
+		s.tel.Reloaded(ctx, outcome)
+	})
 	epOpts := &mcpendpoint.Options{
 		Limiter: a.Limiter(), AddrKey: proxies.Key, AllowedHosts: hosts, Refusals: s.refusals, AllowedOrigins: cfg.AllowedOrigins,
 		Logger: logger.With("surface", "mcp"), Version: host.Build().Version, Telemetry: s.tel,
@@ -303,6 +333,17 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// loadCert reads the certificate and key of cfg's tls block; the error
+// names the files.
+func loadCert(cfg *host.Config) (*tls.Certificate, error) {
+	certFile, keyFile := cfg.Resolve(cfg.TLS.CertFile), cfg.Resolve(cfg.TLS.KeyFile)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls: loading the certificate %s and key %s: %w", certFile, keyFile, err)
+	}
+	return &cert, nil
 }
 
 // underBase serves mux's routes under base (the public URL's path) as

@@ -33,6 +33,8 @@ type options struct {
 	// stateless serves the stateless protocol (2026-07-28) instead of
 	// stateful sessions (2025-11-25).
 	stateless bool
+	// echoDescription replaces echo's description when set.
+	echoDescription string
 }
 
 type echoIn struct {
@@ -46,7 +48,10 @@ type whoamiOut struct {
 
 // newHandler returns the MCP endpoint: a Streamable HTTP handler behind a
 // bearer-token check that answers 401 without a valid token.
-func newHandler(o options) http.Handler {
+func newHandler(o options) http.Handler { return handlerFor(newServer(o), o) }
+
+// newServer returns the MCP server behind the handler.
+func newServer(o options) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "agenthost-example-bearer", Version: "v0.1.0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Say which bearer token the request carried (by hash)."},
 		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, whoamiOut, error) {
@@ -60,11 +65,26 @@ func newHandler(o options) http.Handler {
 			}
 			return nil, out, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Send the text back (for benchmarks)."},
+	desc := o.echoDescription
+	if desc == "" {
+		desc = "Send the text back (for benchmarks)."
+	}
+	addEcho(s, desc)
+	bigtext.AddTool(s)
+	return s
+}
+
+// addEcho adds (or replaces, which tells the sessions the list changed)
+// the echo tool with description desc.
+func addEcho(s *mcp.Server, desc string) {
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: desc},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
-	bigtext.AddTool(s)
+}
+
+// handlerFor serves s behind the bearer-token check.
+func handlerFor(s *mcp.Server, o options) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{Stateless: o.stateless, PropagateRequestCancellation: true})
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {

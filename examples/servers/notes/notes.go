@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -62,6 +63,14 @@ type whoamiOut struct {
 	Key   string `json:"key,omitempty" jsonschema:"the hash prefix of the key given with -key-env (the key itself in test mode)"`
 }
 
+// notesURI is the resource of the notes with -resource.
+const notesURI = "notes://notes"
+
+// withResource (the -resource flag) adds the resource notes://notes,
+// which clients may subscribe to: add_note sends
+// notifications/resources/updated (a server that wakes a runner).
+var withResource bool
+
 // newServer returns the notes server for a process whose caller holds
 // token. With reveal, whoami returns the token itself (for canary tests
 // only; never in production).
@@ -72,17 +81,36 @@ func newServer(token string, reveal bool) *mcp.Server { return newServerWithKey(
 func newServerWithKey(token, apiKey string, reveal bool) *mcp.Server {
 	st := &store{notes: map[string][]string{}}
 	key := tokenKey(token)
-	s := mcp.NewServer(&mcp.Implementation{Name: "agenthost-example-notes", Version: "v0.1.0"}, nil)
+	var opts *mcp.ServerOptions
+	if withResource {
+		none := func(context.Context, *mcp.SubscribeRequest) error { return nil }
+		opts = &mcp.ServerOptions{SubscribeHandler: none,
+			UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil }}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "agenthost-example-notes", Version: "v0.1.0"}, opts)
 	mcp.AddTool(s, &mcp.Tool{Name: "add_note", Description: "Add a note to your notes."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in addNoteIn) (*mcp.CallToolResult, addNoteOut, error) {
+		func(ctx context.Context, _ *mcp.CallToolRequest, in addNoteIn) (*mcp.CallToolResult, addNoteOut, error) {
 			if in.Text == "" {
 				return nil, addNoteOut{}, fmt.Errorf("the note is empty")
 			}
 			st.mu.Lock()
-			defer st.mu.Unlock()
 			st.notes[key] = append(st.notes[key], in.Text)
-			return nil, addNoteOut{Count: len(st.notes[key])}, nil
+			n := len(st.notes[key])
+			st.mu.Unlock()
+			if withResource {
+				_ = s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: notesURI})
+			}
+			return nil, addNoteOut{Count: n}, nil
 		})
+	if withResource {
+		s.AddResource(&mcp.Resource{URI: notesURI, Name: "notes", Description: "Your notes, as JSON; subscribe to hear of new ones.", MIMEType: "application/json"},
+			func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				st.mu.Lock()
+				b, _ := json.Marshal(st.notes[key])
+				st.mu.Unlock()
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: notesURI, MIMEType: "application/json", Text: string(b)}}}, nil
+			})
+	}
 	mcp.AddTool(s, &mcp.Tool{Name: "list_notes", Description: "List your notes, oldest first."},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, listNotesOut, error) {
 			st.mu.Lock()
@@ -113,10 +141,7 @@ func newServerWithKey(token, apiKey string, reveal bool) *mcp.Server {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept " + d.String()}}}, nil, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Send the text back (for benchmarks)."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
-		})
+	addEcho(s, "Send the text back (for benchmarks).")
 	mcp.AddTool(s, &mcp.Tool{Name: "trace", Description: "Say the trace context (params._meta.traceparent) the call came with (for tracing tests)."},
 		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			tp, _ := req.Params.GetMeta()["traceparent"].(string)
@@ -169,4 +194,13 @@ func failToolsList(s *mcp.Server) {
 			return next(ctx, method, req)
 		}
 	})
+}
+
+// addEcho adds (or replaces, which tells the clients the list changed)
+// the echo tool with description desc.
+func addEcho(s *mcp.Server, desc string) {
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: desc},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
 }

@@ -181,3 +181,42 @@ func TestProcessKeyEnv(t *testing.T) {
 		t.Errorf("without its key: %v %s", err, out)
 	}
 }
+
+// TestResourceUpdated: with -resource, a client subscribed to
+// notes://notes hears of each add_note (what wakes a runner), and reads
+// the notes there.
+func TestResourceUpdated(t *testing.T) {
+	withResource = true
+	defer func() { withResource = false }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	updated := make(chan string, 4)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := newServer("tok", false).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+	}).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.Close(); _ = ss.Wait() }()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: notesURI}); err != nil {
+		t.Fatal(err)
+	}
+	callJSON(t, cs, "add_note", map[string]any{"text": "one"}, nil)
+	select {
+	case uri := <-updated:
+		if uri != notesURI {
+			t.Errorf("updated %q", uri)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notifications/resources/updated after add_note")
+	}
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: notesURI})
+	if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != `["one"]` {
+		t.Errorf("reading %s: %v %v", notesURI, err, res)
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"time"
 
+	"github.com/agenthost/agenthost/catalog"
 	"github.com/agenthost/agenthost/ext"
 	extmcp "github.com/agenthost/agenthost/ext-mcp"
 )
@@ -17,6 +19,10 @@ import (
 // this process stays small and calls get markedly cheaper (measured in
 // examples/bench BenchmarkEndpointCall).
 const gcPercent = 400
+
+// repeatWindowEnv names the variable (a Go duration such as "30s") of the
+// window of collapsed quarantine warnings.
+const repeatWindowEnv = "AGENTHOST_MCP_REPEAT_WINDOW"
 
 // procs is how many CPUs this process runs Go code on unless GOMAXPROCS
 // is set: a quarter of the ones Go would use (at least one). ext-mcp is a
@@ -34,5 +40,12 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(procs())
 	}
-	ext.Serve(extmcp.New(&extmcp.Options{Telemetry: true}))
+	opts := &extmcp.Options{Telemetry: true}
+	// The operator's env for the extension may shorten or lengthen the
+	// window in which repeated quarantine warnings collapse into one line
+	// with a count (default 1 min).
+	if w, err := time.ParseDuration(os.Getenv(repeatWindowEnv)); err == nil && w > 0 {
+		opts.Catalog = &catalog.Options{RepeatWindow: w}
+	}
+	ext.Serve(extmcp.New(opts))
 }

@@ -134,6 +134,58 @@ func (Replay) EnumDescriptor() ([]byte, []int) {
 	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{1}
 }
 
+type PinMode int32
+
+const (
+	PinMode_PIN_MODE_UNSPECIFIED PinMode = 0
+	PinMode_PIN_MODE_OFF         PinMode = 1
+	PinMode_PIN_MODE_WARN        PinMode = 2
+	PinMode_PIN_MODE_BLOCK       PinMode = 3
+)
+
+// Enum value maps for PinMode.
+var (
+	PinMode_name = map[int32]string{
+		0: "PIN_MODE_UNSPECIFIED",
+		1: "PIN_MODE_OFF",
+		2: "PIN_MODE_WARN",
+		3: "PIN_MODE_BLOCK",
+	}
+	PinMode_value = map[string]int32{
+		"PIN_MODE_UNSPECIFIED": 0,
+		"PIN_MODE_OFF":         1,
+		"PIN_MODE_WARN":        2,
+		"PIN_MODE_BLOCK":       3,
+	}
+)
+
+func (x PinMode) Enum() *PinMode {
+	p := new(PinMode)
+	*p = x
+	return p
+}
+
+func (x PinMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PinMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_agenthost_ext_v1_ext_proto_enumTypes[2].Descriptor()
+}
+
+func (PinMode) Type() protoreflect.EnumType {
+	return &file_agenthost_ext_v1_ext_proto_enumTypes[2]
+}
+
+func (x PinMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PinMode.Descriptor instead.
+func (PinMode) EnumDescriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{2}
+}
+
 type BeginAuthRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A user, or "@operator" for the operator's credential.
@@ -572,7 +624,10 @@ type CallOpen struct {
 	// meta and task are left out: the extension reads them from here. The
 	// host sends it only to an extension whose DescribeResponse has
 	// call_params.
-	CallParams    []byte `protobuf:"bytes,11,opt,name=call_params,json=callParams,proto3" json:"call_params,omitempty"`
+	CallParams []byte `protobuf:"bytes,11,opt,name=call_params,json=callParams,proto3" json:"call_params,omitempty"`
+	// tools/call: the opaque handle of this call's caller (ext.CallerTools),
+	// valid while the call runs.
+	Caller        string `protobuf:"bytes,12,opt,name=caller,proto3" json:"caller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -682,6 +737,13 @@ func (x *CallOpen) GetCallParams() []byte {
 		return x.CallParams
 	}
 	return nil
+}
+
+func (x *CallOpen) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
 }
 
 type CallEnd struct {
@@ -1168,6 +1230,94 @@ func (*SessionNotifyResponse) Descriptor() ([]byte, []int) {
 	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{13}
 }
 
+type UserToolsChangedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Tools         []*Tool                `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserToolsChangedRequest) Reset() {
+	*x = UserToolsChangedRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserToolsChangedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserToolsChangedRequest) ProtoMessage() {}
+
+func (x *UserToolsChangedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserToolsChangedRequest.ProtoReflect.Descriptor instead.
+func (*UserToolsChangedRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UserToolsChangedRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UserToolsChangedRequest) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+type UserToolsChangedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserToolsChangedResponse) Reset() {
+	*x = UserToolsChangedResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserToolsChangedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserToolsChangedResponse) ProtoMessage() {}
+
+func (x *UserToolsChangedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserToolsChangedResponse.ProtoReflect.Descriptor instead.
+func (*UserToolsChangedResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{15}
+}
+
 type ValidateSettingsRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	UserId  string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -1183,7 +1333,7 @@ type ValidateSettingsRequest struct {
 
 func (x *ValidateSettingsRequest) Reset() {
 	*x = ValidateSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1345,7 @@ func (x *ValidateSettingsRequest) String() string {
 func (*ValidateSettingsRequest) ProtoMessage() {}
 
 func (x *ValidateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1358,7 @@ func (x *ValidateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*ValidateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{14}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ValidateSettingsRequest) GetUserId() string {
@@ -1247,7 +1397,7 @@ type ValidateSettingsResponse struct {
 
 func (x *ValidateSettingsResponse) Reset() {
 	*x = ValidateSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1409,7 @@ func (x *ValidateSettingsResponse) String() string {
 func (*ValidateSettingsResponse) ProtoMessage() {}
 
 func (x *ValidateSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1422,7 @@ func (x *ValidateSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateSettingsResponse.ProtoReflect.Descriptor instead.
 func (*ValidateSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{15}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{17}
 }
 
 type DescribeRequest struct {
@@ -1283,7 +1433,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1445,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1458,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{16}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{18}
 }
 
 type DescribeResponse struct {
@@ -1323,7 +1473,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1485,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1498,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{17}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DescribeResponse) GetDescriptor_() *Descriptor {
@@ -1379,7 +1529,7 @@ type Descriptor struct {
 
 func (x *Descriptor) Reset() {
 	*x = Descriptor{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1541,7 @@ func (x *Descriptor) String() string {
 func (*Descriptor) ProtoMessage() {}
 
 func (x *Descriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1554,7 @@ func (x *Descriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Descriptor.ProtoReflect.Descriptor instead.
 func (*Descriptor) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{18}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Descriptor) GetName() string {
@@ -1463,7 +1613,7 @@ type SettingsSection struct {
 
 func (x *SettingsSection) Reset() {
 	*x = SettingsSection{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1625,7 @@ func (x *SettingsSection) String() string {
 func (*SettingsSection) ProtoMessage() {}
 
 func (x *SettingsSection) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1638,7 @@ func (x *SettingsSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsSection.ProtoReflect.Descriptor instead.
 func (*SettingsSection) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{19}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SettingsSection) GetId() string {
@@ -1550,7 +1700,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1712,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1725,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{20}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ConfigureRequest) GetConfig() []byte {
@@ -1635,7 +1785,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1797,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1810,97 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
+}
+
+type ReconfigureRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The extension's new config block from the operator's file, untouched.
+	Config []byte `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// Check the block and change nothing.
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureRequest) Reset() {
+	*x = ReconfigureRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureRequest) ProtoMessage() {}
+
+func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureRequest.ProtoReflect.Descriptor instead.
+func (*ReconfigureRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ReconfigureRequest) GetConfig() []byte {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *ReconfigureRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type ReconfigureResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureResponse) Reset() {
+	*x = ReconfigureResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureResponse) ProtoMessage() {}
+
+func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureResponse.ProtoReflect.Descriptor instead.
+func (*ReconfigureResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
 }
 
 type ShutdownRequest struct {
@@ -1671,7 +1911,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1923,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1936,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
 }
 
 type ShutdownResponse struct {
@@ -1707,7 +1947,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1959,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1972,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
 }
 
 type ActivateRequest struct {
@@ -1753,7 +1993,7 @@ type ActivateRequest struct {
 
 func (x *ActivateRequest) Reset() {
 	*x = ActivateRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +2005,7 @@ func (x *ActivateRequest) String() string {
 func (*ActivateRequest) ProtoMessage() {}
 
 func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +2018,7 @@ func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateRequest.ProtoReflect.Descriptor instead.
 func (*ActivateRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ActivateRequest) GetUserId() string {
@@ -1802,61 +2042,6 @@ func (x *ActivateRequest) GetSnapshot() *UserSnapshot {
 	return nil
 }
 
-// UserSnapshot is ext.UserSnapshot.
-type UserSnapshot struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Each user section's values (a JSON object), by section ID.
-	Settings map[string][]byte `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The user's secrets for the extension, by name.
-	Secrets       map[string]string `protobuf:"bytes,2,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *UserSnapshot) Reset() {
-	*x = UserSnapshot{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *UserSnapshot) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*UserSnapshot) ProtoMessage() {}
-
-func (x *UserSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use UserSnapshot.ProtoReflect.Descriptor instead.
-func (*UserSnapshot) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
-}
-
-func (x *UserSnapshot) GetSettings() map[string][]byte {
-	if x != nil {
-		return x.Settings
-	}
-	return nil
-}
-
-func (x *UserSnapshot) GetSecrets() map[string]string {
-	if x != nil {
-		return x.Secrets
-	}
-	return nil
-}
-
 type ActivateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1865,7 +2050,7 @@ type ActivateResponse struct {
 
 func (x *ActivateResponse) Reset() {
 	*x = ActivateResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +2062,7 @@ func (x *ActivateResponse) String() string {
 func (*ActivateResponse) ProtoMessage() {}
 
 func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +2075,7 @@ func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateResponse.ProtoReflect.Descriptor instead.
 func (*ActivateResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
 }
 
 type RetireRequest struct {
@@ -1903,7 +2088,7 @@ type RetireRequest struct {
 
 func (x *RetireRequest) Reset() {
 	*x = RetireRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +2100,7 @@ func (x *RetireRequest) String() string {
 func (*RetireRequest) ProtoMessage() {}
 
 func (x *RetireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2113,7 @@ func (x *RetireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireRequest.ProtoReflect.Descriptor instead.
 func (*RetireRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RetireRequest) GetUserId() string {
@@ -1953,7 +2138,7 @@ type RetireResponse struct {
 
 func (x *RetireResponse) Reset() {
 	*x = RetireResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2150,7 @@ func (x *RetireResponse) String() string {
 func (*RetireResponse) ProtoMessage() {}
 
 func (x *RetireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2163,7 @@ func (x *RetireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireResponse.ProtoReflect.Descriptor instead.
 func (*RetireResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
 }
 
 type ReconcileAllRequest struct {
@@ -1989,7 +2174,7 @@ type ReconcileAllRequest struct {
 
 func (x *ReconcileAllRequest) Reset() {
 	*x = ReconcileAllRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2186,7 @@ func (x *ReconcileAllRequest) String() string {
 func (*ReconcileAllRequest) ProtoMessage() {}
 
 func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2199,7 @@ func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileAllRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
 }
 
 type ReconcileAllResponse struct {
@@ -2025,7 +2210,7 @@ type ReconcileAllResponse struct {
 
 func (x *ReconcileAllResponse) Reset() {
 	*x = ReconcileAllResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2222,7 @@ func (x *ReconcileAllResponse) String() string {
 func (*ReconcileAllResponse) ProtoMessage() {}
 
 func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2235,7 @@ func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileAllResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
 }
 
 type StartServiceRequest struct {
@@ -2063,7 +2248,7 @@ type StartServiceRequest struct {
 
 func (x *StartServiceRequest) Reset() {
 	*x = StartServiceRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2260,7 @@ func (x *StartServiceRequest) String() string {
 func (*StartServiceRequest) ProtoMessage() {}
 
 func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2273,7 @@ func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceRequest.ProtoReflect.Descriptor instead.
 func (*StartServiceRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StartServiceRequest) GetName() string {
@@ -2115,7 +2300,7 @@ type StartServiceResponse struct {
 
 func (x *StartServiceResponse) Reset() {
 	*x = StartServiceResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2312,7 @@ func (x *StartServiceResponse) String() string {
 func (*StartServiceResponse) ProtoMessage() {}
 
 func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2325,7 @@ func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceResponse.ProtoReflect.Descriptor instead.
 func (*StartServiceResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StartServiceResponse) GetSpec() *ProcessSpec {
@@ -2168,7 +2353,7 @@ type ProcessSpec struct {
 
 func (x *ProcessSpec) Reset() {
 	*x = ProcessSpec{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2365,7 @@ func (x *ProcessSpec) String() string {
 func (*ProcessSpec) ProtoMessage() {}
 
 func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2378,7 @@ func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessSpec.ProtoReflect.Descriptor instead.
 func (*ProcessSpec) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ProcessSpec) GetCommand() string {
@@ -2255,7 +2440,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2452,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2465,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatusRequest) GetUserId() string {
@@ -2299,7 +2484,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2496,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2509,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StatusResponse) GetEntries() []*StatusEntry {
@@ -2343,13 +2528,15 @@ type StatusEntry struct {
 	NextRetryUnixMs int64                  `protobuf:"varint,5,opt,name=next_retry_unix_ms,json=nextRetryUnixMs,proto3" json:"next_retry_unix_ms,omitempty"`
 	Tools           int32                  `protobuf:"varint,6,opt,name=tools,proto3" json:"tools,omitempty"`
 	Detail          string                 `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Actions the entry offers (capability "actions").
+	Actions       []string `protobuf:"bytes,8,rep,name=actions,proto3" json:"actions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusEntry) Reset() {
 	*x = StatusEntry{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2548,7 @@ func (x *StatusEntry) String() string {
 func (*StatusEntry) ProtoMessage() {}
 
 func (x *StatusEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2561,7 @@ func (x *StatusEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEntry.ProtoReflect.Descriptor instead.
 func (*StatusEntry) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StatusEntry) GetUserId() string {
@@ -2426,6 +2613,13 @@ func (x *StatusEntry) GetDetail() string {
 	return ""
 }
 
+func (x *StatusEntry) GetActions() []string {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
 type Tool struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2437,16 +2631,19 @@ type Tool struct {
 	Exposure     Exposure               `protobuf:"varint,7,opt,name=exposure,proto3,enum=agenthost.ext.v1.Exposure" json:"exposure,omitempty"`
 	Replay       Replay                 `protobuf:"varint,8,opt,name=replay,proto3,enum=agenthost.ext.v1.Replay" json:"replay,omitempty"`
 	// MCP execution properties, icons and _meta, raw JSON.
-	Execution     []byte `protobuf:"bytes,9,opt,name=execution,proto3" json:"execution,omitempty"`
-	Icons         []byte `protobuf:"bytes,10,opt,name=icons,proto3" json:"icons,omitempty"`
-	Meta          []byte `protobuf:"bytes,11,opt,name=meta,proto3" json:"meta,omitempty"`
+	Execution []byte `protobuf:"bytes,9,opt,name=execution,proto3" json:"execution,omitempty"`
+	Icons     []byte `protobuf:"bytes,10,opt,name=icons,proto3" json:"icons,omitempty"`
+	Meta      []byte `protobuf:"bytes,11,opt,name=meta,proto3" json:"meta,omitempty"`
+	// How the host pins the definition, and who approves its changes.
+	Pin           PinMode `protobuf:"varint,12,opt,name=pin,proto3,enum=agenthost.ext.v1.PinMode" json:"pin,omitempty"`
+	PinByOperator bool    `protobuf:"varint,13,opt,name=pin_by_operator,json=pinByOperator,proto3" json:"pin_by_operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2655,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2668,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Tool) GetName() string {
@@ -2551,6 +2748,125 @@ func (x *Tool) GetMeta() []byte {
 	return nil
 }
 
+func (x *Tool) GetPin() PinMode {
+	if x != nil {
+		return x.Pin
+	}
+	return PinMode_PIN_MODE_UNSPECIFIED
+}
+
+func (x *Tool) GetPinByOperator() bool {
+	if x != nil {
+		return x.PinByOperator
+	}
+	return false
+}
+
+type ListCallerToolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Caller        string                 `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCallerToolsRequest) Reset() {
+	*x = ListCallerToolsRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCallerToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCallerToolsRequest) ProtoMessage() {}
+
+func (x *ListCallerToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCallerToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListCallerToolsRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListCallerToolsRequest) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+type CallCallerToolRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Caller string                 `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Raw JSON object.
+	Arguments     []byte `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallCallerToolRequest) Reset() {
+	*x = CallCallerToolRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallCallerToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallCallerToolRequest) ProtoMessage() {}
+
+func (x *CallCallerToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallCallerToolRequest.ProtoReflect.Descriptor instead.
+func (*CallCallerToolRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CallCallerToolRequest) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+func (x *CallCallerToolRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CallCallerToolRequest) GetArguments() []byte {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
 // Scope narrows a user's tools: servers, and optional path.Match globs
 // over "server/tool" (ext.Scope).
 type Scope struct {
@@ -2563,7 +2879,7 @@ type Scope struct {
 
 func (x *Scope) Reset() {
 	*x = Scope{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2891,7 @@ func (x *Scope) String() string {
 func (*Scope) ProtoMessage() {}
 
 func (x *Scope) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2904,7 @@ func (x *Scope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scope.ProtoReflect.Descriptor instead.
 func (*Scope) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Scope) GetServers() []string {
@@ -2619,7 +2935,7 @@ type MintUserTokenRequest struct {
 
 func (x *MintUserTokenRequest) Reset() {
 	*x = MintUserTokenRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2947,7 @@ func (x *MintUserTokenRequest) String() string {
 func (*MintUserTokenRequest) ProtoMessage() {}
 
 func (x *MintUserTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2960,7 @@ func (x *MintUserTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUserTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintUserTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MintUserTokenRequest) GetUserId() string {
@@ -2685,7 +3001,7 @@ type MintUserTokenResponse struct {
 
 func (x *MintUserTokenResponse) Reset() {
 	*x = MintUserTokenResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +3013,7 @@ func (x *MintUserTokenResponse) String() string {
 func (*MintUserTokenResponse) ProtoMessage() {}
 
 func (x *MintUserTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +3026,7 @@ func (x *MintUserTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUserTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintUserTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MintUserTokenResponse) GetToken() string {
@@ -2736,7 +3052,7 @@ type RevokeUserTokenRequest struct {
 
 func (x *RevokeUserTokenRequest) Reset() {
 	*x = RevokeUserTokenRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +3064,7 @@ func (x *RevokeUserTokenRequest) String() string {
 func (*RevokeUserTokenRequest) ProtoMessage() {}
 
 func (x *RevokeUserTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +3077,7 @@ func (x *RevokeUserTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeUserTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RevokeUserTokenRequest) GetTokenId() string {
@@ -2779,7 +3095,7 @@ type RevokeUserTokenResponse struct {
 
 func (x *RevokeUserTokenResponse) Reset() {
 	*x = RevokeUserTokenResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +3107,7 @@ func (x *RevokeUserTokenResponse) String() string {
 func (*RevokeUserTokenResponse) ProtoMessage() {}
 
 func (x *RevokeUserTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +3120,7 @@ func (x *RevokeUserTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeUserTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
 }
 
 type ListToolsAsRequest struct {
@@ -2818,7 +3134,7 @@ type ListToolsAsRequest struct {
 
 func (x *ListToolsAsRequest) Reset() {
 	*x = ListToolsAsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +3146,7 @@ func (x *ListToolsAsRequest) String() string {
 func (*ListToolsAsRequest) ProtoMessage() {}
 
 func (x *ListToolsAsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +3159,7 @@ func (x *ListToolsAsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsAsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsAsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListToolsAsRequest) GetUserId() string {
@@ -2869,7 +3185,7 @@ type ListToolsAsResponse struct {
 
 func (x *ListToolsAsResponse) Reset() {
 	*x = ListToolsAsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2881,7 +3197,7 @@ func (x *ListToolsAsResponse) String() string {
 func (*ListToolsAsResponse) ProtoMessage() {}
 
 func (x *ListToolsAsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2894,7 +3210,7 @@ func (x *ListToolsAsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsAsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsAsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListToolsAsResponse) GetTools() []*Tool {
@@ -2919,7 +3235,7 @@ type CallToolAsRequest struct {
 
 func (x *CallToolAsRequest) Reset() {
 	*x = CallToolAsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +3247,7 @@ func (x *CallToolAsRequest) String() string {
 func (*CallToolAsRequest) ProtoMessage() {}
 
 func (x *CallToolAsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +3260,7 @@ func (x *CallToolAsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolAsRequest.ProtoReflect.Descriptor instead.
 func (*CallToolAsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CallToolAsRequest) GetUserId() string {
@@ -2993,7 +3309,7 @@ type CallToolAsResponse struct {
 
 func (x *CallToolAsResponse) Reset() {
 	*x = CallToolAsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3321,7 @@ func (x *CallToolAsResponse) String() string {
 func (*CallToolAsResponse) ProtoMessage() {}
 
 func (x *CallToolAsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3334,7 @@ func (x *CallToolAsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolAsResponse.ProtoReflect.Descriptor instead.
 func (*CallToolAsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CallToolAsResponse) GetResult() []byte {
@@ -3045,7 +3361,7 @@ type SetUserToolsRequest struct {
 
 func (x *SetUserToolsRequest) Reset() {
 	*x = SetUserToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3057,7 +3373,7 @@ func (x *SetUserToolsRequest) String() string {
 func (*SetUserToolsRequest) ProtoMessage() {}
 
 func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3070,7 +3386,7 @@ func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetUserToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetUserToolsRequest) GetUserId() string {
@@ -3095,7 +3411,7 @@ type SetUserToolsResponse struct {
 
 func (x *SetUserToolsResponse) Reset() {
 	*x = SetUserToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3423,7 @@ func (x *SetUserToolsResponse) String() string {
 func (*SetUserToolsResponse) ProtoMessage() {}
 
 func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3436,7 @@ func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetUserToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
 }
 
 type SetSystemToolsRequest struct {
@@ -3132,7 +3448,7 @@ type SetSystemToolsRequest struct {
 
 func (x *SetSystemToolsRequest) Reset() {
 	*x = SetSystemToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +3460,7 @@ func (x *SetSystemToolsRequest) String() string {
 func (*SetSystemToolsRequest) ProtoMessage() {}
 
 func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +3473,7 @@ func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetSystemToolsRequest) GetTools() []*Tool {
@@ -3175,7 +3491,7 @@ type SetSystemToolsResponse struct {
 
 func (x *SetSystemToolsResponse) Reset() {
 	*x = SetSystemToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3187,7 +3503,7 @@ func (x *SetSystemToolsResponse) String() string {
 func (*SetSystemToolsResponse) ProtoMessage() {}
 
 func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3200,7 +3516,7 @@ func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
 }
 
 type SetUserCatalogRequest struct {
@@ -3217,7 +3533,7 @@ type SetUserCatalogRequest struct {
 
 func (x *SetUserCatalogRequest) Reset() {
 	*x = SetUserCatalogRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3229,7 +3545,7 @@ func (x *SetUserCatalogRequest) String() string {
 func (*SetUserCatalogRequest) ProtoMessage() {}
 
 func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3242,7 +3558,7 @@ func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogRequest.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetUserCatalogRequest) GetUserId() string {
@@ -3295,7 +3611,7 @@ type SetUserCatalogResponse struct {
 
 func (x *SetUserCatalogResponse) Reset() {
 	*x = SetUserCatalogResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3307,7 +3623,7 @@ func (x *SetUserCatalogResponse) String() string {
 func (*SetUserCatalogResponse) ProtoMessage() {}
 
 func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3320,7 +3636,7 @@ func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogResponse.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
 }
 
 type Prompt struct {
@@ -3334,7 +3650,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3346,7 +3662,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3359,7 +3675,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Prompt) GetName() string {
@@ -3390,7 +3706,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3402,7 +3718,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3415,7 +3731,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Resource) GetUri() string {
@@ -3452,7 +3768,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3780,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3793,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ResourceTemplate) GetUriTemplate() string {
@@ -3511,7 +3827,7 @@ type Instruction struct {
 
 func (x *Instruction) Reset() {
 	*x = Instruction{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3523,7 +3839,7 @@ func (x *Instruction) String() string {
 func (*Instruction) ProtoMessage() {}
 
 func (x *Instruction) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3536,7 +3852,7 @@ func (x *Instruction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instruction.ProtoReflect.Descriptor instead.
 func (*Instruction) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Instruction) GetSource() string {
@@ -3564,7 +3880,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +3892,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +3905,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NotifyRequest) GetUserId() string {
@@ -3621,7 +3937,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3633,7 +3949,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3646,7 +3962,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
 }
 
 type RequestUserRequest struct {
@@ -3660,7 +3976,7 @@ type RequestUserRequest struct {
 
 func (x *RequestUserRequest) Reset() {
 	*x = RequestUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3672,7 +3988,7 @@ func (x *RequestUserRequest) String() string {
 func (*RequestUserRequest) ProtoMessage() {}
 
 func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3685,7 +4001,7 @@ func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserRequest.ProtoReflect.Descriptor instead.
 func (*RequestUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RequestUserRequest) GetUserId() string {
@@ -3720,7 +4036,7 @@ type RequestUserResponse struct {
 
 func (x *RequestUserResponse) Reset() {
 	*x = RequestUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3732,7 +4048,7 @@ func (x *RequestUserResponse) String() string {
 func (*RequestUserResponse) ProtoMessage() {}
 
 func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3745,7 +4061,7 @@ func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserResponse.ProtoReflect.Descriptor instead.
 func (*RequestUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RequestUserResponse) GetResult() []byte {
@@ -3771,7 +4087,7 @@ type ActingUserRequest struct {
 
 func (x *ActingUserRequest) Reset() {
 	*x = ActingUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3783,7 +4099,7 @@ func (x *ActingUserRequest) String() string {
 func (*ActingUserRequest) ProtoMessage() {}
 
 func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3796,7 +4112,7 @@ func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserRequest.ProtoReflect.Descriptor instead.
 func (*ActingUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ActingUserRequest) GetConversationId() string {
@@ -3815,7 +4131,7 @@ type ActingUserResponse struct {
 
 func (x *ActingUserResponse) Reset() {
 	*x = ActingUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3827,7 +4143,7 @@ func (x *ActingUserResponse) String() string {
 func (*ActingUserResponse) ProtoMessage() {}
 
 func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3840,7 +4156,7 @@ func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserResponse.ProtoReflect.Descriptor instead.
 func (*ActingUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ActingUserResponse) GetUserId() string {
@@ -3860,7 +4176,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3872,7 +4188,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3885,7 +4201,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetSecretRequest) GetUserId() string {
@@ -3911,7 +4227,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3923,7 +4239,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3936,7 +4252,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetSecretResponse) GetValue() string {
@@ -3957,7 +4273,7 @@ type SetSecretRequest struct {
 
 func (x *SetSecretRequest) Reset() {
 	*x = SetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3969,7 +4285,7 @@ func (x *SetSecretRequest) String() string {
 func (*SetSecretRequest) ProtoMessage() {}
 
 func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3982,7 +4298,7 @@ func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretRequest.ProtoReflect.Descriptor instead.
 func (*SetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetSecretRequest) GetUserId() string {
@@ -4014,7 +4330,7 @@ type SetSecretResponse struct {
 
 func (x *SetSecretResponse) Reset() {
 	*x = SetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4026,7 +4342,7 @@ func (x *SetSecretResponse) String() string {
 func (*SetSecretResponse) ProtoMessage() {}
 
 func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4039,7 +4355,7 @@ func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretResponse.ProtoReflect.Descriptor instead.
 func (*SetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{71}
 }
 
 type DeleteSecretRequest struct {
@@ -4052,7 +4368,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4064,7 +4380,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4077,7 +4393,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DeleteSecretRequest) GetUserId() string {
@@ -4102,7 +4418,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4114,7 +4430,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4127,7 +4443,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{73}
 }
 
 type ListSecretsRequest struct {
@@ -4139,7 +4455,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +4467,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +4480,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{69}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ListSecretsRequest) GetUserId() string {
@@ -4183,7 +4499,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4195,7 +4511,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4208,7 +4524,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{70}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListSecretsResponse) GetNames() []string {
@@ -4228,7 +4544,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4240,7 +4556,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4253,7 +4569,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{71}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -4279,7 +4595,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4291,7 +4607,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4304,7 +4620,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{72}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetSettingsResponse) GetValues() []byte {
@@ -4325,7 +4641,7 @@ type SetSettingsRequest struct {
 
 func (x *SetSettingsRequest) Reset() {
 	*x = SetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4337,7 +4653,7 @@ func (x *SetSettingsRequest) String() string {
 func (*SetSettingsRequest) ProtoMessage() {}
 
 func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4350,7 +4666,7 @@ func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{73}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SetSettingsRequest) GetUserId() string {
@@ -4382,7 +4698,7 @@ type SetSettingsResponse struct {
 
 func (x *SetSettingsResponse) Reset() {
 	*x = SetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4394,7 +4710,7 @@ func (x *SetSettingsResponse) String() string {
 func (*SetSettingsResponse) ProtoMessage() {}
 
 func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4407,7 +4723,7 @@ func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{74}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{79}
 }
 
 type GetPathsRequest struct {
@@ -4419,7 +4735,7 @@ type GetPathsRequest struct {
 
 func (x *GetPathsRequest) Reset() {
 	*x = GetPathsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4431,7 +4747,7 @@ func (x *GetPathsRequest) String() string {
 func (*GetPathsRequest) ProtoMessage() {}
 
 func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4444,7 +4760,7 @@ func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsRequest.ProtoReflect.Descriptor instead.
 func (*GetPathsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{75}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GetPathsRequest) GetUserId() string {
@@ -4465,7 +4781,7 @@ type GetPathsResponse struct {
 
 func (x *GetPathsResponse) Reset() {
 	*x = GetPathsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4477,7 +4793,7 @@ func (x *GetPathsResponse) String() string {
 func (*GetPathsResponse) ProtoMessage() {}
 
 func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4490,7 +4806,7 @@ func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsResponse.ProtoReflect.Descriptor instead.
 func (*GetPathsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{76}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetPathsResponse) GetData() string {
@@ -4531,7 +4847,7 @@ type ServiceFrame struct {
 
 func (x *ServiceFrame) Reset() {
 	*x = ServiceFrame{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4543,7 +4859,7 @@ func (x *ServiceFrame) String() string {
 func (*ServiceFrame) ProtoMessage() {}
 
 func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4556,7 +4872,7 @@ func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceFrame.ProtoReflect.Descriptor instead.
 func (*ServiceFrame) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{77}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ServiceFrame) GetFrame() isServiceFrame_Frame {
@@ -4682,7 +4998,7 @@ type ServiceExited struct {
 
 func (x *ServiceExited) Reset() {
 	*x = ServiceExited{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4694,7 +5010,7 @@ func (x *ServiceExited) String() string {
 func (*ServiceExited) ProtoMessage() {}
 
 func (x *ServiceExited) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4707,7 +5023,7 @@ func (x *ServiceExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceExited.ProtoReflect.Descriptor instead.
 func (*ServiceExited) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{78}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ServiceExited) GetCode() int32 {
@@ -4746,7 +5062,7 @@ type ServiceOpen struct {
 
 func (x *ServiceOpen) Reset() {
 	*x = ServiceOpen{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4758,7 +5074,7 @@ func (x *ServiceOpen) String() string {
 func (*ServiceOpen) ProtoMessage() {}
 
 func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4771,7 +5087,7 @@ func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpen.ProtoReflect.Descriptor instead.
 func (*ServiceOpen) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{79}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ServiceOpen) GetName() string {
@@ -4814,7 +5130,7 @@ type ServiceOpened struct {
 
 func (x *ServiceOpened) Reset() {
 	*x = ServiceOpened{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4826,7 +5142,7 @@ func (x *ServiceOpened) String() string {
 func (*ServiceOpened) ProtoMessage() {}
 
 func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4839,7 +5155,7 @@ func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpened.ProtoReflect.Descriptor instead.
 func (*ServiceOpened) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{80}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ServiceOpened) GetTransport() string {
@@ -4861,6 +5177,176 @@ func (x *ServiceOpened) GetPid() int32 {
 		return x.Pid
 	}
 	return 0
+}
+
+type RunActionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who asks: a user, or "@operator".
+	Caller string `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	// The status entry's user and name.
+	UserId        string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Action        string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunActionRequest) Reset() {
+	*x = RunActionRequest{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunActionRequest) ProtoMessage() {}
+
+func (x *RunActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunActionRequest.ProtoReflect.Descriptor instead.
+func (*RunActionRequest) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *RunActionRequest) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+func (x *RunActionRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *RunActionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RunActionRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+type RunActionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened, in words for the caller.
+	Message       string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunActionResponse) Reset() {
+	*x = RunActionResponse{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunActionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunActionResponse) ProtoMessage() {}
+
+func (x *RunActionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunActionResponse.ProtoReflect.Descriptor instead.
+func (*RunActionResponse) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *RunActionResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// UserSnapshot is ext.UserSnapshot.
+type UserSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each user section's values (a JSON object), by section ID.
+	Settings map[string][]byte `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The user's secrets for the extension, by name.
+	Secrets       map[string]string `protobuf:"bytes,2,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserSnapshot) Reset() {
+	*x = UserSnapshot{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserSnapshot) ProtoMessage() {}
+
+func (x *UserSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserSnapshot.ProtoReflect.Descriptor instead.
+func (*UserSnapshot) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *UserSnapshot) GetSettings() map[string][]byte {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *UserSnapshot) GetSecrets() map[string]string {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
 }
 
 var File_agenthost_ext_v1_ext_proto protoreflect.FileDescriptor
@@ -4892,7 +5378,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06notify\x18\x05 \x01(\v2 .agenthost.ext.v1.SessionMessageH\x00R\x06notify\x12<\n" +
 	"\arequest\x18\x06 \x01(\v2 .agenthost.ext.v1.SessionMessageH\x00R\arequest\x126\n" +
 	"\x05reply\x18\a \x01(\v2\x1e.agenthost.ext.v1.SessionReplyH\x00R\x05replyB\x06\n" +
-	"\x04body\"\xd3\x02\n" +
+	"\x04body\"\xeb\x02\n" +
 	"\bCallOpen\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12'\n" +
@@ -4906,7 +5392,8 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x05scope\x18\n" +
 	" \x01(\v2\x17.agenthost.ext.v1.ScopeR\x05scope\x12\x1f\n" +
 	"\vcall_params\x18\v \x01(\fR\n" +
-	"callParams\"\xb9\x01\n" +
+	"callParams\x12\x16\n" +
+	"\x06caller\x18\f \x01(\tR\x06caller\"\xb9\x01\n" +
 	"\aCallEnd\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\x12\x18\n" +
 	"\adetails\x18\x02 \x01(\fR\adetails\x12\x12\n" +
@@ -4937,7 +5424,11 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x16\n" +
 	"\x06params\x18\x03 \x01(\fR\x06params\"\x17\n" +
-	"\x15SessionNotifyResponse\"|\n" +
+	"\x15SessionNotifyResponse\"`\n" +
+	"\x17UserToolsChangedRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12,\n" +
+	"\x05tools\x18\x02 \x03(\v2\x16.agenthost.ext.v1.ToolR\x05tools\"\x1a\n" +
+	"\x18UserToolsChangedResponse\"|\n" +
 	"\x17ValidateSettingsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\asection\x18\x02 \x01(\tR\asection\x12\x16\n" +
@@ -4975,22 +5466,17 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"public_url\x18\x06 \x01(\tR\tpublicUrl\x12\x1f\n" +
 	"\vlisten_addr\x18\a \x01(\tR\n" +
 	"listenAddr\"\x13\n" +
-	"\x11ConfigureResponse\"\x11\n" +
+	"\x11ConfigureResponse\"E\n" +
+	"\x12ReconfigureRequest\x12\x16\n" +
+	"\x06config\x18\x01 \x01(\fR\x06config\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"\x15\n" +
+	"\x13ReconfigureResponse\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
 	"\x10ShutdownResponse\"~\n" +
 	"\x0fActivateRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06groups\x18\x02 \x03(\tR\x06groups\x12:\n" +
-	"\bsnapshot\x18\x03 \x01(\v2\x1e.agenthost.ext.v1.UserSnapshotR\bsnapshot\"\x98\x02\n" +
-	"\fUserSnapshot\x12H\n" +
-	"\bsettings\x18\x01 \x03(\v2,.agenthost.ext.v1.UserSnapshot.SettingsEntryR\bsettings\x12E\n" +
-	"\asecrets\x18\x02 \x03(\v2+.agenthost.ext.v1.UserSnapshot.SecretsEntryR\asecrets\x1a;\n" +
-	"\rSettingsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\x1a:\n" +
-	"\fSecretsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
+	"\bsnapshot\x18\x03 \x01(\v2\x1e.agenthost.ext.v1.UserSnapshotR\bsnapshot\"\x12\n" +
 	"\x10ActivateResponse\"<\n" +
 	"\rRetireRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
@@ -5015,7 +5501,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\rStatusRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\"I\n" +
 	"\x0eStatusResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.agenthost.ext.v1.StatusEntryR\aentries\"\xc3\x01\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.agenthost.ext.v1.StatusEntryR\aentries\"\xdd\x01\n" +
 	"\vStatusEntry\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -5023,7 +5509,8 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12+\n" +
 	"\x12next_retry_unix_ms\x18\x05 \x01(\x03R\x0fnextRetryUnixMs\x12\x14\n" +
 	"\x05tools\x18\x06 \x01(\x05R\x05tools\x12\x16\n" +
-	"\x06detail\x18\a \x01(\tR\x06detail\"\xee\x02\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\x12\x18\n" +
+	"\aactions\x18\b \x03(\tR\aactions\"\xc3\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -5036,7 +5523,15 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\texecution\x18\t \x01(\fR\texecution\x12\x14\n" +
 	"\x05icons\x18\n" +
 	" \x01(\fR\x05icons\x12\x12\n" +
-	"\x04meta\x18\v \x01(\fR\x04meta\"7\n" +
+	"\x04meta\x18\v \x01(\fR\x04meta\x12+\n" +
+	"\x03pin\x18\f \x01(\x0e2\x19.agenthost.ext.v1.PinModeR\x03pin\x12&\n" +
+	"\x0fpin_by_operator\x18\r \x01(\bR\rpinByOperator\"0\n" +
+	"\x16ListCallerToolsRequest\x12\x16\n" +
+	"\x06caller\x18\x01 \x01(\tR\x06caller\"a\n" +
+	"\x15CallCallerToolRequest\x12\x16\n" +
+	"\x06caller\x18\x01 \x01(\tR\x06caller\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\fR\targuments\"7\n" +
 	"\x05Scope\x12\x18\n" +
 	"\aservers\x18\x01 \x03(\tR\aservers\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\"\x9a\x01\n" +
@@ -5171,7 +5666,23 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\rServiceOpened\x12\x1c\n" +
 	"\ttransport\x18\x01 \x01(\tR\ttransport\x12\x19\n" +
 	"\bfd_token\x18\x02 \x01(\tR\afdToken\x12\x10\n" +
-	"\x03pid\x18\x03 \x01(\x05R\x03pid*g\n" +
+	"\x03pid\x18\x03 \x01(\x05R\x03pid\"o\n" +
+	"\x10RunActionRequest\x12\x16\n" +
+	"\x06caller\x18\x01 \x01(\tR\x06caller\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\"-\n" +
+	"\x11RunActionResponse\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\x98\x02\n" +
+	"\fUserSnapshot\x12H\n" +
+	"\bsettings\x18\x01 \x03(\v2,.agenthost.ext.v1.UserSnapshot.SettingsEntryR\bsettings\x12E\n" +
+	"\asecrets\x18\x02 \x03(\v2+.agenthost.ext.v1.UserSnapshot.SecretsEntryR\asecrets\x1a;\n" +
+	"\rSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\x1a:\n" +
+	"\fSecretsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*g\n" +
 	"\bExposure\x12\x18\n" +
 	"\x14EXPOSURE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fEXPOSURE_DIRECT\x10\x01\x12\x15\n" +
@@ -5180,7 +5691,12 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06Replay\x12\x16\n" +
 	"\x12REPLAY_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vREPLAY_SAFE\x10\x01\x12\x11\n" +
-	"\rREPLAY_UNSAFE\x10\x022\xe9\t\n" +
+	"\rREPLAY_UNSAFE\x10\x02*\\\n" +
+	"\aPinMode\x12\x18\n" +
+	"\x14PIN_MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fPIN_MODE_OFF\x10\x01\x12\x11\n" +
+	"\rPIN_MODE_WARN\x10\x02\x12\x12\n" +
+	"\x0ePIN_MODE_BLOCK\x10\x032\x86\f\n" +
 	"\tExtension\x12Q\n" +
 	"\bDescribe\x12!.agenthost.ext.v1.DescribeRequest\x1a\".agenthost.ext.v1.DescribeResponse\x12T\n" +
 	"\tConfigure\x12\".agenthost.ext.v1.ConfigureRequest\x1a#.agenthost.ext.v1.ConfigureResponse\x12Q\n" +
@@ -5192,10 +5708,13 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\fStartService\x12%.agenthost.ext.v1.StartServiceRequest\x1a&.agenthost.ext.v1.StartServiceResponse\x12K\n" +
 	"\x06Status\x12\x1f.agenthost.ext.v1.StatusRequest\x1a .agenthost.ext.v1.StatusResponse\x12l\n" +
 	"\x11SubscribeResource\x12*.agenthost.ext.v1.SubscribeResourceRequest\x1a+.agenthost.ext.v1.SubscribeResourceResponse\x12`\n" +
-	"\rSessionNotify\x12&.agenthost.ext.v1.SessionNotifyRequest\x1a'.agenthost.ext.v1.SessionNotifyResponse\x12T\n" +
+	"\rSessionNotify\x12&.agenthost.ext.v1.SessionNotifyRequest\x1a'.agenthost.ext.v1.SessionNotifyResponse\x12i\n" +
+	"\x10UserToolsChanged\x12).agenthost.ext.v1.UserToolsChangedRequest\x1a*.agenthost.ext.v1.UserToolsChangedResponse\x12T\n" +
 	"\tBeginAuth\x12\".agenthost.ext.v1.BeginAuthRequest\x1a#.agenthost.ext.v1.BeginAuthResponse\x12]\n" +
 	"\fCompleteAuth\x12%.agenthost.ext.v1.CompleteAuthRequest\x1a&.agenthost.ext.v1.CompleteAuthResponse\x12i\n" +
-	"\x10ValidateSettings\x12).agenthost.ext.v1.ValidateSettingsRequest\x1a*.agenthost.ext.v1.ValidateSettingsResponse2\xf8\f\n" +
+	"\x10ValidateSettings\x12).agenthost.ext.v1.ValidateSettingsRequest\x1a*.agenthost.ext.v1.ValidateSettingsResponse\x12Z\n" +
+	"\vReconfigure\x12$.agenthost.ext.v1.ReconfigureRequest\x1a%.agenthost.ext.v1.ReconfigureResponse\x12T\n" +
+	"\tRunAction\x12\".agenthost.ext.v1.RunActionRequest\x1a#.agenthost.ext.v1.RunActionResponse2\xbd\x0e\n" +
 	"\x04Host\x12]\n" +
 	"\fSetUserTools\x12%.agenthost.ext.v1.SetUserToolsRequest\x1a&.agenthost.ext.v1.SetUserToolsResponse\x12c\n" +
 	"\x0eSetSystemTools\x12'.agenthost.ext.v1.SetSystemToolsRequest\x1a(.agenthost.ext.v1.SetSystemToolsResponse\x12c\n" +
@@ -5216,7 +5735,9 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x0fRevokeUserToken\x12(.agenthost.ext.v1.RevokeUserTokenRequest\x1a).agenthost.ext.v1.RevokeUserTokenResponse\x12Z\n" +
 	"\vListToolsAs\x12$.agenthost.ext.v1.ListToolsAsRequest\x1a%.agenthost.ext.v1.ListToolsAsResponse\x12W\n" +
 	"\n" +
-	"CallToolAs\x12#.agenthost.ext.v1.CallToolAsRequest\x1a$.agenthost.ext.v1.CallToolAsResponseB3Z1github.com/agenthost/agenthost/ext/internal/extpbb\x06proto3"
+	"CallToolAs\x12#.agenthost.ext.v1.CallToolAsRequest\x1a$.agenthost.ext.v1.CallToolAsResponse\x12b\n" +
+	"\x0fListCallerTools\x12(.agenthost.ext.v1.ListCallerToolsRequest\x1a%.agenthost.ext.v1.ListToolsAsResponse\x12_\n" +
+	"\x0eCallCallerTool\x12'.agenthost.ext.v1.CallCallerToolRequest\x1a$.agenthost.ext.v1.CallToolAsResponseB3Z1github.com/agenthost/agenthost/ext/internal/extpbb\x06proto3"
 
 var (
 	file_agenthost_ext_v1_ext_proto_rawDescOnce sync.Once
@@ -5230,198 +5751,219 @@ func file_agenthost_ext_v1_ext_proto_rawDescGZIP() []byte {
 	return file_agenthost_ext_v1_ext_proto_rawDescData
 }
 
-var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(Exposure)(0),                     // 0: agenthost.ext.v1.Exposure
 	(Replay)(0),                       // 1: agenthost.ext.v1.Replay
-	(*BeginAuthRequest)(nil),          // 2: agenthost.ext.v1.BeginAuthRequest
-	(*BeginAuthResponse)(nil),         // 3: agenthost.ext.v1.BeginAuthResponse
-	(*CompleteAuthRequest)(nil),       // 4: agenthost.ext.v1.CompleteAuthRequest
-	(*CompleteAuthResponse)(nil),      // 5: agenthost.ext.v1.CompleteAuthResponse
-	(*CallFrame)(nil),                 // 6: agenthost.ext.v1.CallFrame
-	(*CallOpen)(nil),                  // 7: agenthost.ext.v1.CallOpen
-	(*CallEnd)(nil),                   // 8: agenthost.ext.v1.CallEnd
-	(*SessionMessage)(nil),            // 9: agenthost.ext.v1.SessionMessage
-	(*SessionReply)(nil),              // 10: agenthost.ext.v1.SessionReply
-	(*RPCError)(nil),                  // 11: agenthost.ext.v1.RPCError
-	(*SubscribeResourceRequest)(nil),  // 12: agenthost.ext.v1.SubscribeResourceRequest
-	(*SubscribeResourceResponse)(nil), // 13: agenthost.ext.v1.SubscribeResourceResponse
-	(*SessionNotifyRequest)(nil),      // 14: agenthost.ext.v1.SessionNotifyRequest
-	(*SessionNotifyResponse)(nil),     // 15: agenthost.ext.v1.SessionNotifyResponse
-	(*ValidateSettingsRequest)(nil),   // 16: agenthost.ext.v1.ValidateSettingsRequest
-	(*ValidateSettingsResponse)(nil),  // 17: agenthost.ext.v1.ValidateSettingsResponse
-	(*DescribeRequest)(nil),           // 18: agenthost.ext.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 19: agenthost.ext.v1.DescribeResponse
-	(*Descriptor)(nil),                // 20: agenthost.ext.v1.Descriptor
-	(*SettingsSection)(nil),           // 21: agenthost.ext.v1.SettingsSection
-	(*ConfigureRequest)(nil),          // 22: agenthost.ext.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 23: agenthost.ext.v1.ConfigureResponse
-	(*ShutdownRequest)(nil),           // 24: agenthost.ext.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),          // 25: agenthost.ext.v1.ShutdownResponse
-	(*ActivateRequest)(nil),           // 26: agenthost.ext.v1.ActivateRequest
-	(*UserSnapshot)(nil),              // 27: agenthost.ext.v1.UserSnapshot
-	(*ActivateResponse)(nil),          // 28: agenthost.ext.v1.ActivateResponse
-	(*RetireRequest)(nil),             // 29: agenthost.ext.v1.RetireRequest
-	(*RetireResponse)(nil),            // 30: agenthost.ext.v1.RetireResponse
-	(*ReconcileAllRequest)(nil),       // 31: agenthost.ext.v1.ReconcileAllRequest
-	(*ReconcileAllResponse)(nil),      // 32: agenthost.ext.v1.ReconcileAllResponse
-	(*StartServiceRequest)(nil),       // 33: agenthost.ext.v1.StartServiceRequest
-	(*StartServiceResponse)(nil),      // 34: agenthost.ext.v1.StartServiceResponse
-	(*ProcessSpec)(nil),               // 35: agenthost.ext.v1.ProcessSpec
-	(*StatusRequest)(nil),             // 36: agenthost.ext.v1.StatusRequest
-	(*StatusResponse)(nil),            // 37: agenthost.ext.v1.StatusResponse
-	(*StatusEntry)(nil),               // 38: agenthost.ext.v1.StatusEntry
-	(*Tool)(nil),                      // 39: agenthost.ext.v1.Tool
-	(*Scope)(nil),                     // 40: agenthost.ext.v1.Scope
-	(*MintUserTokenRequest)(nil),      // 41: agenthost.ext.v1.MintUserTokenRequest
-	(*MintUserTokenResponse)(nil),     // 42: agenthost.ext.v1.MintUserTokenResponse
-	(*RevokeUserTokenRequest)(nil),    // 43: agenthost.ext.v1.RevokeUserTokenRequest
-	(*RevokeUserTokenResponse)(nil),   // 44: agenthost.ext.v1.RevokeUserTokenResponse
-	(*ListToolsAsRequest)(nil),        // 45: agenthost.ext.v1.ListToolsAsRequest
-	(*ListToolsAsResponse)(nil),       // 46: agenthost.ext.v1.ListToolsAsResponse
-	(*CallToolAsRequest)(nil),         // 47: agenthost.ext.v1.CallToolAsRequest
-	(*CallToolAsResponse)(nil),        // 48: agenthost.ext.v1.CallToolAsResponse
-	(*SetUserToolsRequest)(nil),       // 49: agenthost.ext.v1.SetUserToolsRequest
-	(*SetUserToolsResponse)(nil),      // 50: agenthost.ext.v1.SetUserToolsResponse
-	(*SetSystemToolsRequest)(nil),     // 51: agenthost.ext.v1.SetSystemToolsRequest
-	(*SetSystemToolsResponse)(nil),    // 52: agenthost.ext.v1.SetSystemToolsResponse
-	(*SetUserCatalogRequest)(nil),     // 53: agenthost.ext.v1.SetUserCatalogRequest
-	(*SetUserCatalogResponse)(nil),    // 54: agenthost.ext.v1.SetUserCatalogResponse
-	(*Prompt)(nil),                    // 55: agenthost.ext.v1.Prompt
-	(*Resource)(nil),                  // 56: agenthost.ext.v1.Resource
-	(*ResourceTemplate)(nil),          // 57: agenthost.ext.v1.ResourceTemplate
-	(*Instruction)(nil),               // 58: agenthost.ext.v1.Instruction
-	(*NotifyRequest)(nil),             // 59: agenthost.ext.v1.NotifyRequest
-	(*NotifyResponse)(nil),            // 60: agenthost.ext.v1.NotifyResponse
-	(*RequestUserRequest)(nil),        // 61: agenthost.ext.v1.RequestUserRequest
-	(*RequestUserResponse)(nil),       // 62: agenthost.ext.v1.RequestUserResponse
-	(*ActingUserRequest)(nil),         // 63: agenthost.ext.v1.ActingUserRequest
-	(*ActingUserResponse)(nil),        // 64: agenthost.ext.v1.ActingUserResponse
-	(*GetSecretRequest)(nil),          // 65: agenthost.ext.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),         // 66: agenthost.ext.v1.GetSecretResponse
-	(*SetSecretRequest)(nil),          // 67: agenthost.ext.v1.SetSecretRequest
-	(*SetSecretResponse)(nil),         // 68: agenthost.ext.v1.SetSecretResponse
-	(*DeleteSecretRequest)(nil),       // 69: agenthost.ext.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),      // 70: agenthost.ext.v1.DeleteSecretResponse
-	(*ListSecretsRequest)(nil),        // 71: agenthost.ext.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),       // 72: agenthost.ext.v1.ListSecretsResponse
-	(*GetSettingsRequest)(nil),        // 73: agenthost.ext.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),       // 74: agenthost.ext.v1.GetSettingsResponse
-	(*SetSettingsRequest)(nil),        // 75: agenthost.ext.v1.SetSettingsRequest
-	(*SetSettingsResponse)(nil),       // 76: agenthost.ext.v1.SetSettingsResponse
-	(*GetPathsRequest)(nil),           // 77: agenthost.ext.v1.GetPathsRequest
-	(*GetPathsResponse)(nil),          // 78: agenthost.ext.v1.GetPathsResponse
-	(*ServiceFrame)(nil),              // 79: agenthost.ext.v1.ServiceFrame
-	(*ServiceExited)(nil),             // 80: agenthost.ext.v1.ServiceExited
-	(*ServiceOpen)(nil),               // 81: agenthost.ext.v1.ServiceOpen
-	(*ServiceOpened)(nil),             // 82: agenthost.ext.v1.ServiceOpened
-	nil,                               // 83: agenthost.ext.v1.UserSnapshot.SettingsEntry
-	nil,                               // 84: agenthost.ext.v1.UserSnapshot.SecretsEntry
+	(PinMode)(0),                      // 2: agenthost.ext.v1.PinMode
+	(*BeginAuthRequest)(nil),          // 3: agenthost.ext.v1.BeginAuthRequest
+	(*BeginAuthResponse)(nil),         // 4: agenthost.ext.v1.BeginAuthResponse
+	(*CompleteAuthRequest)(nil),       // 5: agenthost.ext.v1.CompleteAuthRequest
+	(*CompleteAuthResponse)(nil),      // 6: agenthost.ext.v1.CompleteAuthResponse
+	(*CallFrame)(nil),                 // 7: agenthost.ext.v1.CallFrame
+	(*CallOpen)(nil),                  // 8: agenthost.ext.v1.CallOpen
+	(*CallEnd)(nil),                   // 9: agenthost.ext.v1.CallEnd
+	(*SessionMessage)(nil),            // 10: agenthost.ext.v1.SessionMessage
+	(*SessionReply)(nil),              // 11: agenthost.ext.v1.SessionReply
+	(*RPCError)(nil),                  // 12: agenthost.ext.v1.RPCError
+	(*SubscribeResourceRequest)(nil),  // 13: agenthost.ext.v1.SubscribeResourceRequest
+	(*SubscribeResourceResponse)(nil), // 14: agenthost.ext.v1.SubscribeResourceResponse
+	(*SessionNotifyRequest)(nil),      // 15: agenthost.ext.v1.SessionNotifyRequest
+	(*SessionNotifyResponse)(nil),     // 16: agenthost.ext.v1.SessionNotifyResponse
+	(*UserToolsChangedRequest)(nil),   // 17: agenthost.ext.v1.UserToolsChangedRequest
+	(*UserToolsChangedResponse)(nil),  // 18: agenthost.ext.v1.UserToolsChangedResponse
+	(*ValidateSettingsRequest)(nil),   // 19: agenthost.ext.v1.ValidateSettingsRequest
+	(*ValidateSettingsResponse)(nil),  // 20: agenthost.ext.v1.ValidateSettingsResponse
+	(*DescribeRequest)(nil),           // 21: agenthost.ext.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 22: agenthost.ext.v1.DescribeResponse
+	(*Descriptor)(nil),                // 23: agenthost.ext.v1.Descriptor
+	(*SettingsSection)(nil),           // 24: agenthost.ext.v1.SettingsSection
+	(*ConfigureRequest)(nil),          // 25: agenthost.ext.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 26: agenthost.ext.v1.ConfigureResponse
+	(*ReconfigureRequest)(nil),        // 27: agenthost.ext.v1.ReconfigureRequest
+	(*ReconfigureResponse)(nil),       // 28: agenthost.ext.v1.ReconfigureResponse
+	(*ShutdownRequest)(nil),           // 29: agenthost.ext.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),          // 30: agenthost.ext.v1.ShutdownResponse
+	(*ActivateRequest)(nil),           // 31: agenthost.ext.v1.ActivateRequest
+	(*ActivateResponse)(nil),          // 32: agenthost.ext.v1.ActivateResponse
+	(*RetireRequest)(nil),             // 33: agenthost.ext.v1.RetireRequest
+	(*RetireResponse)(nil),            // 34: agenthost.ext.v1.RetireResponse
+	(*ReconcileAllRequest)(nil),       // 35: agenthost.ext.v1.ReconcileAllRequest
+	(*ReconcileAllResponse)(nil),      // 36: agenthost.ext.v1.ReconcileAllResponse
+	(*StartServiceRequest)(nil),       // 37: agenthost.ext.v1.StartServiceRequest
+	(*StartServiceResponse)(nil),      // 38: agenthost.ext.v1.StartServiceResponse
+	(*ProcessSpec)(nil),               // 39: agenthost.ext.v1.ProcessSpec
+	(*StatusRequest)(nil),             // 40: agenthost.ext.v1.StatusRequest
+	(*StatusResponse)(nil),            // 41: agenthost.ext.v1.StatusResponse
+	(*StatusEntry)(nil),               // 42: agenthost.ext.v1.StatusEntry
+	(*Tool)(nil),                      // 43: agenthost.ext.v1.Tool
+	(*ListCallerToolsRequest)(nil),    // 44: agenthost.ext.v1.ListCallerToolsRequest
+	(*CallCallerToolRequest)(nil),     // 45: agenthost.ext.v1.CallCallerToolRequest
+	(*Scope)(nil),                     // 46: agenthost.ext.v1.Scope
+	(*MintUserTokenRequest)(nil),      // 47: agenthost.ext.v1.MintUserTokenRequest
+	(*MintUserTokenResponse)(nil),     // 48: agenthost.ext.v1.MintUserTokenResponse
+	(*RevokeUserTokenRequest)(nil),    // 49: agenthost.ext.v1.RevokeUserTokenRequest
+	(*RevokeUserTokenResponse)(nil),   // 50: agenthost.ext.v1.RevokeUserTokenResponse
+	(*ListToolsAsRequest)(nil),        // 51: agenthost.ext.v1.ListToolsAsRequest
+	(*ListToolsAsResponse)(nil),       // 52: agenthost.ext.v1.ListToolsAsResponse
+	(*CallToolAsRequest)(nil),         // 53: agenthost.ext.v1.CallToolAsRequest
+	(*CallToolAsResponse)(nil),        // 54: agenthost.ext.v1.CallToolAsResponse
+	(*SetUserToolsRequest)(nil),       // 55: agenthost.ext.v1.SetUserToolsRequest
+	(*SetUserToolsResponse)(nil),      // 56: agenthost.ext.v1.SetUserToolsResponse
+	(*SetSystemToolsRequest)(nil),     // 57: agenthost.ext.v1.SetSystemToolsRequest
+	(*SetSystemToolsResponse)(nil),    // 58: agenthost.ext.v1.SetSystemToolsResponse
+	(*SetUserCatalogRequest)(nil),     // 59: agenthost.ext.v1.SetUserCatalogRequest
+	(*SetUserCatalogResponse)(nil),    // 60: agenthost.ext.v1.SetUserCatalogResponse
+	(*Prompt)(nil),                    // 61: agenthost.ext.v1.Prompt
+	(*Resource)(nil),                  // 62: agenthost.ext.v1.Resource
+	(*ResourceTemplate)(nil),          // 63: agenthost.ext.v1.ResourceTemplate
+	(*Instruction)(nil),               // 64: agenthost.ext.v1.Instruction
+	(*NotifyRequest)(nil),             // 65: agenthost.ext.v1.NotifyRequest
+	(*NotifyResponse)(nil),            // 66: agenthost.ext.v1.NotifyResponse
+	(*RequestUserRequest)(nil),        // 67: agenthost.ext.v1.RequestUserRequest
+	(*RequestUserResponse)(nil),       // 68: agenthost.ext.v1.RequestUserResponse
+	(*ActingUserRequest)(nil),         // 69: agenthost.ext.v1.ActingUserRequest
+	(*ActingUserResponse)(nil),        // 70: agenthost.ext.v1.ActingUserResponse
+	(*GetSecretRequest)(nil),          // 71: agenthost.ext.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),         // 72: agenthost.ext.v1.GetSecretResponse
+	(*SetSecretRequest)(nil),          // 73: agenthost.ext.v1.SetSecretRequest
+	(*SetSecretResponse)(nil),         // 74: agenthost.ext.v1.SetSecretResponse
+	(*DeleteSecretRequest)(nil),       // 75: agenthost.ext.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),      // 76: agenthost.ext.v1.DeleteSecretResponse
+	(*ListSecretsRequest)(nil),        // 77: agenthost.ext.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),       // 78: agenthost.ext.v1.ListSecretsResponse
+	(*GetSettingsRequest)(nil),        // 79: agenthost.ext.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),       // 80: agenthost.ext.v1.GetSettingsResponse
+	(*SetSettingsRequest)(nil),        // 81: agenthost.ext.v1.SetSettingsRequest
+	(*SetSettingsResponse)(nil),       // 82: agenthost.ext.v1.SetSettingsResponse
+	(*GetPathsRequest)(nil),           // 83: agenthost.ext.v1.GetPathsRequest
+	(*GetPathsResponse)(nil),          // 84: agenthost.ext.v1.GetPathsResponse
+	(*ServiceFrame)(nil),              // 85: agenthost.ext.v1.ServiceFrame
+	(*ServiceExited)(nil),             // 86: agenthost.ext.v1.ServiceExited
+	(*ServiceOpen)(nil),               // 87: agenthost.ext.v1.ServiceOpen
+	(*ServiceOpened)(nil),             // 88: agenthost.ext.v1.ServiceOpened
+	(*RunActionRequest)(nil),          // 89: agenthost.ext.v1.RunActionRequest
+	(*RunActionResponse)(nil),         // 90: agenthost.ext.v1.RunActionResponse
+	(*UserSnapshot)(nil),              // 91: agenthost.ext.v1.UserSnapshot
+	nil,                               // 92: agenthost.ext.v1.UserSnapshot.SettingsEntry
+	nil,                               // 93: agenthost.ext.v1.UserSnapshot.SecretsEntry
 }
 var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
-	7,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
-	8,  // 1: agenthost.ext.v1.CallFrame.end:type_name -> agenthost.ext.v1.CallEnd
-	9,  // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
-	9,  // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
-	10, // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
-	40, // 5: agenthost.ext.v1.CallOpen.scope:type_name -> agenthost.ext.v1.Scope
-	11, // 6: agenthost.ext.v1.CallEnd.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	11, // 7: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	20, // 8: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
-	21, // 9: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
-	27, // 10: agenthost.ext.v1.ActivateRequest.snapshot:type_name -> agenthost.ext.v1.UserSnapshot
-	83, // 11: agenthost.ext.v1.UserSnapshot.settings:type_name -> agenthost.ext.v1.UserSnapshot.SettingsEntry
-	84, // 12: agenthost.ext.v1.UserSnapshot.secrets:type_name -> agenthost.ext.v1.UserSnapshot.SecretsEntry
-	35, // 13: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	38, // 14: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
-	0,  // 15: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
-	1,  // 16: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
-	40, // 17: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
-	40, // 18: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
-	39, // 19: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
-	40, // 20: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
-	39, // 21: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	39, // 22: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	39, // 23: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
-	55, // 24: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
-	56, // 25: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
-	57, // 26: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
-	58, // 27: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
-	11, // 28: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	81, // 29: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
-	82, // 30: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	80, // 31: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
-	35, // 32: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	18, // 33: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
-	22, // 34: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
-	24, // 35: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
-	6,  // 36: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
-	26, // 37: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
-	29, // 38: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
-	31, // 39: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
-	33, // 40: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
-	36, // 41: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
-	12, // 42: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
-	14, // 43: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
-	2,  // 44: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
-	4,  // 45: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
-	16, // 46: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
-	49, // 47: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	51, // 48: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	53, // 49: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
-	59, // 50: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
-	61, // 51: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
-	63, // 52: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	65, // 53: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	67, // 54: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	69, // 55: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	71, // 56: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	73, // 57: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	75, // 58: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	77, // 59: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	79, // 60: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	41, // 61: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
-	43, // 62: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
-	45, // 63: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
-	47, // 64: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
-	19, // 65: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	23, // 66: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	25, // 67: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	6,  // 68: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
-	28, // 69: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	30, // 70: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	32, // 71: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	34, // 72: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	37, // 73: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	13, // 74: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
-	15, // 75: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
-	3,  // 76: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
-	5,  // 77: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
-	17, // 78: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
-	50, // 79: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	52, // 80: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	54, // 81: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
-	60, // 82: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
-	62, // 83: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
-	64, // 84: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	66, // 85: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	68, // 86: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	70, // 87: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	72, // 88: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	74, // 89: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	76, // 90: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	78, // 91: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	79, // 92: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	42, // 93: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
-	44, // 94: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
-	46, // 95: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
-	48, // 96: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
-	65, // [65:97] is the sub-list for method output_type
-	33, // [33:65] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	8,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
+	9,  // 1: agenthost.ext.v1.CallFrame.end:type_name -> agenthost.ext.v1.CallEnd
+	10, // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
+	10, // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
+	11, // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
+	46, // 5: agenthost.ext.v1.CallOpen.scope:type_name -> agenthost.ext.v1.Scope
+	12, // 6: agenthost.ext.v1.CallEnd.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	12, // 7: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	43, // 8: agenthost.ext.v1.UserToolsChangedRequest.tools:type_name -> agenthost.ext.v1.Tool
+	23, // 9: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
+	24, // 10: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
+	91, // 11: agenthost.ext.v1.ActivateRequest.snapshot:type_name -> agenthost.ext.v1.UserSnapshot
+	39, // 12: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	42, // 13: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
+	0,  // 14: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
+	1,  // 15: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
+	2,  // 16: agenthost.ext.v1.Tool.pin:type_name -> agenthost.ext.v1.PinMode
+	46, // 17: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
+	46, // 18: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	43, // 19: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
+	46, // 20: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	43, // 21: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	43, // 22: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	43, // 23: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
+	61, // 24: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
+	62, // 25: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
+	63, // 26: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
+	64, // 27: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
+	12, // 28: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	87, // 29: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
+	88, // 30: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
+	86, // 31: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
+	39, // 32: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	92, // 33: agenthost.ext.v1.UserSnapshot.settings:type_name -> agenthost.ext.v1.UserSnapshot.SettingsEntry
+	93, // 34: agenthost.ext.v1.UserSnapshot.secrets:type_name -> agenthost.ext.v1.UserSnapshot.SecretsEntry
+	21, // 35: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
+	25, // 36: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
+	29, // 37: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
+	7,  // 38: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
+	31, // 39: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
+	33, // 40: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
+	35, // 41: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
+	37, // 42: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
+	40, // 43: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
+	13, // 44: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
+	15, // 45: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
+	17, // 46: agenthost.ext.v1.Extension.UserToolsChanged:input_type -> agenthost.ext.v1.UserToolsChangedRequest
+	3,  // 47: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
+	5,  // 48: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
+	19, // 49: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
+	27, // 50: agenthost.ext.v1.Extension.Reconfigure:input_type -> agenthost.ext.v1.ReconfigureRequest
+	89, // 51: agenthost.ext.v1.Extension.RunAction:input_type -> agenthost.ext.v1.RunActionRequest
+	55, // 52: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	57, // 53: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	59, // 54: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	65, // 55: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	67, // 56: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	69, // 57: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	71, // 58: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	73, // 59: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	75, // 60: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	77, // 61: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	79, // 62: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	81, // 63: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	83, // 64: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	85, // 65: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	47, // 66: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
+	49, // 67: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
+	51, // 68: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
+	53, // 69: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
+	44, // 70: agenthost.ext.v1.Host.ListCallerTools:input_type -> agenthost.ext.v1.ListCallerToolsRequest
+	45, // 71: agenthost.ext.v1.Host.CallCallerTool:input_type -> agenthost.ext.v1.CallCallerToolRequest
+	22, // 72: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	26, // 73: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	30, // 74: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	7,  // 75: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	32, // 76: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	34, // 77: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	36, // 78: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	38, // 79: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	41, // 80: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	14, // 81: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	16, // 82: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	18, // 83: agenthost.ext.v1.Extension.UserToolsChanged:output_type -> agenthost.ext.v1.UserToolsChangedResponse
+	4,  // 84: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
+	6,  // 85: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
+	20, // 86: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
+	28, // 87: agenthost.ext.v1.Extension.Reconfigure:output_type -> agenthost.ext.v1.ReconfigureResponse
+	90, // 88: agenthost.ext.v1.Extension.RunAction:output_type -> agenthost.ext.v1.RunActionResponse
+	56, // 89: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	58, // 90: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	60, // 91: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	66, // 92: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	68, // 93: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	70, // 94: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	72, // 95: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	74, // 96: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	76, // 97: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	78, // 98: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	80, // 99: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	82, // 100: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	84, // 101: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	85, // 102: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	48, // 103: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
+	50, // 104: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
+	52, // 105: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
+	54, // 106: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
+	52, // 107: agenthost.ext.v1.Host.ListCallerTools:output_type -> agenthost.ext.v1.ListToolsAsResponse
+	54, // 108: agenthost.ext.v1.Host.CallCallerTool:output_type -> agenthost.ext.v1.CallToolAsResponse
+	72, // [72:109] is the sub-list for method output_type
+	35, // [35:72] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_agenthost_ext_v1_ext_proto_init() }
@@ -5437,7 +5979,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 		(*CallFrame_Request)(nil),
 		(*CallFrame_Reply)(nil),
 	}
-	file_agenthost_ext_v1_ext_proto_msgTypes[77].OneofWrappers = []any{
+	file_agenthost_ext_v1_ext_proto_msgTypes[82].OneofWrappers = []any{
 		(*ServiceFrame_Open)(nil),
 		(*ServiceFrame_Opened)(nil),
 		(*ServiceFrame_Data)(nil),
@@ -5450,8 +5992,8 @@ func file_agenthost_ext_v1_ext_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthost_ext_v1_ext_proto_rawDesc), len(file_agenthost_ext_v1_ext_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   83,
+			NumEnums:      3,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -42,9 +42,12 @@ const (
 	Extension_Status_FullMethodName            = "/agenthost.ext.v1.Extension/Status"
 	Extension_SubscribeResource_FullMethodName = "/agenthost.ext.v1.Extension/SubscribeResource"
 	Extension_SessionNotify_FullMethodName     = "/agenthost.ext.v1.Extension/SessionNotify"
+	Extension_UserToolsChanged_FullMethodName  = "/agenthost.ext.v1.Extension/UserToolsChanged"
 	Extension_BeginAuth_FullMethodName         = "/agenthost.ext.v1.Extension/BeginAuth"
 	Extension_CompleteAuth_FullMethodName      = "/agenthost.ext.v1.Extension/CompleteAuth"
 	Extension_ValidateSettings_FullMethodName  = "/agenthost.ext.v1.Extension/ValidateSettings"
+	Extension_Reconfigure_FullMethodName       = "/agenthost.ext.v1.Extension/Reconfigure"
+	Extension_RunAction_FullMethodName         = "/agenthost.ext.v1.Extension/RunAction"
 )
 
 // ExtensionClient is the client API for Extension service.
@@ -75,6 +78,9 @@ type ExtensionClient interface {
 	SubscribeResource(ctx context.Context, in *SubscribeResourceRequest, opts ...grpc.CallOption) (*SubscribeResourceResponse, error)
 	// Capability "sessions": a notification a user's client sent.
 	SessionNotify(ctx context.Context, in *SessionNotifyRequest, opts ...grpc.CallOption) (*SessionNotifyResponse, error)
+	// Capability "usertools": an active user's tools (other extensions')
+	// changed.
+	UserToolsChanged(ctx context.Context, in *UserToolsChangedRequest, opts ...grpc.CallOption) (*UserToolsChangedResponse, error)
 	// Capability "auth": start an OAuth sign-in of a user to a resource, and
 	// finish it with the authorization server's redirect.
 	BeginAuth(ctx context.Context, in *BeginAuthRequest, opts ...grpc.CallOption) (*BeginAuthResponse, error)
@@ -82,6 +88,12 @@ type ExtensionClient interface {
 	// Capability "validate": check a user's values of one settings section
 	// before the host stores them (an error refuses the write).
 	ValidateSettings(ctx context.Context, in *ValidateSettingsRequest, opts ...grpc.CallOption) (*ValidateSettingsResponse, error)
+	// Capability "reconfigure": take a new config block in place (the
+	// operator reloaded the file), or, with dry_run, only check it.
+	Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error)
+	// Capability "actions": do one action a status entry offers (the host
+	// has checked that the caller may).
+	RunAction(ctx context.Context, in *RunActionRequest, opts ...grpc.CallOption) (*RunActionResponse, error)
 }
 
 type extensionClient struct {
@@ -205,6 +217,16 @@ func (c *extensionClient) SessionNotify(ctx context.Context, in *SessionNotifyRe
 	return out, nil
 }
 
+func (c *extensionClient) UserToolsChanged(ctx context.Context, in *UserToolsChangedRequest, opts ...grpc.CallOption) (*UserToolsChangedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UserToolsChangedResponse)
+	err := c.cc.Invoke(ctx, Extension_UserToolsChanged_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *extensionClient) BeginAuth(ctx context.Context, in *BeginAuthRequest, opts ...grpc.CallOption) (*BeginAuthResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(BeginAuthResponse)
@@ -229,6 +251,26 @@ func (c *extensionClient) ValidateSettings(ctx context.Context, in *ValidateSett
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ValidateSettingsResponse)
 	err := c.cc.Invoke(ctx, Extension_ValidateSettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *extensionClient) Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconfigureResponse)
+	err := c.cc.Invoke(ctx, Extension_Reconfigure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *extensionClient) RunAction(ctx context.Context, in *RunActionRequest, opts ...grpc.CallOption) (*RunActionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunActionResponse)
+	err := c.cc.Invoke(ctx, Extension_RunAction_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -263,6 +305,9 @@ type ExtensionServer interface {
 	SubscribeResource(context.Context, *SubscribeResourceRequest) (*SubscribeResourceResponse, error)
 	// Capability "sessions": a notification a user's client sent.
 	SessionNotify(context.Context, *SessionNotifyRequest) (*SessionNotifyResponse, error)
+	// Capability "usertools": an active user's tools (other extensions')
+	// changed.
+	UserToolsChanged(context.Context, *UserToolsChangedRequest) (*UserToolsChangedResponse, error)
 	// Capability "auth": start an OAuth sign-in of a user to a resource, and
 	// finish it with the authorization server's redirect.
 	BeginAuth(context.Context, *BeginAuthRequest) (*BeginAuthResponse, error)
@@ -270,6 +315,12 @@ type ExtensionServer interface {
 	// Capability "validate": check a user's values of one settings section
 	// before the host stores them (an error refuses the write).
 	ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error)
+	// Capability "reconfigure": take a new config block in place (the
+	// operator reloaded the file), or, with dry_run, only check it.
+	Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error)
+	// Capability "actions": do one action a status entry offers (the host
+	// has checked that the caller may).
+	RunAction(context.Context, *RunActionRequest) (*RunActionResponse, error)
 	mustEmbedUnimplementedExtensionServer()
 }
 
@@ -313,6 +364,9 @@ func (UnimplementedExtensionServer) SubscribeResource(context.Context, *Subscrib
 func (UnimplementedExtensionServer) SessionNotify(context.Context, *SessionNotifyRequest) (*SessionNotifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SessionNotify not implemented")
 }
+func (UnimplementedExtensionServer) UserToolsChanged(context.Context, *UserToolsChangedRequest) (*UserToolsChangedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UserToolsChanged not implemented")
+}
 func (UnimplementedExtensionServer) BeginAuth(context.Context, *BeginAuthRequest) (*BeginAuthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BeginAuth not implemented")
 }
@@ -321,6 +375,12 @@ func (UnimplementedExtensionServer) CompleteAuth(context.Context, *CompleteAuthR
 }
 func (UnimplementedExtensionServer) ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ValidateSettings not implemented")
+}
+func (UnimplementedExtensionServer) Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconfigure not implemented")
+}
+func (UnimplementedExtensionServer) RunAction(context.Context, *RunActionRequest) (*RunActionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunAction not implemented")
 }
 func (UnimplementedExtensionServer) mustEmbedUnimplementedExtensionServer() {}
 func (UnimplementedExtensionServer) testEmbeddedByValue()                   {}
@@ -530,6 +590,24 @@ func _Extension_SessionNotify_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Extension_UserToolsChanged_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UserToolsChangedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).UserToolsChanged(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_UserToolsChanged_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).UserToolsChanged(ctx, req.(*UserToolsChangedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Extension_BeginAuth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(BeginAuthRequest)
 	if err := dec(in); err != nil {
@@ -584,6 +662,42 @@ func _Extension_ValidateSettings_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Extension_Reconfigure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconfigureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).Reconfigure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_Reconfigure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).Reconfigure(ctx, req.(*ReconfigureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Extension_RunAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExtensionServer).RunAction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Extension_RunAction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExtensionServer).RunAction(ctx, req.(*RunActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Extension_ServiceDesc is the grpc.ServiceDesc for Extension service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -632,6 +746,10 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Extension_SessionNotify_Handler,
 		},
 		{
+			MethodName: "UserToolsChanged",
+			Handler:    _Extension_UserToolsChanged_Handler,
+		},
+		{
 			MethodName: "BeginAuth",
 			Handler:    _Extension_BeginAuth_Handler,
 		},
@@ -642,6 +760,14 @@ var Extension_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ValidateSettings",
 			Handler:    _Extension_ValidateSettings_Handler,
+		},
+		{
+			MethodName: "Reconfigure",
+			Handler:    _Extension_Reconfigure_Handler,
+		},
+		{
+			MethodName: "RunAction",
+			Handler:    _Extension_RunAction_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
@@ -674,6 +800,8 @@ const (
 	Host_RevokeUserToken_FullMethodName = "/agenthost.ext.v1.Host/RevokeUserToken"
 	Host_ListToolsAs_FullMethodName     = "/agenthost.ext.v1.Host/ListToolsAs"
 	Host_CallToolAs_FullMethodName      = "/agenthost.ext.v1.Host/CallToolAs"
+	Host_ListCallerTools_FullMethodName = "/agenthost.ext.v1.Host/ListCallerTools"
+	Host_CallCallerTool_FullMethodName  = "/agenthost.ext.v1.Host/CallCallerTool"
 )
 
 // HostClient is the client API for Host service.
@@ -709,6 +837,10 @@ type HostClient interface {
 	RevokeUserToken(ctx context.Context, in *RevokeUserTokenRequest, opts ...grpc.CallOption) (*RevokeUserTokenResponse, error)
 	ListToolsAs(ctx context.Context, in *ListToolsAsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error)
 	CallToolAs(ctx context.Context, in *CallToolAsRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error)
+	// Calling tools as the caller of an in-flight tools/call (its handle,
+	// CallOpen.caller): no grant needed, never wider than that caller.
+	ListCallerTools(ctx context.Context, in *ListCallerToolsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error)
+	CallCallerTool(ctx context.Context, in *CallCallerToolRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error)
 }
 
 type hostClient struct {
@@ -902,6 +1034,26 @@ func (c *hostClient) CallToolAs(ctx context.Context, in *CallToolAsRequest, opts
 	return out, nil
 }
 
+func (c *hostClient) ListCallerTools(ctx context.Context, in *ListCallerToolsRequest, opts ...grpc.CallOption) (*ListToolsAsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolsAsResponse)
+	err := c.cc.Invoke(ctx, Host_ListCallerTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostClient) CallCallerTool(ctx context.Context, in *CallCallerToolRequest, opts ...grpc.CallOption) (*CallToolAsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CallToolAsResponse)
+	err := c.cc.Invoke(ctx, Host_CallCallerTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServer is the server API for Host service.
 // All implementations must embed UnimplementedHostServer
 // for forward compatibility.
@@ -935,6 +1087,10 @@ type HostServer interface {
 	RevokeUserToken(context.Context, *RevokeUserTokenRequest) (*RevokeUserTokenResponse, error)
 	ListToolsAs(context.Context, *ListToolsAsRequest) (*ListToolsAsResponse, error)
 	CallToolAs(context.Context, *CallToolAsRequest) (*CallToolAsResponse, error)
+	// Calling tools as the caller of an in-flight tools/call (its handle,
+	// CallOpen.caller): no grant needed, never wider than that caller.
+	ListCallerTools(context.Context, *ListCallerToolsRequest) (*ListToolsAsResponse, error)
+	CallCallerTool(context.Context, *CallCallerToolRequest) (*CallToolAsResponse, error)
 	mustEmbedUnimplementedHostServer()
 }
 
@@ -998,6 +1154,12 @@ func (UnimplementedHostServer) ListToolsAs(context.Context, *ListToolsAsRequest)
 }
 func (UnimplementedHostServer) CallToolAs(context.Context, *CallToolAsRequest) (*CallToolAsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CallToolAs not implemented")
+}
+func (UnimplementedHostServer) ListCallerTools(context.Context, *ListCallerToolsRequest) (*ListToolsAsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCallerTools not implemented")
+}
+func (UnimplementedHostServer) CallCallerTool(context.Context, *CallCallerToolRequest) (*CallToolAsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CallCallerTool not implemented")
 }
 func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
 func (UnimplementedHostServer) testEmbeddedByValue()              {}
@@ -1333,6 +1495,42 @@ func _Host_CallToolAs_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Host_ListCallerTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCallerToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).ListCallerTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_ListCallerTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).ListCallerTools(ctx, req.(*ListCallerToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Host_CallCallerTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CallCallerToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).CallCallerTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_CallCallerTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).CallCallerTool(ctx, req.(*CallCallerToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Host_ServiceDesc is the grpc.ServiceDesc for Host service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1407,6 +1605,14 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CallToolAs",
 			Handler:    _Host_CallToolAs_Handler,
+		},
+		{
+			MethodName: "ListCallerTools",
+			Handler:    _Host_ListCallerTools_Handler,
+		},
+		{
+			MethodName: "CallCallerTool",
+			Handler:    _Host_CallCallerTool_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"runtime/pprof"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -71,7 +73,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(a.serveCmd(), a.toolsCmd(), a.callCmd(), a.settingsCmd(), a.secretCmd(), a.statusCmd(),
 		a.tokenCmd(), a.userCmd(), a.loginLinkCmd(), a.authCmd(), a.extCmd(), a.oauthCmd(), a.configCmd(), a.versionCmd(),
-		a.backupCmd(), a.restoreCmd(), a.auditCmd())
+		a.backupCmd(), a.restoreCmd(), a.auditCmd(), a.pinsCmd(), a.reloadCmd(), a.runnerCmd())
 	// Unknown subcommands are usage errors too.
 	root.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
@@ -158,7 +160,27 @@ func (a *app) serveCmd() *cobra.Command {
 					return errors.Join(err, ln.Close(), s.Close(), h.Close())
 				}
 			}
-			return errors.Join(s.Serve(ctx, ln), h.Close())
+			// SIGHUP re-reads the file in place, as `agenthost reload`
+			// does (the host logs and audits each reload).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			done, reloads := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(reloads)
+				for {
+					select {
+					case <-hup:
+						_, _ = h.Reload(ctx)
+					case <-done:
+						return
+					}
+				}
+			}()
+			serr := s.Serve(ctx, ln)
+			signal.Stop(hup)
+			close(done)
+			<-reloads
+			return errors.Join(serr, h.Close())
 		},
 	}
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the host's CPU profile to this file until it stops")
@@ -372,7 +394,7 @@ func (a *app) extCmd() *cobra.Command {
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(list)
+	cmd.AddCommand(list, a.actionCmd())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	return cmd
 }

@@ -244,13 +244,22 @@ func (a *app) statusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				// The fleet view: every user's servers that are not
+				// well, also of users not active now.
+				var fleet []host.FleetEntry
+				if user == "" {
+					if fleet, err = b.Fleet(ctx); err != nil {
+						return err
+					}
+				}
 				if asJSON {
 					enc := json.NewEncoder(a.stdout)
 					enc.SetIndent("", "  ")
 					return enc.Encode(struct {
 						Host   any `json:"host"`
 						Status any `json:"status"`
-					}{ov, st})
+						Fleet  any `json:"fleet,omitempty"`
+					}{ov, st, fleet})
 				}
 				fmt.Fprintf(a.stdout, "agenthost %s, up %s, %d active user(s), %d service process(es), secrets in %s\n",
 					esc(ov.Version), esc(ov.Uptime), ov.ActiveUsers, ov.ServiceProcesses, esc(ov.SecretsBackend))
@@ -272,7 +281,35 @@ func (a *app) statusCmd() *cobra.Command {
 						row(tw, s.User, s.Extension, s.Name, s.State, s.Tools, retry, s.Reason)
 					}
 				}
-				return tw.Flush()
+				if len(fleet) > 0 {
+					fmt.Fprintln(tw, "\nNOT WELL (every user)\tEXTENSION\tNAME\tSTATE\tACTIVE\tSEEN\tREASON")
+					for _, f := range fleet {
+						active := "no"
+						if f.Active {
+							active = "yes"
+						}
+						row(tw, f.User, f.Extension, f.Name, f.State, active, f.Seen.Format(time.RFC3339), f.Reason)
+					}
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				// The entries' details (a runner's queue, last runs and
+				// the tail of their output), each under its name.
+				for _, s := range st {
+					if s.Detail == "" {
+						continue
+					}
+					fmt.Fprintf(a.stdout, "\n%s %s/%s", esc(s.User), esc(s.Extension), esc(s.Name))
+					if len(s.Actions) > 0 {
+						fmt.Fprintf(a.stdout, " (actions: %s)", esc(strings.Join(s.Actions, ", ")))
+					}
+					fmt.Fprintln(a.stdout, ":")
+					for _, l := range strings.Split(s.Detail, "\n") {
+						fmt.Fprintf(a.stdout, "  %s\n", esc(l))
+					}
+				}
+				return nil
 			})
 		},
 	}

@@ -75,6 +75,8 @@ type StatusEntry struct {
 	NextRetry time.Time `json:"nextRetry,omitzero"`
 	Tools     int       `json:"tools"`
 	Detail    string    `json:"detail,omitempty"`
+	// Actions are what may be asked of the entry (ext.StatusEntry.Actions).
+	Actions []string `json:"actions,omitempty"`
 }
 
 // ExtensionInfo describes an extension for status pages and the CLI.
@@ -229,3 +231,26 @@ func (e *ApprovalRequired) Error() string {
 
 // Unwrap makes the error match ext.ErrPermission.
 func (e *ApprovalRequired) Unwrap() error { return ext.ErrPermission }
+
+// ReloadResult is what a reload of the operator's file changed.
+type ReloadResult struct {
+	// Changed names what changed, as the file's fields ("tls",
+	// "extensions.mcp.config"); empty when the file is as before.
+	Changed []string `json:"changed"`
+	// Restarted names the extensions restarted to take their new config
+	// (they cannot take it in place), each with why.
+	Restarted []string `json:"restarted,omitempty"`
+}
+
+// FleetEntry is one of a user's resources (for ext-mcp: a server) that
+// is not well (quarantined, waiting for a sign-in, in error, or any
+// state but connected and retiring), in the operator's fleet view. For
+// a user not active now it is the last state seen while they were, and
+// stays until they are active again and it recovers.
+type FleetEntry struct {
+	StatusEntry
+	// Active says the user is active now: the entry is live.
+	Active bool `json:"active"`
+	// Seen is when the entry was last seen in that state.
+	Seen time.Time `json:"seen"`
+}

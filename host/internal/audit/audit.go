@@ -20,6 +20,8 @@ const (
 	KindSignIn   = "signin"   // a sign-in
 	KindSettings = "settings" // a settings or secret change (never the value)
 	KindApproval = "approval" // a call's approval asked, given or refused (tool policy)
+	KindReload   = "reload"   // the operator's file reloaded (or a reload refused)
+	KindAction   = "action"   // an extension's action asked for (a runner's run now)
 )
 
 // Outcomes of a record.

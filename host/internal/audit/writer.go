@@ -18,8 +18,13 @@ type Retention struct {
 
 // WriterOptions configures [NewWriter]; zero fields take the defaults.
 type WriterOptions struct {
-	Queue     int // records waiting at most (default 8192); beyond, dropped and counted
-	Batch     int // records per transaction at most (default 512)
+	Queue int // records waiting at most (default 8192); beyond, dropped and counted
+	Batch int // records per transaction at most (default 512)
+	// Linger is how long the writer waits after a record for others to
+	// write with it in one transaction (default 10 ms; negative: none):
+	// at one call at a time, a transaction per record costs the calls
+	// more CPU than the records themselves.
+	Linger    time.Duration
 	Retention Retention
 	Logger    *slog.Logger
 	Now       func() time.Time
@@ -41,10 +46,13 @@ type Writer struct {
 	st     Store
 	q      chan Record
 	batch  int
-	ret    Retention
-	log    *slog.Logger
-	now    func() time.Time
-	sweepc chan chan struct{}
+	linger time.Duration
+	// backlog: the last gather filled a batch (the run goroutine's own).
+	backlog bool
+	ret     Retention
+	log     *slog.Logger
+	now     func() time.Time
+	sweepc  chan chan struct{}
 
 	accepted, written, dropped, failed, swept atomic.Int64
 
@@ -66,6 +74,9 @@ func NewWriter(st Store, o *WriterOptions) *Writer {
 	if opt.Batch <= 0 {
 		opt.Batch = 512
 	}
+	if opt.Linger == 0 {
+		opt.Linger = 10 * time.Millisecond
+	}
 	if opt.Retention.Days <= 0 {
 		opt.Retention.Days = 90
 	}
@@ -81,7 +92,7 @@ func NewWriter(st Store, o *WriterOptions) *Writer {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	w := &Writer{st: st, q: make(chan Record, opt.Queue), batch: opt.Batch, ret: opt.Retention, log: opt.Logger,
+	w := &Writer{st: st, q: make(chan Record, opt.Queue), batch: opt.Batch, linger: opt.Linger, ret: opt.Retention, log: opt.Logger,
 		now: opt.Now, sweepc: make(chan chan struct{}), done: make(chan struct{}), stop: make(chan struct{})}
 	go w.run()
 	return w
@@ -163,6 +174,32 @@ func (w *Writer) Close() {
 	<-w.done
 }
 
+// gather adds to buf the records queued within the linger time, up to a
+// batch. It waits without taking records one by one (a wake-up of this
+// goroutine per record cost the calls as much as the transaction), then
+// takes what is queued; while the queue holds a batch or more (the last
+// gather filled one), it does not wait.
+func (w *Writer) gather(buf *[]Record) {
+	if w.linger > 0 && !w.backlog {
+		t := time.NewTimer(w.linger)
+		select {
+		case <-t.C:
+		case <-w.stop:
+		}
+		t.Stop()
+	}
+	for len(*buf) < w.batch {
+		select {
+		case r := <-w.q:
+			*buf = append(*buf, r)
+		default:
+			w.backlog = false
+			return
+		}
+	}
+	w.backlog = true
+}
+
 func (w *Writer) run() {
 	defer close(w.done)
 	ctx := context.Background()
@@ -186,15 +223,7 @@ func (w *Writer) run() {
 		select {
 		case r := <-w.q:
 			buf = append(buf, r)
-		drain:
-			for len(buf) < w.batch {
-				select {
-				case r := <-w.q:
-					buf = append(buf, r)
-				default:
-					break drain
-				}
-			}
+			w.gather(&buf)
 			write()
 		case ch := <-w.sweepc:
 			w.sweep(ctx)

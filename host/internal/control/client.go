@@ -133,6 +133,14 @@ func (c *Client) Status(ctx context.Context, user string) ([]api.StatusEntry, er
 	return out, c.do(ctx, "GET", "/v1/status", url.Values{"user": {user}}, nil, &out)
 }
 
+// RunAction asks extension extName for action on its status entry
+// (user, name), as the operator, and returns its answer.
+func (c *Client) RunAction(ctx context.Context, extName, user, name, action string) (string, error) {
+	var out actionResult
+	err := c.do(ctx, "POST", "/v1/actions", nil, actionRequest{Extension: extName, User: user, Name: name, Action: action}, &out)
+	return out.Message, err
+}
+
 // Overview returns the operator's summary.
 func (c *Client) Overview(ctx context.Context) (api.Overview, error) {
 	var out api.Overview

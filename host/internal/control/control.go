@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc/test/bufconn"
@@ -18,6 +19,7 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/audit"
+	"github.com/agenthost/agenthost/host/internal/limits"
 	"github.com/agenthost/agenthost/host/internal/oauthflow"
 	"github.com/agenthost/agenthost/settings"
 )
@@ -78,10 +80,30 @@ type ProcessOwner interface {
 	ServiceProcess(pid int) bool
 }
 
+// ActionHost is implemented by a [Host] that routes actions to its
+// extensions (*host.Host): the control API then serves them (POST
+// /v1/actions), as the operator's.
+type ActionHost interface {
+	RunAction(ctx context.Context, caller, extName, user, name, action string) (string, error)
+}
+
 // Auditor is implemented by a [Host] that keeps the audit log
 // (*host.Host): the control API then serves it (GET /v1/audit).
 type Auditor interface {
 	Audit(ctx context.Context, f audit.Filter) ([]audit.Record, error)
+}
+
+// Reloader is implemented by a [Host] that re-reads the operator's file
+// in place (*host.Host): the control API then serves POST /v1/reload
+// (`agenthost reload`).
+type Reloader interface {
+	Reload(ctx context.Context) (*api.ReloadResult, error)
+}
+
+// Fleeter is implemented by a [Host] that keeps the fleet view
+// (*host.Host): the control API then serves GET /v1/fleet.
+type Fleeter interface {
+	Fleet(ctx context.Context) ([]api.FleetEntry, error)
 }
 
 // Server serves the control API on a unix socket.
@@ -168,6 +190,9 @@ type errorBody struct {
 	Error  string       `json:"error"`
 	Code   string       `json:"code"`
 	Fields []fieldError `json:"fields,omitempty"`
+	// RetryAfterMs is when to try again, for code "rate_limited" (HTTP
+	// 429 with Retry-After).
+	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
 }
 
 type fieldError struct {
@@ -190,6 +215,13 @@ var codes = []struct {
 func writeError(w http.ResponseWriter, err error) {
 	body := errorBody{Error: err.Error(), Code: "internal"}
 	status := http.StatusInternalServerError
+	var limited *limits.Refusal
+	if errors.As(err, &limited) {
+		body.Code, body.RetryAfterMs = "rate_limited", limited.RetryAfterMs()
+		w.Header().Set("Retry-After", strconv.Itoa(limited.RetryAfterSeconds()))
+		writeJSON(w, http.StatusTooManyRequests, body)
+		return
+	}
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
 			body.Code, status = c.code, c.http
@@ -230,6 +262,9 @@ func decodeError(status int, r io.Reader) error {
 		if c.code == b.Code {
 			errs = append(errs, c.err)
 		}
+	}
+	if b.Code == "rate_limited" {
+		errs = append(errs, limits.ErrLimited, ext.ErrBusy)
 	}
 	return &remoteError{msg: b.Error, errs: errs}
 }

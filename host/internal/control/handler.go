@@ -10,6 +10,7 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/audit"
+	"github.com/agenthost/agenthost/host/internal/pins"
 )
 
 // maxBody bounds a request body.
@@ -60,6 +61,17 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 		}
 		return callResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}, nil
 	})
+	do(mux, "POST /v1/actions", func(r *http.Request, req *actionRequest) (any, error) {
+		ah, ok := h.(ActionHost)
+		if !ok {
+			return nil, fmt.Errorf("this host runs no actions: %w", ext.ErrUnimplemented)
+		}
+		msg, err := ah.RunAction(r.Context(), api.OperatorUser, req.Extension, req.User, req.Name, req.Action)
+		if err != nil {
+			return nil, err
+		}
+		return actionResult{Message: msg}, nil
+	})
 	get("GET /v1/audit", func(r *http.Request) (any, error) {
 		a, ok := h.(Auditor)
 		if !ok {
@@ -74,6 +86,41 @@ func Handler(h Host, tokens Tokens, auth Auth) http.Handler {
 			recs = []audit.Record{}
 		}
 		return recs, err
+	})
+	pinner := func() (Pinner, error) {
+		p, ok := h.(Pinner)
+		if !ok {
+			return nil, fmt.Errorf("this host pins no tools: %w", ext.ErrUnimplemented)
+		}
+		return p, nil
+	}
+	get("GET /v1/pins", func(r *http.Request) (any, error) {
+		p, err := pinner()
+		if err != nil {
+			return nil, err
+		}
+		return p.Pins(r.Context(), q(r, "user"), q(r, "server"), q(r, "all") == "true")
+	})
+	do(mux, "POST /v1/pins/approve", func(r *http.Request, req *PinApproveRequest) (any, error) {
+		p, err := pinner()
+		if err != nil {
+			return nil, err
+		}
+		return p.ApprovePins(r.Context(), pins.Approval{Server: req.Server, Tool: req.Tool, User: req.User}, "cli")
+	})
+	do(mux, "POST /v1/reload", func(r *http.Request, _ *struct{}) (any, error) {
+		rl, ok := h.(Reloader)
+		if !ok {
+			return nil, fmt.Errorf("this host cannot reload its file: %w", ext.ErrUnimplemented)
+		}
+		return rl.Reload(r.Context())
+	})
+	get("GET /v1/fleet", func(r *http.Request) (any, error) {
+		f, ok := h.(Fleeter)
+		if !ok {
+			return nil, fmt.Errorf("this host keeps no fleet view: %w", ext.ErrUnimplemented)
+		}
+		return f.Fleet(r.Context())
 	})
 	get("GET /v1/sections", func(r *http.Request) (any, error) { return h.Sections(r.Context()) })
 	get("GET /v1/settings", func(r *http.Request) (any, error) {
@@ -163,6 +210,17 @@ func reply(w http.ResponseWriter, v any, err error) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+type actionRequest struct {
+	Extension string `json:"extension"`
+	User      string `json:"user"`
+	Name      string `json:"name"`
+	Action    string `json:"action"`
+}
+
+type actionResult struct {
+	Message string `json:"message"`
 }
 
 type callRequest struct {

@@ -189,6 +189,44 @@ func TestListChanged(t *testing.T) {
 	}
 }
 
+// TestSearchToolsCodeOnly: with code mode's code/run, search_tools also
+// finds codemode tools, by their host name with their input schema, for
+// scripts to call (never added to the list, never callable straight);
+// without code/run it finds none, and without deferred tools it is there
+// for the codemode ones alone.
+func TestSearchToolsCodeOnly(t *testing.T) {
+	e := newEnv(t, nil)
+	e.host.SetTools("alice",
+		tool("code/run", "Run code.", ""),
+		tool("db/admin", "Administer SQL users.", ext.ExposureCodemode),
+	)
+	s := e.mustConnect(t, aliceTok)
+	if got, want := s.names(t), []string{"code__run", "search_tools"}; !slices.Equal(got, want) {
+		t.Fatalf("lists %v, want %v", got, want)
+	}
+	res := s.call(t, "search_tools", `{"query":"SQL users"}`)
+	var out struct {
+		Tools []struct {
+			Name        string
+			CodeOnly    bool
+			InputSchema json.RawMessage
+		}
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Tools) != 1 || out.Tools[0].Name != "db/admin" || !out.Tools[0].CodeOnly ||
+		len(out.Tools[0].InputSchema) == 0 || !strings.Contains(text(res), "only from code") {
+		t.Errorf("search found %s / %q, want db/admin, code only, with its schema", b, text(res))
+	}
+	if got, want := s.names(t), []string{"code__run", "search_tools"}; !slices.Equal(got, want) {
+		t.Errorf("after the search lists %v, want %v (a codemode tool is never listed)", got, want)
+	}
+	e.host.SetTools("alice", tool("db/admin", "Administer SQL users.", ext.ExposureCodemode))
+	s.waitChanged(t)
+	if got := s.names(t); slices.Contains(got, "search_tools") {
+		t.Errorf("without code/run: lists %v, want no search_tools", got)
+	}
+}
+
 // TestSearchTools: a deferred tool is not listed; search_tools finds it,
 // adds it to that session's list (with list_changed) and it can be
 // called; another session of the same user is unchanged.

@@ -16,6 +16,7 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/limits"
 	"github.com/agenthost/agenthost/host/internal/telemetry"
 )
 
@@ -220,10 +221,10 @@ func (s *session) callTool(ctx context.Context, rs *reqSession, raw json.RawMess
 	t := s.u.table.Load()
 	ent := t.byName[p.Name]
 	if ent == nil {
-		if p.Name == searchToolName && len(t.deferred) > 0 {
+		if p.Name == searchToolName && t.searchable() {
 			return s.searchTools(p.Arguments), nil
 		}
-		return nil, errParams("%s", t.unknownTool(p.Name, s.e.sep))
+		return nil, errParams("%s", s.e.unknownOrHeld(t, s.u, p.Name))
 	}
 	if refused := ent.refusal(); refused != nil {
 		return refused, nil
@@ -319,6 +320,10 @@ func (e *Endpoint) callHost(ctx context.Context, req *api.CallRequest, ent *entr
 		words.Tool = ent.name
 		return nil, words.Error(), nil
 	}
+	if re := rateLimited(err); re != nil {
+		span.End("rate_limited")
+		return nil, "", re
+	}
 	if err != nil {
 		span.End(errorType(ctx, err))
 		e.log.Warn("mcp: a tool call failed", "user", req.User, "tool", ent.original, "err", err)
@@ -364,6 +369,21 @@ func elicitationRequired(err error) *rpcError {
 		return nil
 	}
 	return &rpcError{code: int(re.Code), msg: clip(re.Message, 1000), data: re.Data}
+}
+
+// rateLimited is the JSON-RPC error of a call a rate limit refused (nil
+// for any other failure): code [limits.CodeRateLimited], the host's
+// message (it names the limit and when to retry, nothing of another
+// user) and data the client acts on: {"retryAfterMs", "limit", "scope",
+// "kind"}. An error, not an isError result: the call never reached the
+// tool, and the client, not the model, is the one to wait and retry.
+func rateLimited(err error) *rpcError {
+	var r *limits.Refusal
+	if !errors.As(err, &r) {
+		return nil
+	}
+	data, _ := json.Marshal(r.Data())
+	return &rpcError{code: limits.CodeRateLimited, msg: r.Error(), data: data}
 }
 
 // malformed is the error result of a call whose result cannot be sent.

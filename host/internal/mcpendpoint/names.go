@@ -121,6 +121,29 @@ func mapNames(originals []string, sep string) map[string]string {
 	return out
 }
 
+// PinHolder is implemented by a [Host] that pins tool definitions
+// (*host.Host): a call of a tool its pin holds back is refused with why
+// (README "Tool pinning") rather than as an unknown tool.
+type PinHolder interface {
+	// HeldTools returns the user's tools held back by a pin, by the
+	// host's name, with the sentence that says why.
+	HeldTools(user string) map[string]string
+}
+
+// unknownOrHeld is the message of a call of a tool the user's table does
+// not hold: why a pin holds it back when it does (a tool of u's scope),
+// else [toolTable.unknownTool]'s.
+func (e *Endpoint) unknownOrHeld(t *toolTable, u *userState, name string) string {
+	if ph, ok := e.host.(PinHolder); ok {
+		for original, why := range ph.HeldTools(u.user) {
+			if sanitize(original, e.sep) == name && u.scope.AllowsTool(original) {
+				return why
+			}
+		}
+	}
+	return t.unknownTool(name, e.sep)
+}
+
 // maxNamedInUnknown bounds the tools an unknown tool's error names.
 const maxNamedInUnknown = 5
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/agenthost/ext"
 )
 
 // searchTool is the endpoint's own tool, listed to the users who have
@@ -22,7 +24,7 @@ var searchTool = &mcp.Tool{
 		`"limit":{"type":"integer","minimum":1,"maximum":50,"description":"The most tools to return (default 10)."}},` +
 		`"required":["query"]}`),
 	OutputSchema: json.RawMessage(`{"type":"object","properties":{"tools":{"type":"array","items":{"type":"object",` +
-		`"properties":{"name":{"type":"string"},"description":{"type":"string"}},"required":["name"]}}},"required":["tools"]}`),
+		`"properties":{"name":{"type":"string"},"description":{"type":"string"},"codeOnly":{"type":"boolean"},"inputSchema":{"type":"object"}},"required":["name"]}}},"required":["tools"]}`),
 	Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 }
 
@@ -48,6 +50,10 @@ type searchOut struct {
 type searchHit struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
+	// CodeOnly marks a codemode tool: Name is its host name, for
+	// tools.call in code/run, and InputSchema its arguments.
+	CodeOnly    bool            `json:"codeOnly,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
 
 // search ranks t's deferred tools by how many of the query's keywords
@@ -74,7 +80,7 @@ func search(t *toolTable, args json.RawMessage) ([]*entry, string, json.RawMessa
 		score int
 	}
 	var hits []scored
-	for _, ent := range t.deferred {
+	for _, ent := range slices.Concat(t.deferred, t.codeOnly) {
 		n := 0
 		for _, term := range terms {
 			if strings.Contains(ent.search, term) {
@@ -101,10 +107,19 @@ func searchResult(found []*entry, query string) json.RawMessage {
 	if len(found) == 0 {
 		text.WriteString("No tools match " + fmt.Sprintf("%q", clip(query, 200)) + ". Try other keywords.")
 	} else {
-		fmt.Fprintf(&text, "Found %d tool(s); they are now in your tool list:", len(found))
+		fmt.Fprintf(&text, "Found %d tool(s); they are now in your tool list (those marked only from code are called in code/run's scripts):", len(found))
 		for _, ent := range found {
-			out.Tools = append(out.Tools, searchHit{Name: ent.name, Description: ent.src.Description})
-			text.WriteString("\n- " + ent.name)
+			if ent.exposure == ext.ExposureCodemode {
+				in := ent.src.InputSchema
+				if !present(in) {
+					in = defaultSchema
+				}
+				out.Tools = append(out.Tools, searchHit{Name: ent.original, Description: ent.src.Description, CodeOnly: true, InputSchema: in})
+				fmt.Fprintf(&text, "\n- %s (only from code: tools.call(%q, args) in code/run; arguments %s)", ent.original, ent.original, in)
+			} else {
+				out.Tools = append(out.Tools, searchHit{Name: ent.name, Description: ent.src.Description})
+				text.WriteString("\n- " + ent.name)
+			}
 			if d := ent.src.Description; d != "" {
 				text.WriteString(": " + d)
 			}
@@ -135,6 +150,9 @@ func (s *session) searchTools(args json.RawMessage) json.RawMessage {
 	}
 	changed := false
 	for _, ent := range found {
+		if ent.exposure == ext.ExposureCodemode {
+			continue // callable from code only: never listed
+		}
 		if !s.found[ent.original] {
 			if s.found == nil {
 				s.found = map[string]bool{}

@@ -164,7 +164,7 @@ func (x *sdkServer) syncTools(t *toolTable) {
 			delete(x.tools, name)
 		}
 	}
-	if x.search && len(t.deferred) == 0 {
+	if x.search && !t.searchable() {
 		remove = append(remove, searchToolName)
 		x.search = false
 	}
@@ -179,7 +179,7 @@ func (x *sdkServer) syncTools(t *toolTable) {
 			x.tools[name] = ent
 		}
 	}
-	if len(t.deferred) > 0 && !x.search {
+	if t.searchable() && !x.search {
 		if err := addTool(x.srv, searchTool, x.toolHandler); err == nil {
 			x.search = true
 		}
@@ -308,7 +308,7 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 	t := x.u.table.Load()
 	ent := t.byName[req.Params.Name]
 	if ent == nil {
-		if req.Params.Name == searchToolName && len(t.deferred) > 0 {
+		if req.Params.Name == searchToolName && t.searchable() {
 			found, query, bad := search(t, req.Params.Arguments)
 			if bad == nil {
 				bad = searchResult(found, query)
@@ -319,7 +319,7 @@ func (x *sdkServer) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (
 			}
 			return &res, nil
 		}
-		return nil, &jsonrpc.Error{Code: mcpwire.CodeInvalidParams, Message: t.unknownTool(req.Params.Name, x.e.sep)}
+		return nil, &jsonrpc.Error{Code: mcpwire.CodeInvalidParams, Message: x.e.unknownOrHeld(t, x.u, req.Params.Name)}
 	}
 	if refused := ent.refusal(); refused != nil {
 		f, _ := statelessFields(&ext.CallToolResult{Raw: refused})

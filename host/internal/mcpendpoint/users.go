@@ -51,6 +51,7 @@ type toolTable struct {
 	byOriginal map[string]*entry
 	entries    []*entry   // sorted by MCP name
 	deferred   []*entry   // sorted by MCP name
+	codeOnly   []*entry   // codemode tools search_tools finds, when the user has code/run (sorted)
 	base       []*entry   // the direct tools, listed to every session, sorted
 	list       []listItem // base and search_tools (when there are deferred tools), sorted
 }
@@ -75,12 +76,20 @@ func (t *toolTable) listWith(found map[string]bool) []listItem {
 	for _, ent := range view {
 		out = append(out, listItem{ent.name, ent.json})
 	}
-	if len(t.deferred) > 0 {
+	if t.searchable() {
 		out = append(out, listItem{searchToolName, searchToolJSON})
 	}
 	slices.SortFunc(out, func(a, b listItem) int { return strings.Compare(a.key, b.key) })
 	return out
 }
+
+// codeRunTool is code mode's tool (ext-codemode): with it, search_tools
+// also finds the user's codemode tools, for scripts to call, when
+// code/run's description could not hold their declarations.
+const codeRunTool = "code/run"
+
+// searchable reports whether the user has tools search_tools finds.
+func (t *toolTable) searchable() bool { return len(t.deferred) > 0 || len(t.codeOnly) > 0 }
 
 // promptEntry is one of a user's prompts: its MCP name and definition.
 type promptEntry struct {
@@ -302,7 +311,7 @@ func (e *Endpoint) refreshTools(u *userState) {
 	old := u.table.Load()
 	t := e.buildTable(u.user, inScope(tools, u.scope), old)
 	u.table.Store(t)
-	baseChanged := !slices.Equal(old.base, t.base) || (len(old.deferred) > 0) != (len(t.deferred) > 0)
+	baseChanged := !slices.Equal(old.base, t.base) || old.searchable() != t.searchable()
 	for _, s := range e.sessionsOf(u) {
 		changed := baseChanged
 		if len(s.found) > 0 {
@@ -524,7 +533,7 @@ const searchNote = "More tools are available than are listed: call search_tools 
 // instructionsFor is what a new session of u is told at initialize.
 func instructionsFor(u *userState) string {
 	var parts []string
-	if len(u.table.Load().deferred) > 0 {
+	if u.table.Load().searchable() {
 		parts = append(parts, searchNote)
 	}
 	if in := u.cat.Load().instructions; in != "" {
@@ -572,6 +581,8 @@ func (e *Endpoint) buildTable(user string, tools []api.Tool, prev *toolTable) *t
 		switch ent.exposure {
 		case ext.ExposureDeferred:
 			t.deferred = append(t.deferred, ent)
+		case ext.ExposureCodemode:
+			t.codeOnly = append(t.codeOnly, ent)
 		case ext.ExposureDirect:
 			t.base = append(t.base, ent)
 		}
@@ -579,12 +590,17 @@ func (e *Endpoint) buildTable(user string, tools []api.Tool, prev *toolTable) *t
 	byName := func(a, b *entry) int { return strings.Compare(a.name, b.name) }
 	slices.SortFunc(t.entries, byName)
 	slices.SortFunc(t.deferred, byName)
+	if run, ok := t.byOriginal[codeRunTool]; ok && run.exposure != ext.ExposureCodemode {
+		slices.SortFunc(t.codeOnly, byName)
+	} else {
+		t.codeOnly = nil
+	}
 	slices.SortFunc(t.base, byName)
 	t.list = make([]listItem, 0, len(t.base)+1)
 	for _, ent := range t.base {
 		t.list = append(t.list, listItem{ent.name, ent.json})
 	}
-	if len(t.deferred) > 0 {
+	if t.searchable() {
 		t.list = append(t.list, listItem{searchToolName, searchToolJSON})
 		slices.SortFunc(t.list, func(a, b listItem) int { return strings.Compare(a.key, b.key) })
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/ext/repeatlog"
 )
 
 // Key names one service process.
@@ -58,6 +59,9 @@ type Starter func(ctx context.Context) (*ext.ProcessSpec, error)
 type Manager struct {
 	opts   Options
 	logger *slog.Logger
+	// exits collapses the warnings of processes that exit on their own
+	// (the same service failing for many users at every retry).
+	exits *repeatlog.Log
 
 	mu      sync.Mutex
 	procs   map[Key]*proc      // shared processes, reused by key
@@ -101,8 +105,9 @@ func New(opts Options) *Manager {
 		l = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	m := &Manager{opts: opts, logger: l, procs: map[Key]*proc{}, single: map[*proc]struct{}{}, slot: make(chan struct{}),
-		self: currentProcess(),
-		uids: &uidStore{path: opts.Sandbox.UIDFile, first: opts.Sandbox.UIDFirst, count: opts.Sandbox.UIDCount}}
+		exits: repeatlog.New(l, 0),
+		self:  currentProcess(),
+		uids:  &uidStore{path: opts.Sandbox.UIDFile, first: opts.Sandbox.UIDFirst, count: opts.Sandbox.UIDCount}}
 	if opts.CgroupName != "" {
 		cg, err := openCgroupTree(opts.CgroupName)
 		if err != nil {
@@ -773,7 +778,7 @@ func (p *proc) wait() {
 	_ = p.stdin.Close()
 	_ = p.stdout.Close()
 	if !stopping {
-		p.m.logger.Warn("service process exited", "extension", p.key.Extension, "service", p.key.Service, "user", p.key.User, "error", errString(err))
+		p.m.exits.Warn("service process exited", p.key.User, p.key.Extension+"/"+p.key.Service, errString(err))
 	}
 }
 
@@ -898,6 +903,7 @@ func (m *Manager) Close() error {
 	}
 	wg.Wait()
 	m.wg.Wait()
+	m.exits.Close()
 	if m.cg != nil {
 		m.cg.tidy() // fails while another host on this data folder uses it
 	}

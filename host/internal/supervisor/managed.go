@@ -109,6 +109,9 @@ type Managed struct {
 	started  time.Time
 	backoff  time.Duration
 	changed  chan struct{} // closed and replaced on every state change
+	// asked is the reason of a restart asked for ([Managed.Restart]),
+	// until its generation's watcher saw it exit.
+	asked string
 }
 
 // Start brings up the first generation of the extension name with launch
@@ -195,16 +198,25 @@ func (m *Managed) watch(g *Generation, gen int) {
 		return
 	}
 	m.state = StateRestarting
+	asked := m.asked
+	m.asked = ""
 	m.lastErr = fmt.Errorf("extension %q exited unexpectedly", m.name)
+	if asked != "" {
+		m.lastErr = fmt.Errorf("extension %q restarted: %s", m.name, asked)
+	}
 	m.cur = nil
 	m.changedLocked()
-	if time.Since(m.started) > m.opts.StableAfter || m.backoff == 0 {
+	if time.Since(m.started) > m.opts.StableAfter || m.backoff == 0 || asked != "" {
 		m.backoff = m.opts.BackoffMin
 	} else {
 		m.backoff = min(m.backoff*2, m.opts.BackoffMax)
 	}
 	m.mu.Unlock()
-	m.log.Error("extension crashed; restarting", "generation", gen)
+	if asked != "" {
+		m.log.Info("extension stopped to restart", "generation", gen, "reason", asked)
+	} else {
+		m.log.Error("extension crashed; restarting", "generation", gen)
+	}
 	if m.opts.OnCrash != nil {
 		m.opts.OnCrash()
 	}
@@ -296,6 +308,40 @@ func (m *Managed) Replace(ctx context.Context, failed *Generation) (*Generation,
 		failed.kill()
 	}
 	return m.Get(ctx) // failed is done now: Get waits for its successor
+}
+
+// Restart stops the current process so that a new generation (launched
+// anew, so with what the launch function reads now) replaces it, as after
+// a crash, and waits for it like [Managed.Get]. reason is logged. An
+// in-process generation cannot restart: Restart fails.
+func (m *Managed) Restart(ctx context.Context, reason string) (*Generation, error) {
+	g, err := m.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if g.Instance == nil {
+		return nil, fmt.Errorf("extension %q runs in process and cannot restart", m.name)
+	}
+	m.mu.Lock()
+	if m.cur == g {
+		m.asked = reason
+	}
+	m.mu.Unlock()
+	// Shut it down as Stop does (it releases what it holds), then stop
+	// the process; its watcher starts the next generation.
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = g.Ext.Shutdown(sctx)
+	cancel()
+	g.kill()
+	return m.Get(ctx)
+}
+
+// SetDescriptor replaces the descriptor of the current generation (the
+// extension described itself anew after a change of config in place).
+func (m *Managed) SetDescriptor(d *ext.Descriptor) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.desc = d
 }
 
 func isDone(ch <-chan struct{}) bool {

@@ -69,6 +69,13 @@ type Gauges struct {
 	// (their status), by extension and state: "quarantined",
 	// "needs_sign_in" and the others an extension reports.
 	Servers map[ServerState]int
+	// PinsBlocked counts the tools held back by a pin since the host
+	// started (README "Tool pinning"): a counter.
+	PinsBlocked int64
+	// RateLimited counts the calls refused by a rate limit since the
+	// start, by the limit's kind ("user_rate", "tool_concurrency", ...;
+	// never a user).
+	RateLimited map[string]int64
 }
 
 // ServerState is an extension and one of its status states.
@@ -80,6 +87,7 @@ type T struct {
 	tracing  bool
 	dur      metric.Float64Histogram
 	policy   metric.Int64Counter // the tool policy's decisions
+	reloads  metric.Int64Counter // the operator's file reloaded, by outcome
 	tools    *Capper
 	servers  *Capper
 	states   *Capper  // extension and state of the servers gauge
@@ -148,14 +156,26 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("policy counter: %w", err), t.Shutdown(ctx))
 	}
+	if t.reloads, err = m.Int64Counter("agenthost.reloads", metric.WithDescription(
+		"Reloads of the operator's file (agenthost reload, SIGHUP) by outcome: ok or refused.")); err != nil {
+		return nil, errors.Join(fmt.Errorf("reload counter: %w", err), t.Shutdown(ctx))
+	}
 	if gauges != nil {
 		sess, _ := m.Int64ObservableGauge("agenthost.mcp.sessions", metric.WithDescription("Open sessions on /mcp."))
 		users, _ := m.Int64ObservableGauge("agenthost.users.active", metric.WithDescription("Users with extensions' per-user state open."))
 		procs, _ := m.Int64ObservableGauge("agenthost.service.processes", metric.WithDescription("Per-user service processes running."))
 		servers, _ := m.Int64ObservableGauge("agenthost.servers", metric.WithDescription(
 			"Servers of the active users by extension and state (quarantined, needs_sign_in, connected, ...)."))
+		limited, _ := m.Int64ObservableCounter("agenthost.calls.rate_limited", metric.WithDescription(
+			"Tool calls refused by a rate limit, by the limit's kind (user_rate, server_concurrency, tool_rate, ...)."))
+		pinsBlocked, _ := m.Int64ObservableCounter("agenthost.pins.blocked", metric.WithDescription(
+			"Tools held back by a pin (a changed or new definition under pin block), once per user, tool and definition."))
 		if _, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 			g := gauges(ctx)
+			o.ObserveInt64(pinsBlocked, g.PinsBlocked)
+			for kind, n := range g.RateLimited {
+				o.ObserveInt64(limited, n, metric.WithAttributes(attribute.String("agenthost.limit", kind)))
+			}
 			o.ObserveInt64(sess, int64(g.Sessions))
 			o.ObserveInt64(users, int64(g.ActiveUsers))
 			o.ObserveInt64(procs, int64(g.Processes))
@@ -168,11 +188,20 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 					attribute.String("agenthost.extension", k.Extension), attribute.String("agenthost.state", k.State)))
 			}
 			return nil
-		}, sess, users, procs, servers); err != nil {
+		}, sess, users, procs, servers, pinsBlocked, limited); err != nil {
 			return nil, errors.Join(fmt.Errorf("gauges: %w", err), t.Shutdown(ctx))
 		}
 	}
 	return t, nil
+}
+
+// Reloaded counts a reload of the operator's file that ended with
+// outcome ("ok" or "refused"). A nil T counts nothing.
+func (t *T) Reloaded(ctx context.Context, outcome string) {
+	if t == nil {
+		return
+	}
+	t.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 }
 
 // Handler serves the Prometheus text of the host's metrics; nil when

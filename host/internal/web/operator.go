@@ -46,9 +46,12 @@ func (s *server) operatorRoutes(r chi.Router) {
 		r.MethodNotAllowed(s.apiMethodNotAllowed)
 		r.Get("/users", s.apiUsers)
 		r.Get("/audit", s.apiOperatorAudit)
+		r.Get("/pins", s.apiOperatorPins)
+		r.Post("/pins/approve", s.apiOperatorApprovePins)
 		r.Post("/users/{user}/disable", s.apiUserAction)
 		r.Post("/users/{user}/enable", s.apiUserAction)
 		r.Post("/users/{user}/delete", s.apiUserAction)
+		r.Post("/extensions/{ext}/actions/{action}", s.apiOperatorAction)
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/agenthost/agenthost/host/internal/api"
 	"github.com/agenthost/agenthost/host/internal/audit"
 	"github.com/agenthost/agenthost/host/internal/auth"
+	"github.com/agenthost/agenthost/host/internal/pins"
 	"github.com/agenthost/agenthost/settings"
 )
 
@@ -130,9 +131,15 @@ type settingsView struct {
 	TokensError              string
 	Audit                    []audit.Record // the user's last 50 audit records, newest first
 	AuditOn                  bool
-	SessionToken             string // the token this session came from
-	NewToken, NewTokenName   string // a token just made, shown once
-	TokenName, TokenNameErr  string // a refused name
+	// Pins are the changed tools waiting for an approval: the user's own
+	// (their own servers' they approve; the operator's they see), or for
+	// the operator's session every user's changes of the operator's
+	// servers.
+	Pins                    []pins.View
+	PinsOn                  bool
+	SessionToken            string // the token this session came from
+	NewToken, NewTokenName  string // a token just made, shown once
+	TokenName, TokenNameErr string // a refused name
 	// A refused scope or expiry: the fields as sent and their errors.
 	TokenServers, TokenServersErr, TokenTools, TokenToolsErr, TokenExpires, TokenExpiresErr string
 	Apps                                                                                    appsView
@@ -179,6 +186,8 @@ func flashText(s *server, r *http.Request) string {
 		return "Denied: the call will not run."
 	case q.Get("app") == "revoked":
 		return "The app was disconnected: its access ended at once."
+	case q.Get("pin") == "approved":
+		return "The change was approved: the tool is back."
 	}
 	return ""
 }
@@ -190,6 +199,16 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 	v := &settingsView{Base: s.base, CSRF: ws.CSRF, User: ws.User, MCPURL: s.mcpURL(r), Operator: ws.Operator, Flash: flash,
 		CanConnect: s.opts.SignIn != nil, NeedsSignIn: ext.StateNeedsSignIn}
 	if ws.Operator {
+		if p, err := s.pinner(); err == nil {
+			if vs, err := p.Pins(r.Context(), "", "", false); err == nil {
+				v.PinsOn = true
+				for _, pv := range vs {
+					if pv.ByOperator {
+						v.Pins = append(v.Pins, pv)
+					}
+				}
+			}
+		}
 		s.render(w, r, code, "settings.html", v)
 		return
 	}
@@ -281,6 +300,9 @@ func (s *server) renderSettings(w http.ResponseWriter, r *http.Request, code int
 		}
 		sv.Names = names
 		v.Secrets = append(v.Secrets, sv)
+	}
+	if vs, err := s.ownPins(ctx, ws.User, false); err == nil {
+		v.PinsOn, v.Pins = true, vs
 	}
 	if _, ok := s.h.(Auditor); ok {
 		if recs, err := s.ownAudit(ctx, ws.User, audit.Filter{Limit: 50}); err == nil {

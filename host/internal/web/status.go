@@ -7,11 +7,19 @@ import (
 	"github.com/agenthost/agenthost/host/internal/api"
 )
 
-// statusBody is the operator's status: the host's overview and the count
-// of open MCP sessions. No secrets, and no per-user data but counts.
+// statusBody is the operator's status: the host's overview, the count
+// of open MCP sessions and the fleet view (every user's servers that are
+// not well, with their reasons, also of users not active now). No
+// secrets; the operator's eyes only.
 type statusBody struct {
 	api.Overview
-	MCPSessions int `json:"mcpSessions"`
+	MCPSessions int              `json:"mcpSessions"`
+	Fleet       []api.FleetEntry `json:"fleet"`
+}
+
+// fleeter is a [Host] that keeps the fleet view (*host.Host).
+type fleeter interface {
+	Fleet(ctx context.Context) ([]api.FleetEntry, error)
 }
 
 // operator admits the operator, by an operator token in the Authorization
@@ -55,7 +63,12 @@ func (s *server) status(ctx context.Context) (statusBody, error) {
 	if err != nil {
 		return statusBody{}, err
 	}
-	b := statusBody{Overview: ov}
+	b := statusBody{Overview: ov, Fleet: []api.FleetEntry{}}
+	if f, ok := s.h.(fleeter); ok {
+		if b.Fleet, err = f.Fleet(ctx); err != nil {
+			return statusBody{}, err
+		}
+	}
 	if s.opts.MCPSessions != nil {
 		b.MCPSessions = s.opts.MCPSessions()
 	}

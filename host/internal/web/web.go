@@ -210,8 +210,10 @@ func (s *server) routes(r chi.Router) {
 		r.Post("/settings/_tokens/revoke", s.revokeToken)
 		r.Post("/settings/_apps/revoke", s.revokeApp)
 		r.Post("/settings/_approvals", s.decideApproval)
+		r.Post("/settings/_pins/approve", s.approvePinsForm)
 		r.Get("/settings/agents", s.agentsPage)
 		r.Post("/settings/agents/token", s.agentToken)
+		r.Post("/settings/_actions/{ext}/{action}", s.settingsAction)
 		r.Post("/settings/_secrets/{ext}", s.setNamedSecret)
 		r.Post("/settings/_secrets/{ext}/delete", s.deleteNamedSecret)
 		r.Get("/settings/connect/{ext}/{name}", s.connectPage)
@@ -252,7 +254,10 @@ func (s *server) routes(r chi.Router) {
 		r.Delete("/grants/{id}", s.apiRevokeGrant)
 		r.Get("/tools", s.apiTools)
 		r.Get("/status", s.apiStatus)
+		r.Post("/extensions/{ext}/actions/{action}", s.apiAction)
 		r.Get("/audit", s.apiAudit)
+		r.Get("/pins", s.apiPins)
+		r.Post("/pins/approve", s.apiApprovePins)
 	})
 }
 

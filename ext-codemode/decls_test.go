@@ -1,0 +1,68 @@
+package codemode_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agenthost/agenthost/ext"
+	codemode "github.com/agenthost/agenthost/ext-codemode"
+	"github.com/evanw/esbuild/pkg/api"
+)
+
+func TestTSType(t *testing.T) {
+	for schema, want := range map[string]string{
+		`{"type":"object","properties":{"a":{"type":"string"},"b-c":{"type":"integer"}},"required":["a"]}`: `{ a: string; "b-c"?: number; }`,
+		`{"type":"array","items":{"enum":["x","y"]}}`:                                                      `("x" | "y")[]`,
+		`{"anyOf":[{"type":"string"},{"type":"null"}]}`:                                                    `string | null`,
+		`{"type":["string","number"]}`:                                                                     `string | number`,
+		`{"type":"object","additionalProperties":{"type":"boolean"}}`:                                      `Record<string, boolean>`,
+		`{"$ref":"#/$defs/x"}`:                                                                             `any`,
+		``:                                                                                                 `any`,
+	} {
+		if got := codemode.TSType(json.RawMessage(schema)); got != want {
+			t.Errorf("TSType(%s) = %s, want %s", schema, got, want)
+		}
+	}
+}
+
+// checkTS fails when decls is not valid TypeScript (esbuild parses it).
+func checkTS(t *testing.T, decls string) {
+	t.Helper()
+	if r := api.Transform(decls, api.TransformOptions{Loader: api.LoaderTS}); len(r.Errors) > 0 {
+		t.Errorf("declarations are not valid TypeScript: %v\n%s", r.Errors[0].Text, decls)
+	}
+}
+
+func TestDeclarationsAndBudget(t *testing.T) {
+	tools := []ext.Tool{
+		{Name: "notes/add", Description: "Add a note.\nMore.", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer"}}}`)},
+		{Name: "my-srv/get.it", InputSchema: json.RawMessage(`{"type":"object"}`)},
+	}
+	d := codemode.Declarations(tools)
+	for _, want := range []string{"notes: {", "/** Add a note. */", "add(args: { text: string; }): Promise<{ id?: number; }>;", "my_srv: {", "get_it(args: object): Promise<any>;", "call(name: string"} {
+		if !strings.Contains(d, want) {
+			t.Errorf("declarations lack %q:\n%s", want, d)
+		}
+	}
+	checkTS(t, d)
+	big := codemode.RunTool(tools, 100000, codemode.DefaultLimits)
+	if !strings.Contains(big.Description, "add(args") {
+		t.Errorf("within the budget the declarations are in the description")
+	}
+	small := codemode.RunTool(tools, 900, codemode.DefaultLimits)
+	if len(small.Description) > 900 || strings.Contains(small.Description, "add(args") || !strings.Contains(small.Description, "search_tools") || !strings.Contains(small.Description, "notes/add") {
+		t.Errorf("past the budget: %d bytes %q", len(small.Description), small.Description)
+	}
+}
+
+func TestStripTypes(t *testing.T) {
+	js, err := codemode.StripTypes("interface N { id: number }\nconst n: N = await tools.t.echo({id: 1}) as N;\nreturn n.id as number;")
+	if err != nil || strings.Contains(js, "interface") || !strings.Contains(js, "return n.id") {
+		t.Errorf("StripTypes = %q, %v", js, err)
+	}
+	if _, err := codemode.StripTypes("const = ;"); err == nil {
+		t.Error("StripTypes of broken code: no error")
+	}
+}
