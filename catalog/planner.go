@@ -135,16 +135,66 @@ var _ Planner = (*SettingsPlanner)(nil)
 // "off" is never overridden by a default); an error reading them is
 // returned, failing the refresh.
 func (p *SettingsPlanner) Plan(ctx context.Context, user string) (Plan, error) {
-	var plan Plan
-	toggles, problem, err := p.readToggles(ctx, user)
+	snap, err := p.Read(ctx, user)
 	if err != nil {
 		return Plan{}, err
 	}
+	return p.PlanOf(ctx, snap)
+}
+
+// Snapshot is what a user's plan is computed from: the user's groups and
+// settings, as read once (by [SettingsPlanner.Read], or handed over with
+// an activation).
+type Snapshot struct {
+	User string
+	// Groups are the user's groups, for the "group:NAME" entries of
+	// shared servers' allowlists ([Lends]).
+	Groups []string
+	// Toggles are the user's switches: a JSON object of server name to
+	// boolean; empty when none was ever set.
+	Toggles json.RawMessage
+	// OwnServers are the user's own servers as the raw JSON they wrote;
+	// empty, "null" and "{}" mean none.
+	OwnServers json.RawMessage
+}
+
+// Read reads user's snapshot through Toggles, OwnServers (not under
+// UserServersNone) and Groups.
+func (p *SettingsPlanner) Read(ctx context.Context, user string) (Snapshot, error) {
+	snap := Snapshot{User: user}
+	if p.Groups != nil {
+		snap.Groups = p.Groups(user)
+	}
+	if p.Toggles != nil {
+		raw, err := p.Toggles(ctx, user)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("reading the server switches of %q: %w", user, err)
+		}
+		snap.Toggles = raw
+	}
+	if AllowsUserServers(p.UserServers) && p.OwnServers != nil {
+		raw, err := p.OwnServers(ctx, user)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("reading the own servers of %q: %w", user, err)
+		}
+		snap.OwnServers = raw
+	}
+	return snap, nil
+}
+
+// PlanOf is [SettingsPlanner.Plan] from a snapshot: it reads nothing, so
+// the same snapshot gives the same plan (Credential, when set, is asked
+// for each planned server; it must itself read only what it was handed
+// to be as pure).
+func (p *SettingsPlanner) PlanOf(ctx context.Context, snap Snapshot) (Plan, error) {
+	var plan Plan
+	user := snap.User
+	toggles, problem := parseToggles(snap.Toggles)
 	for _, s := range p.Servers {
 		if !s.Enabled {
 			continue
 		}
-		if !p.Lent(s, user) {
+		if s.Credentials == CredentialsShared && !Lends(s.Users, user, snap.Groups) {
 			// Not offered. Say nothing about it, unless the user switched
 			// it on: then say why it stays off.
 			if bytes.Equal(bytes.TrimSpace(toggles[s.Name]), []byte("true")) {
@@ -165,10 +215,7 @@ func (p *SettingsPlanner) Plan(ctx context.Context, user string) (Plan, error) {
 			plan.Servers = append(plan.Servers, s)
 		}
 	}
-	own, problems, err := p.ownServers(ctx, user)
-	if err != nil {
-		return Plan{}, err
-	}
+	own, problems := p.ownServers(snap.OwnServers)
 	plan.Problems = append(plan.Problems, problems...)
 	taken := make(map[string]bool, len(plan.Servers))
 	for _, s := range p.Servers {
@@ -205,24 +252,17 @@ func (p *SettingsPlanner) Plan(ctx context.Context, user string) (Plan, error) {
 	return plan, nil
 }
 
-// readToggles returns the user's switches, or a problem that leaves every
+// parseToggles returns the user's switches, or a problem that leaves every
 // operator server out.
-func (p *SettingsPlanner) readToggles(ctx context.Context, user string) (map[string]json.RawMessage, string, error) {
-	if p.Toggles == nil {
-		return nil, "", nil
-	}
-	raw, err := p.Toggles(ctx, user)
-	if err != nil {
-		return nil, "", fmt.Errorf("reading the server switches of %q: %w", user, err)
-	}
+func parseToggles(raw json.RawMessage) (map[string]json.RawMessage, string) {
 	if isEmptyDoc(raw) {
-		return nil, "", nil
+		return nil, ""
 	}
 	var toggles map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &toggles); err != nil {
-		return nil, "your server switches are not a JSON object, so no server is used until they are saved again", nil
+		return nil, "your server switches are not a JSON object, so no server is used until they are saved again"
 	}
-	return toggles, "", nil
+	return toggles, ""
 }
 
 // toggleState says whether s is on for a user with these switches, or why
@@ -240,37 +280,33 @@ func toggleState(toggles map[string]json.RawMessage, s ServerDecl) (on bool, rea
 	return b, ""
 }
 
-// ownServers returns the user's own servers the policy allows, renamed,
-// and the problems with them.
-func (p *SettingsPlanner) ownServers(ctx context.Context, user string) ([]ServerDecl, []Problem, error) {
+// ownServers returns the user's own servers (raw, as they wrote them)
+// the policy allows, renamed, and the problems with them.
+func (p *SettingsPlanner) ownServers(raw json.RawMessage) ([]ServerDecl, []Problem) {
 	policy := p.UserServers
-	if (policy != UserServersURL && policy != UserServersAll) || p.OwnServers == nil {
-		return nil, nil, nil
-	}
-	raw, err := p.OwnServers(ctx, user)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the own servers of %q: %w", user, err)
+	if !AllowsUserServers(policy) {
+		return nil, nil
 	}
 	if isEmptyDoc(raw) || bytes.Equal(bytes.TrimSpace(raw), []byte("{}")) {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if p.ParseOwnServers == nil {
-		return nil, []Problem{{Server: UserServersProblem, Reason: "your MCP servers cannot be checked, so none is used"}}, nil
+		return nil, []Problem{{Server: UserServersProblem, Reason: "your MCP servers cannot be checked, so none is used"}}
 	}
 	decls, err := p.ParseOwnServers(raw)
 	if err != nil {
-		return nil, []Problem{{Server: UserServersProblem, Reason: "none of your MCP servers is used until this is fixed: " + err.Error()}}, nil
+		return nil, []Problem{{Server: UserServersProblem, Reason: "none of your MCP servers is used until this is fixed: " + err.Error()}}
 	}
 	var (
 		out      []ServerDecl
 		problems []Problem
 	)
 	for _, s := range decls {
-		name := UserServerPrefix + s.Name
+		name := UserServerName(s.Name)
 		if !s.Enabled {
 			continue
 		}
-		if !s.Remote && policy != UserServersAll {
+		if !s.Remote && !AllowsUserCommands(policy) {
 			problems = append(problems, Problem{Server: name,
 				Reason: "the operator allows only remote (url) servers of your own; this one runs a command"})
 			continue
@@ -281,7 +317,7 @@ func (p *SettingsPlanner) ownServers(ctx context.Context, user string) ([]Server
 		s.Users = nil
 		out = append(out, s)
 	}
-	return out, problems, nil
+	return out, problems
 }
 
 func isEmptyDoc(raw json.RawMessage) bool {

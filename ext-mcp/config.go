@@ -271,8 +271,6 @@ const (
 // mostly speak only 2025-11-25, and keepalive works only on it.
 const DefaultProtocolVersion = mcpwire.V20251125
 
-var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // envName is what a variable name in env may look like.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -334,10 +332,9 @@ func parseConfig(raw json.RawMessage, base string, commands bool) (*Config, erro
 		switch k {
 		case "userServers":
 			if s, ok := str(v, k, &errs); ok {
-				switch s {
-				case "", catalog.UserServersNone, catalog.UserServersURL, catalog.UserServersAll:
+				if catalog.ValidUserServers(s) {
 					cfg.UserServers = s
-				default:
+				} else {
 					errs.add(k, "%q is not one of none, url, all", clip(s, 20))
 				}
 			}
@@ -383,7 +380,7 @@ func (c *Config) sandboxes() bool {
 	if c == nil {
 		return false
 	}
-	if c.UserServers == catalog.UserServersAll {
+	if catalog.AllowsUserCommands(c.UserServers) {
 		return true
 	}
 	found := false
@@ -467,12 +464,8 @@ func parseList(top map[string]json.RawMessage, user bool, errs *problems) Server
 		out := map[string]Server{}
 		for _, name := range sortedKeys(servers) {
 			where := key + "." + name
-			if !serverName.MatchString(name) {
-				errs.add(where, "the server name must match %s", serverName)
-				continue
-			}
-			if !user && strings.HasPrefix(name, catalog.UserServerPrefix) {
-				errs.add(where, "names starting with %q are reserved for the users' own servers", catalog.UserServerPrefix)
+			if err := catalog.CheckServerName(name, user); err != nil {
+				errs.add(where, "%s", err)
 				continue
 			}
 			if prev, dup := seen[name]; dup {

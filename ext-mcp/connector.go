@@ -146,7 +146,7 @@ func (x *Extension) ownerSpec(ctx context.Context, h ext.Host, owner string, d c
 				continue
 			}
 			name := sp.entry.secretName(d.Name, in)
-			v, err := h.UserStore(owner).Secrets().Get(ctx, name)
+			v, err := readSecret(ctx, h, owner, name)
 			switch {
 			case errors.Is(err, ext.ErrNotFound) || (err == nil && v == ""):
 				if in.IsRequired {
@@ -162,7 +162,7 @@ func (x *Extension) ownerSpec(ctx context.Context, h ext.Host, owner string, d c
 			us.inputs[in.Name] = v
 		}
 	}
-	tok, err := h.UserStore(owner).Secrets().Get(ctx, TokenSecret(d.Name))
+	tok, err := readSecret(ctx, h, owner, TokenSecret(d.Name))
 	switch {
 	case errors.Is(err, ext.ErrNotFound):
 		us.replace = d.Credentials != catalog.CredentialsShared
@@ -193,6 +193,7 @@ func (x *Extension) ownerSpec(ctx context.Context, h ext.Host, owner string, d c
 // the client session of the call it belongs to (see [conn.session]), which
 // may refuse for want of the capability.
 func (c *connector) Connect(ctx context.Context, user string, d catalog.ServerDecl, onChanged func()) (catalog.Conn, error) {
+	ctx = withSnapshot(ctx, user, nil) // the connection reads the store (snapshot.go)
 	x := c.x
 	h, err := x.hostRef()
 	if err != nil {
@@ -826,7 +827,7 @@ func (c *conn) callError(ctx context.Context, tool string, err error) (*ext.Call
 	if errors.As(err, &big) || c.overLimit(err, &big) {
 		return ext.ErrorResult("%s", big.Error()), nil
 	}
-	if gerr := explain(c.server, strings.HasPrefix(c.server, catalog.UserServerPrefix), err); gerr != nil {
+	if gerr := explain(c.server, catalog.IsUserServer(c.server), err); gerr != nil {
 		return ext.ErrorResult("%s", gerr.Error()), nil
 	}
 	if errors.As(err, &werr) {

@@ -184,7 +184,8 @@ func (x *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 	x.mu.Unlock()
 	caps := []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers,
 		ext.CapabilityServices, ext.CapabilityStatus, ext.CapabilityPrompts, ext.CapabilityResources,
-		ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth, ext.CapabilityValidate, ext.CapabilityReconfigure}
+		ext.CapabilityCompletions, ext.CapabilityTasks, ext.CapabilitySessions, ext.CapabilityAuth, ext.CapabilityValidate, ext.CapabilityReconfigure,
+		ext.CapabilitySnapshot}
 	if cfg.sandboxes() {
 		// The host then refuses to start the extension where it cannot
 		// sandbox (unless its operator accepted the risk).
@@ -517,6 +518,9 @@ func (x *Extension) Activate(ctx context.Context, user string) error {
 		return err
 	}
 	x.setUserGroups(user, ext.UserGroups(ctx))
+	// With the host's snapshot, this activation's plan reads no setting
+	// or secret of the user back through the host (snapshot.go).
+	ctx = withSnapshot(ctx, user, ext.ActivationSnapshot(ctx))
 	if err := e.Activate(ctx, user); err != nil {
 		return err
 	}
@@ -551,7 +555,7 @@ func (x *Extension) refuseNotLent(ctx context.Context, h ext.Host, planner *cata
 	if !withholdsAny(planner, user) {
 		return nil // nothing to refuse: no read
 	}
-	raw, err := h.UserStore(user).Settings().Get(ctx, SectionServers)
+	raw, err := readSetting(ctx, h, user, SectionServers)
 	if err != nil || len(bytes.TrimSpace(raw)) == 0 {
 		return nil // the planner reported what it could not read
 	}
@@ -730,7 +734,7 @@ func (x *Extension) processSpec(ctx context.Context, h ext.Host, name, user stri
 		return nil, err
 	}
 	s := us.server
-	own := strings.HasPrefix(name, catalog.UserServerPrefix)
+	own := catalog.IsUserServer(name)
 	sandboxed := own || (s.Sandbox != nil && *s.Sandbox)
 	var dir string
 	if usesUserDir(s) {
@@ -799,7 +803,7 @@ func (x *Extension) toggles(ctx context.Context, user string) (json.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
-	return h.UserStore(user).Settings().Get(ctx, SectionServers)
+	return readSetting(ctx, h, user, SectionServers)
 }
 
 // ownServers reads the user's own server list for the planner: the list
@@ -826,7 +830,7 @@ func (x *Extension) pastedServers(ctx context.Context, user string) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	raw, err := h.UserStore(user).Settings().Get(ctx, SectionUserServers)
+	raw, err := readSetting(ctx, h, user, SectionUserServers)
 	if err != nil {
 		return nil, err
 	}
@@ -877,7 +881,7 @@ func (x *Extension) parseOwn(cat map[string]CatalogEntry, pin ext.PinMode) func(
 			if s.Pin == "" {
 				s.Pin = pin // the operator's default
 			}
-			d := decl(catalog.UserServerPrefix+name, s, true)
+			d := decl(catalog.UserServerName(name), s, true)
 			if e, ok := cat[name]; ok && slices.Contains(fromCatalog, name) {
 				d.Spec.(*spec).entry = &e
 			}

@@ -200,7 +200,7 @@ func newGrantID() string { return rand.Text() }
 // live grant without its seal was not stored here (a user may write the
 // secret): it is dead, and nothing of it is used.
 func (x *Extension) loadGrant(ctx context.Context, h ext.Host, owner, server string) (*grant, error) {
-	raw, err := h.UserStore(owner).Secrets().Get(ctx, GrantSecret(server))
+	raw, err := readSecret(ctx, h, owner, GrantSecret(server))
 	switch {
 	case errors.Is(err, ext.ErrNotFound):
 		return nil, nil
@@ -456,7 +456,7 @@ func (s *grantSource) refreshLocked() error {
 	}
 	cfg := &oauth2.Config{ClientID: s.g.ClientID, ClientSecret: secret,
 		Endpoint: oauth2.Endpoint{TokenURL: s.g.TokenURL, AuthStyle: s.g.AuthStyle}}
-	hc := x.oauthClient(strings.HasPrefix(s.server, catalog.UserServerPrefix), s.g.Resource)
+	hc := x.oauthClient(catalog.IsUserServer(s.server), s.g.Resource)
 	hc.Transport = &refreshResource{base: hc.Transport, resource: s.g.Resource}
 	octx := context.WithValue(ctx, oauth2.HTTPClient, hc)
 	var tok *oauth2.Token

@@ -18,7 +18,7 @@ import (
 func (ServerList) JSONSchemaExtend(s *jsonschema.Schema) {
 	for _, key := range []string{"mcpServers", "servers"} {
 		if p, ok := s.Properties.Get(key); ok && p != nil {
-			p.PropertyNames = &jsonschema.Schema{Pattern: serverName.String()}
+			p.PropertyNames = &jsonschema.Schema{Pattern: catalog.ServerNamePattern}
 		}
 	}
 }
@@ -118,13 +118,13 @@ func buildSections(cfg *Config) ([]ext.SettingsSection, error) {
 		Form:        settings.NewForm(nodes...),
 	}
 	sections := []settings.Section{servers}
-	if cfg.UserServers == catalog.UserServersURL || cfg.UserServers == catalog.UserServersAll {
+	if catalog.AllowsUserServers(cfg.UserServers) {
 		schema, err := userListSchema(cfg.UserServerAllowHTTP)
 		if err != nil {
 			return nil, fmt.Errorf("extmcp: generating the server list schema: %w", err)
 		}
 		allowed := "remote servers (url)"
-		if cfg.UserServers == catalog.UserServersAll {
+		if catalog.AllowsUserCommands(cfg.UserServers) {
 			allowed = "remote servers (url) and local programs (command)"
 		}
 		if !cfg.UserServerAllowHTTP {

@@ -76,7 +76,7 @@ func waitingServers(e *catalog.Engine, cfg *Config, user string) []string {
 
 // shared reports whether server is one of the operator's shared servers.
 func (c *Config) shared(server string) bool {
-	if c == nil || strings.HasPrefix(server, catalog.UserServerPrefix) {
+	if c == nil || catalog.IsUserServer(server) {
 		return false
 	}
 	shared := false

@@ -140,8 +140,8 @@ func parseCatalog(raw json.RawMessage, errs *problems) map[string]CatalogEntry {
 	out := map[string]CatalogEntry{}
 	for _, name := range sortedKeys(top) {
 		where := "catalog." + name
-		if !serverName.MatchString(name) {
-			errs.add(where, "the name must match %s", serverName)
+		if catalog.CheckServerName(name, true) != nil {
+			errs.add(where, "the name must match %s", catalog.ServerNamePattern)
 			continue
 		}
 		dec := json.NewDecoder(bytes.NewReader(top[name]))
@@ -480,12 +480,12 @@ func (c *Config) checkCatalogPolicy(errs *problems) {
 	if len(c.Catalog) == 0 {
 		return
 	}
-	if c.UserServers != catalog.UserServersURL && c.UserServers != catalog.UserServersAll {
+	if !catalog.AllowsUserServers(c.UserServers) {
 		errs.add("catalog", "needs userServers url or all: what it adds are the users' own servers")
 		return
 	}
 	for _, name := range sortedKeys(c.Catalog) {
-		if c.Catalog[name].Package != nil && c.UserServers != catalog.UserServersAll {
+		if c.Catalog[name].Package != nil && !catalog.AllowsUserCommands(c.UserServers) {
 			errs.add("catalog."+name+".package", "needs userServers all: the users' own servers may be remote only")
 		}
 	}
@@ -496,7 +496,7 @@ func catalogSections(cfg *Config) []settings.Section {
 	var out []settings.Section
 	for _, name := range sortedKeys(cfg.Catalog) {
 		e := cfg.Catalog[name]
-		own := catalog.UserServerPrefix + name
+		own := catalog.UserServerName(name)
 		var inputs []*settings.Node
 		var secrets []*settings.Node
 		for _, in := range e.Inputs {
@@ -629,7 +629,7 @@ func pastedNames(raw json.RawMessage) map[string]bool {
 func (x *Extension) withCatalog(ctx context.Context, h ext.Host, user string, pasted json.RawMessage, cat map[string]CatalogEntry) (json.RawMessage, error) {
 	added := map[string]map[string]any{}
 	for _, name := range sortedKeys(cat) {
-		raw, err := h.UserStore(user).Settings().Get(ctx, SectionCatalogPrefix+name)
+		raw, err := readSetting(ctx, h, user, SectionCatalogPrefix+name)
 		if err != nil {
 			return nil, fmt.Errorf("reading the catalog entry %q of %q: %w", name, user, err)
 		}

@@ -289,10 +289,11 @@ func (c *Client) ValidateSettings(ctx context.Context, req *ValidateSettingsRequ
 	return wireErr(ctx, err)
 }
 
-// Activate implements [UserLifecycle]; the user's groups travel from ctx
-// ([WithUserGroups]).
+// Activate implements [UserLifecycle]; the user's groups and snapshot
+// travel from ctx ([WithUserGroups], [WithUserSnapshot]).
 func (c *Client) Activate(ctx context.Context, user string) error {
-	_, err := c.client.Activate(ctx, &extpb.ActivateRequest{UserId: user, Groups: UserGroups(ctx)})
+	_, err := c.client.Activate(ctx, &extpb.ActivateRequest{UserId: user, Groups: UserGroups(ctx),
+		Snapshot: snapshotToPB(ActivationSnapshot(ctx))})
 	return wireErr(ctx, err)
 }
 

@@ -2,6 +2,7 @@ package ext
 
 import (
 	"encoding/json"
+	"maps"
 	"time"
 
 	"github.com/agenthost/agenthost/ext/internal/extpb"
@@ -314,4 +315,31 @@ func completeAuthResultFromProto(in *extpb.CompleteAuthResponse) *CompleteAuthRe
 		return nil
 	}
 	return &CompleteAuthResult{Message: in.GetMessage()}
+}
+
+// snapshotToPB converts a user's snapshot; nil stays nil (none sent).
+func snapshotToPB(s *UserSnapshot) *extpb.UserSnapshot {
+	if s == nil {
+		return nil
+	}
+	out := &extpb.UserSnapshot{Settings: make(map[string][]byte, len(s.Settings)), Secrets: maps.Clone(s.Secrets)}
+	for k, v := range s.Settings {
+		out.Settings[k] = v
+	}
+	return out
+}
+
+// snapshotFromPB converts a user's snapshot; an absent one is nil.
+func snapshotFromPB(s *extpb.UserSnapshot) *UserSnapshot {
+	if s == nil {
+		return nil
+	}
+	out := &UserSnapshot{Settings: make(map[string]json.RawMessage, len(s.GetSettings())), Secrets: s.GetSecrets()}
+	for k, v := range s.GetSettings() {
+		out.Settings[k] = v
+	}
+	if out.Secrets == nil {
+		out.Secrets = map[string]string{}
+	}
+	return out
 }

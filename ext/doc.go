@@ -11,7 +11,10 @@
 // [TaskHandler] ("tasks"), [SessionListener] ("sessions"), [Authorizer]
 // ("auth": OAuth sign-ins the host routes to a browser and back) and
 // [SettingsValidator] ("validate": a user's settings checked before they
-// are stored). It lists the capabilities
+// are stored). Two capabilities are no interface: "sandbox" (its service
+// processes are untrusted) and "snapshot" ([UserLifecycle.Activate] is
+// handed the user's settings and secrets, [ActivationSnapshot], so
+// activating needs no callback for them). It lists the capabilities
 // it implements in its [Descriptor]: across the wire a type assertion means
 // nothing, so the descriptor is what the host trusts. A main function is
 // one line:

@@ -3,6 +3,7 @@ package ext
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -325,6 +326,12 @@ const (
 	CapabilityActions Capability = "actions"
 	// CapabilityUserTools is [UserToolsWatcher].
 	CapabilityUserTools Capability = "usertools"
+	// CapabilitySnapshot is not an interface: it asks the host to hand
+	// [UserLifecycle.Activate] the user's settings and secrets for the
+	// extension ([ActivationSnapshot]), so that activating needs no
+	// callback for them. A host that predates it hands none: the
+	// extension then reads them through [Host.UserStore], as before.
+	CapabilitySnapshot Capability = "snapshot"
 )
 
 // UserToolsWatcher is implemented by an extension with the "usertools"
@@ -746,4 +753,59 @@ func WithUserGroups(ctx context.Context, groups []string) context.Context {
 func UserGroups(ctx context.Context) []string {
 	g, _ := ctx.Value(userGroupsKey{}).([]string)
 	return slices.Clone(g)
+}
+
+// UserSnapshot is a user's settings and secrets for one extension, read
+// by the host once, as it calls [UserLifecycle.Activate] of an extension
+// that lists [CapabilitySnapshot]. It is what [Host.UserStore] would have
+// answered at that moment; values written later are not in it.
+type UserSnapshot struct {
+	// Settings are the values of each of the extension's user sections,
+	// by section ID ({} for a section never saved).
+	Settings map[string]json.RawMessage
+	// Secrets are the user's secrets for the extension, by name. Never
+	// logged or shown.
+	Secrets map[string]string
+}
+
+// Setting returns the values of section, as [Settings.Get] would, and
+// whether the snapshot holds the section.
+func (s *UserSnapshot) Setting(section string) (json.RawMessage, bool) {
+	if s == nil {
+		return nil, false
+	}
+	v, ok := s.Settings[section]
+	return v, ok
+}
+
+// Secret returns the secret name as [Secrets.Get] would: [ErrNotFound]
+// when the user has none of that name.
+func (s *UserSnapshot) Secret(name string) (string, error) {
+	if s != nil {
+		if v, ok := s.Secrets[name]; ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("secret %q: %w", name, ErrNotFound)
+}
+
+// userSnapshotKey is the context key of [WithUserSnapshot].
+type userSnapshotKey struct{}
+
+// WithUserSnapshot returns ctx carrying the snapshot of the user being
+// activated; nil hides one ctx carried. The host sets it on
+// [UserLifecycle.Activate]'s context for an extension that lists
+// [CapabilitySnapshot] (it travels over the wire); an extension reads it
+// with [ActivationSnapshot].
+func WithUserSnapshot(ctx context.Context, s *UserSnapshot) context.Context {
+	return context.WithValue(ctx, userSnapshotKey{}, s)
+}
+
+// ActivationSnapshot returns the snapshot of the user
+// [UserLifecycle.Activate] is activating, or nil: elsewhere, from a host
+// that predates it, or for an extension that does not list
+// [CapabilitySnapshot]. The extension must not change it.
+func ActivationSnapshot(ctx context.Context) *UserSnapshot {
+	s, _ := ctx.Value(userSnapshotKey{}).(*UserSnapshot)
+	return s
 }

@@ -49,6 +49,7 @@ type testExt struct {
 	cancelled chan string
 	heard     []string
 	conf      ext.ConfigureRequest // the last Configure, Host cleared
+	snap      *ext.UserSnapshot    // the last Activate's snapshot
 }
 
 var (
@@ -128,6 +129,7 @@ func (e *testExt) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ext.
 
 func (e *testExt) Activate(ctx context.Context, user string) error {
 	e.mu.Lock()
+	e.snap = ext.ActivationSnapshot(ctx)
 	h := e.host
 	e.mu.Unlock()
 	return h.SetUserTools(ctx, user, []ext.Tool{{Name: "test/mine", Description: "for " + user}})
@@ -229,6 +231,50 @@ func TestConfigureRequestCrosses(t *testing.T) {
 			impl.mu.Unlock()
 			if !reflect.DeepEqual(want, got) {
 				t.Errorf("ConfigureRequest arrived as\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+// TestActivateSnapshotCrosses: the user's settings and secrets a host
+// hands Activate arrive whole on every carrier, and an Activate without
+// them (an older host) arrives without a snapshot.
+func TestActivateSnapshotCrosses(t *testing.T) {
+	want := &ext.UserSnapshot{
+		Settings: map[string]json.RawMessage{"prefs": json.RawMessage(`{"greeting":"hé"}`), "empty": json.RawMessage(`{}`)},
+		Secrets:  map[string]string{"token": "s3cret", "oauth:x": `{"a":1}`},
+	}
+	for _, carrier := range exttest.Carriers {
+		t.Run(carrier, func(t *testing.T) {
+			impl := newTestExt()
+			var e ext.Extension = impl
+			if carrier != "inprocess" {
+				e = exttest.Connect(t, impl, &exttest.ConnectOptions{CallChannel: carrier == "grpc-socket"})
+			}
+			if err := e.Configure(context.Background(), &ext.ConfigureRequest{Host: exttest.NewFakeHost(t)}); err != nil {
+				t.Fatal(err)
+			}
+			ul := e.(ext.UserLifecycle)
+			if err := ul.Activate(ext.WithUserSnapshot(context.Background(), want), "alice"); err != nil {
+				t.Fatal(err)
+			}
+			impl.mu.Lock()
+			got := impl.snap
+			impl.mu.Unlock()
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the snapshot arrived as %+v, want %+v", got, want)
+			}
+			if v, err := got.Secret("missing"); !errors.Is(err, ext.ErrNotFound) || v != "" {
+				t.Errorf("a missing secret read %q, %v; want ErrNotFound", v, err)
+			}
+			if err := ul.Activate(context.Background(), "alice"); err != nil {
+				t.Fatal(err)
+			}
+			impl.mu.Lock()
+			got = impl.snap
+			impl.mu.Unlock()
+			if got != nil {
+				t.Errorf("an Activate without a snapshot arrived with %+v", got)
 			}
 		})
 	}

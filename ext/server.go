@@ -177,7 +177,7 @@ func (s *extensionServer) Activate(ctx context.Context, req *extpb.ActivateReque
 	if err != nil {
 		return nil, err
 	}
-	return &extpb.ActivateResponse{}, ul.Activate(WithUserGroups(ctx, req.GetGroups()), req.GetUserId())
+	return &extpb.ActivateResponse{}, ul.Activate(WithUserSnapshot(WithUserGroups(ctx, req.GetGroups()), snapshotFromPB(req.GetSnapshot())), req.GetUserId())
 }
 
 func (s *extensionServer) Retire(ctx context.Context, req *extpb.RetireRequest) (*extpb.RetireResponse, error) {

@@ -613,7 +613,7 @@ func (h *Host) activateAll(ctx context.Context, user string) {
 
 func (h *Host) activateOne(ctx context.Context, e *extension, user string) error {
 	return use(ctx, e, ext.CapabilityUsers, func() string { return "activating user " + user },
-		func(ul ext.UserLifecycle) error { return ul.Activate(h.withGroups(ctx, user), user) })
+		func(ul ext.UserLifecycle) error { return ul.Activate(h.activationContext(ctx, e, user), user) })
 }
 
 // reactivate activates every active user again in e, 8 at a time, after

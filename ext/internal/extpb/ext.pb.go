@@ -1981,7 +1981,12 @@ type ActivateRequest struct {
 	// The user's groups (the identity provider's and the operator's), for
 	// allowlists that name groups. Hosts before v0.3 send none: an
 	// extension then lends a group nothing.
-	Groups        []string `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	Groups []string `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The user's settings and secrets for the extension, for an extension
+	// that lists the "snapshot" capability; absent otherwise and from hosts
+	// that predate it (the extension then reads them through the Host
+	// service).
+	Snapshot      *UserSnapshot `protobuf:"bytes,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2026,6 +2031,13 @@ func (x *ActivateRequest) GetUserId() string {
 func (x *ActivateRequest) GetGroups() []string {
 	if x != nil {
 		return x.Groups
+	}
+	return nil
+}
+
+func (x *ActivateRequest) GetSnapshot() *UserSnapshot {
+	if x != nil {
+		return x.Snapshot
 	}
 	return nil
 }
@@ -5282,6 +5294,61 @@ func (x *RunActionResponse) GetMessage() string {
 	return ""
 }
 
+// UserSnapshot is ext.UserSnapshot.
+type UserSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each user section's values (a JSON object), by section ID.
+	Settings map[string][]byte `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The user's secrets for the extension, by name.
+	Secrets       map[string]string `protobuf:"bytes,2,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserSnapshot) Reset() {
+	*x = UserSnapshot{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserSnapshot) ProtoMessage() {}
+
+func (x *UserSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserSnapshot.ProtoReflect.Descriptor instead.
+func (*UserSnapshot) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *UserSnapshot) GetSettings() map[string][]byte {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *UserSnapshot) GetSecrets() map[string]string {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
 var File_agenthost_ext_v1_ext_proto protoreflect.FileDescriptor
 
 const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
@@ -5405,10 +5472,11 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"\x15\n" +
 	"\x13ReconfigureResponse\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
-	"\x10ShutdownResponse\"B\n" +
+	"\x10ShutdownResponse\"~\n" +
 	"\x0fActivateRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups\"\x12\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups\x12:\n" +
+	"\bsnapshot\x18\x03 \x01(\v2\x1e.agenthost.ext.v1.UserSnapshotR\bsnapshot\"\x12\n" +
 	"\x10ActivateResponse\"<\n" +
 	"\rRetireRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
@@ -5605,7 +5673,16 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
 	"\x06action\x18\x04 \x01(\tR\x06action\"-\n" +
 	"\x11RunActionResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage*g\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\x98\x02\n" +
+	"\fUserSnapshot\x12H\n" +
+	"\bsettings\x18\x01 \x03(\v2,.agenthost.ext.v1.UserSnapshot.SettingsEntryR\bsettings\x12E\n" +
+	"\asecrets\x18\x02 \x03(\v2+.agenthost.ext.v1.UserSnapshot.SecretsEntryR\asecrets\x1a;\n" +
+	"\rSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\x1a:\n" +
+	"\fSecretsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*g\n" +
 	"\bExposure\x12\x18\n" +
 	"\x14EXPOSURE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fEXPOSURE_DIRECT\x10\x01\x12\x15\n" +
@@ -5675,7 +5752,7 @@ func file_agenthost_ext_v1_ext_proto_rawDescGZIP() []byte {
 }
 
 var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(Exposure)(0),                     // 0: agenthost.ext.v1.Exposure
 	(Replay)(0),                       // 1: agenthost.ext.v1.Replay
@@ -5768,6 +5845,9 @@ var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(*ServiceOpened)(nil),             // 88: agenthost.ext.v1.ServiceOpened
 	(*RunActionRequest)(nil),          // 89: agenthost.ext.v1.RunActionRequest
 	(*RunActionResponse)(nil),         // 90: agenthost.ext.v1.RunActionResponse
+	(*UserSnapshot)(nil),              // 91: agenthost.ext.v1.UserSnapshot
+	nil,                               // 92: agenthost.ext.v1.UserSnapshot.SettingsEntry
+	nil,                               // 93: agenthost.ext.v1.UserSnapshot.SecretsEntry
 }
 var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	8,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
@@ -5781,106 +5861,109 @@ var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
 	43, // 8: agenthost.ext.v1.UserToolsChangedRequest.tools:type_name -> agenthost.ext.v1.Tool
 	23, // 9: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
 	24, // 10: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
-	39, // 11: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	42, // 12: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
-	0,  // 13: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
-	1,  // 14: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
-	2,  // 15: agenthost.ext.v1.Tool.pin:type_name -> agenthost.ext.v1.PinMode
-	46, // 16: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
-	46, // 17: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
-	43, // 18: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
-	46, // 19: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
-	43, // 20: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	43, // 21: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	43, // 22: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
-	61, // 23: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
-	62, // 24: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
-	63, // 25: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
-	64, // 26: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
-	12, // 27: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	87, // 28: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
-	88, // 29: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	86, // 30: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
-	39, // 31: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	21, // 32: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
-	25, // 33: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
-	29, // 34: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
-	7,  // 35: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
-	31, // 36: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
-	33, // 37: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
-	35, // 38: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
-	37, // 39: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
-	40, // 40: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
-	13, // 41: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
-	15, // 42: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
-	17, // 43: agenthost.ext.v1.Extension.UserToolsChanged:input_type -> agenthost.ext.v1.UserToolsChangedRequest
-	3,  // 44: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
-	5,  // 45: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
-	19, // 46: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
-	27, // 47: agenthost.ext.v1.Extension.Reconfigure:input_type -> agenthost.ext.v1.ReconfigureRequest
-	89, // 48: agenthost.ext.v1.Extension.RunAction:input_type -> agenthost.ext.v1.RunActionRequest
-	55, // 49: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	57, // 50: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	59, // 51: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
-	65, // 52: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
-	67, // 53: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
-	69, // 54: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	71, // 55: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	73, // 56: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	75, // 57: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	77, // 58: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	79, // 59: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	81, // 60: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	83, // 61: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	85, // 62: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	47, // 63: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
-	49, // 64: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
-	51, // 65: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
-	53, // 66: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
-	44, // 67: agenthost.ext.v1.Host.ListCallerTools:input_type -> agenthost.ext.v1.ListCallerToolsRequest
-	45, // 68: agenthost.ext.v1.Host.CallCallerTool:input_type -> agenthost.ext.v1.CallCallerToolRequest
-	22, // 69: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	26, // 70: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	30, // 71: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	7,  // 72: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
-	32, // 73: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	34, // 74: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	36, // 75: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	38, // 76: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	41, // 77: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	14, // 78: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
-	16, // 79: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
-	18, // 80: agenthost.ext.v1.Extension.UserToolsChanged:output_type -> agenthost.ext.v1.UserToolsChangedResponse
-	4,  // 81: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
-	6,  // 82: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
-	20, // 83: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
-	28, // 84: agenthost.ext.v1.Extension.Reconfigure:output_type -> agenthost.ext.v1.ReconfigureResponse
-	90, // 85: agenthost.ext.v1.Extension.RunAction:output_type -> agenthost.ext.v1.RunActionResponse
-	56, // 86: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	58, // 87: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	60, // 88: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
-	66, // 89: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
-	68, // 90: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
-	70, // 91: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	72, // 92: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	74, // 93: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	76, // 94: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	78, // 95: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	80, // 96: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	82, // 97: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	84, // 98: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	85, // 99: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	48, // 100: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
-	50, // 101: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
-	52, // 102: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
-	54, // 103: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
-	52, // 104: agenthost.ext.v1.Host.ListCallerTools:output_type -> agenthost.ext.v1.ListToolsAsResponse
-	54, // 105: agenthost.ext.v1.Host.CallCallerTool:output_type -> agenthost.ext.v1.CallToolAsResponse
-	69, // [69:106] is the sub-list for method output_type
-	32, // [32:69] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	91, // 11: agenthost.ext.v1.ActivateRequest.snapshot:type_name -> agenthost.ext.v1.UserSnapshot
+	39, // 12: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	42, // 13: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
+	0,  // 14: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
+	1,  // 15: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
+	2,  // 16: agenthost.ext.v1.Tool.pin:type_name -> agenthost.ext.v1.PinMode
+	46, // 17: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
+	46, // 18: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	43, // 19: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
+	46, // 20: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	43, // 21: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	43, // 22: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	43, // 23: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
+	61, // 24: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
+	62, // 25: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
+	63, // 26: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
+	64, // 27: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
+	12, // 28: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	87, // 29: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
+	88, // 30: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
+	86, // 31: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
+	39, // 32: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	92, // 33: agenthost.ext.v1.UserSnapshot.settings:type_name -> agenthost.ext.v1.UserSnapshot.SettingsEntry
+	93, // 34: agenthost.ext.v1.UserSnapshot.secrets:type_name -> agenthost.ext.v1.UserSnapshot.SecretsEntry
+	21, // 35: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
+	25, // 36: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
+	29, // 37: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
+	7,  // 38: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
+	31, // 39: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
+	33, // 40: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
+	35, // 41: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
+	37, // 42: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
+	40, // 43: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
+	13, // 44: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
+	15, // 45: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
+	17, // 46: agenthost.ext.v1.Extension.UserToolsChanged:input_type -> agenthost.ext.v1.UserToolsChangedRequest
+	3,  // 47: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
+	5,  // 48: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
+	19, // 49: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
+	27, // 50: agenthost.ext.v1.Extension.Reconfigure:input_type -> agenthost.ext.v1.ReconfigureRequest
+	89, // 51: agenthost.ext.v1.Extension.RunAction:input_type -> agenthost.ext.v1.RunActionRequest
+	55, // 52: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	57, // 53: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	59, // 54: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	65, // 55: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	67, // 56: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	69, // 57: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	71, // 58: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	73, // 59: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	75, // 60: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	77, // 61: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	79, // 62: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	81, // 63: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	83, // 64: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	85, // 65: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	47, // 66: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
+	49, // 67: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
+	51, // 68: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
+	53, // 69: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
+	44, // 70: agenthost.ext.v1.Host.ListCallerTools:input_type -> agenthost.ext.v1.ListCallerToolsRequest
+	45, // 71: agenthost.ext.v1.Host.CallCallerTool:input_type -> agenthost.ext.v1.CallCallerToolRequest
+	22, // 72: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	26, // 73: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	30, // 74: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	7,  // 75: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	32, // 76: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	34, // 77: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	36, // 78: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	38, // 79: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	41, // 80: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	14, // 81: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	16, // 82: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	18, // 83: agenthost.ext.v1.Extension.UserToolsChanged:output_type -> agenthost.ext.v1.UserToolsChangedResponse
+	4,  // 84: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
+	6,  // 85: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
+	20, // 86: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
+	28, // 87: agenthost.ext.v1.Extension.Reconfigure:output_type -> agenthost.ext.v1.ReconfigureResponse
+	90, // 88: agenthost.ext.v1.Extension.RunAction:output_type -> agenthost.ext.v1.RunActionResponse
+	56, // 89: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	58, // 90: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	60, // 91: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	66, // 92: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	68, // 93: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	70, // 94: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	72, // 95: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	74, // 96: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	76, // 97: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	78, // 98: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	80, // 99: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	82, // 100: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	84, // 101: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	85, // 102: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	48, // 103: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
+	50, // 104: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
+	52, // 105: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
+	54, // 106: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
+	52, // 107: agenthost.ext.v1.Host.ListCallerTools:output_type -> agenthost.ext.v1.ListToolsAsResponse
+	54, // 108: agenthost.ext.v1.Host.CallCallerTool:output_type -> agenthost.ext.v1.CallToolAsResponse
+	72, // [72:109] is the sub-list for method output_type
+	35, // [35:72] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_agenthost_ext_v1_ext_proto_init() }
@@ -5910,7 +5993,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthost_ext_v1_ext_proto_rawDesc), len(file_agenthost_ext_v1_ext_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   88,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
