@@ -269,7 +269,8 @@ type Limiter struct {
 	idle    time.Duration
 	groups  func(string) []string
 	now     func() time.Time
-	users   sync.Map // user → *userState
+	on      atomic.Bool // the config limits something: Acquire looks
+	users   sync.Map    // user → *userState
 	refused [6]atomic.Int64
 }
 
@@ -284,6 +285,7 @@ func New(cfg *Config, opts *Options) *Limiter {
 func newLimiter(cfg *Config, opts *Options) *Limiter {
 	l := &Limiter{now: time.Now}
 	l.cfg, l.idle = *cfg, idleOf(cfg)
+	l.on.Store(!cfg.IsZero())
 	if opts != nil {
 		l.groups = opts.Groups
 		if opts.Now != nil {
@@ -311,13 +313,16 @@ func NewReloadable(cfg *Config, opts *Options) *Limiter {
 // resolved again against it: a limit that is unchanged keeps its bucket
 // as it is; a changed one keeps its bucket's tokens (capped at the new
 // burst) at the new rate and its count of calls in flight; a limit that
-// is new starts full. The calls in flight finish as they started.
+// is new starts full. The calls in flight finish as they started (and,
+// when the limiter had no limits at all before, are not counted against
+// a new concurrency limit).
 func (l *Limiter) Reconfigure(cfg *Config) {
 	if l == nil {
 		return
 	}
 	l.cmu.Lock()
 	l.cfg, l.idle = *cfg, idleOf(cfg)
+	l.on.Store(!cfg.IsZero())
 	l.cmu.Unlock()
 	now := l.now()
 	l.users.Range(func(k, v any) bool {
@@ -528,7 +533,7 @@ func (l *Limiter) state(user string, now time.Time) *userState {
 // Acquire admits a call of tool ("server/tool") by user, or refuses it
 // with a [*Refusal]. An admitted call must call release when it ends.
 func (l *Limiter) Acquire(user, tool string) (release func(), err error) {
-	if l == nil {
+	if l == nil || !l.on.Load() {
 		return func() {}, nil
 	}
 	now := l.now()
