@@ -202,6 +202,7 @@ type Host struct {
 	approvals   *approvals
 	policyCount func(decision string)
 	pol         atomic.Pointer[PolicyConfig] // the tool policy in force (policy.go, reload.go)
+	inflight    [3]atomic.Int64              // calls running, by kind (queues.go)
 
 	audit  *audit.Writer   // nil: the audit log is off (audit.go)
 	limits *limits.Limiter // nil: no rate limits (limits.go)

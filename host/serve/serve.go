@@ -210,6 +210,8 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		g := telemetry.Gauges{Sessions: s.ep.Sessions(), ActiveUsers: ov.ActiveUsers, Processes: ov.ServiceProcesses,
 			Servers: map[telemetry.ServerState]int{}, PinsBlocked: h.PinsBlocked(),
 			RateLimited: h.RateLimited()}
+		q := h.Queues()
+		g.AuditQueued, g.AuditDropped, g.ApprovalsWaiting, g.InFlight = q.AuditQueued, q.AuditDropped, q.ApprovalsWaiting, q.InFlight
 		entries, _ := h.Status(ctx, "") // an extension that fails is one "unavailable" entry
 		for _, st := range entries {
 			g.Servers[telemetry.ServerState{Extension: st.Extension, State: st.State}]++

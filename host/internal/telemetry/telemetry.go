@@ -76,6 +76,15 @@ type Gauges struct {
 	// start, by the limit's kind ("user_rate", "tool_concurrency", ...;
 	// never a user).
 	RateLimited map[string]int64
+	// AuditQueued is the audit records waiting for the writer;
+	// AuditDropped those dropped with its queue full (a counter).
+	AuditQueued  int
+	AuditDropped int64
+	// ApprovalsWaiting is the calls waiting for a person's approval.
+	ApprovalsWaiting int
+	// InFlight is the calls running now by kind ("tool", "prompt",
+	// "resource": a fixed set).
+	InFlight map[string]int64
 }
 
 // ServerState is an extension and one of its status states.
@@ -170,8 +179,22 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 			"Tool calls refused by a rate limit, by the limit's kind (user_rate, server_concurrency, tool_rate, ...)."))
 		pinsBlocked, _ := m.Int64ObservableCounter("agenthost.pins.blocked", metric.WithDescription(
 			"Tools held back by a pin (a changed or new definition under pin block), once per user, tool and definition."))
+		auditQueued, _ := m.Int64ObservableGauge("agenthost.audit.queue", metric.WithDescription(
+			"Audit records waiting in the writer's queue."))
+		auditDropped, _ := m.Int64ObservableCounter("agenthost.audit.dropped", metric.WithDescription(
+			"Audit records dropped because the writer's queue was full."))
+		approvals, _ := m.Int64ObservableGauge("agenthost.approvals.waiting", metric.WithDescription(
+			"Calls waiting for a person's approval."))
+		inflight, _ := m.Int64ObservableGauge("agenthost.calls.in_flight", metric.WithDescription(
+			"Calls running now, by kind: tool, prompt or resource."))
 		if _, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 			g := gauges(ctx)
+			o.ObserveInt64(auditQueued, int64(g.AuditQueued))
+			o.ObserveInt64(auditDropped, g.AuditDropped)
+			o.ObserveInt64(approvals, int64(g.ApprovalsWaiting))
+			for kind, n := range g.InFlight {
+				o.ObserveInt64(inflight, n, metric.WithAttributes(attribute.String("agenthost.kind", kind)))
+			}
 			o.ObserveInt64(pinsBlocked, g.PinsBlocked)
 			for kind, n := range g.RateLimited {
 				o.ObserveInt64(limited, n, metric.WithAttributes(attribute.String("agenthost.limit", kind)))
@@ -188,7 +211,7 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 					attribute.String("agenthost.extension", k.Extension), attribute.String("agenthost.state", k.State)))
 			}
 			return nil
-		}, sess, users, procs, servers, pinsBlocked, limited); err != nil {
+		}, sess, users, procs, servers, pinsBlocked, limited, auditQueued, auditDropped, approvals, inflight); err != nil {
 			return nil, errors.Join(fmt.Errorf("gauges: %w", err), t.Shutdown(ctx))
 		}
 	}
