@@ -100,7 +100,7 @@ type T struct {
 	tools    *Capper
 	servers  *Capper
 	states   *Capper  // extension and state of the servers gauge
-	sets     sync.Map // setKey → attribute.Set: bounded by the cappers
+	sets     sync.Map // setKey → its record option (attribute set): bounded by the cappers
 	prom     http.Handler
 	shutdown []func(context.Context) error
 }
@@ -337,7 +337,7 @@ func (s *Span) End(errType string) {
 	if s == nil {
 		return
 	}
-	s.t.dur.Record(context.Background(), time.Since(s.start).Seconds(), metric.WithAttributeSet(s.t.set(setKey{s.method, s.server, s.tool, errType})))
+	s.t.dur.Record(context.Background(), time.Since(s.start).Seconds(), s.t.set(setKey{s.method, s.server, s.tool, errType}))
 	if s.span != nil {
 		if errType != "" {
 			s.span.SetAttributes(attribute.String("error.type", errType))
@@ -350,10 +350,11 @@ func (s *Span) End(errType string) {
 // setKey is the labels of one histogram series.
 type setKey struct{ method, server, tool, errType string }
 
-// set returns the attribute set of a series, made once.
-func (t *T) set(k setKey) attribute.Set {
+// set returns the record option of a series (its attribute set), made
+// once: no allocation per call.
+func (t *T) set(k setKey) metric.RecordOption {
 	if v, ok := t.sets.Load(k); ok {
-		return v.(attribute.Set)
+		return v.(metric.RecordOption)
 	}
 	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", k.method)}
 	if k.tool != "" {
@@ -362,8 +363,8 @@ func (t *T) set(k setKey) attribute.Set {
 	if k.errType != "" {
 		attrs = append(attrs, attribute.String("error.type", k.errType))
 	}
-	v, _ := t.sets.LoadOrStore(k, attribute.NewSet(attrs...))
-	return v.(attribute.Set)
+	v, _ := t.sets.LoadOrStore(k, metric.RecordOption(metric.WithAttributeSet(attribute.NewSet(attrs...))))
+	return v.(metric.RecordOption)
 }
 
 // ParamsMeta is the _meta of a request's params when it may hold trace
