@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -200,6 +201,8 @@ type Host struct {
 	// (policy.go); policyCount counts the policy's decisions.
 	approvals   *approvals
 	policyCount func(decision string)
+	pol         atomic.Pointer[PolicyConfig] // the tool policy in force (policy.go, reload.go)
+	inflight    [3]atomic.Int64              // calls running, by kind (queues.go)
 
 	audit  *audit.Writer   // nil: the audit log is off (audit.go)
 	limits *limits.Limiter // nil: no rate limits (limits.go)
@@ -305,7 +308,9 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	h.limits = limits.New(&cfg.Limits, &limits.Options{Groups: h.UserGroups})
+	h.pol.Store(cfg.Policy)
+	// Never nil, so that a reload may add limits (reload.go).
+	h.limits = limits.NewReloadable(&cfg.Limits, &limits.Options{Groups: h.UserGroups})
 	inprocs := map[string]ext.Extension{}
 	for name, ec := range cfg.Extensions {
 		if ec.Disabled {

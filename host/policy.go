@@ -237,22 +237,28 @@ func destructive(annotations json.RawMessage) bool {
 	return json.Unmarshal(annotations, &a) == nil && a.DestructiveHint != nil && *a.DestructiveHint
 }
 
+// policy is the tool policy in force (nil: none): the operator's file's,
+// or a reload's (reload.go), read without a lock.
+func (h *Host) policy() *PolicyConfig { return h.pol.Load() }
+
 // decide is the policy's word on tool for user, with the user's groups.
 func (h *Host) decide(user string, tool ext.Tool) PolicyDecision {
-	if h.cfg.Policy == nil {
+	p := h.policy()
+	if p == nil {
 		return PolicyDecision{Effect: PolicyAllow, Rule: "default"}
 	}
-	return h.cfg.Policy.Decide(user, h.UserGroups(user), tool)
+	return p.Decide(user, h.UserGroups(user), tool)
 }
 
 // visible drops the tools the policy denies user.
 func (h *Host) visible(user string, tools []Tool) []Tool {
-	if h.cfg.Policy == nil {
+	p := h.policy()
+	if p == nil {
 		return tools
 	}
 	groups := h.UserGroups(user)
 	return slices.DeleteFunc(tools, func(t Tool) bool {
-		return h.cfg.Policy.Decide(user, groups, t.Tool).Effect == PolicyDeny
+		return p.Decide(user, groups, t.Tool).Effect == PolicyDeny
 	})
 }
 
@@ -546,8 +552,8 @@ func (h *Host) DecideApproval(_ context.Context, user, id string, approve bool, 
 	if err := checkUser(user); err != nil {
 		return err
 	}
-	if approve && (minutes < 0 || minutes > h.cfg.Policy.maxWindow()) {
-		return fmt.Errorf("approval window of %d minutes: want 0 (once) to %d: %w", minutes, h.cfg.Policy.maxWindow(), ext.ErrInvalidArgument)
+	if maxWindow := h.policy().maxWindow(); approve && (minutes < 0 || minutes > maxWindow) {
+		return fmt.Errorf("approval window of %d minutes: want 0 (once) to %d: %w", minutes, maxWindow, ext.ErrInvalidArgument)
 	}
 	a := h.approvals
 	a.mu.Lock()

@@ -403,6 +403,15 @@ func (r *registry) poke(user string) {
 	notify(chans)
 }
 
+// pokeAll tells every subscriber that its tools may have changed (the
+// tool policy was reloaded).
+func (r *registry) pokeAll() {
+	r.mu.RLock()
+	chans := r.allChansLocked()
+	r.mu.RUnlock()
+	notify(chans)
+}
+
 // subscribe returns a channel that receives (coalesced) a value whenever
 // the user's tools change; "" subscribes to every change.
 func (r *registry) subscribe(user string) (<-chan struct{}, func()) {

@@ -56,17 +56,21 @@ func (h *Host) OnReload(hook ReloadHook) {
 // here yet, is refused as needing a restart. "tls" takes a renewed
 // certificate and key (files re-read; the new pair served to new
 // connections), not TLS turned on or off; "extensions" hands each
-// extension whose config block changed its new block.
-var inPlace = map[string]bool{"tls": true, "extensions": true}
+// extension whose config block changed its new block; "policy" takes
+// effect for the next listing and call (sessions told list_changed);
+// "limits" is given to the limiter, which keeps users' buckets where a
+// limit is unchanged.
+var inPlace = map[string]bool{"tls": true, "extensions": true, "policy": true, "limits": true}
 
 // Reload re-reads the operator's file and applies what changed in place:
-// the TLS certificate and key (through the hooks of [Host.OnReload]), and
+// the TLS certificate and key (through the hooks of [Host.OnReload]), the
+// tool policy and the rate limits (see inPlace), and
 // each extension's config block, handed to an extension with
 // [ext.Reconfigurer] (first as a dry run to every such extension, then
 // for real) or else by restarting that extension with it. A file that
 // does not parse, a block that cannot change in place (listen, dataDir,
 // an extension's path, args, env or sha256, an extension added or
-// removed, or any other block but tls and extensions) or a config block
+// removed, or any other block but tls, policy, limits and extensions) or a config block
 // an extension refuses changes nothing: the error names each culprit and
 // wraps [ext.ErrInvalidArgument]. Reloads are serialized, logged with
 // what changed, and audited (kind "reload").
@@ -123,6 +127,14 @@ func (h *Host) reloadLocked(ctx context.Context) (*ReloadResult, error) {
 	} else if old.TLS != cfg.TLS {
 		res.Changed = append(res.Changed, "tls")
 	}
+	policyChanged := !reflect.DeepEqual(old.Policy, cfg.Policy)
+	if policyChanged {
+		res.Changed = append(res.Changed, "policy")
+	}
+	limitsChanged := !reflect.DeepEqual(old.Limits, cfg.Limits)
+	if limitsChanged {
+		res.Changed = append(res.Changed, "limits")
+	}
 	changed, errs := h.extensionChanges(old, cfg)
 	refused = append(refused, errs...)
 	if len(refused) > 0 {
@@ -156,6 +168,14 @@ func (h *Host) reloadLocked(ctx context.Context) (*ReloadResult, error) {
 	}
 	for _, commit := range commits {
 		commit()
+	}
+	if limitsChanged {
+		h.limits.Reconfigure(&cfg.Limits)
+	}
+	if policyChanged {
+		h.pol.Store(cfg.Policy)
+		// What each user sees may differ: every session lists again.
+		h.reg.pokeAll()
 	}
 	var failed []error
 	for _, e := range changed {

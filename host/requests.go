@@ -167,6 +167,8 @@ func (h *Host) SessionNotify(ctx context.Context, user, method string, params js
 // See [Host.Call] for the rules; a task-augmented call (req.Task) to an
 // extension without the "tasks" capability runs as a plain call.
 func (h *Host) CallTool(ctx context.Context, req *CallRequest) (*ext.CallToolResult, error) {
+	h.inflight[inflightTool].Add(1)
+	defer h.inflight[inflightTool].Add(-1)
 	if h.audit == nil {
 		return h.callTool(ctx, req, nil)
 	}
@@ -369,6 +371,8 @@ func (h *Host) Prompts(ctx context.Context, user string) ([]Prompt, error) {
 // GetPrompt renders one of the user's prompts (an MCP GetPromptResult,
 // raw).
 func (h *Host) GetPrompt(ctx context.Context, req *PromptRequest) (json.RawMessage, error) {
+	h.inflight[inflightPrompt].Add(1)
+	defer h.inflight[inflightPrompt].Add(-1)
 	start := time.Now()
 	out, err := h.getPrompt(ctx, req)
 	h.auditCall(audit.KindPrompt, req.User, req.Name, req.Credential, req.SessionID, nil, start, req.Arguments, false, len(out),
@@ -414,6 +418,8 @@ func (h *Host) Resources(ctx context.Context, user string) ([]Resource, []Resour
 // other goes, in name order, to the extensions with resource templates
 // until one serves it.
 func (h *Host) ReadResource(ctx context.Context, req *ResourceRequest) (json.RawMessage, error) {
+	h.inflight[inflightResource].Add(1)
+	defer h.inflight[inflightResource].Add(-1)
 	start := time.Now()
 	out, err := h.readResource(ctx, req)
 	h.auditCall(audit.KindResource, req.User, req.URI, req.Credential, req.SessionID, nil, start, nil, false, len(out),

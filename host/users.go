@@ -81,7 +81,7 @@ func (h *Host) SetUserGroups(ctx context.Context, user string, groups []string) 
 	}
 	_, active := h.active[user]
 	h.mu.Unlock()
-	if !same && h.cfg.Policy != nil {
+	if !same && h.policy() != nil {
 		// The tool policy's group rules now read differently: the
 		// user's sessions list their tools again.
 		h.reg.poke(user)

@@ -216,3 +216,14 @@ func TestRateLimitsEndToEnd(t *testing.T) {
 		t.Error("/metrics names a user")
 	}
 }
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

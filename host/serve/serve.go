@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -91,9 +92,12 @@ type Server struct {
 	srv     *http.Server
 	tls     *tls.Config
 	cert    atomic.Pointer[tls.Certificate] // served by tls; a reload swaps it
-	ln      net.Listener                    // Options.Listener, nil: Listen opens one
-	ctl     *control.Server                 // nil without Options.ControlSocket
-	stopRev func()
+	// certFiles are the certificate and key files (resolved) that the
+	// watcher (watchCert) polls; a reload may name others.
+	certFiles atomic.Pointer[[2]string]
+	ln        net.Listener    // Options.Listener, nil: Listen opens one
+	ctl       *control.Server // nil without Options.ControlSocket
+	stopRev   func()
 	// stopOIDC unsubscribes the OpenID sign-in from the users' changes;
 	// nil without a provider.
 	stopOIDC func()
@@ -142,6 +146,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 			return nil, fmt.Errorf("serve: %w", err)
 		}
 		s.cert.Store(cert)
+		s.certFiles.Store(&[2]string{cfg.Resolve(cfg.TLS.CertFile), cfg.Resolve(cfg.TLS.KeyFile)})
 		// The certificate is taken per handshake: a reload (a renewal)
 		// swaps it for new connections, open ones keep theirs.
 		s.tls = &tls.Config{MinVersion: tls.VersionTLS12,
@@ -156,6 +161,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 			}
 			return func() {
 				s.cert.Store(cert)
+				s.certFiles.Store(&[2]string{c.Resolve(c.TLS.CertFile), c.Resolve(c.TLS.KeyFile)})
 				if l := cert.Leaf; l != nil {
 					logger.Info("tls: serving the certificate re-read", "certFile", c.TLS.CertFile, "serial", l.SerialNumber.String(), "notAfter", l.NotAfter)
 				}
@@ -210,6 +216,8 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		g := telemetry.Gauges{Sessions: s.ep.Sessions(), ActiveUsers: ov.ActiveUsers, Processes: ov.ServiceProcesses,
 			Servers: map[telemetry.ServerState]int{}, PinsBlocked: h.PinsBlocked(),
 			RateLimited: h.RateLimited()}
+		q := h.Queues()
+		g.AuditQueued, g.AuditDropped, g.ApprovalsWaiting, g.InFlight = q.AuditQueued, q.AuditDropped, q.ApprovalsWaiting, q.InFlight
 		entries, _ := h.Status(ctx, "") // an extension that fails is one "unavailable" entry
 		for _, st := range entries {
 			g.Servers[telemetry.ServerState{Extension: st.Extension, State: st.State}]++
@@ -335,6 +343,59 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 	return s, nil
 }
 
+// certPoll is how often the TLS certificate and key files are checked for
+// a change (a renewal written over them).
+const certPoll = 2 * time.Second
+
+// watchCert re-reads the certificate and key when either file changes on
+// disk (its size or modification time, polled every period), besides a
+// reload: a renewal is served to new connections without a reload. A pair
+// that does not load (half written, or a key that does not match) is
+// logged once per change and the old pair kept; the next change tries
+// again. It returns when ctx ends.
+func (s *Server) watchCert(ctx context.Context, period time.Duration) {
+	stamp := func(files [2]string) string {
+		var out string
+		for _, f := range files {
+			fi, err := os.Stat(f)
+			if err != nil {
+				return "" // a file missing for a moment: not a change
+			}
+			out += fmt.Sprintf("%s:%d:%d;", f, fi.Size(), fi.ModTime().UnixNano())
+		}
+		return out
+	}
+	last := stamp(*s.certFiles.Load())
+	failed := ""
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		files := *s.certFiles.Load()
+		now := stamp(files)
+		if now == "" || now == last || now == failed {
+			continue
+		}
+		cert, err := tls.LoadX509KeyPair(files[0], files[1])
+		if err != nil {
+			failed = now
+			s.log.Warn("tls: the certificate or key changed on disk but does not load: still serving the old pair",
+				"certFile", files[0], "keyFile", files[1], "error", err)
+			continue
+		}
+		last, failed = now, ""
+		s.cert.Store(&cert)
+		if l := cert.Leaf; l != nil {
+			s.log.Info("tls: serving the certificate re-read after it changed on disk", "certFile", files[0],
+				"serial", l.SerialNumber.String(), "notAfter", l.NotAfter)
+		}
+	}
+}
+
 // loadCert reads the certificate and key of cfg's tls block; the error
 // names the files.
 func loadCert(cfg *host.Config) (*tls.Certificate, error) {
@@ -455,7 +516,19 @@ func (s *Server) useAddr(a net.Addr) {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.useAddr(ln.Addr())
 	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
+	// The certificate watcher: Serve owns it and waits for it.
+	wctx, wcancel := context.WithCancel(ctx)
+	var watcher sync.WaitGroup
+	if s.tls != nil {
+		watcher.Add(1)
+		go func() {
+			defer watcher.Done()
+			s.watchCert(wctx, certPoll)
+		}()
+	}
 	err := s.srv.Serve(ln)
+	wcancel()
+	watcher.Wait()
 	stop()
 	// Close (again) joins the close that ctx may have started.
 	cerr := s.Close()

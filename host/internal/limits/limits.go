@@ -259,13 +259,18 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Limiter applies a Config.
+// Limiter applies a Config; [Limiter.Reconfigure] gives it a new one in
+// place. Safe for concurrent use: the config is read under cmu (never
+// held with a user's lock taken first), each user's state under its own
+// mutex.
 type Limiter struct {
+	cmu     sync.RWMutex
 	cfg     Config
 	idle    time.Duration
 	groups  func(string) []string
 	now     func() time.Time
-	users   sync.Map // user → *userState
+	on      atomic.Bool // the config limits something: Acquire looks
+	users   sync.Map    // user → *userState
 	refused [6]atomic.Int64
 }
 
@@ -274,10 +279,13 @@ func New(cfg *Config, opts *Options) *Limiter {
 	if cfg.IsZero() {
 		return nil
 	}
-	l := &Limiter{cfg: *cfg, idle: time.Duration(cfg.IdleMinutes * float64(time.Minute)), now: time.Now}
-	if l.idle <= 0 {
-		l.idle = 10 * time.Minute
-	}
+	return newLimiter(cfg, opts)
+}
+
+func newLimiter(cfg *Config, opts *Options) *Limiter {
+	l := &Limiter{now: time.Now}
+	l.cfg, l.idle = *cfg, idleOf(cfg)
+	l.on.Store(!cfg.IsZero())
 	if opts != nil {
 		l.groups = opts.Groups
 		if opts.Now != nil {
@@ -287,13 +295,88 @@ func New(cfg *Config, opts *Options) *Limiter {
 	return l
 }
 
+func idleOf(cfg *Config) time.Duration {
+	if d := time.Duration(cfg.IdleMinutes * float64(time.Minute)); d > 0 {
+		return d
+	}
+	return 10 * time.Minute
+}
+
+// NewReloadable returns a Limiter for cfg that is never nil, so that a
+// reload may give it limits later ([Limiter.Reconfigure]); with a zero
+// cfg it admits every call.
+func NewReloadable(cfg *Config, opts *Options) *Limiter {
+	return newLimiter(cfg, opts)
+}
+
+// Reconfigure makes cfg the limits in place. Every user's state is
+// resolved again against it: a limit that is unchanged keeps its bucket
+// as it is; a changed one keeps its bucket's tokens (capped at the new
+// burst) at the new rate and its count of calls in flight; a limit that
+// is new starts full. The calls in flight finish as they started (and,
+// when the limiter had no limits at all before, are not counted against
+// a new concurrency limit).
+func (l *Limiter) Reconfigure(cfg *Config) {
+	if l == nil {
+		return
+	}
+	l.cmu.Lock()
+	l.cfg, l.idle = *cfg, idleOf(cfg)
+	l.on.Store(!cfg.IsZero())
+	l.cmu.Unlock()
+	now := l.now()
+	l.users.Range(func(k, v any) bool {
+		user, us := k.(string), v.(*userState)
+		pol := l.resolve(user) // before us.mu: it may take the host's locks
+		us.mu.Lock()
+		defer us.mu.Unlock()
+		us.pol = pol
+		switch {
+		case us.user != nil:
+			us.user.retune(pol.user, now)
+		case !pol.user.IsZero():
+			us.user = newGate(pol.user, ScopeUser, "", now)
+			us.user.inflight = us.inflight
+		}
+		for server, g := range us.servers {
+			lim, _ := match(pol.servers, server)
+			g.retune(lim, now)
+		}
+		for tool, g := range us.tools {
+			lim, _ := match(pol.tools, tool)
+			g.retune(lim, now)
+		}
+		return true
+	})
+}
+
+// retune gives g the limit lim in place (see [Limiter.Reconfigure]).
+func (g *gate) retune(lim Limit, now time.Time) {
+	if g.limit == lim {
+		return
+	}
+	g.limit = lim
+	switch {
+	case lim.PerMinute <= 0:
+		g.bucket = nil
+	case g.bucket == nil:
+		g.bucket = newGate(lim, g.scope, g.subject, now).bucket
+	default:
+		g.bucket.SetLimitAt(now, rate.Limit(lim.PerMinute/60))
+		g.bucket.SetBurstAt(now, lim.burst())
+		if tokens := g.bucket.TokensAt(now); tokens > float64(lim.burst()) {
+			g.bucket.AllowN(now, int(tokens)-lim.burst()) // cap at the new burst
+		}
+	}
+}
+
 // userState is one user's limiters. mu guards everything in it.
 type userState struct {
 	mu       sync.Mutex
 	dead     bool // dropped by Sweep: look the user up again
 	pol      policy
 	user     *gate
-	servers  map[string]*gate // nil value: no limit
+	servers  map[string]*gate // every server called; a zero limit: none
 	tools    map[string]*gate
 	inflight int
 	last     time.Time
@@ -325,6 +408,8 @@ func (l *Limiter) resolve(user string) policy {
 	if l.groups != nil {
 		groups = l.groups(user)
 	}
+	l.cmu.RLock()
+	defer l.cmu.RUnlock()
 	eff := Set{User: l.cfg.User, Servers: map[string]Limit{}, Tools: map[string]Limit{}}
 	for k, v := range l.cfg.Servers {
 		eff.Servers[k] = v
@@ -448,25 +533,25 @@ func (l *Limiter) state(user string, now time.Time) *userState {
 // Acquire admits a call of tool ("server/tool") by user, or refuses it
 // with a [*Refusal]. An admitted call must call release when it ends.
 func (l *Limiter) Acquire(user, tool string) (release func(), err error) {
-	if l == nil {
+	if l == nil || !l.on.Load() {
 		return func() {}, nil
 	}
 	now := l.now()
 	us := l.state(user, now)
 	defer us.mu.Unlock()
 	server := ext.ServerOf(tool)
+	// A gate even without a limit: it counts the calls in flight, for a
+	// concurrency limit a reload may add (Reconfigure).
 	sg, ok := us.servers[server]
 	if !ok {
-		if lim, ok := match(us.pol.servers, server); ok {
-			sg = newGate(lim, ScopeServer, server, now)
-		}
+		lim, _ := match(us.pol.servers, server)
+		sg = newGate(lim, ScopeServer, server, now)
 		us.servers[server] = sg
 	}
 	tg, ok := us.tools[tool]
 	if !ok {
-		if lim, ok := match(us.pol.tools, tool); ok {
-			tg = newGate(lim, ScopeTool, tool, now)
-		}
+		lim, _ := match(us.pol.tools, tool)
+		tg = newGate(lim, ScopeTool, tool, now)
 		us.tools[tool] = tg
 	}
 	us.last = now
@@ -553,12 +638,12 @@ func (l *Limiter) Sweep() int {
 	if l == nil {
 		return 0
 	}
-	now := l.now()
+	now, idle := l.now(), l.Idle()
 	n := 0
 	l.users.Range(func(k, v any) bool {
 		us := v.(*userState)
 		us.mu.Lock()
-		if us.inflight == 0 && now.Sub(us.last) >= l.idle && us.full(now) {
+		if us.inflight == 0 && now.Sub(us.last) >= idle && us.full(now) {
 			us.dead = true
 			l.users.Delete(k)
 			n++
@@ -584,6 +669,8 @@ func (l *Limiter) Idle() time.Duration {
 	if l == nil {
 		return 0
 	}
+	l.cmu.RLock()
+	defer l.cmu.RUnlock()
 	return l.idle
 }
 

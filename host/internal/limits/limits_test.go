@@ -318,3 +318,58 @@ func BenchmarkAcquire(b *testing.B) {
 		})
 	}
 }
+
+// TestReconfigureInPlace: a new config takes effect for users with state
+// (a lowered limit refuses at once, counting the calls already made), an
+// unchanged limit keeps its bucket, a limit from nothing starts, calls in
+// flight count against a new concurrency limit, and a limiter made
+// without limits takes them on a reconfigure.
+func TestReconfigureInPlace(t *testing.T) {
+	cfg := limits.Config{Set: limits.Set{User: lim(60, 0), Tools: map[string]limits.Limit{"notes/a": {PerMinute: 10}}}}
+	l, c := newLimiter(t, cfg, nil)
+	if ok, _ := calls(l, "alice", "notes/a", 5); ok != 5 {
+		t.Fatalf("admitted %d of 5", ok)
+	}
+	hold, err := l.Acquire("alice", "notes/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lower the user's limit to 3 a minute; notes/a unchanged; notes/b
+	// now 1 at a time.
+	cfg2 := limits.Config{Set: limits.Set{User: lim(3, 0), Tools: map[string]limits.Limit{"notes/a": {PerMinute: 10}, "notes/b": {Concurrent: 1}}}}
+	l.Reconfigure(&cfg2)
+	if ok, r := calls(l, "alice", "notes/a", 4); ok != 3 || r == nil || r.Scope != limits.ScopeUser {
+		t.Fatalf("after lowering the user limit: admitted %d of 4 (want 3, then the user's limit), refusal %v", ok, r)
+	}
+	c.add(time.Minute)
+	// notes/a kept its bucket: 10 a minute with 8 taken, a minute later
+	// full again at 10; the user's bucket (3) is the bound now.
+	if ok, _ := calls(l, "alice", "notes/a", 3); ok != 3 {
+		t.Fatalf("admitted %d of 3 a minute later", ok)
+	}
+	c.add(time.Minute)
+	if _, err := l.Acquire("alice", "notes/b"); err == nil {
+		t.Fatal("notes/b admitted a second call beside the one in flight from before the reconfigure")
+	}
+	hold()
+	// Unchanged limit keeps its bucket: bob's notes/a bucket drained stays drained.
+	cfg3 := limits.Config{Set: limits.Set{Tools: map[string]limits.Limit{"notes/a": {PerMinute: 2}}}}
+	l.Reconfigure(&cfg3)
+	if ok, _ := calls(l, "bob", "notes/a", 3); ok != 2 {
+		t.Fatalf("bob admitted %d of 3 at 2 a minute", ok)
+	}
+	l.Reconfigure(&cfg3)
+	if ok, _ := calls(l, "bob", "notes/a", 1); ok != 0 {
+		t.Fatal("a reconfigure with the same limit refilled bob's bucket")
+	}
+
+	// From no limits at all.
+	empty := limits.NewReloadable(&limits.Config{}, &limits.Options{Now: c.now})
+	if ok, _ := calls(empty, "carol", "notes/a", 5); ok != 5 {
+		t.Fatal("a limiter without limits refused a call")
+	}
+	empty.Reconfigure(&cfg3)
+	if ok, _ := calls(empty, "carol", "notes/a", 3); ok != 2 {
+		t.Fatalf("carol admitted %d of 3 after limits were added", ok)
+	}
+}

@@ -76,6 +76,15 @@ type Gauges struct {
 	// start, by the limit's kind ("user_rate", "tool_concurrency", ...;
 	// never a user).
 	RateLimited map[string]int64
+	// AuditQueued is the audit records waiting for the writer;
+	// AuditDropped those dropped with its queue full (a counter).
+	AuditQueued  int
+	AuditDropped int64
+	// ApprovalsWaiting is the calls waiting for a person's approval.
+	ApprovalsWaiting int
+	// InFlight is the calls running now by kind ("tool", "prompt",
+	// "resource": a fixed set).
+	InFlight map[string]int64
 }
 
 // ServerState is an extension and one of its status states.
@@ -91,7 +100,7 @@ type T struct {
 	tools    *Capper
 	servers  *Capper
 	states   *Capper  // extension and state of the servers gauge
-	sets     sync.Map // setKey → attribute.Set: bounded by the cappers
+	sets     sync.Map // setKey → its record option (attribute set): bounded by the cappers
 	prom     http.Handler
 	shutdown []func(context.Context) error
 }
@@ -170,8 +179,22 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 			"Tool calls refused by a rate limit, by the limit's kind (user_rate, server_concurrency, tool_rate, ...)."))
 		pinsBlocked, _ := m.Int64ObservableCounter("agenthost.pins.blocked", metric.WithDescription(
 			"Tools held back by a pin (a changed or new definition under pin block), once per user, tool and definition."))
+		auditQueued, _ := m.Int64ObservableGauge("agenthost.audit.queue", metric.WithDescription(
+			"Audit records waiting in the writer's queue."))
+		auditDropped, _ := m.Int64ObservableCounter("agenthost.audit.dropped", metric.WithDescription(
+			"Audit records dropped because the writer's queue was full."))
+		approvals, _ := m.Int64ObservableGauge("agenthost.approvals.waiting", metric.WithDescription(
+			"Calls waiting for a person's approval."))
+		inflight, _ := m.Int64ObservableGauge("agenthost.calls.in_flight", metric.WithDescription(
+			"Calls running now, by kind: tool, prompt or resource."))
 		if _, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 			g := gauges(ctx)
+			o.ObserveInt64(auditQueued, int64(g.AuditQueued))
+			o.ObserveInt64(auditDropped, g.AuditDropped)
+			o.ObserveInt64(approvals, int64(g.ApprovalsWaiting))
+			for kind, n := range g.InFlight {
+				o.ObserveInt64(inflight, n, metric.WithAttributes(attribute.String("agenthost.kind", kind)))
+			}
 			o.ObserveInt64(pinsBlocked, g.PinsBlocked)
 			for kind, n := range g.RateLimited {
 				o.ObserveInt64(limited, n, metric.WithAttributes(attribute.String("agenthost.limit", kind)))
@@ -188,7 +211,7 @@ func New(ctx context.Context, cfg Config, gauges func(context.Context) Gauges) (
 					attribute.String("agenthost.extension", k.Extension), attribute.String("agenthost.state", k.State)))
 			}
 			return nil
-		}, sess, users, procs, servers, pinsBlocked, limited); err != nil {
+		}, sess, users, procs, servers, pinsBlocked, limited, auditQueued, auditDropped, approvals, inflight); err != nil {
 			return nil, errors.Join(fmt.Errorf("gauges: %w", err), t.Shutdown(ctx))
 		}
 	}
@@ -314,7 +337,7 @@ func (s *Span) End(errType string) {
 	if s == nil {
 		return
 	}
-	s.t.dur.Record(context.Background(), time.Since(s.start).Seconds(), metric.WithAttributeSet(s.t.set(setKey{s.method, s.server, s.tool, errType})))
+	s.t.dur.Record(context.Background(), time.Since(s.start).Seconds(), s.t.set(setKey{s.method, s.server, s.tool, errType}))
 	if s.span != nil {
 		if errType != "" {
 			s.span.SetAttributes(attribute.String("error.type", errType))
@@ -327,10 +350,11 @@ func (s *Span) End(errType string) {
 // setKey is the labels of one histogram series.
 type setKey struct{ method, server, tool, errType string }
 
-// set returns the attribute set of a series, made once.
-func (t *T) set(k setKey) attribute.Set {
+// set returns the record option of a series (its attribute set), made
+// once: no allocation per call.
+func (t *T) set(k setKey) metric.RecordOption {
 	if v, ok := t.sets.Load(k); ok {
-		return v.(attribute.Set)
+		return v.(metric.RecordOption)
 	}
 	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", k.method)}
 	if k.tool != "" {
@@ -339,8 +363,8 @@ func (t *T) set(k setKey) attribute.Set {
 	if k.errType != "" {
 		attrs = append(attrs, attribute.String("error.type", k.errType))
 	}
-	v, _ := t.sets.LoadOrStore(k, attribute.NewSet(attrs...))
-	return v.(attribute.Set)
+	v, _ := t.sets.LoadOrStore(k, metric.RecordOption(metric.WithAttributeSet(attribute.NewSet(attrs...))))
+	return v.(metric.RecordOption)
 }
 
 // ParamsMeta is the _meta of a request's params when it may hold trace
