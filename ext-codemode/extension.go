@@ -274,28 +274,44 @@ func RunTool(tools []ext.Tool, budget int, lim Limits) ext.Tool {
 		"Arguments are checked against the tool's schema before the call. console.log lines and the returned JSON value make up the result, with the list of calls made and their outcome. "+
 		"No network, files or timers. Limits: %v wall clock, %v CPU, %d MiB memory, %d calls (%d at once), %d bytes of output.\n\n",
 		lim.WallClock, lim.CPU, lim.MemoryBytes>>20, lim.Calls, lim.Parallel, lim.OutputBytes)
-	decls := Declarations(tools)
-	desc := head + "```ts\n" + decls + "```"
+	parts := append([]ext.DescriptionPart{{Text: head + "```ts\n"}}, declParts(tools)...)
+	parts = append(parts, ext.DescriptionPart{Text: "```"})
+	d := &ext.ScopedDescription{Parts: parts}
+	desc, _ := d.Render(nil)
 	if len(desc) > budget {
-		names := make([]string, len(tools))
-		for i, t := range tools {
-			names[i] = t.Name
+		// The names, each a part of its own, so that a scoped view lists
+		// only its own.
+		d.Parts = []ext.DescriptionPart{{Text: head + "The tools' declarations do not fit here: search_tools (by keyword) finds them with their input schemas (marked only from code); call one with tools.call(name, args). Tools:"}}
+		for _, t := range tools {
+			d.Parts = append(d.Parts, ext.DescriptionPart{Text: " " + t.Name, Tools: []string{t.Name}})
 		}
-		sort := strings.Join(names, ", ")
-		desc = head + "The tools' declarations do not fit here: search_tools (by keyword) finds them with their input schemas (marked only from code); call one with tools.call(name, args). Tools: " + sort
+		desc, _ = d.Render(nil)
 		if len(desc) > budget {
 			cut := max(0, budget-len("…"))
 			for cut > 0 && !utf8.RuneStart(desc[cut]) {
 				cut--
 			}
 			desc = desc[:cut] + "…"
+			// Past the budget even so: a scoped view gets the head
+			// and no names.
+			names := make([]string, len(tools))
+			for i, t := range tools {
+				names[i] = t.Name
+			}
+			d.Parts = append(d.Parts[:1], ext.DescriptionPart{Tools: names})
 		}
 	}
-	return ext.Tool{
+	t := ext.Tool{
 		Name: ToolName, Title: "Run code with your tools", Description: desc,
 		InputSchema: json.RawMessage(runSchema), OutputSchema: json.RawMessage(runOutput),
 		Annotations: json.RawMessage(`{"readOnlyHint":false,"openWorldHint":false}`),
 	}
+	// The description in parts: a scoped token's view shows only the
+	// declarations of its tools (the host assembles them per view).
+	if st, err := ext.WithScopedDescription(t, d); err == nil {
+		t = st
+	}
+	return t
 }
 
 // StripTypes returns code with its TypeScript types stripped (esbuild),
