@@ -13,6 +13,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/evanw/esbuild/pkg/api"
+	"github.com/go-sourcemap/sourcemap"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -317,22 +318,48 @@ func RunTool(tools []ext.Tool, budget int, lim Limits) ext.Tool {
 // StripTypes returns code with its TypeScript types stripped (esbuild),
 // for code that is not plain JavaScript.
 func StripTypes(code string) (string, error) {
+	js, _, err := stripTypes(code)
+	return js, err
+}
+
+// stripTypes is [StripTypes] with the map from a line of the stripped code
+// back to the user's line (esbuild's source map: its output is
+// reformatted, so lines move; 0 when a line maps to none).
+func stripTypes(code string) (string, func(int) int, error) {
 	src := "async function __ah_body() {\n" + code + "\n}"
-	r := api.Transform(src, api.TransformOptions{Loader: api.LoaderTS, Target: api.ES2020})
+	r := api.Transform(src, api.TransformOptions{Loader: api.LoaderTS, Target: api.ES2020, Sourcemap: api.SourceMapExternal, Sourcefile: "code.ts"})
 	if len(r.Errors) > 0 {
 		m := r.Errors[0]
 		line := 0
 		if m.Location != nil {
 			line = m.Location.Line - 1
 		}
-		return "", fmt.Errorf("line %d: %s", line, m.Text)
+		return "", nil, fmt.Errorf("line %d: %s", line, m.Text)
 	}
-	out := strings.TrimSpace(string(r.Code))
+	out := string(r.Code)
 	i, j := strings.Index(out, "{"), strings.LastIndex(out, "}")
 	if i < 0 || j <= i {
-		return "", errors.New("stripping types gave no function body")
+		return "", nil, errors.New("stripping types gave no function body")
 	}
-	return out[i+1 : j], nil
+	// Line n of the body is line n+skip of esbuild's output, whose line
+	// maps to a line of src, one below the user's (the wrapper's line).
+	skip := strings.Count(out[:i+1], "\n")
+	sm, err := sourcemap.Parse("code.js.map", r.Map)
+	if err != nil {
+		return "", nil, fmt.Errorf("reading esbuild's source map: %w", err)
+	}
+	lineOf := func(n int) int {
+		if n <= 0 {
+			return 0
+		}
+		// The last mapping on the line (the first may be the previous
+		// line's, by the library's fuzzy match).
+		if _, _, line, _, ok := sm.Source(n+skip, 1<<30); ok && line > 1 {
+			return line - 1
+		}
+		return 0
+	}
+	return out[i+1 : j], lineOf, nil
 }
 
 // validator checks arguments against tools' input schemas; compiled
@@ -446,14 +473,6 @@ func (e *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 			names = append(names, t.Name)
 		}
 	}
-	code := in.Code
-	if _, err := compileCheck(code); err != nil {
-		stripped, serr := StripTypes(code)
-		if serr != nil {
-			return runResult(&Outcome{Calls: []InnerCall{}, Error: &ScriptError{Message: "the code is neither JavaScript nor TypeScript: " + err.Error()}})
-		}
-		code = stripped
-	}
 	sess := ext.SessionOf(req.Session)
 	call := func(ctx context.Context, name string, args json.RawMessage) (*InnerResult, error) {
 		t, ok := byName[name]
@@ -478,7 +497,26 @@ func (e *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 			_ = ext.Progress(ctx, sess, float64(n), 0, ic.Tool+": "+ic.Outcome)
 		}
 	}
-	return runResult(Run(ctx, code, names, c.limits(), call, progress))
+	return runResult(runCode(ctx, in.Code, names, c.limits(), call, progress))
+}
+
+// runCode runs code, JavaScript or TypeScript (types stripped), with
+// [Run]; a TypeScript script's error names the user's line, not the
+// stripped code's.
+func runCode(ctx context.Context, code string, names []string, lim Limits, call CallFunc, progress func(int, InnerCall)) *Outcome {
+	var lineOf func(int) int // the user's line of a line of code (TypeScript)
+	if _, err := compileCheck(code); err != nil {
+		stripped, m, serr := stripTypes(code)
+		if serr != nil {
+			return &Outcome{Calls: []InnerCall{}, Error: &ScriptError{Message: "the code is neither JavaScript nor TypeScript: " + err.Error()}}
+		}
+		code, lineOf = stripped, m
+	}
+	o := Run(ctx, code, names, lim, call, progress)
+	if o.Error != nil && o.Error.Line > 0 && lineOf != nil {
+		o.Error.Line = lineOf(o.Error.Line)
+	}
+	return o
 }
 
 // compileCheck reports whether code parses as JavaScript (as Run wraps it).
