@@ -20,6 +20,9 @@ import (
 type hostServices struct {
 	h   *Host
 	ext string
+	// userTools: the extension has the usertools capability (its
+	// descriptor's), so its tools' scoped descriptions are honoured.
+	userTools bool
 }
 
 var _ ext.Host = (*hostServices)(nil)

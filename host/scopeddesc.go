@@ -23,7 +23,7 @@ func toolInScope(scope *ext.Scope, t ext.Tool) bool {
 // _meta a remote server writes) it is removed, so that no server can put
 // its tool into another server's scope.
 func (s *hostServices) honourScoped(tools []ext.Tool) []ext.Tool {
-	if e := s.h.exts[s.ext]; e != nil && e.descriptor().Has(ext.CapabilityUserTools) {
+	if s.userTools {
 		return tools
 	}
 	var out []ext.Tool
