@@ -170,6 +170,15 @@ func firstLine(s string, n int) string {
 // with each tool's first description line as a comment; Out is the output
 // schema's type when the tool has one, else any (its text).
 func Declarations(tools []ext.Tool) string {
+	d := ext.ScopedDescription{Parts: declParts(tools)}
+	s, _ := d.Render(nil)
+	return s
+}
+
+// declParts returns [Declarations] in parts, each naming the tools it
+// declares (a server's opening and closing lines name all its tools), so
+// that a scoped view shows the declarations of its tools only.
+func declParts(tools []ext.Tool) []ext.DescriptionPart {
 	byServer := map[string][]ext.Tool{}
 	var servers []string
 	for _, t := range tools {
@@ -180,13 +189,17 @@ func Declarations(tools []ext.Tool) string {
 		byServer[server] = append(byServer[server], t)
 	}
 	sort.Strings(servers)
-	var b strings.Builder
-	b.WriteString("declare const tools: {\n")
+	parts := []ext.DescriptionPart{{Text: "declare const tools: {\n"}}
 	for _, server := range servers {
-		fmt.Fprintf(&b, "  %s: {\n", Ident(server))
 		ts := byServer[server]
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+		names := make([]string, len(ts))
+		for i, t := range ts {
+			names[i] = t.Name
+		}
+		parts = append(parts, ext.DescriptionPart{Text: fmt.Sprintf("  %s: {\n", Ident(server)), Tools: names})
 		for _, t := range ts {
+			var b strings.Builder
 			_, tool, _ := strings.Cut(t.Name, "/")
 			if d := firstLine(t.Description, 100); d != "" {
 				fmt.Fprintf(&b, "    /** %s */\n", d)
@@ -196,9 +209,9 @@ func Declarations(tools []ext.Tool) string {
 				out = TSType(t.OutputSchema)
 			}
 			fmt.Fprintf(&b, "    %s(args: %s): Promise<%s>;\n", Ident(tool), TSType(t.InputSchema), out)
+			parts = append(parts, ext.DescriptionPart{Text: b.String(), Tools: []string{t.Name}})
 		}
-		b.WriteString("  };\n")
+		parts = append(parts, ext.DescriptionPart{Text: "  };\n", Tools: names})
 	}
-	b.WriteString("  call(name: string, args?: object): Promise<any>;\n};\n")
-	return b.String()
+	return append(parts, ext.DescriptionPart{Text: "  call(name: string, args?: object): Promise<any>;\n};\n"})
 }

@@ -1,6 +1,7 @@
 package codemode_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -64,5 +65,33 @@ func TestStripTypes(t *testing.T) {
 	}
 	if _, err := codemode.StripTypes("const = ;"); err == nil {
 		t.Error("StripTypes of broken code: no error")
+	}
+}
+
+// TestTypeScriptErrorLine: an error in a TypeScript script names the
+// line of the user's source, not of the stripped code (esbuild reformats
+// it: interfaces and type-only lines vanish, statements move).
+func TestTypeScriptErrorLine(t *testing.T) {
+	code := `interface Note {
+  id: number;
+  text: string;
+}
+type Id = number;
+const a: Id = 1;
+
+
+const b = <Note>{ id: a, text: "x" };
+if (b.id === 1) {
+  throw new Error("boom"); // line 11
+}
+return b;`
+	o := codemode.RunCode(context.Background(), code, []string{"t/echo"}, codemode.Limits{}, nil, nil)
+	if o.Error == nil || !strings.Contains(o.Error.Message, "boom") || o.Error.Line != 11 {
+		t.Errorf("error %+v, want boom at line 11", o.Error)
+	}
+	// A plain JavaScript script keeps its lines as they are.
+	o = codemode.RunCode(context.Background(), "const x = 1;\n\nthrow new Error('js');", []string{"t/echo"}, codemode.Limits{}, nil, nil)
+	if o.Error == nil || o.Error.Line != 3 {
+		t.Errorf("JavaScript error %+v, want line 3", o.Error)
 	}
 }

@@ -17,6 +17,7 @@ func TestDependencies(t *testing.T) {
 		"modernc.org/quickjs",
 		"github.com/evanw/esbuild/",
 		"github.com/santhosh-tekuri/jsonschema/v6",
+		"github.com/go-sourcemap/sourcemap", // esbuild's source map: TypeScript errors name the user's line
 		"golang.org/x/text/",
 	}
 	std := map[string]bool{}

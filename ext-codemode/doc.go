@@ -48,8 +48,9 @@
 // [Limits.Calls] in all; arguments are checked against the tool's input
 // schema (santhosh-tekuri/jsonschema) before the call. Each limit that ends
 // a run is named in its error (Limit). TypeScript is stripped with
-// esbuild's Go API when the code does not parse as JavaScript; the lines
-// of errors are then those of the stripped code.
+// esbuild's Go API when the code does not parse as JavaScript; an error's
+// line is mapped back to the user's through esbuild's source map
+// (go-sourcemap), since esbuild reformats the code.
 //
 // # Concurrency
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/evanw/esbuild/pkg/api"
+	"github.com/go-sourcemap/sourcemap"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -274,49 +275,91 @@ func RunTool(tools []ext.Tool, budget int, lim Limits) ext.Tool {
 		"Arguments are checked against the tool's schema before the call. console.log lines and the returned JSON value make up the result, with the list of calls made and their outcome. "+
 		"No network, files or timers. Limits: %v wall clock, %v CPU, %d MiB memory, %d calls (%d at once), %d bytes of output.\n\n",
 		lim.WallClock, lim.CPU, lim.MemoryBytes>>20, lim.Calls, lim.Parallel, lim.OutputBytes)
-	decls := Declarations(tools)
-	desc := head + "```ts\n" + decls + "```"
+	parts := append([]ext.DescriptionPart{{Text: head + "```ts\n"}}, declParts(tools)...)
+	parts = append(parts, ext.DescriptionPart{Text: "```"})
+	d := &ext.ScopedDescription{Parts: parts}
+	desc, _ := d.Render(nil)
 	if len(desc) > budget {
-		names := make([]string, len(tools))
-		for i, t := range tools {
-			names[i] = t.Name
+		// The names, each a part of its own, so that a scoped view lists
+		// only its own.
+		d.Parts = []ext.DescriptionPart{{Text: head + "The tools' declarations do not fit here: search_tools (by keyword) finds them with their input schemas (marked only from code); call one with tools.call(name, args). Tools:"}}
+		for _, t := range tools {
+			d.Parts = append(d.Parts, ext.DescriptionPart{Text: " " + t.Name, Tools: []string{t.Name}})
 		}
-		sort := strings.Join(names, ", ")
-		desc = head + "The tools' declarations do not fit here: search_tools (by keyword) finds them with their input schemas (marked only from code); call one with tools.call(name, args). Tools: " + sort
+		desc, _ = d.Render(nil)
 		if len(desc) > budget {
 			cut := max(0, budget-len("…"))
 			for cut > 0 && !utf8.RuneStart(desc[cut]) {
 				cut--
 			}
 			desc = desc[:cut] + "…"
+			// Past the budget even so: a scoped view gets the head
+			// and no names.
+			names := make([]string, len(tools))
+			for i, t := range tools {
+				names[i] = t.Name
+			}
+			d.Parts = append(d.Parts[:1], ext.DescriptionPart{Tools: names})
 		}
 	}
-	return ext.Tool{
+	t := ext.Tool{
 		Name: ToolName, Title: "Run code with your tools", Description: desc,
 		InputSchema: json.RawMessage(runSchema), OutputSchema: json.RawMessage(runOutput),
 		Annotations: json.RawMessage(`{"readOnlyHint":false,"openWorldHint":false}`),
 	}
+	// The description in parts: a scoped token's view shows only the
+	// declarations of its tools (the host assembles them per view).
+	if st, err := ext.WithScopedDescription(t, d); err == nil {
+		t = st
+	}
+	return t
 }
 
 // StripTypes returns code with its TypeScript types stripped (esbuild),
 // for code that is not plain JavaScript.
 func StripTypes(code string) (string, error) {
+	js, _, err := stripTypes(code)
+	return js, err
+}
+
+// stripTypes is [StripTypes] with the map from a line of the stripped code
+// back to the user's line (esbuild's source map: its output is
+// reformatted, so lines move; 0 when a line maps to none).
+func stripTypes(code string) (string, func(int) int, error) {
 	src := "async function __ah_body() {\n" + code + "\n}"
-	r := api.Transform(src, api.TransformOptions{Loader: api.LoaderTS, Target: api.ES2020})
+	r := api.Transform(src, api.TransformOptions{Loader: api.LoaderTS, Target: api.ES2020, Sourcemap: api.SourceMapExternal, Sourcefile: "code.ts"})
 	if len(r.Errors) > 0 {
 		m := r.Errors[0]
 		line := 0
 		if m.Location != nil {
 			line = m.Location.Line - 1
 		}
-		return "", fmt.Errorf("line %d: %s", line, m.Text)
+		return "", nil, fmt.Errorf("line %d: %s", line, m.Text)
 	}
-	out := strings.TrimSpace(string(r.Code))
+	out := string(r.Code)
 	i, j := strings.Index(out, "{"), strings.LastIndex(out, "}")
 	if i < 0 || j <= i {
-		return "", errors.New("stripping types gave no function body")
+		return "", nil, errors.New("stripping types gave no function body")
 	}
-	return out[i+1 : j], nil
+	// Line n of the body is line n+skip of esbuild's output, whose line
+	// maps to a line of src, one below the user's (the wrapper's line).
+	skip := strings.Count(out[:i+1], "\n")
+	sm, err := sourcemap.Parse("code.js.map", r.Map)
+	if err != nil {
+		return "", nil, fmt.Errorf("reading esbuild's source map: %w", err)
+	}
+	lineOf := func(n int) int {
+		if n <= 0 {
+			return 0
+		}
+		// The last mapping on the line (the first may be the previous
+		// line's, by the library's fuzzy match).
+		if _, _, line, _, ok := sm.Source(n+skip, 1<<30); ok && line > 1 {
+			return line - 1
+		}
+		return 0
+	}
+	return out[i+1 : j], lineOf, nil
 }
 
 // validator checks arguments against tools' input schemas; compiled
@@ -430,14 +473,6 @@ func (e *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 			names = append(names, t.Name)
 		}
 	}
-	code := in.Code
-	if _, err := compileCheck(code); err != nil {
-		stripped, serr := StripTypes(code)
-		if serr != nil {
-			return runResult(&Outcome{Calls: []InnerCall{}, Error: &ScriptError{Message: "the code is neither JavaScript nor TypeScript: " + err.Error()}})
-		}
-		code = stripped
-	}
 	sess := ext.SessionOf(req.Session)
 	call := func(ctx context.Context, name string, args json.RawMessage) (*InnerResult, error) {
 		t, ok := byName[name]
@@ -462,7 +497,26 @@ func (e *Extension) CallTool(ctx context.Context, req *ext.CallToolRequest) (*ex
 			_ = ext.Progress(ctx, sess, float64(n), 0, ic.Tool+": "+ic.Outcome)
 		}
 	}
-	return runResult(Run(ctx, code, names, c.limits(), call, progress))
+	return runResult(runCode(ctx, in.Code, names, c.limits(), call, progress))
+}
+
+// runCode runs code, JavaScript or TypeScript (types stripped), with
+// [Run]; a TypeScript script's error names the user's line, not the
+// stripped code's.
+func runCode(ctx context.Context, code string, names []string, lim Limits, call CallFunc, progress func(int, InnerCall)) *Outcome {
+	var lineOf func(int) int // the user's line of a line of code (TypeScript)
+	if _, err := compileCheck(code); err != nil {
+		stripped, m, serr := stripTypes(code)
+		if serr != nil {
+			return &Outcome{Calls: []InnerCall{}, Error: &ScriptError{Message: "the code is neither JavaScript nor TypeScript: " + err.Error()}}
+		}
+		code, lineOf = stripped, m
+	}
+	o := Run(ctx, code, names, lim, call, progress)
+	if o.Error != nil && o.Error.Line > 0 && lineOf != nil {
+		o.Error.Line = lineOf(o.Error.Line)
+	}
+	return o
 }
 
 // compileCheck reports whether code parses as JavaScript (as Run wraps it).

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/agenthost/agenthost/ext v0.0.0
 	github.com/evanw/esbuild v0.28.2
+	github.com/go-sourcemap/sourcemap v2.1.3+incompatible
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	golang.org/x/text v0.42.0
 	modernc.org/quickjs v0.27.0

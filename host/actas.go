@@ -113,8 +113,8 @@ func (s *hostServices) ListToolsAs(ctx context.Context, user string, scope *ext.
 	}
 	out := make([]ext.Tool, 0, len(tools))
 	for _, t := range tools {
-		if scope.AllowsTool(t.Name) {
-			out = append(out, t.Tool)
+		if st, ok := scopedTool(scope, t.Tool); ok {
+			out = append(out, st)
 		}
 	}
 	return out, nil

@@ -227,7 +227,7 @@ func (e *extension) launch(ctx context.Context, inproc ext.Extension) (*supervis
 	if err := e.h.checkSections(e.name, desc); err != nil {
 		return fail(err)
 	}
-	hs := &hostServices{h: e.h, ext: e.name}
+	hs := &hostServices{h: e.h, ext: e.name, userTools: desc.Has(ext.CapabilityUserTools)}
 	if err := g.Ext.Configure(ctx, &ext.ConfigureRequest{Name: e.name, Config: e.currentConfig(), Host: hs, BaseDir: e.h.cfg.dir,
 		PublicURL: e.h.cfg.BaseURL(), ListenAddr: e.h.cfg.ListenAddr()}); err != nil {
 		return fail(fmt.Errorf("configuring extension %q: %w", e.name, err))

@@ -20,6 +20,9 @@ import (
 type hostServices struct {
 	h   *Host
 	ext string
+	// userTools: the extension has the usertools capability (its
+	// descriptor's), so its tools' scoped descriptions are honoured.
+	userTools bool
 }
 
 var _ ext.Host = (*hostServices)(nil)
@@ -28,11 +31,11 @@ func (s *hostServices) SetUserTools(_ context.Context, user string, tools []ext.
 	if err := checkUser(user); err != nil {
 		return err
 	}
-	return s.h.reg.setUser(s.ext, user, tools)
+	return s.h.reg.setUser(s.ext, user, s.honourScoped(tools))
 }
 
 func (s *hostServices) SetSystemTools(_ context.Context, tools []ext.Tool) error {
-	return s.h.reg.setSystem(s.ext, tools)
+	return s.h.reg.setSystem(s.ext, s.honourScoped(tools))
 }
 
 // SetUserCatalog checks every kind before it replaces any, so a bad
@@ -60,7 +63,7 @@ func (s *hostServices) SetUserCatalog(_ context.Context, user string, c *ext.Cat
 	if err := s.h.extras.conflict(s.ext, user, c); err != nil {
 		return err
 	}
-	if err := s.h.reg.setUser(s.ext, user, c.Tools); err != nil {
+	if err := s.h.reg.setUser(s.ext, user, s.honourScoped(c.Tools)); err != nil {
 		return err
 	}
 	return s.h.extras.set(s.ext, user, c)

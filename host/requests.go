@@ -203,7 +203,7 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 		return nil, fmt.Errorf("%s: %w", held.Reason(), ext.ErrPermission)
 	}
 	tool, ok := h.reg.lookup(req.User, req.Name)
-	if !ok || !req.Scope.AllowsTool(req.Name) {
+	if !ok || !toolInScope(req.Scope, tool.Tool) {
 		return nil, fmt.Errorf("tool %q for user %q: %w", req.Name, req.User, ext.ErrNotFound)
 	}
 	if def != nil {

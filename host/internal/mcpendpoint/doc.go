@@ -142,7 +142,9 @@
 // # Scoped tokens
 //
 // A [Principal] with a Scope is served from a view of its user: the
-// user's tables filtered by the scope (tools by [ext.Scope.AllowsTool],
+// user's tables filtered by the scope (tools by [ext.Scope.AllowsTool], or,
+// for a tool with a scoped description such as code/run, by the tools its
+// parts name, its description re-assembled from those parts ([inScope]),
 // prompts by server, resources and templates by the server they name,
 // instructions by source), one view per user and scope, shared by every
 // session and stateless request of that scope and refreshed like the

@@ -357,15 +357,29 @@ func sameItems(a, b []listItem) bool {
 	return slices.EqualFunc(a, b, func(x, y listItem) bool { return x.key == y.key && bytes.Equal(x.json, y.json) })
 }
 
-// inScope returns the tools scope reaches (all of them for nil).
+// inScope returns the tools scope reaches (all of them for nil), as
+// scope sees them: a tool with a scoped description
+// ([ext.MetaScopedDescription], code mode's code/run) is in when its parts
+// name a tool in scope, with the description of those parts only; the
+// parts' key is removed from every view's listing.
 func inScope(tools []api.Tool, scope *ext.Scope) []api.Tool {
-	if scope == nil {
-		return tools
-	}
 	out := make([]api.Tool, 0, len(tools))
 	for _, t := range tools {
-		if scope.AllowsTool(t.Name) {
+		t2, d := ext.SplitScopedDescription(t.Tool)
+		switch {
+		case d == nil:
+			if scope.AllowsTool(t.Name) {
+				out = append(out, t)
+			}
+		case scope == nil:
+			t.Tool = t2
 			out = append(out, t)
+		default:
+			if desc, ok := d.Render(scope); ok {
+				t2.Description = desc
+				t.Tool = t2
+				out = append(out, t)
+			}
 		}
 	}
 	return out
