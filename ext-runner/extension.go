@@ -51,6 +51,11 @@ type Extension struct {
 
 	ledgerMu sync.Mutex
 
+	// cg is the sessions' cgroup tree (nil: none, cgErr says why; agents
+	// are then contained by their process group only). Set by Configure.
+	cg    *cgroupTree
+	cgErr error
+
 	// dirMu guards dirs, the live sessions' folders.
 	dirMu sync.Mutex
 	dirs  map[string]bool
@@ -141,6 +146,7 @@ func (e *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	if ua != nil {
 		e.reapLedger(ctx)
 	}
+	e.openCgroups()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, rs := range e.runners {
@@ -155,6 +161,18 @@ func (e *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		e.startTriggersLocked(rs)
 	}
 	return nil
+}
+
+// openCgroups opens the sessions' cgroup tree (killing what a crash left
+// in it), or says loudly why there is none: without it an agent's child
+// that calls setsid survives the kill at the time limit. The tree is named
+// after the host's public URL: one per host, the same after a restart.
+func (e *Extension) openCgroups() {
+	var err error
+	if e.cg, err = openCgroupTree(treeName(e.publicURL)); err != nil {
+		e.cgErr = fmt.Errorf("agents run without a cgroup, contained by their process group only (a child that calls setsid survives the kill): %w", err)
+		e.log.Warn("agent sessions without cgroups", "err", e.cgErr)
+	}
 }
 
 // startTriggersLocked starts rs's schedule and resource watcher, under a
@@ -189,6 +207,9 @@ func (e *Extension) Shutdown(ctx context.Context) error {
 	go func() { e.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		if e.cg != nil {
+			e.cg.tidy()
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("ext-runner shutdown: sessions still ending: %w", ctx.Err())
@@ -349,6 +370,9 @@ func (rs *runnerState) detail() string {
 		}
 		if r.Error != "" {
 			fmt.Fprintf(&b, ": %s", r.Error)
+		}
+		if r.Uncontained != "" {
+			fmt.Fprintf(&b, "; NO CGROUP, process group only: %s", r.Uncontained)
 		}
 		b.WriteString("\n")
 		if r.Output != "" {
