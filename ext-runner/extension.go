@@ -423,10 +423,12 @@ func (e *Extension) mint(ctx context.Context, user, name string, scope *ext.Scop
 
 // revoke revokes a token minted here and drops it from the ledger; it
 // uses a context of its own, so that a session's end (its context done)
-// still revokes.
-func (e *Extension) revoke(id string) {
+// still revokes. reason (how the session ended) goes to the host's audit
+// record of the revocation.
+func (e *Extension) revoke(id, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	ctx = ext.WithRevokeReason(ctx, reason)
 	if err := e.ua.RevokeUserToken(ctx, id); err != nil {
 		e.log.Warn("revoking a runner token failed; it stays in the ledger and is revoked at the next start (or expires)", "token", id, "err", err)
 		return
@@ -464,7 +466,7 @@ func (e *Extension) reapLedger(ctx context.Context) {
 	var ids []string
 	e.ledger(func(m map[string]time.Time) { ids = slices.Collect(maps.Keys(m)) })
 	for _, id := range ids {
-		if err := e.ua.RevokeUserToken(ctx, id); err != nil && !errors.Is(err, ext.ErrNotFound) {
+		if err := e.ua.RevokeUserToken(ext.WithRevokeReason(ctx, "session ended: ext-runner stopped without revoking it (a crash)"), id); err != nil && !errors.Is(err, ext.ErrNotFound) {
 			e.log.Warn("revoking a token a previous run left", "token", id, "err", err)
 			continue
 		}

@@ -119,7 +119,15 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	if err != nil {
 		return fail(fmt.Errorf("minting the session's token: %w", err))
 	}
-	defer e.revoke(tok.ID)
+	// The host's audit log records the revocation with how the session
+	// ended (run is final here: the deferred call runs after return).
+	defer func() {
+		why := "session ended: " + run.Ended
+		if run.Error != "" {
+			why += ": " + run.Error
+		}
+		e.revoke(tok.ID, why)
+	}()
 
 	mcpURL := strings.TrimRight(s.publicURL, "/") + "/mcp"
 	cfgPath := filepath.Join(dir, "mcp.json")

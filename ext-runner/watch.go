@@ -64,7 +64,7 @@ func (e *Extension) watchOnce(parent context.Context, rs *runnerState) error {
 	if err != nil {
 		return fmt.Errorf("minting the watcher's token: %w", err)
 	}
-	defer e.revoke(tok.ID)
+	defer e.revoke(tok.ID, "watcher renewed or stopped")
 	broke := make(chan struct{})
 	client := mcp.NewClient(&mcp.Implementation{Name: "agenthost-ext-runner", Version: Version}, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {

@@ -679,3 +679,47 @@ func TestRunnerCgroup(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerAudit: a runner session's start (its token minted) and end
+// (its token revoked, with how the session ended: ok, killed at time
+// limit) are in `agenthost audit` under kind extension, naming the
+// extension and the runner's user, never the token.
+func TestRunnerAudit(t *testing.T) {
+	e := newRunnerEnv(t, map[string]any{
+		"quick": map[string]any{"user": "alice", "servers": []string{"notes"}, "profile": "fake", "timeLimit": "1m", "prompt": "exit 0"},
+		"hang":  map[string]any{"user": "bob", "servers": []string{"notes"}, "profile": "fake", "timeLimit": "3s", "prompt": "hang"},
+	})
+	e.must("", "runner", "run", "quick", "--user", "alice")
+	e.must("", "runner", "run", "hang", "--user", "bob")
+	e.waitRuns("quick", 1)
+	e.waitRuns("hang", 1)
+	want := map[string]bool{
+		"alice token minted: runner:quick":                                   false,
+		"alice token revoked: runner:quick session ended: ok":                false,
+		"bob token minted: runner:hang":                                      false,
+		"bob token revoked: runner:hang session ended: killed at time limit": false,
+	}
+	recs := e.auditLines("--kind", "extension")
+	for _, r := range recs {
+		if r.Credential != "ext:runner" || r.Server != "runner" {
+			t.Errorf("an extension record not naming ext-runner: %+v", r)
+		}
+		for _, tok := range e.tokens() {
+			if strings.Contains(r.Reason, tok) {
+				t.Errorf("an audit record holds a token: %+v", r)
+			}
+		}
+		for k := range want {
+			user, rest, _ := strings.Cut(k, " ")
+			tool, why, _ := strings.Cut(rest, " session ended: ")
+			if r.User == user && r.Tool == tool && (why == "" || strings.HasSuffix(r.Reason, "session ended: "+why)) {
+				want[k] = true
+			}
+		}
+	}
+	for k, ok := range want {
+		if !ok {
+			t.Errorf("no audit record %q in:\n%+v", k, recs)
+		}
+	}
+}
