@@ -51,6 +51,11 @@ type Extension struct {
 
 	ledgerMu sync.Mutex
 
+	// cg is the sessions' cgroup tree (nil: none, cgErr says why; agents
+	// are then contained by their process group only). Set by Configure.
+	cg    *cgroupTree
+	cgErr error
+
 	// dirMu guards dirs, the live sessions' folders.
 	dirMu sync.Mutex
 	dirs  map[string]bool
@@ -141,6 +146,7 @@ func (e *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 	if ua != nil {
 		e.reapLedger(ctx)
 	}
+	e.openCgroups()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, rs := range e.runners {
@@ -155,6 +161,18 @@ func (e *Extension) Configure(ctx context.Context, req *ext.ConfigureRequest) er
 		e.startTriggersLocked(rs)
 	}
 	return nil
+}
+
+// openCgroups opens the sessions' cgroup tree (killing what a crash left
+// in it), or says loudly why there is none: without it an agent's child
+// that calls setsid survives the kill at the time limit. The tree is named
+// after the host's public URL: one per host, the same after a restart.
+func (e *Extension) openCgroups() {
+	var err error
+	if e.cg, err = openCgroupTree(treeName(e.publicURL)); err != nil {
+		e.cgErr = fmt.Errorf("agents run without a cgroup, contained by their process group only (a child that calls setsid survives the kill): %w", err)
+		e.log.Warn("agent sessions without cgroups", "err", e.cgErr)
+	}
 }
 
 // startTriggersLocked starts rs's schedule and resource watcher, under a
@@ -189,6 +207,9 @@ func (e *Extension) Shutdown(ctx context.Context) error {
 	go func() { e.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		if e.cg != nil {
+			e.cg.tidy()
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("ext-runner shutdown: sessions still ending: %w", ctx.Err())
@@ -350,6 +371,9 @@ func (rs *runnerState) detail() string {
 		if r.Error != "" {
 			fmt.Fprintf(&b, ": %s", r.Error)
 		}
+		if r.Uncontained != "" {
+			fmt.Fprintf(&b, "; NO CGROUP, process group only: %s", r.Uncontained)
+		}
 		b.WriteString("\n")
 		if r.Output != "" {
 			o := r.Output
@@ -399,10 +423,12 @@ func (e *Extension) mint(ctx context.Context, user, name string, scope *ext.Scop
 
 // revoke revokes a token minted here and drops it from the ledger; it
 // uses a context of its own, so that a session's end (its context done)
-// still revokes.
-func (e *Extension) revoke(id string) {
+// still revokes. reason (how the session ended) goes to the host's audit
+// record of the revocation.
+func (e *Extension) revoke(id, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	ctx = ext.WithRevokeReason(ctx, reason)
 	if err := e.ua.RevokeUserToken(ctx, id); err != nil {
 		e.log.Warn("revoking a runner token failed; it stays in the ledger and is revoked at the next start (or expires)", "token", id, "err", err)
 		return
@@ -440,7 +466,7 @@ func (e *Extension) reapLedger(ctx context.Context) {
 	var ids []string
 	e.ledger(func(m map[string]time.Time) { ids = slices.Collect(maps.Keys(m)) })
 	for _, id := range ids {
-		if err := e.ua.RevokeUserToken(ctx, id); err != nil && !errors.Is(err, ext.ErrNotFound) {
+		if err := e.ua.RevokeUserToken(ext.WithRevokeReason(ctx, "session ended: ext-runner stopped without revoking it (a crash)"), id); err != nil && !errors.Is(err, ext.ErrNotFound) {
 			e.log.Warn("revoking a token a previous run left", "token", id, "err", err)
 			continue
 		}

@@ -43,9 +43,12 @@ type Run struct {
 	ExitCode int `json:"exitCode"`
 	// Ended is ok, exit N, killed at time limit, cancelled, or failed to
 	// start (with Error saying why).
-	Ended  string `json:"ended"`
-	Error  string `json:"error,omitempty"`
-	Output string `json:"output,omitempty"`
+	Ended string `json:"ended"`
+	Error string `json:"error,omitempty"`
+	// Uncontained says why the agent had no cgroup of its own (empty: it
+	// had one): its kill then reached its process group only.
+	Uncontained string `json:"uncontained,omitempty"`
+	Output      string `json:"output,omitempty"`
 }
 
 // tail keeps the last max bytes written to it; safe for concurrent use
@@ -116,7 +119,15 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	if err != nil {
 		return fail(fmt.Errorf("minting the session's token: %w", err))
 	}
-	defer e.revoke(tok.ID)
+	// The host's audit log records the revocation with how the session
+	// ended (run is final here: the deferred call runs after return).
+	defer func() {
+		why := "session ended: " + run.Ended
+		if run.Error != "" {
+			why += ": " + run.Error
+		}
+		e.revoke(tok.ID, why)
+	}()
 
 	mcpURL := strings.TrimRight(s.publicURL, "/") + "/mcp"
 	cfgPath := filepath.Join(dir, "mcp.json")
@@ -144,7 +155,27 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + s.profile.Path, "HOME=" + dir}, env...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr()
+	// The agent's own cgroup: the kill at its end reaches what left its
+	// process group too.
+	cgDir, cgFD := "", -1
+	if e.cg == nil {
+		run.Uncontained = e.cgErr.Error()
+	} else {
+		d, f, err := e.cg.create(s.runner)
+		if err != nil {
+			run.Uncontained = err.Error()
+			e.log.Warn("an agent session without its cgroup: a child that calls setsid survives the kill", "runner", s.runner, "err", err)
+		} else {
+			defer f.Close()
+			cgDir, cgFD = d, int(f.Fd())
+			defer func() {
+				if err := removeCgroup(cgDir, 5*time.Second); err != nil {
+					e.log.Warn("removing an agent session's cgroup", "err", err)
+				}
+			}()
+		}
+	}
+	cmd.SysProcAttr = sysProcAttr(cgFD)
 	if err := cmd.Start(); err != nil {
 		return fail(fmt.Errorf("starting %s: %w", s.profile.Command, err))
 	}
@@ -160,14 +191,17 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	case <-timer.C:
 		run.Ended = EndedTimeLimit
 		killGroup(pgid)
+		killCgroup(cgDir)
 		werr = <-done
 	case <-stop.Done():
 		run.Ended = EndedCancelled
 		killGroup(pgid)
+		killCgroup(cgDir)
 		werr = <-done
 	}
-	// Whatever the agent left in its group goes with it.
+	// Whatever the agent left in its group or its cgroup goes with it.
 	killGroup(pgid)
+	killCgroup(cgDir)
 	if ps := cmd.ProcessState; ps != nil {
 		run.ExitCode = ps.ExitCode()
 	}

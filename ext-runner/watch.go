@@ -64,7 +64,7 @@ func (e *Extension) watchOnce(parent context.Context, rs *runnerState) error {
 	if err != nil {
 		return fmt.Errorf("minting the watcher's token: %w", err)
 	}
-	defer e.revoke(tok.ID)
+	defer e.revoke(tok.ID, "watcher renewed or stopped")
 	broke := make(chan struct{})
 	client := mcp.NewClient(&mcp.Implementation{Name: "agenthost-ext-runner", Version: Version}, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
@@ -79,12 +79,10 @@ func (e *Extension) watchOnce(parent context.Context, rs *runnerState) error {
 		},
 	})
 	hc := &http.Client{Transport: bearer{token: tok.Token, next: http.DefaultTransport}}
-	// Pinned to 2025-11-25: updates of subscribed resources come on the
-	// session's standalone stream there, which the host serves; with
-	// go-sdk's newer default (2026-07-28, subscriptions tied to their
-	// request) the host's updates never reached the handler
-	// (TestRunnerScheduleAndResource).
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: strings.TrimRight(e.publicURL, "/") + "/mcp", HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	// go-sdk's default revision: on 2026-07-28 the subscription is a
+	// subscriptions/listen stream the host serves (statelesssubs.go in
+	// host/internal/mcpendpoint), on 2025-11-25 the session's stream.
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: strings.TrimRight(e.publicURL, "/") + "/mcp", HTTPClient: hc}, nil)
 	if err != nil {
 		return fmt.Errorf("connecting to %s/mcp: %w", e.publicURL, err)
 	}

@@ -120,7 +120,7 @@ func (s *hostServer) RevokeUserToken(ctx context.Context, req *extpb.RevokeUserT
 	if err != nil {
 		return nil, err
 	}
-	return &extpb.RevokeUserTokenResponse{}, ua.RevokeUserToken(ctx, req.GetTokenId())
+	return &extpb.RevokeUserTokenResponse{}, ua.RevokeUserToken(WithRevokeReason(ctx, req.GetReason()), req.GetTokenId())
 }
 
 func (s *hostServer) ListToolsAs(ctx context.Context, req *extpb.ListToolsAsRequest) (*extpb.ListToolsAsResponse, error) {
@@ -171,8 +171,27 @@ func (h *hostClient) MintUserToken(ctx context.Context, req *MintTokenRequest) (
 
 // RevokeUserToken implements [UserActor] over the wire.
 func (h *hostClient) RevokeUserToken(ctx context.Context, tokenID string) error {
-	_, err := h.client.RevokeUserToken(ctx, &extpb.RevokeUserTokenRequest{TokenId: tokenID})
+	_, err := h.client.RevokeUserToken(ctx, &extpb.RevokeUserTokenRequest{TokenId: tokenID, Reason: RevokeReason(ctx)})
 	return fromStatus(err)
+}
+
+type revokeReasonKey struct{}
+
+// WithRevokeReason returns ctx carrying why the extension revokes a token
+// (e.g. how a runner's session ended: "ok", "killed at time limit"), for
+// [UserActor.RevokeUserToken]: the host's audit record of the revocation
+// (kind token) says it, as the extension's own word. Never a secret.
+func WithRevokeReason(ctx context.Context, reason string) context.Context {
+	if reason == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, revokeReasonKey{}, reason)
+}
+
+// RevokeReason returns the reason [WithRevokeReason] put in ctx, or "".
+func RevokeReason(ctx context.Context) string {
+	r, _ := ctx.Value(revokeReasonKey{}).(string)
+	return r
 }
 
 // ListToolsAs implements [UserActor] over the wire.

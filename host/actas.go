@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/audit"
 )
 
 // TokenMinter issues and revokes the scoped, expiring tokens extensions
@@ -20,7 +21,8 @@ type TokenMinter interface {
 	MintToken(ctx context.Context, extName, user, name string, scope *ext.Scope, expires time.Time) (token, id string, err error)
 	// RevokeMinted revokes token id when extension extName minted it;
 	// one it did not mint is [ext.ErrNotFound].
-	RevokeMinted(ctx context.Context, extName, id string) error
+	// It returns the token's user and name ("" when it was gone already).
+	RevokeMinted(ctx context.Context, extName, id string) (user, name string, err error)
 }
 
 // MaxMintedTTL is the longest a minted token may live.
@@ -80,6 +82,9 @@ func (s *hostServices) MintUserToken(ctx context.Context, req *ext.MintTokenRequ
 		return nil, err
 	}
 	s.h.logger.Info("token minted by an extension", "extension", s.ext, "user", req.User, "token", id, "scope", req.Scope.String(), "expires", req.Expires)
+	s.h.AuditEvent(AuditRecord{Kind: audit.KindExtension, User: req.User, Credential: "ext:" + s.ext, Server: s.ext,
+		Tool: "token minted: " + req.Name, Outcome: audit.OutcomeOK,
+		Reason: "token " + id + ", scope " + req.Scope.String() + ", expires " + req.Expires.UTC().Format(time.RFC3339)})
 	return &ext.MintedToken{Token: tok, ID: id}, nil
 }
 
@@ -95,7 +100,19 @@ func (s *hostServices) RevokeUserToken(ctx context.Context, id string) error {
 	if m == nil {
 		return fmt.Errorf("this host issues no tokens (no token store): %w", ext.ErrUnavailable)
 	}
-	return m.RevokeMinted(ctx, s.ext, id)
+	user, name, err := m.RevokeMinted(ctx, s.ext, id)
+	if err != nil || user == "" {
+		return err
+	}
+	// The reason is the extension's word (e.g. how a runner's session
+	// ended); the user is the token's, from the store, not from it.
+	reason := "token " + id
+	if r := ext.RevokeReason(ctx); r != "" {
+		reason += ": " + r
+	}
+	s.h.AuditEvent(AuditRecord{Kind: audit.KindExtension, User: user, Credential: "ext:" + s.ext, Server: s.ext,
+		Tool: "token revoked: " + name, Outcome: audit.OutcomeOK, Reason: reason})
+	return nil
 }
 
 // ListToolsAs implements [ext.UserActor]: the user's tools within scope.

@@ -21,7 +21,9 @@ func (m *fakeMinter) MintToken(_ context.Context, extName, user, _ string, scope
 	return "ah_x", "tok_1", nil
 }
 
-func (m *fakeMinter) RevokeMinted(context.Context, string, string) error { return nil }
+func (m *fakeMinter) RevokeMinted(context.Context, string, string) (string, string, error) {
+	return "", "", nil
+}
 
 // TestUserActorInProcess: an in-process extension granted ActAsUsers lists
 // and calls a user's tools within a scope (outside it: ErrNotFound; the

@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -612,5 +614,112 @@ func TestUserRunners(t *testing.T) {
 	}
 	if out := e.must("", "call", "--user", "alice", "notes/list_notes", "{}"); !strings.Contains(out, "alice's own runner") {
 		t.Errorf("alice's notes: %s", out)
+	}
+}
+
+// cgroupsHere says why no cgroup can be made under this process's cgroup
+// in the v2 hierarchy (where ext-runner, this test's grandchild, makes its
+// sessions' cgroups), or nil.
+func cgroupsHere() error {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	mount := ""
+	for _, l := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && slices.Contains(f, "cgroup2") && f[3] == "/" {
+			mount = f[4]
+		}
+	}
+	if mount == "" {
+		return errors.New("no cgroup v2 hierarchy mounted")
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return err
+	}
+	own := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			own = p
+		}
+	}
+	probe := filepath.Join(mount, own, "agenthost-e2e-probe-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(probe, 0o755); err != nil {
+		return fmt.Errorf("this process's cgroup is not delegated to it: %w", err)
+	}
+	return os.Remove(probe)
+}
+
+// TestRunnerCgroup: an unsandboxed agent that starts a daemon (setsid:
+// out of its process group, stdio closed) and hangs is killed at the time
+// limit with its daemon: each session has a cgroup of its own, killed
+// whole; the status says killed at time limit.
+func TestRunnerCgroup(t *testing.T) {
+	needPart(t, "a cgroup v2 hierarchy this process may create cgroups in", cgroupsHere())
+	e := newRunnerEnv(t, map[string]any{
+		"escape": map[string]any{"user": "alice", "servers": []string{"notes"}, "profile": "fake", "timeLimit": "3s", "prompt": "escape; hang"},
+	})
+	e.must("", "runner", "run", "escape", "--user", "alice")
+	eventually(t, "the agent and its daemon run", func() bool { return len(agentsRunning(t, e.agent)) == 2 })
+	for _, pid := range agentsRunning(t, e.agent) {
+		if err := inCgroup(pid); err != nil {
+			t.Errorf("agent process %d: %v", pid, err)
+		}
+	}
+	detail := e.waitRuns("escape", 1)
+	t.Logf("the run:\n%s", detail)
+	if r := runs(detail); len(r) != 1 || !strings.Contains(r[0], "killed at time limit") || !strings.Contains(detail, `"escaped"`) {
+		t.Errorf("the run:\n%s", detail)
+	}
+	if pids := agentsRunning(t, e.agent); len(pids) > 0 {
+		t.Errorf("agent processes left after the time limit (the daemon escaped): %v", pids)
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// TestRunnerAudit: a runner session's start (its token minted) and end
+// (its token revoked, with how the session ended: ok, killed at time
+// limit) are in `agenthost audit` under kind extension, naming the
+// extension and the runner's user, never the token.
+func TestRunnerAudit(t *testing.T) {
+	e := newRunnerEnv(t, map[string]any{
+		"quick": map[string]any{"user": "alice", "servers": []string{"notes"}, "profile": "fake", "timeLimit": "1m", "prompt": "exit 0"},
+		"hang":  map[string]any{"user": "bob", "servers": []string{"notes"}, "profile": "fake", "timeLimit": "3s", "prompt": "hang"},
+	})
+	e.must("", "runner", "run", "quick", "--user", "alice")
+	e.must("", "runner", "run", "hang", "--user", "bob")
+	e.waitRuns("quick", 1)
+	e.waitRuns("hang", 1)
+	want := map[string]bool{
+		"alice token minted: runner:quick":                                   false,
+		"alice token revoked: runner:quick session ended: ok":                false,
+		"bob token minted: runner:hang":                                      false,
+		"bob token revoked: runner:hang session ended: killed at time limit": false,
+	}
+	recs := e.auditLines("--kind", "extension")
+	for _, r := range recs {
+		if r.Credential != "ext:runner" || r.Server != "runner" {
+			t.Errorf("an extension record not naming ext-runner: %+v", r)
+		}
+		for _, tok := range e.tokens() {
+			if strings.Contains(r.Reason, tok) {
+				t.Errorf("an audit record holds a token: %+v", r)
+			}
+		}
+		for k := range want {
+			user, rest, _ := strings.Cut(k, " ")
+			tool, why, _ := strings.Cut(rest, " session ended: ")
+			if r.User == user && r.Tool == tool && (why == "" || strings.HasSuffix(r.Reason, "session ended: "+why)) {
+				want[k] = true
+			}
+		}
+	}
+	for k, ok := range want {
+		if !ok {
+			t.Errorf("no audit record %q in:\n%+v", k, recs)
+		}
 	}
 }

@@ -9,6 +9,9 @@
 //	env                print the environment
 //	stat PATH          say whether PATH exists (what a sandbox hides)
 //	hang               wait until killed
+//	escape             start a copy of itself that hangs in a session of
+//	                   its own (setsid, stdio on /dev/null): a daemon that
+//	                   left the agent's process group
 //	exit N             exit with status N
 //
 // With FAKEAGENT_TOKEN_OUT set (tests only) it appends the bearer token
@@ -24,9 +27,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -166,6 +171,18 @@ func main() {
 		case "stat":
 			_, err := os.Stat(strings.TrimSpace(arg))
 			say(map[string]any{"stat": strings.TrimSpace(arg), "exists": err == nil})
+		case "escape":
+			self, err := os.Executable()
+			if err != nil {
+				fail("escape: %v", err)
+			}
+			c := exec.Command(self, "-p", "hang")
+			c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if err := c.Start(); err != nil {
+				fail("escape: %v", err)
+			}
+			say(map[string]any{"escaped": c.Process.Pid})
+			_ = c.Process.Release()
 		case "hang":
 			say(map[string]any{"hanging": true})
 			time.Sleep(24 * time.Hour)

@@ -719,24 +719,24 @@ func (m minter) MintToken(ctx context.Context, extName, user, name string, scope
 	return plain, tok.ID, nil
 }
 
-func (m minter) RevokeMinted(ctx context.Context, extName, id string) error {
+func (m minter) RevokeMinted(ctx context.Context, extName, id string) (string, string, error) {
 	toks, err := m.s.ListTokens(ctx, "")
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	for _, t := range toks {
 		if t.ID != id {
 			continue
 		}
 		if t.Extension != extName {
-			return fmt.Errorf("token %q: no token this extension minted: %w", id, ext.ErrNotFound)
+			return "", "", fmt.Errorf("token %q: no token this extension minted: %w", id, ext.ErrNotFound)
 		}
 		if err := m.s.RevokeToken(ctx, id); err != nil && !errors.Is(err, auth.ErrNotFound) {
-			return err
+			return "", "", err
 		}
-		return nil
+		return t.User, t.Name, nil
 	}
-	return nil // gone already (revoked, or never issued)
+	return "", "", nil // gone already (revoked, or never issued)
 }
 
 // verifier adapts the token store and the OAuth server to the MCP

@@ -3044,8 +3044,11 @@ func (x *MintUserTokenResponse) GetTokenId() string {
 }
 
 type RevokeUserTokenRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TokenId       string                 `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TokenId string                 `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// Why the extension revokes it (e.g. how a runner's session ended): the
+	// host's audit record of the revocation says it, as the extension's word.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3083,6 +3086,13 @@ func (*RevokeUserTokenRequest) Descriptor() ([]byte, []int) {
 func (x *RevokeUserTokenRequest) GetTokenId() string {
 	if x != nil {
 		return x.TokenId
+	}
+	return ""
+}
+
+func (x *RevokeUserTokenRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -5542,9 +5552,10 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x0fexpires_unix_ms\x18\x04 \x01(\x03R\rexpiresUnixMs\"H\n" +
 	"\x15MintUserTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x19\n" +
-	"\btoken_id\x18\x02 \x01(\tR\atokenId\"3\n" +
+	"\btoken_id\x18\x02 \x01(\tR\atokenId\"K\n" +
 	"\x16RevokeUserTokenRequest\x12\x19\n" +
-	"\btoken_id\x18\x01 \x01(\tR\atokenId\"\x19\n" +
+	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x19\n" +
 	"\x17RevokeUserTokenResponse\"\\\n" +
 	"\x12ListToolsAsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12-\n" +

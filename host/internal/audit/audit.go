@@ -22,6 +22,9 @@ const (
 	KindApproval = "approval" // a call's approval asked, given or refused (tool policy)
 	KindReload   = "reload"   // the operator's file reloaded (or a reload refused)
 	KindAction   = "action"   // an extension's action asked for (a runner's run now)
+	// KindExtension: what an extension did as a user (a token minted for
+	// a user's agent, revoked with the extension's word on why).
+	KindExtension = "extension"
 )
 
 // Outcomes of a record.

@@ -117,6 +117,7 @@ type sdkServer struct {
 	prompts      map[string]string // name → definition
 	resources    map[string]string // URI → definition
 	templates    map[string]string // URI template → definition
+	subs         *statelessSubs
 }
 
 // sdkServerOf returns u's server, building it on first use (and again
@@ -130,17 +131,21 @@ func (e *Endpoint) sdkServerOf(u *userState) *sdkServer {
 	}
 	x := &sdkServer{e: e, u: u, instructions: in, tools: map[string]*entry{},
 		prompts: map[string]string{}, resources: map[string]string{}, templates: map[string]string{}}
+	x.subs = &statelessSubs{x: x, n: map[string]int{}}
 	x.srv = mcp.NewServer(e.impl, &mcp.ServerOptions{
 		Logger:       e.log,
 		Instructions: in,
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
 			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
-			Resources:   &mcp.ResourceCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
 			Completions: &mcp.CompletionCapabilities{},
 			Logging:     &mcp.LoggingCapabilities{},
 		},
 		CompletionHandler: x.complete,
+		// Resource subscriptions: subscriptions/listen (statelesssubs.go).
+		SubscribeHandler:   x.subscribe,
+		UnsubscribeHandler: x.unsubscribe,
 		// Every list is the user's own.
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
 	})
