@@ -48,7 +48,10 @@ func runCode(t *testing.T, ctx context.Context, c *client, code string, meta mcp
 func vmRSS(t *testing.T, pid int) int {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		t.Skipf("no /proc: %v", err)
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and the host's resident set cannot be read (no /proc): %v", err)
+		}
+		t.Skipf("SKIPPING THE RSS BOUND OF HOSTILE SCRIPTS: no /proc (%v); under CI=true this fails", err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
