@@ -97,7 +97,9 @@ func TestFleetViewShowsInactiveUsers(t *testing.T) {
 
 	// The log: the first failure at once, the repeats in one line with a
 	// count once the window (8 s) ends.
-	first := regexp.MustCompile(`catalog: server quarantined".*server=db`)
+	// Whole lines: the attributes' order is the logger's, so the server
+	// and the reason are each looked for on the line wherever they are.
+	first := regexp.MustCompile(`[^\n]*catalog: server quarantined"[^\n]*`)
 	// The attributes' order is the logger's: each is looked for in the
 	// collapsed line on its own.
 	collapsedLine := regexp.MustCompile(`[^\n]*catalog: server quarantined again \(repeats collapsed\)"[^\n]*`)
@@ -121,14 +123,27 @@ func TestFleetViewShowsInactiveUsers(t *testing.T) {
 	// its own for db and each reason (its first) across both users and
 	// every retry.
 	reasonOf := regexp.MustCompile(`reason="((?:[^"\\]|\\.)*)"`)
-	for _, re := range []*regexp.Regexp{first,
-		regexp.MustCompile(`a stdio MCP server failed before answering".*server=db`),
-		regexp.MustCompile(`service process exited".*server=mcp/db`),
+	for _, w := range []struct {
+		re     *regexp.Regexp
+		server string
+	}{
+		{first, " server=db"},
+		{regexp.MustCompile(`[^\n]*a stdio MCP server failed before answering"[^\n]*`), " server=db"},
+		{regexp.MustCompile(`[^\n]*service process exited"[^\n]*`), " server=mcp/db"},
 	} {
-		lines := re.FindAllString(logs, -1)
+		re := w.re
+		var lines []string
+		for _, l := range re.FindAllString(logs, -1) {
+			if strings.Contains(l, w.server+" ") || strings.HasSuffix(l, w.server) {
+				lines = append(lines, l)
+			}
+		}
 		seen := map[string]bool{}
 		for _, l := range lines {
 			r := reasonOf.FindString(l)
+			if r == "" {
+				t.Errorf("a line without its reason: %s", l)
+			}
 			if seen[r] {
 				t.Errorf("two lines match %s with %s; want the first only, the repeats counted:\n%s", re, r, logs)
 			}
