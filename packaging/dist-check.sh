@@ -3,7 +3,7 @@
 # `make dist-check` (after make dist), which `make test` runs under CI=true.
 #   - checksums.txt covers every archive and package, and they match it;
 #   - the four archives (linux, darwin × amd64, arm64) and the .deb and
-#     .rpm of each linux arch exist, each archive holds both binaries, the
+#     .rpm of each linux arch exist, each archive holds the four binaries, the
 #     licence, the notices and the unit;
 #   - the binary for this machine's arch names the version it was built as;
 #   - each .deb and .rpm holds the binaries, the unit and the example
