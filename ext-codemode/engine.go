@@ -108,17 +108,19 @@ func limitError(limit, format string, a ...any) *ScriptError {
 // The script's view: the prelude hides the host functions in a closure and
 // builds tools, console and the promise table; the wrapper runs the body
 // as an async function on the first line, so that lines match the code.
+// The prelude's value is the settle function, which Run holds and calls
+// for each finished inner call (never a global: a script cannot reach it).
 const prelude = `(() => {
 const start = globalThis.__ah_start, log = globalThis.__ah_log, done = globalThis.__ah_done, names = JSON.parse(globalThis.__ah_names);
 delete globalThis.__ah_start; delete globalThis.__ah_log; delete globalThis.__ah_done; delete globalThis.__ah_names;
 delete globalThis.eval;
 const pending = new Map();
-Object.defineProperty(globalThis, "__ah_settle", {value: (id, ok, payload) => {
+const settle = (id, ok, payload) => {
   const p = pending.get(id); pending.delete(id);
   if (!p) return;
   if (ok) { p.resolve(JSON.parse(payload)); return; }
   const e = new Error(payload); e.stack = p.site.stack; p.reject(e);
-}});
+};
 const fmt = (v) => { if (typeof v === "string") return v; try { const s = JSON.stringify(v); return s === undefined ? String(v) : s; } catch (e) { return String(v); } };
 const out = (...a) => log(a.map(fmt).join(" "));
 globalThis.console = Object.freeze({log: out, info: out, warn: out, error: out, debug: out});
@@ -142,6 +144,7 @@ Object.defineProperty(globalThis, "__ah_run", {configurable: true, value: (f) =>
   f().then((v) => done(true, v === undefined ? "null" : JSON.stringify(v)),
     (e) => done(false, (e && e.stack) ? String(e) + "\n" + e.stack : String(e)));
 }});
+return settle;
 })();`
 
 // runFile is the script's file name in stack traces.
@@ -363,9 +366,13 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 		return out
 	}
 
-	if err := enter(func() error { _, err := vm.Eval(prelude, quickjs.EvalGlobal); return err }); err != nil {
+	// settleFn is held, not looked up: VM.Call would parse its name as a
+	// script on every inner call (issue 22's profile).
+	var settleFn quickjs.Value
+	if err := enter(func() (err error) { settleFn, err = vm.EvalValue(prelude, quickjs.EvalGlobal); return err }); err != nil {
 		return fail(err)
 	}
+	defer settleFn.Free()
 	if err := enter(func() error { _, err := vm.Eval("__ah_run(async () => {"+code+"\n});", quickjs.EvalGlobal); return err }); err != nil {
 		return fail(err)
 	}
@@ -383,7 +390,7 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 		select {
 		case s := <-results:
 			inflight--
-			if err := enter(func() error { _, err := vm.Call("__ah_settle", s.id, s.ok, s.payload); return err }); err != nil {
+			if err := enter(func() error { _, err := settleFn.Call(quickjs.UndefinedValue, s.id, s.ok, s.payload); return err }); err != nil {
 				return fail(err)
 			}
 		case <-ctx.Done():

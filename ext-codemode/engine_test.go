@@ -108,3 +108,19 @@ func TestRunCancel(t *testing.T) {
 		t.Errorf("error %+v, want cancelled", out.Error)
 	}
 }
+
+// TestRunSettleHidden: the settle function is held by Run, not a global,
+// so a script cannot settle its own pending calls with forged results.
+func TestRunSettleHidden(t *testing.T) {
+	var n atomic.Int32
+	out := codemode.Run(context.Background(), `
+const names = Object.getOwnPropertyNames(globalThis).filter((k) => k.startsWith("__ah"));
+const r = await tools.t.echo({x: 1});
+return {names, x: r.x};`, names, codemode.Limits{}, echo(&n), nil)
+	if out.Error != nil {
+		t.Fatalf("error %+v", out.Error)
+	}
+	if string(out.Value) != `{"names":[],"x":1}` {
+		t.Errorf("value %s, want no __ah globals", out.Value)
+	}
+}
