@@ -295,12 +295,12 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 			case sem <- struct{}{}:
 				res, err := call(ctx, name, json.RawMessage(argJSON))
 				<-sem
-				s, ic := settle(id, res, err)
+				s, ic, other := settle(id, res, err)
 				ic.Tool, ic.Ms = name, time.Since(t0).Milliseconds()
 				mu.Lock()
 				out.Calls[id] = ic
 				if res != nil && !res.IsError {
-					for _, b := range otherContent(res.Raw) {
+					for _, b := range other {
 						if outBytes+len(b) <= lim.OutputBytes {
 							outBytes += len(b)
 							out.Content = append(out.Content, b)
@@ -455,16 +455,18 @@ func mustAtom(vm *quickjs.VM, s string) quickjs.Atom {
 
 // settle turns an inner call's result into what its promise gets: the
 // structuredContent when there is one, else the text; the tool's message
-// as the rejection when isError.
-func settle(id int, res *InnerResult, err error) (settled, InnerCall) {
-	s := settled{id: id}
+// as the rejection when isError. other are the result's non-text content
+// blocks (images, audio, resources), from the same one decoding of the
+// result.
+func settle(id int, res *InnerResult, err error) (s settled, ic InnerCall, other []json.RawMessage) {
+	s = settled{id: id}
 	if err != nil {
 		outcome := "failed"
 		if refusedErr(err) {
 			outcome = "refused"
 		}
 		s.payload = err.Error()
-		return s, InnerCall{Outcome: outcome, Error: err.Error()}
+		return s, InnerCall{Outcome: outcome, Error: err.Error()}, nil
 	}
 	var r struct {
 		Content           []json.RawMessage `json:"content"`
@@ -474,8 +476,13 @@ func settle(id int, res *InnerResult, err error) (settled, InnerCall) {
 	var text []string
 	for _, b := range r.Content {
 		var c struct{ Type, Text string }
-		if json.Unmarshal(b, &c) == nil && c.Type == "text" {
+		if json.Unmarshal(b, &c) != nil {
+			continue
+		}
+		if c.Type == "text" {
 			text = append(text, c.Text)
+		} else {
+			other = append(other, b)
 		}
 	}
 	joined := strings.Join(text, "\n")
@@ -484,7 +491,7 @@ func settle(id int, res *InnerResult, err error) (settled, InnerCall) {
 			joined = "the tool failed"
 		}
 		s.payload = joined
-		return s, InnerCall{Outcome: "tool error", Error: joined}
+		return s, InnerCall{Outcome: "tool error", Error: joined}, nil
 	}
 	s.ok = true
 	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" {
@@ -493,25 +500,7 @@ func settle(id int, res *InnerResult, err error) (settled, InnerCall) {
 		b, _ := json.Marshal(joined)
 		s.payload = string(b)
 	}
-	return s, InnerCall{Outcome: "ok"}
-}
-
-// otherContent returns the non-text content blocks of a result.
-func otherContent(raw json.RawMessage) []json.RawMessage {
-	var r struct {
-		Content []json.RawMessage `json:"content"`
-	}
-	if json.Unmarshal(raw, &r) != nil {
-		return nil
-	}
-	var out []json.RawMessage
-	for _, b := range r.Content {
-		var c struct{ Type string }
-		if json.Unmarshal(b, &c) == nil && c.Type != "text" {
-			out = append(out, b)
-		}
-	}
-	return out
+	return s, InnerCall{Outcome: "ok"}, other
 }
 
 var identRE = regexp.MustCompile(`[^A-Za-z0-9_$]`)
