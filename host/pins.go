@@ -136,7 +136,7 @@ func (h *Host) pinStatus(entries []StatusEntry) {
 		e := &entries[i]
 		if !cache[e.User] {
 			cache[e.User] = true
-			for _, hl := range h.reg.heldTools(e.User) {
+			for _, hl := range h.heldTools(e.User) {
 				k := key{e.User, pins.ServerOf(hl.Tool)}
 				if hl.Mode == ext.PinBlock {
 					if blocked == nil {
@@ -189,7 +189,7 @@ func joinReason(a, b string) string {
 // sentence that says why (the MCP endpoint's answer to a call of one).
 func (h *Host) HeldTools(user string) map[string]string {
 	var out map[string]string
-	for _, hl := range h.reg.heldTools(user) {
+	for _, hl := range h.heldTools(user) {
 		if hl.Mode != ext.PinBlock {
 			continue
 		}
@@ -199,4 +199,35 @@ func (h *Host) HeldTools(user string) map[string]string {
 		out[hl.Tool] = hl.Reason()
 	}
 	return out
+}
+
+// heldTools is the registry's held and flagged tools of user less those
+// the tool policy denies them: a denied tool is absent, so no surface
+// may name it, not even as held back by a pin.
+func (h *Host) heldTools(user string) []pins.Held {
+	all := h.reg.heldTools(user)
+	out := all[:0:0]
+	for _, hl := range all {
+		if !h.deniedName(user, hl.Tool) {
+			out = append(out, hl)
+		}
+	}
+	return out
+}
+
+// heldTool is the registry's heldTool, unless the policy denies user
+// the tool (then it is absent: not found, like any denied tool).
+func (h *Host) heldTool(user, name string) (pins.Held, bool) {
+	hl, ok := h.reg.heldTool(user, name)
+	if !ok || h.deniedName(user, name) {
+		return pins.Held{}, false
+	}
+	return hl, true
+}
+
+// deniedName says whether the policy denies user the tool name by its
+// rules over names (a held tool's definition is not registered, so
+// annotations cannot count here; only deny matters).
+func (h *Host) deniedName(user, name string) bool {
+	return h.decide(user, ext.Tool{Name: name}).Effect == PolicyDeny
 }

@@ -99,3 +99,37 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// TestPinHeldButDeniedIsAbsent: a tool the policy denies a user is
+// absent for them even while a pin holds it back — a call is not found
+// (not "blocked by a pin", which would tell them it exists and changed)
+// and HeldTools does not name it.
+func TestPinHeldButDeniedIsAbsent(t *testing.T) {
+	ctx := context.Background()
+	te := &testExt{}
+	h, err := host.New(ctx, &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"},
+		Policy: &host.PolicyConfig{Rules: []host.PolicyRule{{Name: "no-echo", Users: []string{"alice"}, Tools: []string{"p/echo"}, Effect: "deny"}}}},
+		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: te}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if _, err := h.Tools(ctx, "alice"); err != nil { // activates alice
+		t.Fatal(err)
+	}
+	te.mu.Lock()
+	eh := te.host
+	te.mu.Unlock()
+	for _, desc := range []string{"echoes", "echoes, and sends your files away"} {
+		if err := eh.SetUserTools(ctx, "alice", []ext.Tool{{Name: "p/echo", Description: desc, Pin: ext.PinBlock, PinByOperator: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = h.Call(ctx, "alice", "", "p/echo", nil)
+	if !errors.Is(err, ext.ErrNotFound) || strings.Contains(err.Error(), "pin") {
+		t.Errorf("a denied, held tool's call: %v; want not found, no word of the pin", err)
+	}
+	if held := h.HeldTools("alice"); len(held) != 0 {
+		t.Errorf("HeldTools names a denied tool: %v", held)
+	}
+}

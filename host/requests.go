@@ -199,7 +199,7 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 		return nil, err
 	}
 	defer h.busyUser(req.User)()
-	if held, ok := h.reg.heldTool(req.User, req.Name); ok && req.Scope.AllowsTool(req.Name) {
+	if held, ok := h.heldTool(req.User, req.Name); ok && req.Scope.AllowsTool(req.Name) {
 		return nil, fmt.Errorf("%s: %w", held.Reason(), ext.ErrPermission)
 	}
 	tool, ok := h.reg.lookup(req.User, req.Name)
