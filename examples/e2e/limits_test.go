@@ -227,3 +227,108 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestRateLimitsUnderConcurrentCalls (issue 21): the limits hold when the
+// calls arrive together, from outside the process, over several
+// connections and both revisions: of 40 calls fired at once by dave
+// (5 a minute) exactly 5 run and 35 are refused with -32029; of 8
+// concurrent calls of the slow tool (1 at a time) by erin exactly one
+// runs and 7 are refused at once, naming the tool's concurrency limit.
+func TestRateLimitsUnderConcurrentCalls(t *testing.T) {
+	b := build(t)
+	e := newEnv(t, b, map[string]any{"mcpServers": map[string]any{"notes": map[string]any{"command": b.notes}}},
+		map[string]any{"limits": map[string]any{
+			"user":      map[string]any{"perMinute": 5},
+			"tools":     map[string]any{"notes/slow": map[string]any{"concurrent": 1}},
+			"overrides": map[string]any{"erin": map[string]any{"user": map[string]any{"perMinute": 100000}}},
+		}})
+	e.startServe()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	// fire makes n calls per client at once (each goroutine waits for the
+	// start) and returns how many ran and the refusals' data.
+	fire := func(user string, n int, params func() *mcp.CallToolParams, callCtx context.Context) (int, []rateLimitData, []error) {
+		t.Helper()
+		tok := strings.TrimSpace(e.must("", "token", "create", "--user", user, "--name", "burst"))
+		var clients []*client
+		for _, version := range []string{"2025-11-25", "", "2025-11-25", ""} {
+			c, err := connectWith(t, e.url, tok, nil, version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients = append(clients, c)
+		}
+		var mu sync.Mutex
+		var ran int
+		var refused []rateLimitData
+		var other []error
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					res, err := c.cs.CallTool(callCtx, params())
+					mu.Lock()
+					defer mu.Unlock()
+					if _, d, ok := refusedByLimit(err); ok {
+						refused = append(refused, d)
+					} else if err == nil && !res.IsError {
+						ran++
+					} else {
+						other = append(other, err)
+					}
+				}()
+			}
+		}
+		close(start)
+		wg.Wait()
+		return ran, refused, other
+	}
+
+	ran, refused, other := fire("dave", 10, func() *mcp.CallToolParams {
+		return &mcp.CallToolParams{Name: "notes__echo", Arguments: map[string]any{"text": "hi"}}
+	}, ctx)
+	if ran != 5 || len(refused) != 35 || len(other) != 0 {
+		t.Errorf("dave's 40 calls at once: %d ran, %d refused, other errors %v; want 5 and 35", ran, len(refused), other)
+	}
+	for _, d := range refused {
+		if d.Scope != "user" || d.RetryAfterMs <= 0 {
+			t.Errorf("a refusal of dave's: %+v", d)
+			break
+		}
+	}
+
+	// erin: the admitted slow call sleeps a minute; the other seven are
+	// refused at once, then the admitted one is cancelled.
+	slowCtx, stopSlow := context.WithCancel(ctx)
+	var ranSlow int
+	var refusedSlow []rateLimitData
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ranSlow, refusedSlow, _ = fire("erin", 2, func() *mcp.CallToolParams {
+			return &mcp.CallToolParams{Name: "notes__slow", Arguments: map[string]any{"duration": "1m"}}
+		}, slowCtx)
+	}()
+	// The seven refusals arrive while the admitted call sleeps: then it
+	// is cancelled, and fire returns.
+	eventually(t, "seven of erin's eight slow calls refused", func() bool {
+		out := e.must("", "audit", "--user", "erin", "--json")
+		return strings.Count(out, "rate limit") >= 7
+	})
+	stopSlow()
+	<-done
+	if ranSlow != 0 || len(refusedSlow) != 7 {
+		t.Errorf("erin's 8 concurrent slow calls: %d ran to the end, %d refused; want 0 (the one admitted was cancelled) and 7", ranSlow, len(refusedSlow))
+	}
+	for _, d := range refusedSlow {
+		if d.Kind != "concurrency" || d.Tool != "notes/slow" {
+			t.Errorf("a refusal of erin's: %+v", d)
+			break
+		}
+	}
+}
