@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agenthost/agenthost/ext/cgroup"
 	"log/slog"
 	"maps"
 	"os"
@@ -53,7 +54,7 @@ type Extension struct {
 
 	// cg is the sessions' cgroup tree (nil: none, cgErr says why; agents
 	// are then contained by their process group only). Set by Configure.
-	cg    *cgroupTree
+	cg    *cgroup.Tree
 	cgErr error
 
 	// dirMu guards dirs, the live sessions' folders.
@@ -208,7 +209,7 @@ func (e *Extension) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		if e.cg != nil {
-			e.cg.tidy()
+			e.cg.Tidy()
 		}
 		return nil
 	case <-ctx.Done():

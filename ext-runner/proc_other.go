@@ -2,12 +2,7 @@
 
 package extrunner
 
-import (
-	"errors"
-	"os"
-	"syscall"
-	"time"
-)
+import "syscall"
 
 // sysProcAttr puts the agent in a process group of its own (killed as
 // one). Outside Linux there is no parent-death signal and no cgroup: a
@@ -17,21 +12,3 @@ import (
 func sysProcAttr(int) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
-
-type cgroupTree struct{}
-
-func openCgroupTree(string) (*cgroupTree, error) {
-	return nil, errors.New("cgroups are Linux only")
-}
-
-func treeName(string) string { return "" }
-
-func (*cgroupTree) create(string) (string, *os.File, error) {
-	return "", nil, errors.New("cgroups are Linux only")
-}
-
-func (*cgroupTree) tidy() {}
-
-func killCgroup(string) {}
-
-func removeCgroup(string, time.Duration) error { return nil }

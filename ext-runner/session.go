@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agenthost/agenthost/ext/cgroup"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,7 +162,7 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	if e.cg == nil {
 		run.Uncontained = e.cgErr.Error()
 	} else {
-		d, f, err := e.cg.create(s.runner)
+		d, f, err := e.cg.Create(sessionCgroup(s.runner))
 		if err != nil {
 			run.Uncontained = err.Error()
 			e.log.Warn("an agent session without its cgroup: a child that calls setsid survives the kill", "runner", s.runner, "err", err)
@@ -169,7 +170,7 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 			defer f.Close()
 			cgDir, cgFD = d, int(f.Fd())
 			defer func() {
-				if err := removeCgroup(cgDir, 5*time.Second); err != nil {
+				if err := cgroup.Remove(cgDir, 5*time.Second); err != nil {
 					e.log.Warn("removing an agent session's cgroup", "err", err)
 				}
 			}()
@@ -191,17 +192,17 @@ func (e *Extension) runSession(stop context.Context, s *sessionSpec, out *tail) 
 	case <-timer.C:
 		run.Ended = EndedTimeLimit
 		killGroup(pgid)
-		killCgroup(cgDir)
+		cgroup.Kill(cgDir)
 		werr = <-done
 	case <-stop.Done():
 		run.Ended = EndedCancelled
 		killGroup(pgid)
-		killCgroup(cgDir)
+		cgroup.Kill(cgDir)
 		werr = <-done
 	}
 	// Whatever the agent left in its group or its cgroup goes with it.
 	killGroup(pgid)
-	killCgroup(cgDir)
+	cgroup.Kill(cgDir)
 	if ps := cmd.ProcessState; ps != nil {
 		run.ExitCode = ps.ExitCode()
 	}

@@ -4,9 +4,8 @@ package services
 
 import (
 	"errors"
-	"os"
+	"github.com/agenthost/agenthost/ext/cgroup"
 	"syscall"
-	"time"
 )
 
 var errLinuxOnly = errors.New("linux only")
@@ -29,20 +28,4 @@ func bootID() string { return "" }
 
 func groupMembers(int) []int { return nil }
 
-type cgroupTree struct{ dir string }
-
-func openCgroupTree(string) (*cgroupTree, error) { return nil, errors.New("cgroups are Linux only") }
-
-func (*cgroupTree) create(string) (string, *os.File, error) { return "", nil, errLinuxOnly }
-
-func (*cgroupTree) contains(int) bool { return false }
-
-func (*cgroupTree) holds(string) bool { return false }
-
-func (*cgroupTree) tidy() {}
-
-func signalCgroup(string, syscall.Signal) {}
-
-func removeCgroup(string, time.Duration) error { return nil }
-
-func populated(string) bool { return false }
+func holds(*cgroup.Tree, string) bool { return false }

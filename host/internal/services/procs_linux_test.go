@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"encoding/json"
+	"github.com/agenthost/agenthost/ext/cgroup"
 	"net"
 	"os"
 	"os/exec"
@@ -69,11 +70,11 @@ func TestReapKillsOnlyItsCgroups(t *testing.T) {
 	probe := New(Options{CgroupName: cgroupName(t)})
 	needCgroup(t, probe)
 	_ = probe.Close()
-	other, err := openCgroupTree(cgroupName(t) + "-other")
+	other, err := cgroup.Open(cgroupName(t) + "-other")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, f, err := other.create("victim")
+	dir, f, err := other.Create("victim")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +88,8 @@ func TestReapKillsOnlyItsCgroups(t *testing.T) {
 	t.Cleanup(func() {
 		_ = victim.Process.Kill()
 		_ = victim.Wait()
-		_ = removeCgroup(dir, time.Second)
-		other.tidy()
+		_ = cgroup.Remove(dir, time.Second)
+		other.Tidy()
 	})
 	run := t.TempDir()
 	gone := exec.Command("true")

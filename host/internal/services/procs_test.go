@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agenthost/agenthost/ext/cgroup"
 	"log/slog"
 	"net"
 	"os"
@@ -34,7 +35,7 @@ func missing(t *testing.T, part string, err error) {
 func needCgroup(t *testing.T, m *Manager) {
 	t.Helper()
 	if m.cg == nil {
-		_, err := openCgroupTree("probe")
+		_, err := cgroup.Open("probe")
 		missing(t, "a writable cgroup v2 hierarchy", err)
 	}
 }
@@ -128,8 +129,8 @@ func TestWrapperCyclesLeaveNothing(t *testing.T) {
 	if ents, _ := os.ReadDir(run); len(ents) != 0 {
 		t.Errorf("%d records left in the run folder", len(ents))
 	}
-	if _, err := os.Stat(m.cg.dir); !os.IsNotExist(err) {
-		ents, _ := os.ReadDir(m.cg.dir)
+	if _, err := os.Stat(m.cg.Dir); !os.IsNotExist(err) {
+		ents, _ := os.ReadDir(m.cg.Dir)
 		t.Errorf("the cgroup tree is still there (%v, %d entries)", err, len(ents))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agenthost/agenthost/ext/cgroup"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,10 +113,10 @@ func (m *Manager) reap() int {
 // cgroup, forged or not, kills nothing there).
 func (m *Manager) reapGroup(r record) bool {
 	did := false
-	if r.Cgroup != "" && m.cg != nil && m.cg.holds(r.Cgroup) {
+	if r.Cgroup != "" && m.cg != nil && holds(m.cg, r.Cgroup) {
 		if _, err := os.Stat(r.Cgroup); err == nil {
-			signalCgroup(r.Cgroup, syscall.SIGKILL)
-			_ = removeCgroup(r.Cgroup, time.Second)
+			cgroup.Signal(r.Cgroup, syscall.SIGKILL)
+			_ = cgroup.Remove(r.Cgroup, time.Second)
 			did = true
 		}
 	}
@@ -136,7 +137,7 @@ func (m *Manager) reapGroup(r record) bool {
 
 // reapCgroups kills and removes the cgroups of hosts that are gone.
 func (m *Manager) reapCgroups() int {
-	ents, _ := os.ReadDir(m.cg.dir)
+	ents, _ := os.ReadDir(m.cg.Dir)
 	n := 0
 	for _, d := range ents {
 		if !d.IsDir() {
@@ -149,13 +150,13 @@ func (m *Manager) reapCgroups() int {
 		if host == m.self.pid && start == m.self.start {
 			continue // ours
 		}
-		dir := filepath.Join(m.cg.dir, d.Name())
-		if populated(dir) {
-			signalCgroup(dir, syscall.SIGKILL)
+		dir := filepath.Join(m.cg.Dir, d.Name())
+		if cgroup.Populated(dir) {
+			cgroup.Signal(dir, syscall.SIGKILL)
 			m.logger.Warn("killed service processes a previous host left running", "cgroup", dir)
 			n++
 		}
-		_ = removeCgroup(dir, time.Second)
+		_ = cgroup.Remove(dir, time.Second)
 	}
 	return n
 }

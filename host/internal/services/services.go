@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agenthost/agenthost/ext/cgroup"
 	"io"
 	"log/slog"
 	"os"
@@ -73,7 +74,7 @@ type Manager struct {
 	cgSeq   uint64
 
 	self      self
-	cg        *cgroupTree // nil: process groups only
+	cg        *cgroup.Tree // nil: process groups only
 	uids      *uidStore
 	sbOnce    sync.Once
 	sb        sandbox
@@ -109,7 +110,7 @@ func New(opts Options) *Manager {
 		self:  currentProcess(),
 		uids:  &uidStore{path: opts.Sandbox.UIDFile, first: opts.Sandbox.UIDFirst, count: opts.Sandbox.UIDCount}}
 	if opts.CgroupName != "" {
-		cg, err := openCgroupTree(opts.CgroupName)
+		cg, err := cgroup.Open(opts.CgroupName)
 		if err != nil {
 			l.Info("service processes run without a cgroup: a stop reaches their process group only (a grandchild that calls setsid escapes it)", "reason", err)
 		} else {
@@ -126,7 +127,7 @@ func New(opts Options) *Manager {
 		l.Warn("reaped service processes left by a previous host that was killed", "groups", n)
 	}
 	if m.cg != nil {
-		m.cg.tidy()
+		m.cg.Tidy()
 	}
 	return m
 }
@@ -162,7 +163,7 @@ func (m *Manager) Owns(pid int) bool {
 	if pid <= 0 || runtime.GOOS != "linux" { // no /proc to examine
 		return false
 	}
-	if m.cg != nil && m.cg.contains(pid) {
+	if m.cg != nil && m.cg.Contains(pid) {
 		return true
 	}
 	if _, _, _, err := procStat(pid); err != nil {
@@ -612,37 +613,37 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 	if cmd.Dir == "" {
 		cmd.Dir = home
 	}
-	var cgroup string
+	var cgDir string
 	cgroupFD := -1
 	if m.cg != nil {
 		m.mu.Lock()
 		m.cgSeq++
 		n := m.cgSeq
 		m.mu.Unlock()
-		dirCG, f, err := m.cg.create(m.cgroupName(n))
+		dirCG, f, err := m.cg.Create(m.cgroupName(n))
 		if err != nil {
 			m.logger.Warn("starting a service process without its cgroup", "service", key.String(), "error", err)
 		} else {
 			defer f.Close()
-			cgroup, cgroupFD = dirCG, int(f.Fd())
+			cgDir, cgroupFD = dirCG, int(f.Fd())
 		}
 	}
 	cmd.SysProcAttr = procAttrs(cgroupFD)
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		_ = removeCgroup(cgroup, 0)
+		_ = cgroup.Remove(cgDir, 0)
 		return nil, err
 	}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		_, _ = stdinR.Close(), stdinW.Close()
-		_ = removeCgroup(cgroup, 0)
+		_ = cgroup.Remove(cgDir, 0)
 		return nil, err
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
 		_, _, _, _ = stdinR.Close(), stdinW.Close(), stdoutR.Close(), stdoutW.Close()
-		_ = removeCgroup(cgroup, 0)
+		_ = cgroup.Remove(cgDir, 0)
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
@@ -650,11 +651,11 @@ func (m *Manager) start(ctx context.Context, key Key, home string, start Starter
 	_, _, _ = stdinR.Close(), stdoutW.Close(), stderrW.Close()
 	if err != nil {
 		_, _, _ = stdinW.Close(), stdoutR.Close(), stderrR.Close()
-		_ = removeCgroup(cgroup, 0)
+		_ = cgroup.Remove(cgDir, 0)
 		return nil, ext.Mark(fmt.Errorf("starting %s (%s): %w", key, spec.Command, err), ext.ErrCannotStart)
 	}
 	p := &proc{m: m, key: key, cmd: cmd, pgid: cmd.Process.Pid, stdin: stdinW, stdout: stdoutR, stderr: stderrR,
-		cgroup: cgroup, tail: &ext.StderrTail{}, drained: make(chan struct{}), exited: make(chan struct{}), oneSession: spec.OneSession}
+		cgroup: cgDir, tail: &ext.StderrTail{}, drained: make(chan struct{}), exited: make(chan struct{}), oneSession: spec.OneSession}
 	m.writeRecord(p)
 	m.wg.Add(1)
 	go m.drainStderr(key, cmd.Process.Pid, stderrR, p.tail, p.drained)
@@ -734,10 +735,10 @@ func (p *proc) reap() error {
 	// What the process wrote before it exited is still read; a grandchild
 	// that kept stderr open is not waited for.
 	_ = p.stderr.SetReadDeadline(time.Now().Add(drainAfterExit))
-	if err := removeCgroup(p.cgroup, p.m.opts.Grace); err != nil {
+	if err := cgroup.Remove(p.cgroup, p.m.opts.Grace); err != nil {
 		p.m.logger.Warn("removing a service process's cgroup", "cgroup", p.cgroup, "error", err)
 	} else if p.cgroup != "" {
-		p.m.cg.tidy() // fails while other processes have cgroups there
+		p.m.cg.Tidy() // fails while other processes have cgroups there
 	}
 	if p.record != "" {
 		_ = os.Remove(p.record)
@@ -749,13 +750,13 @@ func (p *proc) reap() error {
 // cgroup (which also holds what left the group).
 func (p *proc) killRest() {
 	killGroup(p.pgid, syscall.SIGKILL)
-	signalCgroup(p.cgroup, syscall.SIGKILL)
+	cgroup.Signal(p.cgroup, syscall.SIGKILL)
 }
 
 // signal sends sig to the process's group and cgroup.
 func (p *proc) signal(sig syscall.Signal) {
 	killGroup(p.pgid, sig)
-	signalCgroup(p.cgroup, sig)
+	cgroup.Signal(p.cgroup, sig)
 }
 
 // wait reaps the process and forgets it.
@@ -905,7 +906,7 @@ func (m *Manager) Close() error {
 	m.wg.Wait()
 	m.exits.Close()
 	if m.cg != nil {
-		m.cg.tidy() // fails while another host on this data folder uses it
+		m.cg.Tidy() // fails while another host on this data folder uses it
 	}
 	return nil
 }
