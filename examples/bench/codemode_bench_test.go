@@ -1,15 +1,11 @@
 package bench_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,29 +36,7 @@ func BenchmarkCodeMode(b *testing.B) {
 		"extensions":{"mcp":{"path":%q,"config":{"mcpServers":{"notes":{"command":%q},"cm":{"command":%q,"tools":{"*":"codemode"}}}}},
 		"code":{"path":%q,"config":{"openServers":["cm"],"maxCalls":100,"cpuSeconds":2}}}}`,
 		filepath.Join(dir, "data"), extMCP, notes, notes, codemode)
-	cfgPath := filepath.Join(dir, "agenthost.json")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	serve := exec.Command(agenthost, "--config", cfgPath, "--log-level", "error", "serve")
-	out, _ := serve.StdoutPipe()
-	if err := serve.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		_ = serve.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	i := strings.Index(line, " at ")
-	if err != nil || i < 0 {
-		b.Fatalf("serve said %q: %v", line, err)
-	}
-	tok, err := exec.Command(agenthost, "--config", cfgPath, "token", "create", "--user", "alice", "--name", "bench").Output()
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := served{url: strings.Fields(line[i+4:])[0], token: strings.TrimSpace(string(tok)), pid: serve.Process.Pid}
+	s := serveConfig(b, agenthost, cfg)
 	cs := s.connect(b)
 	ctx := context.Background()
 

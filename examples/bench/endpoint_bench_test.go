@@ -198,7 +198,14 @@ func serveHost(b *testing.B, agenthost, extMCP, notes string, more ...string) se
 	cfg := fmt.Sprintf(`{"listen":"127.0.0.1:0","dataDir":%q,"secrets":{"backend":"memory"},
 		"extensions":{"mcp":{"path":%q,"config":{"mcpServers":{"notes":{"command":%q}}}}}%s}`,
 		filepath.Join(dir, "data"), extMCP, notes, strings.Join(append([]string{""}, more...), ","))
-	cfgPath := filepath.Join(dir, "agenthost.json")
+	return serveConfig(b, agenthost, cfg)
+}
+
+// serveConfig runs `agenthost serve` with the config cfg (JSON) until the
+// benchmark ends, and makes a token of user alice.
+func serveConfig(b *testing.B, agenthost, cfg string) served {
+	b.Helper()
+	cfgPath := filepath.Join(b.TempDir(), "agenthost.json")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		b.Fatal(err)
 	}
