@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/agenthost/examples/internal/testbin"
@@ -301,5 +303,60 @@ return {count: a.count, sum: s, echo: e};`, nil)
 			t.Fatal("code__run still listed after alice turned code mode off")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestCodeModeSwitchInABrowser (issue 22): alice turns code mode off on
+// her settings page in headless Chromium (the section's switch, saved):
+// her open /mcp session loses code__run; turned on again, it is back.
+func TestCodeModeSwitchInABrowser(t *testing.T) {
+	needChromium(t)
+	b := build(t)
+	codemodeBin := testbin.Build(t, pkg+"ext-codemode/cmd/agenthost-ext-codemode")
+	e := newEnv(t, b, map[string]any{"mcpServers": map[string]any{
+		"notes": map[string]any{"command": b.notes, "tools": map[string]any{"list_notes": "codemode"}},
+	}}, map[string]any{"extensions": map[string]any{"code": map[string]any{"path": codemodeBin, "config": map[string]any{"openServers": []string{"notes"}}}}})
+	e.startServe()
+	tok := strings.TrimSpace(e.must("", "token", "create", "--user", "alice", "--name", "agent"))
+	alice, err := connect(t, e.url, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func(want bool) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("code__run listed: %v", want), func() bool { return slices.Contains(alice.names(t), "code__run") == want })
+	}
+	listed(true)
+
+	link := strings.TrimSpace(e.must("", "login-link", "--user", "alice"))
+	ctx := newBrowser(t)
+	do, _ := browserSteps(ctx, t)
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	const form = `#s-code-codemode-form`
+	const sw = form + ` input[type=checkbox][name="enabled"]`
+	do("sign in and find the code mode switch",
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(css(`#continue`)),
+		chromedp.Click(css(`#continue`)),
+		chromedp.WaitVisible(css(form)),
+	)
+	for _, on := range []bool{false, true} {
+		checked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('`+sw+`').checked`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if checked != on {
+			do("flip the switch", chromedp.Click(css(sw)))
+		}
+		do(fmt.Sprintf("save code mode %v", on),
+			chromedp.SetAttributeValue(css(form), "data-test", "saving"),
+			chromedp.Click(css(form+` button[type="submit"]`)),
+			chromedp.WaitNotPresent(css(form+`[data-test="saving"]`)),
+			chromedp.WaitVisible(css(form)),
+		)
+		listed(on)
+		if got := strings.TrimSpace(e.must("", "settings", "get", "--user", "alice", "--ext", "code", "codemode")); !strings.Contains(got, fmt.Sprintf(`"enabled":%v`, on)) && !strings.Contains(got, fmt.Sprintf(`"enabled": %v`, on)) {
+			t.Errorf("alice's stored code mode settings after the page's save: %s", got)
+		}
 	}
 }
