@@ -112,7 +112,7 @@ const settingsForm = `{"v":1,"root":{"type":"form","children":[{"type":"toggle",
 func (e *Extension) Describe(context.Context) (*ext.Descriptor, error) {
 	return &ext.Descriptor{
 		Name: "code", Version: Version,
-		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers, ext.CapabilityUserTools},
+		Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUsers, ext.CapabilityUserTools, ext.CapabilityCallerTools},
 		Settings: []ext.SettingsSection{{ID: SectionSettings, Title: "Code mode", Scope: "user",
 			Description: "Code mode lets your agent write a short script that calls your tools (code__run). Turn it off to keep every call one by one.",
 			Form:        json.RawMessage(settingsForm)}},

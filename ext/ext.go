@@ -332,6 +332,12 @@ const (
 	// callback for them. A host that predates it hands none: the
 	// extension then reads them through [Host.UserStore], as before.
 	CapabilitySnapshot Capability = "snapshot"
+	// CapabilityCallerTools is not an interface: it says the extension
+	// calls tools as the caller of its own tool calls ([CallerTools]), so
+	// the host gives each of its calls a caller handle
+	// ([CallToolRequest.Caller]); an extension without it gets none (the
+	// handle costs the host a registration per call).
+	CapabilityCallerTools Capability = "callertools"
 )
 
 // UserToolsWatcher is implemented by an extension with the "usertools"
@@ -463,8 +469,9 @@ type CallToolRequest struct {
 	Credential, SessionID string
 	// Caller is the opaque handle of this call's caller, valid while the
 	// call runs: an extension calls further tools as this caller, never
-	// wider, with [CallerTools] (no operator grant needed). Empty when the
-	// host offers none (an older host, a test).
+	// wider, with [CallerTools] (no operator grant needed). Set only for
+	// an extension that lists [CapabilityCallerTools]; empty when the host
+	// offers none (an older host, a test).
 	Caller string
 }
 

@@ -17,13 +17,19 @@ import (
 // relayExt has one tool, c/relay, that calls the tool its arguments name
 // as its caller ([ext.CallerTools]), and keeps the last handle it saw.
 type relayExt struct {
-	mu     sync.Mutex
-	host   ext.Host
-	handle string
+	// noCaller leaves CapabilityCallerTools out of its descriptor.
+	noCaller bool
+	mu       sync.Mutex
+	host     ext.Host
+	handle   string
 }
 
 func (e *relayExt) Describe(context.Context) (*ext.Descriptor, error) {
-	return &ext.Descriptor{Name: "c", Version: "v1", Capabilities: []ext.Capability{ext.CapabilityTools}}, nil
+	caps := []ext.Capability{ext.CapabilityTools, ext.CapabilityCallerTools}
+	if e.noCaller {
+		caps = caps[:1]
+	}
+	return &ext.Descriptor{Name: "c", Version: "v1", Capabilities: caps}, nil
 }
 
 func (e *relayExt) Configure(ctx context.Context, req *ext.ConfigureRequest) error {
@@ -118,7 +124,7 @@ type watchExt struct {
 }
 
 func (e *watchExt) Describe(context.Context) (*ext.Descriptor, error) {
-	return &ext.Descriptor{Name: "c", Version: "v1", Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUserTools}}, nil
+	return &ext.Descriptor{Name: "c", Version: "v1", Capabilities: []ext.Capability{ext.CapabilityTools, ext.CapabilityUserTools, ext.CapabilityCallerTools}}, nil
 }
 
 func (e *watchExt) UserToolsChanged(_ context.Context, user string, tools []ext.Tool) error {
@@ -181,5 +187,26 @@ func TestCallerToolsTelemetry(t *testing.T) {
 	tel.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if !strings.Contains(rec.Body.String(), `gen_ai_tool_name="t/echo"`) {
 		t.Errorf("no series of the inner call t/echo in:\n%s", rec.Body.String())
+	}
+}
+
+// TestCallerHandleOnlyWithTheCapability: an extension that does not list
+// CapabilityCallerTools gets no caller handle with its calls (the host
+// registers none on its hot path), and a handle it makes up is refused.
+func TestCallerHandleOnlyWithTheCapability(t *testing.T) {
+	ctx := context.Background()
+	re := &relayExt{noCaller: true}
+	h, err := host.New(ctx, &host.Config{DataDir: t.TempDir(), Secrets: host.SecretsConfig{Backend: "memory"}},
+		&host.Options{Extensions: map[string]host.InProcess{"t": {Extension: &testExt{}}, "c": {Extension: re}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	_, err = h.CallTool(ctx, &host.CallRequest{User: "alice", Name: "c/relay", Arguments: json.RawMessage(`{}`)})
+	re.mu.Lock()
+	handle := re.handle
+	re.mu.Unlock()
+	if handle != "" || !errors.Is(err, ext.ErrNotFound) {
+		t.Errorf("a call to an extension without callertools: handle %q, listing as the caller: %v; want no handle, not found", handle, err)
 	}
 }

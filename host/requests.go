@@ -245,9 +245,11 @@ func (h *Host) callTool(ctx context.Context, req *CallRequest, def *Tool) (*ext.
 	if len(task) != len(req.Task) {
 		creq.Params = nil // the params would still ask for the task
 	}
-	handle, release := h.callers.add(ctx, e.name, req)
-	defer release()
-	creq.Caller = handle
+	if e.descriptor().Has(ext.CapabilityCallerTools) {
+		handle, release := h.callers.add(ctx, e.name, req)
+		defer release()
+		creq.Caller = handle
+	}
 	var res *ext.CallToolResult
 	err = useFor(ctx, e, req.User, ext.CapabilityTools, func() string { return fmt.Sprintf("calling tool %q", req.Name) },
 		func(tc ext.ToolCaller) (err error) {
