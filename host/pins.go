@@ -84,6 +84,22 @@ func (h *Host) Pins(ctx context.Context, user, server string, all bool) ([]PinVi
 	return out, nil
 }
 
+// OwnPins is Pins of user as user may see them: the tools the policy
+// denies them are absent for them, here too.
+func (h *Host) OwnPins(ctx context.Context, user string, all bool) ([]PinView, error) {
+	vs, err := h.Pins(ctx, user, "", all)
+	if err != nil {
+		return nil, err
+	}
+	out := vs[:0]
+	for _, v := range vs {
+		if v.User == user && !h.deniedName(user, v.Tool) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
 // ApprovePins approves the pending changes a selects: they become the
 // baseline, and the tools held back are registered again (their users'
 // sessions hear list_changed). Each approval is audited with cred as the

@@ -132,4 +132,12 @@ func TestPinHeldButDeniedIsAbsent(t *testing.T) {
 	if held := h.HeldTools("alice"); len(held) != 0 {
 		t.Errorf("HeldTools names a denied tool: %v", held)
 	}
+	// Her own list (settings page, /api/v1/pins) leaves it out; the
+	// operator's shows it.
+	if own, err := h.OwnPins(ctx, "alice", false); err != nil || len(own) != 0 {
+		t.Errorf("alice's own pins name a denied tool: %+v %v", own, err)
+	}
+	if all, err := h.Pins(ctx, "alice", "", false); err != nil || len(all) != 1 {
+		t.Errorf("the operator's view of alice's pins: %+v %v; want the one change", all, err)
+	}
 }

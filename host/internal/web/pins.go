@@ -17,6 +17,9 @@ import (
 // then show the changed tools with their diffs and approve them.
 type Pinner interface {
 	Pins(ctx context.Context, user, server string, all bool) ([]pins.View, error)
+	// OwnPins is Pins of one user as that user may see them: without
+	// the tools the policy denies them (absent for them everywhere).
+	OwnPins(ctx context.Context, user string, all bool) ([]pins.View, error)
 	ApprovePins(ctx context.Context, a pins.Approval, cred string) ([]pins.View, error)
 }
 
@@ -35,7 +38,7 @@ func (s *server) ownPins(ctx context.Context, user string, all bool) ([]pins.Vie
 	if err != nil {
 		return nil, err
 	}
-	vs, err := p.Pins(ctx, user, "", all)
+	vs, err := p.OwnPins(ctx, user, all)
 	out := make([]pins.View, 0, len(vs))
 	for _, v := range vs {
 		if v.User == user {
