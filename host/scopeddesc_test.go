@@ -13,14 +13,14 @@ import (
 
 // describerExt publishes c/relay with a description in parts naming
 // t/echo (as code mode's code/run does), with or without the usertools
-// capability.
+// capability (and callertools, which its relay's caller handle needs).
 type describerExt struct {
 	relayExt
 	userTools bool
 }
 
 func (e *describerExt) Describe(context.Context) (*ext.Descriptor, error) {
-	caps := []ext.Capability{ext.CapabilityTools}
+	caps := []ext.Capability{ext.CapabilityTools, ext.CapabilityCallerTools}
 	if e.userTools {
 		caps = append(caps, ext.CapabilityUserTools)
 	}
