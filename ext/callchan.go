@@ -166,6 +166,10 @@ func errorOf(code uint32, msg string) error {
 type callClient struct {
 	fc   frameConn
 	done chan struct{} // closed when the reader exits
+	// host returns the host's services the extension was configured with
+	// (nil before Configure): caller_call frames are answered through its
+	// [CallerTools].
+	host func() Host
 
 	mu    sync.Mutex
 	next  uint64
@@ -208,8 +212,8 @@ func (p *pendingCall) take() []*extpb.CallFrame {
 	return q
 }
 
-func newCallClient(fc frameConn) *callClient {
-	c := &callClient{fc: fc, done: make(chan struct{}), calls: map[uint64]*pendingCall{}}
+func newCallClient(fc frameConn, host func() Host) *callClient {
+	c := &callClient{fc: fc, host: host, done: make(chan struct{}), calls: map[uint64]*pendingCall{}}
 	go c.read()
 	return c
 }
@@ -270,8 +274,9 @@ func (c *callClient) deadErr() error {
 }
 
 // do runs one call: it sends open, relays the extension's notifications and
-// requests to sess, and returns the end frame. When ctx ends first it tells
-// the extension to cancel and returns at once.
+// requests to sess, answers its caller calls, and returns the end frame.
+// When ctx ends first it tells the extension to cancel and returns at once.
+// Either way the goroutines the call started end before do returns.
 func (c *callClient) do(ctx context.Context, open *extpb.CallOpen, sess Session) (*extpb.CallEnd, error) {
 	id, p, err := c.register()
 	if err != nil {
@@ -287,17 +292,8 @@ func (c *callClient) do(ctx context.Context, open *extpb.CallOpen, sess Session)
 		}
 		return nil, fmt.Errorf("sending the call: %w", Mark(err, ErrUnavailable))
 	}
-	var (
-		reqs    sync.WaitGroup
-		reqCtx  context.Context
-		reqStop context.CancelFunc
-	)
-	defer func() {
-		if reqStop != nil {
-			reqStop()
-			reqs.Wait()
-		}
-	}()
+	st := &callState{id: id, caller: open.GetCaller(), sess: sess}
+	defer st.stop()
 	for {
 		select {
 		case <-p.signal:
@@ -306,20 +302,57 @@ func (c *callClient) do(ctx context.Context, open *extpb.CallOpen, sess Session)
 			return nil, ctx.Err()
 		case <-c.done:
 			// Frames may have arrived just before the channel died.
-			if end := c.drain(ctx, id, p, sess, &reqs, &reqCtx, &reqStop); end != nil {
+			if end := c.drain(ctx, p, st); end != nil {
 				return end, nil
 			}
 			return nil, c.deadErr()
 		}
-		if end := c.drain(ctx, id, p, sess, &reqs, &reqCtx, &reqStop); end != nil {
+		if end := c.drain(ctx, p, st); end != nil {
 			return end, nil
 		}
 	}
 }
 
-// drain handles the queued frames of call id and returns its end frame,
-// if it came.
-func (c *callClient) drain(ctx context.Context, id uint64, p *pendingCall, sess Session, reqs *sync.WaitGroup, reqCtx *context.Context, reqStop *context.CancelFunc) *extpb.CallEnd {
+// callState is what one call started on the host's side: the goroutines
+// answering its requests and caller calls (owned by do, which waits for
+// them), and the caller calls' cancel functions. Only do's goroutine
+// touches it, but for inner, which the answering goroutines also update.
+type callState struct {
+	id     uint64
+	caller string // the call's caller handle (CallOpen.caller)
+	sess   Session
+
+	wg   sync.WaitGroup
+	ctx  context.Context // made by the first request or caller call
+	halt func()          // ends ctx and waits for wg (set with ctx)
+
+	mu    sync.Mutex
+	inner map[uint64]context.CancelFunc // caller calls running
+}
+
+// started returns the context the call's goroutines run under.
+func (st *callState) started(ctx context.Context) context.Context {
+	if st.ctx == nil {
+		var cancel context.CancelFunc
+		st.ctx, cancel = context.WithCancel(ctx)
+		st.halt = func() {
+			cancel()
+			st.wg.Wait()
+		}
+	}
+	return st.ctx
+}
+
+// stop ends the call's goroutines and waits for them.
+func (st *callState) stop() {
+	if st.halt != nil {
+		st.halt()
+	}
+}
+
+// drain handles the queued frames of a call and returns its end frame, if
+// it came.
+func (c *callClient) drain(ctx context.Context, p *pendingCall, st *callState) *extpb.CallEnd {
 	for _, f := range p.take() {
 		switch b := f.GetBody().(type) {
 		case *extpb.CallFrame_End:
@@ -327,22 +360,84 @@ func (c *callClient) drain(ctx context.Context, id uint64, p *pendingCall, sess 
 		case *extpb.CallFrame_Notify:
 			// A client that cannot take a notification loses it; the call
 			// goes on.
-			_ = sess.Notify(ctx, b.Notify.GetMethod(), raw(b.Notify.GetParams()))
+			_ = st.sess.Notify(ctx, b.Notify.GetMethod(), raw(b.Notify.GetParams()))
 		case *extpb.CallFrame_Request:
-			if *reqStop == nil {
-				*reqCtx, *reqStop = context.WithCancel(ctx)
-			}
 			m := b.Request
-			rctx := *reqCtx
-			reqs.Add(1)
+			rctx := st.started(ctx)
+			st.wg.Add(1)
 			go func() {
-				defer reqs.Done()
-				res, err := sess.Request(rctx, m.GetMethod(), raw(m.GetParams()))
-				_ = c.fc.send(&extpb.CallFrame{Call: id, Body: &extpb.CallFrame_Reply{Reply: replyOf(m.GetId(), res, err)}})
+				defer st.wg.Done()
+				res, err := st.sess.Request(rctx, m.GetMethod(), raw(m.GetParams()))
+				_ = c.fc.send(&extpb.CallFrame{Call: st.id, Body: &extpb.CallFrame_Reply{Reply: replyOf(m.GetId(), res, err)}})
 			}()
+		case *extpb.CallFrame_CallerCall:
+			c.callerCall(st.started(ctx), st, b.CallerCall)
 		}
 	}
 	return nil
+}
+
+// callerCall answers a caller_call frame: the tool call goes through the
+// host's [CallerTools] as the caller of the call the frame came in (its
+// handle, never one the frame names), on a goroutine the call's state
+// owns; a cancel frame cancels a running one.
+func (c *callClient) callerCall(ctx context.Context, st *callState, m *extpb.CallerCall) {
+	id := m.GetId()
+	if m.GetCancel() {
+		st.mu.Lock()
+		cancel := st.inner[id]
+		st.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		return
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	st.mu.Lock()
+	if st.inner == nil {
+		st.inner = map[uint64]context.CancelFunc{}
+	}
+	st.inner[id] = cancel
+	st.mu.Unlock()
+	st.wg.Add(1)
+	go func() {
+		defer st.wg.Done()
+		defer func() {
+			st.mu.Lock()
+			delete(st.inner, id)
+			st.mu.Unlock()
+			cancel()
+		}()
+		r := &extpb.CallerResult{Id: id}
+		res, err := c.callAsCaller(ictx, st.caller, m)
+		if err == nil {
+			r.Result, err = res.JSON()
+			r.IsError = res.IsError
+		}
+		if err != nil {
+			r.Code, r.Error = statusOf(err)
+		}
+		_ = c.fc.send(&extpb.CallFrame{Call: st.id, Body: &extpb.CallFrame_CallerResult{CallerResult: r}})
+	}()
+}
+
+func (c *callClient) callAsCaller(ctx context.Context, caller string, m *extpb.CallerCall) (*CallToolResult, error) {
+	var h Host
+	if c.host != nil {
+		h = c.host()
+	}
+	ct, ok := h.(CallerTools)
+	if !ok {
+		return nil, fmt.Errorf("this host cannot call tools as a caller: %w", ErrUnimplemented)
+	}
+	if caller == "" {
+		return nil, fmt.Errorf("this call has no caller handle (the extension did not list the %q capability): %w", CapabilityCallerTools, ErrPermission)
+	}
+	res, err := ct.CallCallerTool(ctx, &CallerCallRequest{Caller: caller, Name: m.GetName(), Arguments: raw(m.GetArguments())})
+	if err == nil && res == nil {
+		err = fmt.Errorf("calling %q as the caller: the host returned no result: %w", m.GetName(), ErrUnavailable)
+	}
+	return res, err
 }
 
 func replyOf(id uint64, res json.RawMessage, err error) *extpb.SessionReply {
@@ -388,8 +483,9 @@ func rpcErrorFromProto(e *extpb.RPCError) *RPCError {
 // on its own goroutine with a session that sends frames back, and cancels
 // and waits for every call when the channel ends.
 type callServer struct {
-	fc   frameConn
-	impl Extension
+	fc      frameConn
+	impl    Extension
+	callers *callerCalls // where the calls with a caller handle are found
 
 	mu    sync.Mutex
 	calls map[uint64]*servedCall
@@ -443,8 +539,8 @@ type servedCall struct {
 
 // serveCalls runs the extension side of a call channel until it ends, then
 // cancels every call still running and waits for them.
-func serveCalls(ctx context.Context, fc frameConn, impl Extension) error {
-	s := &callServer{fc: fc, impl: impl, calls: map[uint64]*servedCall{}, jobs: make(chan *servedCall)}
+func serveCalls(ctx context.Context, fc frameConn, impl Extension, callers *callerCalls) error {
+	s := &callServer{fc: fc, impl: impl, callers: callers, calls: map[uint64]*servedCall{}, jobs: make(chan *servedCall)}
 	// A call's context is not a child of ctx (a child registers with its
 	// parent, under the parent's lock, and leaves it when it ends, on
 	// every call): the calls still running are cancelled here instead.
@@ -475,6 +571,7 @@ func serveCalls(ctx context.Context, fc frameConn, impl Extension) error {
 			s.mu.Lock()
 			s.calls[id] = sc
 			s.mu.Unlock()
+			s.callers.add(b.Open.GetCaller(), &sc.sess)
 			s.spawn(ctx, sc)
 		case *extpb.CallFrame_Cancel:
 			s.mu.Lock()
@@ -490,12 +587,20 @@ func serveCalls(ctx context.Context, fc frameConn, impl Extension) error {
 			if sc != nil {
 				sc.sess.deliver(b.Reply)
 			}
+		case *extpb.CallFrame_CallerResult:
+			s.mu.Lock()
+			sc := s.calls[id]
+			s.mu.Unlock()
+			if sc != nil {
+				sc.sess.deliverCaller(b.CallerResult)
+			}
 		}
 	}
 }
 
 func (s *callServer) run(sc *servedCall) {
 	end := dispatchCall(sc.ctx, s.impl, sc.open, &sc.sess)
+	s.callers.remove(sc.open.GetCaller(), &sc.sess)
 	sc.sess.end()
 	s.mu.Lock()
 	delete(s.calls, sc.id)
@@ -590,6 +695,7 @@ type frameSession struct {
 	mu      sync.Mutex
 	next    uint64
 	waiters map[uint64]chan *extpb.SessionReply // made by the first request
+	inner   map[uint64]chan *extpb.CallerResult // made by the first caller call
 	ended   bool
 }
 
@@ -657,7 +763,8 @@ func (s *frameSession) deliver(r *extpb.SessionReply) {
 	}
 }
 
-// end fails the session's waiting requests and every later use.
+// end fails the session's waiting requests and caller calls, and every
+// later use.
 func (s *frameSession) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -666,6 +773,105 @@ func (s *frameSession) end() {
 		close(ch)
 		delete(s.waiters, id)
 	}
+	for id, ch := range s.inner {
+		close(ch)
+		delete(s.inner, id)
+	}
+}
+
+// errCallerEnded is a caller call made after its call returned.
+var errCallerEnded = errors.New("no call in flight for this caller handle (it ended)")
+
+// callCaller calls a tool as the call's caller ([CallerTools]) on the
+// call's own frames: the host answers with the caller of this call, and
+// ctx ending cancels the call on the host's side too.
+func (s *frameSession) callCaller(ctx context.Context, name string, args json.RawMessage) (*CallToolResult, error) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("calling %q as the caller: %w", name, Mark(errCallerEnded, ErrNotFound))
+	}
+	s.next++
+	id := s.next
+	ch := make(chan *extpb.CallerResult, 1)
+	if s.inner == nil {
+		s.inner = map[uint64]chan *extpb.CallerResult{}
+	}
+	s.inner[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.inner, id)
+		s.mu.Unlock()
+	}()
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if err := s.fc.send(&extpb.CallFrame{Call: s.call, Body: &extpb.CallFrame_CallerCall{CallerCall: &extpb.CallerCall{Id: id, Name: name, Arguments: args}}}); err != nil {
+		return nil, fmt.Errorf("calling %q as the caller: %w", name, Mark(err, ErrUnavailable))
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("calling %q as the caller: %w", name, Mark(errCallerEnded, ErrNotFound))
+		}
+		if r.GetCode() != 0 {
+			return nil, errorOf(r.GetCode(), r.GetError())
+		}
+		return &CallToolResult{Raw: raw(r.GetResult()), IsError: r.GetIsError()}, nil
+	case <-ctx.Done():
+		_ = s.fc.send(&extpb.CallFrame{Call: s.call, Body: &extpb.CallFrame_CallerCall{CallerCall: &extpb.CallerCall{Id: id, Cancel: true}}})
+		return nil, ctx.Err()
+	}
+}
+
+func (s *frameSession) deliverCaller(r *extpb.CallerResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.inner[r.GetId()]; ok {
+		ch <- r
+		delete(s.inner, r.GetId())
+	}
+}
+
+// callerCalls finds, in the extension process, the in-flight call behind a
+// caller handle, so that [CallerTools] calls travel on that call's frames.
+// Safe for concurrent use; a nil *callerCalls holds nothing.
+type callerCalls struct {
+	mu sync.Mutex
+	m  map[string]*frameSession
+}
+
+func (r *callerCalls) add(handle string, s *frameSession) {
+	if r == nil || handle == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]*frameSession{}
+	}
+	r.m[handle] = s
+}
+
+func (r *callerCalls) remove(handle string, s *frameSession) {
+	if r == nil || handle == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[handle] == s {
+		delete(r.m, handle)
+	}
+}
+
+func (r *callerCalls) get(handle string) *frameSession {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[handle]
 }
 
 // ---- opening the channel ----
@@ -684,7 +890,7 @@ func callsOverStream(done context.Context, client extpb.ExtensionClient) (frameC
 
 // Calls serves the gRPC fallback of the call channel (extension side).
 func (s *extensionServer) Calls(stream grpc.BidiStreamingServer[extpb.CallFrame, extpb.CallFrame]) error {
-	return serveCalls(stream.Context(), &streamFrames{stream: stream}, s.impl)
+	return serveCalls(stream.Context(), &streamFrames{stream: stream}, s.impl, s.callers)
 }
 
 // callToolRequest is the request of a tools/call's open frame: with the

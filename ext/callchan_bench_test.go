@@ -35,8 +35,8 @@ func BenchmarkCallChannel(b *testing.B) {
 		b.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- serveCalls(context.Background(), efc, echoCaller{}) }()
-	cc := newCallClient(hfc)
+	go func() { served <- serveCalls(context.Background(), efc, echoCaller{}, nil) }()
+	cc := newCallClient(hfc, nil)
 	defer func() {
 		cc.close()
 		if err := <-served; err != nil {

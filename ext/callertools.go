@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/agenthost/agenthost/ext/internal/extpb"
 )
@@ -44,6 +45,10 @@ type CallerCallRequest struct {
 	// Arguments is a JSON object, raw (nil: {}).
 	Arguments json.RawMessage
 }
+
+// unaryCallerCalls counts the CallerTools calls that went as gRPC calls
+// (tests check that the call channel carried the others).
+var unaryCallerCalls atomic.Int64
 
 // callerTools returns the host's CallerTools, or an error saying it has none.
 func (s *hostServer) callerTools() (CallerTools, error) {
@@ -93,8 +98,18 @@ func (h *hostClient) ListCallerTools(ctx context.Context, caller string) ([]Tool
 	return toolsFromProto(resp.GetTools()), nil
 }
 
-// CallCallerTool implements [CallerTools] over the wire.
+// CallCallerTool implements [CallerTools] over the wire: on the call
+// channel, as a frame of the call the handle belongs to, when the host
+// answers such frames and the call runs in this process (one write each
+// way on the socket, no HTTP/2, TLS or per-call stream: the inner call of
+// code mode costs what a call from /mcp costs); else as a gRPC call.
 func (h *hostClient) CallCallerTool(ctx context.Context, req *CallerCallRequest) (*CallToolResult, error) {
+	if h.callerFrames {
+		if s := h.callers.get(req.Caller); s != nil {
+			return s.callCaller(ctx, req.Name, req.Arguments)
+		}
+	}
+	unaryCallerCalls.Add(1)
 	resp, err := h.client.CallCallerTool(ctx, &extpb.CallCallerToolRequest{Caller: req.Caller, Name: req.Name, Arguments: req.Arguments})
 	if err != nil {
 		return nil, fromStatus(err)

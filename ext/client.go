@@ -72,12 +72,23 @@ func (c *Client) callChannel() (*callClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.calls = newCallClient(fc)
+	c.calls = newCallClient(fc, c.hostImpl)
 	go func() {
 		<-c.done.Done()
 		c.calls.close()
 	}()
 	return c.calls, nil
+}
+
+// hostImpl returns the host's services the extension was configured with
+// (nil before Configure).
+func (c *Client) hostImpl() Host {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hostSrv == nil {
+		return nil
+	}
+	return c.hostSrv.impl
 }
 
 // call runs one call on the call channel.
@@ -155,7 +166,7 @@ func (c *Client) Configure(ctx context.Context, req *ConfigureRequest) error {
 	transports = append(transports, transportStream)
 	_, err := c.client.Configure(ctx, &extpb.ConfigureRequest{
 		Config: req.Config, HostBrokerId: id, Name: req.Name, ServiceTransports: transports, BaseDir: req.BaseDir,
-		PublicUrl: req.PublicURL, ListenAddr: req.ListenAddr,
+		PublicUrl: req.PublicURL, ListenAddr: req.ListenAddr, CallerFrames: true,
 	})
 	return wireErr(ctx, err)
 }

@@ -57,8 +57,66 @@ func appendFrame(b []byte, f *extpb.CallFrame) ([]byte, error) {
 			}
 			return b, nil
 		}
+	case *extpb.CallFrame_CallerCall:
+		if m := body.CallerCall; m != nil && utf8.ValidString(m.Name) {
+			b = appendCall(b, f.Call)
+			b = protowire.AppendTag(b, 8, protowire.BytesType)
+			b = protowire.AppendVarint(b, uint64(callerCallSize(m)))
+			b = appendVarint(b, 1, m.Id)
+			b = appendString(b, 2, m.Name)
+			b = appendBytes(b, 3, m.Arguments)
+			if m.Cancel {
+				b = appendVarint(b, 4, 1)
+			}
+			return b, nil
+		}
+	case *extpb.CallFrame_CallerResult:
+		if r := body.CallerResult; r != nil && utf8.ValidString(r.Error) {
+			b = appendCall(b, f.Call)
+			b = protowire.AppendTag(b, 9, protowire.BytesType)
+			b = protowire.AppendVarint(b, uint64(callerResultSize(r)))
+			b = appendVarint(b, 1, r.Id)
+			b = appendBytes(b, 2, r.Result)
+			if r.IsError {
+				b = appendVarint(b, 3, 1)
+			}
+			b = appendVarint(b, 4, uint64(r.Code))
+			return appendString(b, 5, r.Error), nil
+		}
 	}
 	return proto.MarshalOptions{}.MarshalAppend(b, f)
+}
+
+// appendVarint appends a varint field (nothing for 0, as proto3 does).
+func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func varintSize(v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return 1 + protowire.SizeVarint(v)
+}
+
+func callerCallSize(m *extpb.CallerCall) int {
+	n := varintSize(m.Id) + fieldSize(len(m.Name)) + fieldSize(len(m.Arguments))
+	if m.Cancel {
+		n += 2
+	}
+	return n
+}
+
+func callerResultSize(r *extpb.CallerResult) int {
+	n := varintSize(r.Id) + fieldSize(len(r.Result)) + varintSize(uint64(r.Code)) + fieldSize(len(r.Error))
+	if r.IsError {
+		n += 2
+	}
+	return n
 }
 
 func appendCall(b []byte, call uint64) []byte {
@@ -126,8 +184,8 @@ func decodeFrame(b []byte) (*extpb.CallFrame, error) {
 	return f, nil
 }
 
-// fastFrame decodes an open or end frame, or returns nil for anything
-// else.
+// fastFrame decodes an open, end, caller call or caller result frame, or
+// returns nil for anything else.
 func fastFrame(b []byte) *extpb.CallFrame {
 	f := new(extpb.CallFrame)
 	var seen uint64 // field numbers met, to leave repeated ones to proto
@@ -145,24 +203,37 @@ func fastFrame(b []byte) *extpb.CallFrame {
 				return nil
 			}
 			f.Call, b = v, b[n:]
-		case (num == 2 || num == 3) && typ == protowire.BytesType && seen&(1<<2|1<<3) != 1<<2|1<<3:
+		case (num == 2 || num == 3 || num == 8 || num == 9) && typ == protowire.BytesType && f.Body == nil:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return nil
 			}
 			b = b[n:]
-			if num == 2 {
+			switch num {
+			case 2:
 				o := fastOpen(v)
 				if o == nil {
 					return nil
 				}
 				f.Body = &extpb.CallFrame_Open{Open: o}
-			} else {
+			case 3:
 				e := fastEnd(v)
 				if e == nil {
 					return nil
 				}
 				f.Body = &extpb.CallFrame_End{End: e}
+			case 8:
+				m := fastCallerCall(v)
+				if m == nil {
+					return nil
+				}
+				f.Body = &extpb.CallFrame_CallerCall{CallerCall: m}
+			case 9:
+				r := fastCallerResult(v)
+				if r == nil {
+					return nil
+				}
+				f.Body = &extpb.CallFrame_CallerResult{CallerResult: r}
 			}
 		default:
 			return nil
@@ -266,4 +337,96 @@ func fastEnd(b []byte) *extpb.CallEnd {
 		}
 	}
 	return e
+}
+
+// fastFields walks a message of varint and length-delimited fields
+// numbered 1 to maxNum, each at most once, calling varint or bytes by the
+// field's wire type; it returns false for anything else (proto's then).
+func fastFields(b []byte, maxNum protowire.Number, varint func(protowire.Number, uint64) bool, bytes func(protowire.Number, []byte) bool) bool {
+	var seen uint64
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num < 1 || num > maxNum || seen&(1<<num) != 0 {
+			return false
+		}
+		seen |= 1 << num
+		b = b[n:]
+		switch typ {
+		case protowire.VarintType:
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 || !varint(num, v) {
+				return false
+			}
+			b = b[m:]
+		case protowire.BytesType:
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 || !bytes(num, v) {
+				return false
+			}
+			b = b[m:]
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func fastCallerCall(b []byte) *extpb.CallerCall {
+	m := new(extpb.CallerCall)
+	ok := fastFields(b, 4, func(num protowire.Number, v uint64) bool {
+		switch num {
+		case 1:
+			m.Id = v
+		case 4:
+			m.Cancel = v != 0
+		default:
+			return false
+		}
+		return true
+	}, func(num protowire.Number, v []byte) bool {
+		switch {
+		case num == 2 && utf8.Valid(v):
+			m.Name = string(v)
+		case num == 3:
+			m.Arguments = v
+		default:
+			return false
+		}
+		return true
+	})
+	if !ok {
+		return nil
+	}
+	return m
+}
+
+func fastCallerResult(b []byte) *extpb.CallerResult {
+	r := new(extpb.CallerResult)
+	ok := fastFields(b, 5, func(num protowire.Number, v uint64) bool {
+		switch {
+		case num == 1:
+			r.Id = v
+		case num == 3:
+			r.IsError = v != 0
+		case num == 4 && v <= 1<<32-1:
+			r.Code = uint32(v)
+		default:
+			return false
+		}
+		return true
+	}, func(num protowire.Number, v []byte) bool {
+		switch {
+		case num == 2:
+			r.Result = v
+		case num == 5 && utf8.Valid(v):
+			r.Error = string(v)
+		default:
+			return false
+		}
+		return true
+	})
+	if !ok {
+		return nil
+	}
+	return r
 }

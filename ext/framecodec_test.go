@@ -37,6 +37,15 @@ func frameSamples() []*extpb.CallFrame {
 			CallParams: []byte(`{"name":"notes_echo","arguments":{"text":"hi"},"_meta":{"progressToken":1}}`)}}},
 		{Call: 16, Body: &extpb.CallFrame_Open{Open: &extpb.CallOpen{Method: "tools/call", UserId: "alice", Name: "notes/echo",
 			CallParams: []byte(`{"name":"notes/echo"}`), Scope: &extpb.Scope{Servers: []string{"notes"}}}}},
+		// Caller calls and their results, in their usual and edge shapes.
+		{Call: 17, Body: &extpb.CallFrame_CallerCall{CallerCall: &extpb.CallerCall{Id: 1, Name: "notes/echo", Arguments: []byte(`{"text":"hi"}`)}}},
+		{Call: 17, Body: &extpb.CallFrame_CallerCall{CallerCall: &extpb.CallerCall{Id: 1 << 50, Cancel: true}}},
+		{Call: 17, Body: &extpb.CallFrame_CallerCall{CallerCall: &extpb.CallerCall{}}},
+		{Call: 17, Body: &extpb.CallFrame_CallerCall{CallerCall: &extpb.CallerCall{Id: 2, Name: "\xff"}}},
+		{Call: 18, Body: &extpb.CallFrame_CallerResult{CallerResult: &extpb.CallerResult{Id: 1, Result: []byte(`{"content":[]}`), IsError: true}}},
+		{Call: 18, Body: &extpb.CallFrame_CallerResult{CallerResult: &extpb.CallerResult{Id: 3, Code: 1<<32 - 1, Error: "not found"}}},
+		{Call: 18, Body: &extpb.CallFrame_CallerResult{CallerResult: &extpb.CallerResult{}}},
+		{Call: 18, Body: &extpb.CallFrame_CallerResult{CallerResult: &extpb.CallerResult{Id: 4, Error: "\xfe"}}},
 		{Call: 13, Body: &extpb.CallFrame_End{End: &extpb.CallEnd{Code: 2, Error: "sign in (code -32042)",
 			RpcError: &extpb.RPCError{Code: -32042, Message: "sign in", Data: []byte(`{"elicitations":[]}`)}}}},
 	}
@@ -78,6 +87,10 @@ func TestFrameDecoding(t *testing.T) {
 		[]byte("\x12\x03\x50\x01\x00"), []byte("\x1a\x04\x0a\x00\x0a\x00"),
 		// the end's code as bytes, a code over 32 bits, is_error 2
 		[]byte("\x1a\x02\x1a\x00"), []byte("\x1a\x06\x18\xff\xff\xff\xff\x1f"), []byte("\x1a\x02\x28\x02"),
+		// a caller call and then a caller result, a caller result's code over
+		// 32 bits, a caller call's id as bytes, its cancel 2, an unknown field
+		[]byte("\x42\x02\x08\x01\x4a\x02\x08\x02"), []byte("\x4a\x06\x20\xff\xff\xff\xff\x1f"),
+		[]byte("\x42\x02\x0a\x00"), []byte("\x42\x02\x20\x02"), []byte("\x42\x02\x30\x01"),
 		// truncated
 		[]byte("\x12\x05\x0a\x03ab"), []byte("\x08"), []byte("\x12"),
 	)

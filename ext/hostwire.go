@@ -250,6 +250,10 @@ type hostClient struct {
 	client     extpb.HostClient
 	transports []string
 	fds        *fdReceiver
+	// callers and callerFrames: a CallerTools call of an in-flight call
+	// travels on that call's frames when the host answers them.
+	callers      *callerCalls
+	callerFrames bool
 }
 
 var _ Host = (*hostClient)(nil)

@@ -68,14 +68,15 @@ func HostPlugins(opts *ClientOptions) (plugin.PluginSet, error) {
 // grpcPlugin is the go-plugin glue for both sides.
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	impl       Extension   // extension side
-	fds        *fdReceiver // extension side
+	impl       Extension    // extension side
+	fds        *fdReceiver  // extension side
+	callers    *callerCalls // extension side
 	clientOpts ClientOptions
 }
 
 // GRPCServer registers the extension's service (extension side).
 func (p *grpcPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	extpb.RegisterExtensionServer(s, &extensionServer{impl: p.impl, broker: broker, fds: p.fds})
+	extpb.RegisterExtensionServer(s, &extensionServer{impl: p.impl, broker: broker, fds: p.fds, callers: p.callers})
 	return nil
 }
 
@@ -84,7 +85,7 @@ func (p *grpcPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error
 func (p *grpcPlugin) GRPCClient(ctx context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
 	c := &Client{client: extpb.NewExtensionClient(conn), broker: broker, done: ctx, opts: p.clientOpts}
 	if fc := p.clientOpts.calls; fc != nil {
-		c.calls = newCallClient(fc)
+		c.calls = newCallClient(fc, c.hostImpl)
 	}
 	// The descriptor sender and the call channel live as long as the
 	// connection.

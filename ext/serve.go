@@ -99,7 +99,7 @@ func Serve(impl Extension, opts ...ServeOption) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	p := &grpcPlugin{impl: impl}
+	p := &grpcPlugin{impl: impl, callers: &callerCalls{}}
 	fdFile := cfg.fdChannel
 	if v := os.Getenv(EnvFDChannel); v != "" && fdFile == nil && cfg.test == nil {
 		if fd, err := strconv.Atoi(v); err == nil {
@@ -131,7 +131,7 @@ func Serve(impl Extension, opts ...ServeOption) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				if err := serveCalls(context.Background(), fc, impl); err != nil {
+				if err := serveCalls(context.Background(), fc, impl, p.callers); err != nil {
 					Logger().Error("call channel failed", "error", err)
 				}
 			}()

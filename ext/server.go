@@ -19,6 +19,9 @@ type extensionServer struct {
 	impl   Extension
 	broker *plugin.GRPCBroker
 	fds    *fdReceiver // nil when the host passes no descriptor channel
+	// callers finds the in-flight calls by caller handle (shared with the
+	// socket's call channel).
+	callers *callerCalls
 
 	mu   sync.Mutex
 	host *hostClient // the host's services, dialled on Configure
@@ -52,6 +55,9 @@ func (s *extensionServer) Configure(ctx context.Context, req *extpb.ConfigureReq
 		client:     extpb.NewHostClient(conn),
 		transports: req.GetServiceTransports(),
 		fds:        s.fds,
+		callers:    s.callers,
+		// An older host does not answer caller_call frames.
+		callerFrames: req.GetCallerFrames(),
 	}
 	if err := s.impl.Configure(ctx, &ConfigureRequest{Name: req.GetName(), Config: raw(req.GetConfig()), Host: h, BaseDir: req.GetBaseDir(),
 		PublicURL: req.GetPublicUrl(), ListenAddr: req.GetListenAddr()}); err != nil {

@@ -448,6 +448,8 @@ type CallFrame struct {
 	//	*CallFrame_Notify
 	//	*CallFrame_Request
 	//	*CallFrame_Reply
+	//	*CallFrame_CallerCall
+	//	*CallFrame_CallerResult
 	Body          isCallFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -551,6 +553,24 @@ func (x *CallFrame) GetReply() *SessionReply {
 	return nil
 }
 
+func (x *CallFrame) GetCallerCall() *CallerCall {
+	if x != nil {
+		if x, ok := x.Body.(*CallFrame_CallerCall); ok {
+			return x.CallerCall
+		}
+	}
+	return nil
+}
+
+func (x *CallFrame) GetCallerResult() *CallerResult {
+	if x != nil {
+		if x, ok := x.Body.(*CallFrame_CallerResult); ok {
+			return x.CallerResult
+		}
+	}
+	return nil
+}
+
 type isCallFrame_Body interface {
 	isCallFrame_Body()
 }
@@ -585,6 +605,18 @@ type CallFrame_Reply struct {
 	Reply *SessionReply `protobuf:"bytes,7,opt,name=reply,proto3,oneof"`
 }
 
+type CallFrame_CallerCall struct {
+	// Extension to host: call a tool as this call's caller (ext.CallerTools),
+	// or cancel such a call. Sent only to a host that said it answers them
+	// (ConfigureRequest.caller_frames).
+	CallerCall *CallerCall `protobuf:"bytes,8,opt,name=caller_call,json=callerCall,proto3,oneof"`
+}
+
+type CallFrame_CallerResult struct {
+	// Host to extension: the outcome of a caller_call.
+	CallerResult *CallerResult `protobuf:"bytes,9,opt,name=caller_result,json=callerResult,proto3,oneof"`
+}
+
 func (*CallFrame_Open) isCallFrame_Body() {}
 
 func (*CallFrame_End) isCallFrame_Body() {}
@@ -596,6 +628,164 @@ func (*CallFrame_Notify) isCallFrame_Body() {}
 func (*CallFrame_Request) isCallFrame_Body() {}
 
 func (*CallFrame_Reply) isCallFrame_Body() {}
+
+func (*CallFrame_CallerCall) isCallFrame_Body() {}
+
+func (*CallFrame_CallerResult) isCallFrame_Body() {}
+
+// CallerCall is a tool call an extension makes, within one of its
+// in-flight calls, as that call's caller: the host takes the caller from
+// the call the frame belongs to (its CallOpen.caller), never from the
+// frame.
+type CallerCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Numbers the extension's caller calls within a call.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The tool's host name, e.g. "notes/add".
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Raw JSON object.
+	Arguments []byte `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Cancel the caller call id (name and arguments are empty).
+	Cancel        bool `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallerCall) Reset() {
+	*x = CallerCall{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallerCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallerCall) ProtoMessage() {}
+
+func (x *CallerCall) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallerCall.ProtoReflect.Descriptor instead.
+func (*CallerCall) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CallerCall) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CallerCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CallerCall) GetArguments() []byte {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *CallerCall) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+type CallerResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The MCP result object, raw JSON.
+	Result  []byte `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	IsError bool   `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// The call failed: a gRPC status code and the message.
+	Code          uint32 `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallerResult) Reset() {
+	*x = CallerResult{}
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallerResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallerResult) ProtoMessage() {}
+
+func (x *CallerResult) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallerResult.ProtoReflect.Descriptor instead.
+func (*CallerResult) Descriptor() ([]byte, []int) {
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CallerResult) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CallerResult) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *CallerResult) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *CallerResult) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *CallerResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
 
 type CallOpen struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -634,7 +824,7 @@ type CallOpen struct {
 
 func (x *CallOpen) Reset() {
 	*x = CallOpen{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +836,7 @@ func (x *CallOpen) String() string {
 func (*CallOpen) ProtoMessage() {}
 
 func (x *CallOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[5]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +849,7 @@ func (x *CallOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallOpen.ProtoReflect.Descriptor instead.
 func (*CallOpen) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{5}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CallOpen) GetMethod() string {
@@ -767,7 +957,7 @@ type CallEnd struct {
 
 func (x *CallEnd) Reset() {
 	*x = CallEnd{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +969,7 @@ func (x *CallEnd) String() string {
 func (*CallEnd) ProtoMessage() {}
 
 func (x *CallEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[6]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +982,7 @@ func (x *CallEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallEnd.ProtoReflect.Descriptor instead.
 func (*CallEnd) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{6}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CallEnd) GetResult() []byte {
@@ -849,7 +1039,7 @@ type SessionMessage struct {
 
 func (x *SessionMessage) Reset() {
 	*x = SessionMessage{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1051,7 @@ func (x *SessionMessage) String() string {
 func (*SessionMessage) ProtoMessage() {}
 
 func (x *SessionMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[7]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1064,7 @@ func (x *SessionMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionMessage.ProtoReflect.Descriptor instead.
 func (*SessionMessage) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{7}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SessionMessage) GetId() uint64 {
@@ -915,7 +1105,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1117,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[8]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1130,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{8}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionReply) GetId() uint64 {
@@ -989,7 +1179,7 @@ type RPCError struct {
 
 func (x *RPCError) Reset() {
 	*x = RPCError{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1191,7 @@ func (x *RPCError) String() string {
 func (*RPCError) ProtoMessage() {}
 
 func (x *RPCError) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[9]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1204,7 @@ func (x *RPCError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RPCError.ProtoReflect.Descriptor instead.
 func (*RPCError) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{9}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RPCError) GetCode() int64 {
@@ -1049,7 +1239,7 @@ type SubscribeResourceRequest struct {
 
 func (x *SubscribeResourceRequest) Reset() {
 	*x = SubscribeResourceRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1251,7 @@ func (x *SubscribeResourceRequest) String() string {
 func (*SubscribeResourceRequest) ProtoMessage() {}
 
 func (x *SubscribeResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[10]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1264,7 @@ func (x *SubscribeResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResourceRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeResourceRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{10}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubscribeResourceRequest) GetUserId() string {
@@ -1106,7 +1296,7 @@ type SubscribeResourceResponse struct {
 
 func (x *SubscribeResourceResponse) Reset() {
 	*x = SubscribeResourceResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1308,7 @@ func (x *SubscribeResourceResponse) String() string {
 func (*SubscribeResourceResponse) ProtoMessage() {}
 
 func (x *SubscribeResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[11]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1321,7 @@ func (x *SubscribeResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResourceResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResourceResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{11}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{13}
 }
 
 type SessionNotifyRequest struct {
@@ -1145,7 +1335,7 @@ type SessionNotifyRequest struct {
 
 func (x *SessionNotifyRequest) Reset() {
 	*x = SessionNotifyRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1347,7 @@ func (x *SessionNotifyRequest) String() string {
 func (*SessionNotifyRequest) ProtoMessage() {}
 
 func (x *SessionNotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[12]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1360,7 @@ func (x *SessionNotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionNotifyRequest.ProtoReflect.Descriptor instead.
 func (*SessionNotifyRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{12}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SessionNotifyRequest) GetUserId() string {
@@ -1202,7 +1392,7 @@ type SessionNotifyResponse struct {
 
 func (x *SessionNotifyResponse) Reset() {
 	*x = SessionNotifyResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1404,7 @@ func (x *SessionNotifyResponse) String() string {
 func (*SessionNotifyResponse) ProtoMessage() {}
 
 func (x *SessionNotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[13]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1417,7 @@ func (x *SessionNotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionNotifyResponse.ProtoReflect.Descriptor instead.
 func (*SessionNotifyResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{13}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{15}
 }
 
 type UserToolsChangedRequest struct {
@@ -1240,7 +1430,7 @@ type UserToolsChangedRequest struct {
 
 func (x *UserToolsChangedRequest) Reset() {
 	*x = UserToolsChangedRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1442,7 @@ func (x *UserToolsChangedRequest) String() string {
 func (*UserToolsChangedRequest) ProtoMessage() {}
 
 func (x *UserToolsChangedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[14]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1455,7 @@ func (x *UserToolsChangedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserToolsChangedRequest.ProtoReflect.Descriptor instead.
 func (*UserToolsChangedRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{14}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UserToolsChangedRequest) GetUserId() string {
@@ -1290,7 +1480,7 @@ type UserToolsChangedResponse struct {
 
 func (x *UserToolsChangedResponse) Reset() {
 	*x = UserToolsChangedResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1492,7 @@ func (x *UserToolsChangedResponse) String() string {
 func (*UserToolsChangedResponse) ProtoMessage() {}
 
 func (x *UserToolsChangedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[15]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1505,7 @@ func (x *UserToolsChangedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserToolsChangedResponse.ProtoReflect.Descriptor instead.
 func (*UserToolsChangedResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{15}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{17}
 }
 
 type ValidateSettingsRequest struct {
@@ -1333,7 +1523,7 @@ type ValidateSettingsRequest struct {
 
 func (x *ValidateSettingsRequest) Reset() {
 	*x = ValidateSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1535,7 @@ func (x *ValidateSettingsRequest) String() string {
 func (*ValidateSettingsRequest) ProtoMessage() {}
 
 func (x *ValidateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[16]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1548,7 @@ func (x *ValidateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*ValidateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{16}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ValidateSettingsRequest) GetUserId() string {
@@ -1397,7 +1587,7 @@ type ValidateSettingsResponse struct {
 
 func (x *ValidateSettingsResponse) Reset() {
 	*x = ValidateSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1599,7 @@ func (x *ValidateSettingsResponse) String() string {
 func (*ValidateSettingsResponse) ProtoMessage() {}
 
 func (x *ValidateSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[17]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1612,7 @@ func (x *ValidateSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateSettingsResponse.ProtoReflect.Descriptor instead.
 func (*ValidateSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{17}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{19}
 }
 
 type DescribeRequest struct {
@@ -1433,7 +1623,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1635,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[18]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1648,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{18}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{20}
 }
 
 type DescribeResponse struct {
@@ -1473,7 +1663,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1675,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[19]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1688,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{19}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeResponse) GetDescriptor_() *Descriptor {
@@ -1529,7 +1719,7 @@ type Descriptor struct {
 
 func (x *Descriptor) Reset() {
 	*x = Descriptor{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1731,7 @@ func (x *Descriptor) String() string {
 func (*Descriptor) ProtoMessage() {}
 
 func (x *Descriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[20]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1744,7 @@ func (x *Descriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Descriptor.ProtoReflect.Descriptor instead.
 func (*Descriptor) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{20}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Descriptor) GetName() string {
@@ -1613,7 +1803,7 @@ type SettingsSection struct {
 
 func (x *SettingsSection) Reset() {
 	*x = SettingsSection{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1815,7 @@ func (x *SettingsSection) String() string {
 func (*SettingsSection) ProtoMessage() {}
 
 func (x *SettingsSection) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[21]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1828,7 @@ func (x *SettingsSection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingsSection.ProtoReflect.Descriptor instead.
 func (*SettingsSection) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{21}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SettingsSection) GetId() string {
@@ -1693,14 +1883,17 @@ type ConfigureRequest struct {
 	// its listen address), without a trailing slash.
 	PublicUrl string `protobuf:"bytes,6,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
 	// The address (host:port) the host's HTTP surfaces listen on.
-	ListenAddr    string `protobuf:"bytes,7,opt,name=listen_addr,json=listenAddr,proto3" json:"listen_addr,omitempty"`
+	ListenAddr string `protobuf:"bytes,7,opt,name=listen_addr,json=listenAddr,proto3" json:"listen_addr,omitempty"`
+	// The host answers CallFrame.caller_call frames on the call channel (an
+	// older host does not: the extension then uses Host.CallCallerTool).
+	CallerFrames  bool `protobuf:"varint,8,opt,name=caller_frames,json=callerFrames,proto3" json:"caller_frames,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1905,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[22]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1918,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{22}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ConfigureRequest) GetConfig() []byte {
@@ -1777,6 +1970,13 @@ func (x *ConfigureRequest) GetListenAddr() string {
 	return ""
 }
 
+func (x *ConfigureRequest) GetCallerFrames() bool {
+	if x != nil {
+		return x.CallerFrames
+	}
+	return false
+}
+
 type ConfigureResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1785,7 +1985,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1997,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[23]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +2010,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{23}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
 }
 
 type ReconfigureRequest struct {
@@ -1825,7 +2025,7 @@ type ReconfigureRequest struct {
 
 func (x *ReconfigureRequest) Reset() {
 	*x = ReconfigureRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +2037,7 @@ func (x *ReconfigureRequest) String() string {
 func (*ReconfigureRequest) ProtoMessage() {}
 
 func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[24]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2050,7 @@ func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureRequest.ProtoReflect.Descriptor instead.
 func (*ReconfigureRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{24}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReconfigureRequest) GetConfig() []byte {
@@ -1875,7 +2075,7 @@ type ReconfigureResponse struct {
 
 func (x *ReconfigureResponse) Reset() {
 	*x = ReconfigureResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2087,7 @@ func (x *ReconfigureResponse) String() string {
 func (*ReconfigureResponse) ProtoMessage() {}
 
 func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[25]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2100,7 @@ func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureResponse.ProtoReflect.Descriptor instead.
 func (*ReconfigureResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{25}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
 }
 
 type ShutdownRequest struct {
@@ -1911,7 +2111,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2123,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[26]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2136,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{26}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
 }
 
 type ShutdownResponse struct {
@@ -1947,7 +2147,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2159,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[27]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2172,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{27}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
 }
 
 type ActivateRequest struct {
@@ -1993,7 +2193,7 @@ type ActivateRequest struct {
 
 func (x *ActivateRequest) Reset() {
 	*x = ActivateRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2205,7 @@ func (x *ActivateRequest) String() string {
 func (*ActivateRequest) ProtoMessage() {}
 
 func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[28]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2218,7 @@ func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateRequest.ProtoReflect.Descriptor instead.
 func (*ActivateRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{28}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ActivateRequest) GetUserId() string {
@@ -2050,7 +2250,7 @@ type ActivateResponse struct {
 
 func (x *ActivateResponse) Reset() {
 	*x = ActivateResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2262,7 @@ func (x *ActivateResponse) String() string {
 func (*ActivateResponse) ProtoMessage() {}
 
 func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[29]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2275,7 @@ func (x *ActivateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateResponse.ProtoReflect.Descriptor instead.
 func (*ActivateResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{29}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
 }
 
 type RetireRequest struct {
@@ -2088,7 +2288,7 @@ type RetireRequest struct {
 
 func (x *RetireRequest) Reset() {
 	*x = RetireRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2300,7 @@ func (x *RetireRequest) String() string {
 func (*RetireRequest) ProtoMessage() {}
 
 func (x *RetireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[30]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2313,7 @@ func (x *RetireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireRequest.ProtoReflect.Descriptor instead.
 func (*RetireRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{30}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RetireRequest) GetUserId() string {
@@ -2138,7 +2338,7 @@ type RetireResponse struct {
 
 func (x *RetireResponse) Reset() {
 	*x = RetireResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2350,7 @@ func (x *RetireResponse) String() string {
 func (*RetireResponse) ProtoMessage() {}
 
 func (x *RetireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[31]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2363,7 @@ func (x *RetireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireResponse.ProtoReflect.Descriptor instead.
 func (*RetireResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{31}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
 }
 
 type ReconcileAllRequest struct {
@@ -2174,7 +2374,7 @@ type ReconcileAllRequest struct {
 
 func (x *ReconcileAllRequest) Reset() {
 	*x = ReconcileAllRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2386,7 @@ func (x *ReconcileAllRequest) String() string {
 func (*ReconcileAllRequest) ProtoMessage() {}
 
 func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[32]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2399,7 @@ func (x *ReconcileAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileAllRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{32}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
 }
 
 type ReconcileAllResponse struct {
@@ -2210,7 +2410,7 @@ type ReconcileAllResponse struct {
 
 func (x *ReconcileAllResponse) Reset() {
 	*x = ReconcileAllResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2422,7 @@ func (x *ReconcileAllResponse) String() string {
 func (*ReconcileAllResponse) ProtoMessage() {}
 
 func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[33]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2435,7 @@ func (x *ReconcileAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileAllResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileAllResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{33}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
 }
 
 type StartServiceRequest struct {
@@ -2248,7 +2448,7 @@ type StartServiceRequest struct {
 
 func (x *StartServiceRequest) Reset() {
 	*x = StartServiceRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2460,7 @@ func (x *StartServiceRequest) String() string {
 func (*StartServiceRequest) ProtoMessage() {}
 
 func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[34]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2473,7 @@ func (x *StartServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceRequest.ProtoReflect.Descriptor instead.
 func (*StartServiceRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{34}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StartServiceRequest) GetName() string {
@@ -2300,7 +2500,7 @@ type StartServiceResponse struct {
 
 func (x *StartServiceResponse) Reset() {
 	*x = StartServiceResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2512,7 @@ func (x *StartServiceResponse) String() string {
 func (*StartServiceResponse) ProtoMessage() {}
 
 func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[35]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2525,7 @@ func (x *StartServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServiceResponse.ProtoReflect.Descriptor instead.
 func (*StartServiceResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{35}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StartServiceResponse) GetSpec() *ProcessSpec {
@@ -2353,7 +2553,7 @@ type ProcessSpec struct {
 
 func (x *ProcessSpec) Reset() {
 	*x = ProcessSpec{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2565,7 @@ func (x *ProcessSpec) String() string {
 func (*ProcessSpec) ProtoMessage() {}
 
 func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[36]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2578,7 @@ func (x *ProcessSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessSpec.ProtoReflect.Descriptor instead.
 func (*ProcessSpec) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{36}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ProcessSpec) GetCommand() string {
@@ -2440,7 +2640,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2652,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[37]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2665,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{37}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StatusRequest) GetUserId() string {
@@ -2484,7 +2684,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2696,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[38]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2709,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{38}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StatusResponse) GetEntries() []*StatusEntry {
@@ -2536,7 +2736,7 @@ type StatusEntry struct {
 
 func (x *StatusEntry) Reset() {
 	*x = StatusEntry{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2748,7 @@ func (x *StatusEntry) String() string {
 func (*StatusEntry) ProtoMessage() {}
 
 func (x *StatusEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[39]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2761,7 @@ func (x *StatusEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusEntry.ProtoReflect.Descriptor instead.
 func (*StatusEntry) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{39}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StatusEntry) GetUserId() string {
@@ -2643,7 +2843,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2855,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[40]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2868,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{40}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Tool) GetName() string {
@@ -2771,7 +2971,7 @@ type ListCallerToolsRequest struct {
 
 func (x *ListCallerToolsRequest) Reset() {
 	*x = ListCallerToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +2983,7 @@ func (x *ListCallerToolsRequest) String() string {
 func (*ListCallerToolsRequest) ProtoMessage() {}
 
 func (x *ListCallerToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[41]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +2996,7 @@ func (x *ListCallerToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCallerToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListCallerToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{41}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListCallerToolsRequest) GetCaller() string {
@@ -2818,7 +3018,7 @@ type CallCallerToolRequest struct {
 
 func (x *CallCallerToolRequest) Reset() {
 	*x = CallCallerToolRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +3030,7 @@ func (x *CallCallerToolRequest) String() string {
 func (*CallCallerToolRequest) ProtoMessage() {}
 
 func (x *CallCallerToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[42]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +3043,7 @@ func (x *CallCallerToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallCallerToolRequest.ProtoReflect.Descriptor instead.
 func (*CallCallerToolRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{42}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CallCallerToolRequest) GetCaller() string {
@@ -2879,7 +3079,7 @@ type Scope struct {
 
 func (x *Scope) Reset() {
 	*x = Scope{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3091,7 @@ func (x *Scope) String() string {
 func (*Scope) ProtoMessage() {}
 
 func (x *Scope) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[43]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3104,7 @@ func (x *Scope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scope.ProtoReflect.Descriptor instead.
 func (*Scope) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{43}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Scope) GetServers() []string {
@@ -2935,7 +3135,7 @@ type MintUserTokenRequest struct {
 
 func (x *MintUserTokenRequest) Reset() {
 	*x = MintUserTokenRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3147,7 @@ func (x *MintUserTokenRequest) String() string {
 func (*MintUserTokenRequest) ProtoMessage() {}
 
 func (x *MintUserTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[44]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3160,7 @@ func (x *MintUserTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUserTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintUserTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{44}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MintUserTokenRequest) GetUserId() string {
@@ -3001,7 +3201,7 @@ type MintUserTokenResponse struct {
 
 func (x *MintUserTokenResponse) Reset() {
 	*x = MintUserTokenResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3213,7 @@ func (x *MintUserTokenResponse) String() string {
 func (*MintUserTokenResponse) ProtoMessage() {}
 
 func (x *MintUserTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[45]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3226,7 @@ func (x *MintUserTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUserTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintUserTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{45}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MintUserTokenResponse) GetToken() string {
@@ -3055,7 +3255,7 @@ type RevokeUserTokenRequest struct {
 
 func (x *RevokeUserTokenRequest) Reset() {
 	*x = RevokeUserTokenRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3267,7 @@ func (x *RevokeUserTokenRequest) String() string {
 func (*RevokeUserTokenRequest) ProtoMessage() {}
 
 func (x *RevokeUserTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[46]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3280,7 @@ func (x *RevokeUserTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeUserTokenRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{46}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RevokeUserTokenRequest) GetTokenId() string {
@@ -3105,7 +3305,7 @@ type RevokeUserTokenResponse struct {
 
 func (x *RevokeUserTokenResponse) Reset() {
 	*x = RevokeUserTokenResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3117,7 +3317,7 @@ func (x *RevokeUserTokenResponse) String() string {
 func (*RevokeUserTokenResponse) ProtoMessage() {}
 
 func (x *RevokeUserTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[47]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3130,7 +3330,7 @@ func (x *RevokeUserTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeUserTokenResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{47}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
 }
 
 type ListToolsAsRequest struct {
@@ -3144,7 +3344,7 @@ type ListToolsAsRequest struct {
 
 func (x *ListToolsAsRequest) Reset() {
 	*x = ListToolsAsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3356,7 @@ func (x *ListToolsAsRequest) String() string {
 func (*ListToolsAsRequest) ProtoMessage() {}
 
 func (x *ListToolsAsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[48]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3369,7 @@ func (x *ListToolsAsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsAsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsAsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{48}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListToolsAsRequest) GetUserId() string {
@@ -3195,7 +3395,7 @@ type ListToolsAsResponse struct {
 
 func (x *ListToolsAsResponse) Reset() {
 	*x = ListToolsAsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3207,7 +3407,7 @@ func (x *ListToolsAsResponse) String() string {
 func (*ListToolsAsResponse) ProtoMessage() {}
 
 func (x *ListToolsAsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[49]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3220,7 +3420,7 @@ func (x *ListToolsAsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsAsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsAsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{49}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListToolsAsResponse) GetTools() []*Tool {
@@ -3245,7 +3445,7 @@ type CallToolAsRequest struct {
 
 func (x *CallToolAsRequest) Reset() {
 	*x = CallToolAsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3257,7 +3457,7 @@ func (x *CallToolAsRequest) String() string {
 func (*CallToolAsRequest) ProtoMessage() {}
 
 func (x *CallToolAsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[50]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3270,7 +3470,7 @@ func (x *CallToolAsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolAsRequest.ProtoReflect.Descriptor instead.
 func (*CallToolAsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{50}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CallToolAsRequest) GetUserId() string {
@@ -3319,7 +3519,7 @@ type CallToolAsResponse struct {
 
 func (x *CallToolAsResponse) Reset() {
 	*x = CallToolAsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3331,7 +3531,7 @@ func (x *CallToolAsResponse) String() string {
 func (*CallToolAsResponse) ProtoMessage() {}
 
 func (x *CallToolAsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[51]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3344,7 +3544,7 @@ func (x *CallToolAsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolAsResponse.ProtoReflect.Descriptor instead.
 func (*CallToolAsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{51}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CallToolAsResponse) GetResult() []byte {
@@ -3371,7 +3571,7 @@ type SetUserToolsRequest struct {
 
 func (x *SetUserToolsRequest) Reset() {
 	*x = SetUserToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3383,7 +3583,7 @@ func (x *SetUserToolsRequest) String() string {
 func (*SetUserToolsRequest) ProtoMessage() {}
 
 func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[52]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3396,7 +3596,7 @@ func (x *SetUserToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetUserToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{52}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetUserToolsRequest) GetUserId() string {
@@ -3421,7 +3621,7 @@ type SetUserToolsResponse struct {
 
 func (x *SetUserToolsResponse) Reset() {
 	*x = SetUserToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3433,7 +3633,7 @@ func (x *SetUserToolsResponse) String() string {
 func (*SetUserToolsResponse) ProtoMessage() {}
 
 func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[53]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3446,7 +3646,7 @@ func (x *SetUserToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetUserToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{53}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
 }
 
 type SetSystemToolsRequest struct {
@@ -3458,7 +3658,7 @@ type SetSystemToolsRequest struct {
 
 func (x *SetSystemToolsRequest) Reset() {
 	*x = SetSystemToolsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3470,7 +3670,7 @@ func (x *SetSystemToolsRequest) String() string {
 func (*SetSystemToolsRequest) ProtoMessage() {}
 
 func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[54]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3483,7 +3683,7 @@ func (x *SetSystemToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{54}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetSystemToolsRequest) GetTools() []*Tool {
@@ -3501,7 +3701,7 @@ type SetSystemToolsResponse struct {
 
 func (x *SetSystemToolsResponse) Reset() {
 	*x = SetSystemToolsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3513,7 +3713,7 @@ func (x *SetSystemToolsResponse) String() string {
 func (*SetSystemToolsResponse) ProtoMessage() {}
 
 func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[55]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3526,7 +3726,7 @@ func (x *SetSystemToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetSystemToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{55}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
 }
 
 type SetUserCatalogRequest struct {
@@ -3543,7 +3743,7 @@ type SetUserCatalogRequest struct {
 
 func (x *SetUserCatalogRequest) Reset() {
 	*x = SetUserCatalogRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3555,7 +3755,7 @@ func (x *SetUserCatalogRequest) String() string {
 func (*SetUserCatalogRequest) ProtoMessage() {}
 
 func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[56]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3568,7 +3768,7 @@ func (x *SetUserCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogRequest.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{56}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetUserCatalogRequest) GetUserId() string {
@@ -3621,7 +3821,7 @@ type SetUserCatalogResponse struct {
 
 func (x *SetUserCatalogResponse) Reset() {
 	*x = SetUserCatalogResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3633,7 +3833,7 @@ func (x *SetUserCatalogResponse) String() string {
 func (*SetUserCatalogResponse) ProtoMessage() {}
 
 func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[57]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3646,7 +3846,7 @@ func (x *SetUserCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserCatalogResponse.ProtoReflect.Descriptor instead.
 func (*SetUserCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{57}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
 }
 
 type Prompt struct {
@@ -3660,7 +3860,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3672,7 +3872,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[58]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3685,7 +3885,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{58}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Prompt) GetName() string {
@@ -3716,7 +3916,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3728,7 +3928,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[59]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3741,7 +3941,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{59}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Resource) GetUri() string {
@@ -3778,7 +3978,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3790,7 +3990,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[60]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3803,7 +4003,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{60}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ResourceTemplate) GetUriTemplate() string {
@@ -3837,7 +4037,7 @@ type Instruction struct {
 
 func (x *Instruction) Reset() {
 	*x = Instruction{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3849,7 +4049,7 @@ func (x *Instruction) String() string {
 func (*Instruction) ProtoMessage() {}
 
 func (x *Instruction) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[61]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3862,7 +4062,7 @@ func (x *Instruction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instruction.ProtoReflect.Descriptor instead.
 func (*Instruction) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{61}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Instruction) GetSource() string {
@@ -3890,7 +4090,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3902,7 +4102,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[62]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3915,7 +4115,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{62}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *NotifyRequest) GetUserId() string {
@@ -3947,7 +4147,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3959,7 +4159,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[63]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3972,7 +4172,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{63}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
 }
 
 type RequestUserRequest struct {
@@ -3986,7 +4186,7 @@ type RequestUserRequest struct {
 
 func (x *RequestUserRequest) Reset() {
 	*x = RequestUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4198,7 @@ func (x *RequestUserRequest) String() string {
 func (*RequestUserRequest) ProtoMessage() {}
 
 func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[64]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4211,7 @@ func (x *RequestUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserRequest.ProtoReflect.Descriptor instead.
 func (*RequestUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{64}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RequestUserRequest) GetUserId() string {
@@ -4046,7 +4246,7 @@ type RequestUserResponse struct {
 
 func (x *RequestUserResponse) Reset() {
 	*x = RequestUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4258,7 @@ func (x *RequestUserResponse) String() string {
 func (*RequestUserResponse) ProtoMessage() {}
 
 func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[65]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4271,7 @@ func (x *RequestUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestUserResponse.ProtoReflect.Descriptor instead.
 func (*RequestUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{65}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RequestUserResponse) GetResult() []byte {
@@ -4097,7 +4297,7 @@ type ActingUserRequest struct {
 
 func (x *ActingUserRequest) Reset() {
 	*x = ActingUserRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4109,7 +4309,7 @@ func (x *ActingUserRequest) String() string {
 func (*ActingUserRequest) ProtoMessage() {}
 
 func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[66]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4122,7 +4322,7 @@ func (x *ActingUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserRequest.ProtoReflect.Descriptor instead.
 func (*ActingUserRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{66}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ActingUserRequest) GetConversationId() string {
@@ -4141,7 +4341,7 @@ type ActingUserResponse struct {
 
 func (x *ActingUserResponse) Reset() {
 	*x = ActingUserResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +4353,7 @@ func (x *ActingUserResponse) String() string {
 func (*ActingUserResponse) ProtoMessage() {}
 
 func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[67]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +4366,7 @@ func (x *ActingUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActingUserResponse.ProtoReflect.Descriptor instead.
 func (*ActingUserResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{67}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ActingUserResponse) GetUserId() string {
@@ -4186,7 +4386,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4198,7 +4398,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[68]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4211,7 +4411,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{68}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetSecretRequest) GetUserId() string {
@@ -4237,7 +4437,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4249,7 +4449,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[69]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4262,7 +4462,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{69}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetSecretResponse) GetValue() string {
@@ -4283,7 +4483,7 @@ type SetSecretRequest struct {
 
 func (x *SetSecretRequest) Reset() {
 	*x = SetSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4295,7 +4495,7 @@ func (x *SetSecretRequest) String() string {
 func (*SetSecretRequest) ProtoMessage() {}
 
 func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[70]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4308,7 +4508,7 @@ func (x *SetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretRequest.ProtoReflect.Descriptor instead.
 func (*SetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{70}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SetSecretRequest) GetUserId() string {
@@ -4340,7 +4540,7 @@ type SetSecretResponse struct {
 
 func (x *SetSecretResponse) Reset() {
 	*x = SetSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4552,7 @@ func (x *SetSecretResponse) String() string {
 func (*SetSecretResponse) ProtoMessage() {}
 
 func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[71]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4565,7 @@ func (x *SetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSecretResponse.ProtoReflect.Descriptor instead.
 func (*SetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{71}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{73}
 }
 
 type DeleteSecretRequest struct {
@@ -4378,7 +4578,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4390,7 +4590,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[72]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4403,7 +4603,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{72}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DeleteSecretRequest) GetUserId() string {
@@ -4428,7 +4628,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4440,7 +4640,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[73]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4453,7 +4653,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{73}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{75}
 }
 
 type ListSecretsRequest struct {
@@ -4465,7 +4665,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4477,7 +4677,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[74]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4490,7 +4690,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{74}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListSecretsRequest) GetUserId() string {
@@ -4509,7 +4709,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4521,7 +4721,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[75]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4534,7 +4734,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{75}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListSecretsResponse) GetNames() []string {
@@ -4554,7 +4754,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4566,7 +4766,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[76]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4579,7 +4779,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{76}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -4605,7 +4805,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4617,7 +4817,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[77]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4630,7 +4830,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{77}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetSettingsResponse) GetValues() []byte {
@@ -4651,7 +4851,7 @@ type SetSettingsRequest struct {
 
 func (x *SetSettingsRequest) Reset() {
 	*x = SetSettingsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4663,7 +4863,7 @@ func (x *SetSettingsRequest) String() string {
 func (*SetSettingsRequest) ProtoMessage() {}
 
 func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[78]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4676,7 +4876,7 @@ func (x *SetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{78}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SetSettingsRequest) GetUserId() string {
@@ -4708,7 +4908,7 @@ type SetSettingsResponse struct {
 
 func (x *SetSettingsResponse) Reset() {
 	*x = SetSettingsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4720,7 +4920,7 @@ func (x *SetSettingsResponse) String() string {
 func (*SetSettingsResponse) ProtoMessage() {}
 
 func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[79]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4733,7 +4933,7 @@ func (x *SetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*SetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{79}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{81}
 }
 
 type GetPathsRequest struct {
@@ -4745,7 +4945,7 @@ type GetPathsRequest struct {
 
 func (x *GetPathsRequest) Reset() {
 	*x = GetPathsRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4757,7 +4957,7 @@ func (x *GetPathsRequest) String() string {
 func (*GetPathsRequest) ProtoMessage() {}
 
 func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[80]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4770,7 +4970,7 @@ func (x *GetPathsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsRequest.ProtoReflect.Descriptor instead.
 func (*GetPathsRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{80}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetPathsRequest) GetUserId() string {
@@ -4791,7 +4991,7 @@ type GetPathsResponse struct {
 
 func (x *GetPathsResponse) Reset() {
 	*x = GetPathsResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[81]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4803,7 +5003,7 @@ func (x *GetPathsResponse) String() string {
 func (*GetPathsResponse) ProtoMessage() {}
 
 func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[81]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4816,7 +5016,7 @@ func (x *GetPathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPathsResponse.ProtoReflect.Descriptor instead.
 func (*GetPathsResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{81}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GetPathsResponse) GetData() string {
@@ -4857,7 +5057,7 @@ type ServiceFrame struct {
 
 func (x *ServiceFrame) Reset() {
 	*x = ServiceFrame{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[82]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4869,7 +5069,7 @@ func (x *ServiceFrame) String() string {
 func (*ServiceFrame) ProtoMessage() {}
 
 func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[82]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4882,7 +5082,7 @@ func (x *ServiceFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceFrame.ProtoReflect.Descriptor instead.
 func (*ServiceFrame) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{82}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ServiceFrame) GetFrame() isServiceFrame_Frame {
@@ -5008,7 +5208,7 @@ type ServiceExited struct {
 
 func (x *ServiceExited) Reset() {
 	*x = ServiceExited{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[83]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5020,7 +5220,7 @@ func (x *ServiceExited) String() string {
 func (*ServiceExited) ProtoMessage() {}
 
 func (x *ServiceExited) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[83]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5033,7 +5233,7 @@ func (x *ServiceExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceExited.ProtoReflect.Descriptor instead.
 func (*ServiceExited) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{83}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ServiceExited) GetCode() int32 {
@@ -5072,7 +5272,7 @@ type ServiceOpen struct {
 
 func (x *ServiceOpen) Reset() {
 	*x = ServiceOpen{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[84]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5084,7 +5284,7 @@ func (x *ServiceOpen) String() string {
 func (*ServiceOpen) ProtoMessage() {}
 
 func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[84]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5097,7 +5297,7 @@ func (x *ServiceOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpen.ProtoReflect.Descriptor instead.
 func (*ServiceOpen) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{84}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ServiceOpen) GetName() string {
@@ -5140,7 +5340,7 @@ type ServiceOpened struct {
 
 func (x *ServiceOpened) Reset() {
 	*x = ServiceOpened{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[85]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5152,7 +5352,7 @@ func (x *ServiceOpened) String() string {
 func (*ServiceOpened) ProtoMessage() {}
 
 func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[85]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5165,7 +5365,7 @@ func (x *ServiceOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceOpened.ProtoReflect.Descriptor instead.
 func (*ServiceOpened) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{85}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ServiceOpened) GetTransport() string {
@@ -5203,7 +5403,7 @@ type RunActionRequest struct {
 
 func (x *RunActionRequest) Reset() {
 	*x = RunActionRequest{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[86]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5215,7 +5415,7 @@ func (x *RunActionRequest) String() string {
 func (*RunActionRequest) ProtoMessage() {}
 
 func (x *RunActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[86]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5228,7 +5428,7 @@ func (x *RunActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunActionRequest.ProtoReflect.Descriptor instead.
 func (*RunActionRequest) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{86}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *RunActionRequest) GetCaller() string {
@@ -5269,7 +5469,7 @@ type RunActionResponse struct {
 
 func (x *RunActionResponse) Reset() {
 	*x = RunActionResponse{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[87]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5281,7 +5481,7 @@ func (x *RunActionResponse) String() string {
 func (*RunActionResponse) ProtoMessage() {}
 
 func (x *RunActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[87]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5294,7 +5494,7 @@ func (x *RunActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunActionResponse.ProtoReflect.Descriptor instead.
 func (*RunActionResponse) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{87}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *RunActionResponse) GetMessage() string {
@@ -5317,7 +5517,7 @@ type UserSnapshot struct {
 
 func (x *UserSnapshot) Reset() {
 	*x = UserSnapshot{}
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[88]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5329,7 +5529,7 @@ func (x *UserSnapshot) String() string {
 func (*UserSnapshot) ProtoMessage() {}
 
 func (x *UserSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[88]
+	mi := &file_agenthost_ext_v1_ext_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5342,7 +5542,7 @@ func (x *UserSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserSnapshot.ProtoReflect.Descriptor instead.
 func (*UserSnapshot) Descriptor() ([]byte, []int) {
-	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{88}
+	return file_agenthost_ext_v1_ext_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *UserSnapshot) GetSettings() map[string][]byte {
@@ -5379,7 +5579,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
 	"\x05query\x18\x04 \x01(\tR\x05query\"0\n" +
 	"\x14CompleteAuthResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\xd4\x02\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xdc\x03\n" +
 	"\tCallFrame\x12\x12\n" +
 	"\x04call\x18\x01 \x01(\x04R\x04call\x120\n" +
 	"\x04open\x18\x02 \x01(\v2\x1a.agenthost.ext.v1.CallOpenH\x00R\x04open\x12-\n" +
@@ -5387,8 +5587,23 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x06cancel\x18\x04 \x01(\bH\x00R\x06cancel\x12:\n" +
 	"\x06notify\x18\x05 \x01(\v2 .agenthost.ext.v1.SessionMessageH\x00R\x06notify\x12<\n" +
 	"\arequest\x18\x06 \x01(\v2 .agenthost.ext.v1.SessionMessageH\x00R\arequest\x126\n" +
-	"\x05reply\x18\a \x01(\v2\x1e.agenthost.ext.v1.SessionReplyH\x00R\x05replyB\x06\n" +
-	"\x04body\"\xeb\x02\n" +
+	"\x05reply\x18\a \x01(\v2\x1e.agenthost.ext.v1.SessionReplyH\x00R\x05reply\x12?\n" +
+	"\vcaller_call\x18\b \x01(\v2\x1c.agenthost.ext.v1.CallerCallH\x00R\n" +
+	"callerCall\x12E\n" +
+	"\rcaller_result\x18\t \x01(\v2\x1e.agenthost.ext.v1.CallerResultH\x00R\fcallerResultB\x06\n" +
+	"\x04body\"f\n" +
+	"\n" +
+	"CallerCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\fR\targuments\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\"{\n" +
+	"\fCallerResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06result\x18\x02 \x01(\fR\x06result\x12\x19\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\rR\x04code\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xeb\x02\n" +
 	"\bCallOpen\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12'\n" +
@@ -5465,7 +5680,7 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x14\n" +
 	"\x05scope\x18\x03 \x01(\tR\x05scope\x12\x12\n" +
 	"\x04form\x18\x04 \x01(\fR\x04form\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xee\x01\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\x93\x02\n" +
 	"\x10ConfigureRequest\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12$\n" +
 	"\x0ehost_broker_id\x18\x02 \x01(\rR\fhostBrokerId\x12\x12\n" +
@@ -5475,7 +5690,8 @@ const file_agenthost_ext_v1_ext_proto_rawDesc = "" +
 	"\n" +
 	"public_url\x18\x06 \x01(\tR\tpublicUrl\x12\x1f\n" +
 	"\vlisten_addr\x18\a \x01(\tR\n" +
-	"listenAddr\"\x13\n" +
+	"listenAddr\x12#\n" +
+	"\rcaller_frames\x18\b \x01(\bR\fcallerFrames\"\x13\n" +
 	"\x11ConfigureResponse\"E\n" +
 	"\x12ReconfigureRequest\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12\x17\n" +
@@ -5763,7 +5979,7 @@ func file_agenthost_ext_v1_ext_proto_rawDescGZIP() []byte {
 }
 
 var file_agenthost_ext_v1_ext_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
+var file_agenthost_ext_v1_ext_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
 var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(Exposure)(0),                     // 0: agenthost.ext.v1.Exposure
 	(Replay)(0),                       // 1: agenthost.ext.v1.Replay
@@ -5773,208 +5989,212 @@ var file_agenthost_ext_v1_ext_proto_goTypes = []any{
 	(*CompleteAuthRequest)(nil),       // 5: agenthost.ext.v1.CompleteAuthRequest
 	(*CompleteAuthResponse)(nil),      // 6: agenthost.ext.v1.CompleteAuthResponse
 	(*CallFrame)(nil),                 // 7: agenthost.ext.v1.CallFrame
-	(*CallOpen)(nil),                  // 8: agenthost.ext.v1.CallOpen
-	(*CallEnd)(nil),                   // 9: agenthost.ext.v1.CallEnd
-	(*SessionMessage)(nil),            // 10: agenthost.ext.v1.SessionMessage
-	(*SessionReply)(nil),              // 11: agenthost.ext.v1.SessionReply
-	(*RPCError)(nil),                  // 12: agenthost.ext.v1.RPCError
-	(*SubscribeResourceRequest)(nil),  // 13: agenthost.ext.v1.SubscribeResourceRequest
-	(*SubscribeResourceResponse)(nil), // 14: agenthost.ext.v1.SubscribeResourceResponse
-	(*SessionNotifyRequest)(nil),      // 15: agenthost.ext.v1.SessionNotifyRequest
-	(*SessionNotifyResponse)(nil),     // 16: agenthost.ext.v1.SessionNotifyResponse
-	(*UserToolsChangedRequest)(nil),   // 17: agenthost.ext.v1.UserToolsChangedRequest
-	(*UserToolsChangedResponse)(nil),  // 18: agenthost.ext.v1.UserToolsChangedResponse
-	(*ValidateSettingsRequest)(nil),   // 19: agenthost.ext.v1.ValidateSettingsRequest
-	(*ValidateSettingsResponse)(nil),  // 20: agenthost.ext.v1.ValidateSettingsResponse
-	(*DescribeRequest)(nil),           // 21: agenthost.ext.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 22: agenthost.ext.v1.DescribeResponse
-	(*Descriptor)(nil),                // 23: agenthost.ext.v1.Descriptor
-	(*SettingsSection)(nil),           // 24: agenthost.ext.v1.SettingsSection
-	(*ConfigureRequest)(nil),          // 25: agenthost.ext.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 26: agenthost.ext.v1.ConfigureResponse
-	(*ReconfigureRequest)(nil),        // 27: agenthost.ext.v1.ReconfigureRequest
-	(*ReconfigureResponse)(nil),       // 28: agenthost.ext.v1.ReconfigureResponse
-	(*ShutdownRequest)(nil),           // 29: agenthost.ext.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),          // 30: agenthost.ext.v1.ShutdownResponse
-	(*ActivateRequest)(nil),           // 31: agenthost.ext.v1.ActivateRequest
-	(*ActivateResponse)(nil),          // 32: agenthost.ext.v1.ActivateResponse
-	(*RetireRequest)(nil),             // 33: agenthost.ext.v1.RetireRequest
-	(*RetireResponse)(nil),            // 34: agenthost.ext.v1.RetireResponse
-	(*ReconcileAllRequest)(nil),       // 35: agenthost.ext.v1.ReconcileAllRequest
-	(*ReconcileAllResponse)(nil),      // 36: agenthost.ext.v1.ReconcileAllResponse
-	(*StartServiceRequest)(nil),       // 37: agenthost.ext.v1.StartServiceRequest
-	(*StartServiceResponse)(nil),      // 38: agenthost.ext.v1.StartServiceResponse
-	(*ProcessSpec)(nil),               // 39: agenthost.ext.v1.ProcessSpec
-	(*StatusRequest)(nil),             // 40: agenthost.ext.v1.StatusRequest
-	(*StatusResponse)(nil),            // 41: agenthost.ext.v1.StatusResponse
-	(*StatusEntry)(nil),               // 42: agenthost.ext.v1.StatusEntry
-	(*Tool)(nil),                      // 43: agenthost.ext.v1.Tool
-	(*ListCallerToolsRequest)(nil),    // 44: agenthost.ext.v1.ListCallerToolsRequest
-	(*CallCallerToolRequest)(nil),     // 45: agenthost.ext.v1.CallCallerToolRequest
-	(*Scope)(nil),                     // 46: agenthost.ext.v1.Scope
-	(*MintUserTokenRequest)(nil),      // 47: agenthost.ext.v1.MintUserTokenRequest
-	(*MintUserTokenResponse)(nil),     // 48: agenthost.ext.v1.MintUserTokenResponse
-	(*RevokeUserTokenRequest)(nil),    // 49: agenthost.ext.v1.RevokeUserTokenRequest
-	(*RevokeUserTokenResponse)(nil),   // 50: agenthost.ext.v1.RevokeUserTokenResponse
-	(*ListToolsAsRequest)(nil),        // 51: agenthost.ext.v1.ListToolsAsRequest
-	(*ListToolsAsResponse)(nil),       // 52: agenthost.ext.v1.ListToolsAsResponse
-	(*CallToolAsRequest)(nil),         // 53: agenthost.ext.v1.CallToolAsRequest
-	(*CallToolAsResponse)(nil),        // 54: agenthost.ext.v1.CallToolAsResponse
-	(*SetUserToolsRequest)(nil),       // 55: agenthost.ext.v1.SetUserToolsRequest
-	(*SetUserToolsResponse)(nil),      // 56: agenthost.ext.v1.SetUserToolsResponse
-	(*SetSystemToolsRequest)(nil),     // 57: agenthost.ext.v1.SetSystemToolsRequest
-	(*SetSystemToolsResponse)(nil),    // 58: agenthost.ext.v1.SetSystemToolsResponse
-	(*SetUserCatalogRequest)(nil),     // 59: agenthost.ext.v1.SetUserCatalogRequest
-	(*SetUserCatalogResponse)(nil),    // 60: agenthost.ext.v1.SetUserCatalogResponse
-	(*Prompt)(nil),                    // 61: agenthost.ext.v1.Prompt
-	(*Resource)(nil),                  // 62: agenthost.ext.v1.Resource
-	(*ResourceTemplate)(nil),          // 63: agenthost.ext.v1.ResourceTemplate
-	(*Instruction)(nil),               // 64: agenthost.ext.v1.Instruction
-	(*NotifyRequest)(nil),             // 65: agenthost.ext.v1.NotifyRequest
-	(*NotifyResponse)(nil),            // 66: agenthost.ext.v1.NotifyResponse
-	(*RequestUserRequest)(nil),        // 67: agenthost.ext.v1.RequestUserRequest
-	(*RequestUserResponse)(nil),       // 68: agenthost.ext.v1.RequestUserResponse
-	(*ActingUserRequest)(nil),         // 69: agenthost.ext.v1.ActingUserRequest
-	(*ActingUserResponse)(nil),        // 70: agenthost.ext.v1.ActingUserResponse
-	(*GetSecretRequest)(nil),          // 71: agenthost.ext.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),         // 72: agenthost.ext.v1.GetSecretResponse
-	(*SetSecretRequest)(nil),          // 73: agenthost.ext.v1.SetSecretRequest
-	(*SetSecretResponse)(nil),         // 74: agenthost.ext.v1.SetSecretResponse
-	(*DeleteSecretRequest)(nil),       // 75: agenthost.ext.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),      // 76: agenthost.ext.v1.DeleteSecretResponse
-	(*ListSecretsRequest)(nil),        // 77: agenthost.ext.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),       // 78: agenthost.ext.v1.ListSecretsResponse
-	(*GetSettingsRequest)(nil),        // 79: agenthost.ext.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),       // 80: agenthost.ext.v1.GetSettingsResponse
-	(*SetSettingsRequest)(nil),        // 81: agenthost.ext.v1.SetSettingsRequest
-	(*SetSettingsResponse)(nil),       // 82: agenthost.ext.v1.SetSettingsResponse
-	(*GetPathsRequest)(nil),           // 83: agenthost.ext.v1.GetPathsRequest
-	(*GetPathsResponse)(nil),          // 84: agenthost.ext.v1.GetPathsResponse
-	(*ServiceFrame)(nil),              // 85: agenthost.ext.v1.ServiceFrame
-	(*ServiceExited)(nil),             // 86: agenthost.ext.v1.ServiceExited
-	(*ServiceOpen)(nil),               // 87: agenthost.ext.v1.ServiceOpen
-	(*ServiceOpened)(nil),             // 88: agenthost.ext.v1.ServiceOpened
-	(*RunActionRequest)(nil),          // 89: agenthost.ext.v1.RunActionRequest
-	(*RunActionResponse)(nil),         // 90: agenthost.ext.v1.RunActionResponse
-	(*UserSnapshot)(nil),              // 91: agenthost.ext.v1.UserSnapshot
-	nil,                               // 92: agenthost.ext.v1.UserSnapshot.SettingsEntry
-	nil,                               // 93: agenthost.ext.v1.UserSnapshot.SecretsEntry
+	(*CallerCall)(nil),                // 8: agenthost.ext.v1.CallerCall
+	(*CallerResult)(nil),              // 9: agenthost.ext.v1.CallerResult
+	(*CallOpen)(nil),                  // 10: agenthost.ext.v1.CallOpen
+	(*CallEnd)(nil),                   // 11: agenthost.ext.v1.CallEnd
+	(*SessionMessage)(nil),            // 12: agenthost.ext.v1.SessionMessage
+	(*SessionReply)(nil),              // 13: agenthost.ext.v1.SessionReply
+	(*RPCError)(nil),                  // 14: agenthost.ext.v1.RPCError
+	(*SubscribeResourceRequest)(nil),  // 15: agenthost.ext.v1.SubscribeResourceRequest
+	(*SubscribeResourceResponse)(nil), // 16: agenthost.ext.v1.SubscribeResourceResponse
+	(*SessionNotifyRequest)(nil),      // 17: agenthost.ext.v1.SessionNotifyRequest
+	(*SessionNotifyResponse)(nil),     // 18: agenthost.ext.v1.SessionNotifyResponse
+	(*UserToolsChangedRequest)(nil),   // 19: agenthost.ext.v1.UserToolsChangedRequest
+	(*UserToolsChangedResponse)(nil),  // 20: agenthost.ext.v1.UserToolsChangedResponse
+	(*ValidateSettingsRequest)(nil),   // 21: agenthost.ext.v1.ValidateSettingsRequest
+	(*ValidateSettingsResponse)(nil),  // 22: agenthost.ext.v1.ValidateSettingsResponse
+	(*DescribeRequest)(nil),           // 23: agenthost.ext.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 24: agenthost.ext.v1.DescribeResponse
+	(*Descriptor)(nil),                // 25: agenthost.ext.v1.Descriptor
+	(*SettingsSection)(nil),           // 26: agenthost.ext.v1.SettingsSection
+	(*ConfigureRequest)(nil),          // 27: agenthost.ext.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 28: agenthost.ext.v1.ConfigureResponse
+	(*ReconfigureRequest)(nil),        // 29: agenthost.ext.v1.ReconfigureRequest
+	(*ReconfigureResponse)(nil),       // 30: agenthost.ext.v1.ReconfigureResponse
+	(*ShutdownRequest)(nil),           // 31: agenthost.ext.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),          // 32: agenthost.ext.v1.ShutdownResponse
+	(*ActivateRequest)(nil),           // 33: agenthost.ext.v1.ActivateRequest
+	(*ActivateResponse)(nil),          // 34: agenthost.ext.v1.ActivateResponse
+	(*RetireRequest)(nil),             // 35: agenthost.ext.v1.RetireRequest
+	(*RetireResponse)(nil),            // 36: agenthost.ext.v1.RetireResponse
+	(*ReconcileAllRequest)(nil),       // 37: agenthost.ext.v1.ReconcileAllRequest
+	(*ReconcileAllResponse)(nil),      // 38: agenthost.ext.v1.ReconcileAllResponse
+	(*StartServiceRequest)(nil),       // 39: agenthost.ext.v1.StartServiceRequest
+	(*StartServiceResponse)(nil),      // 40: agenthost.ext.v1.StartServiceResponse
+	(*ProcessSpec)(nil),               // 41: agenthost.ext.v1.ProcessSpec
+	(*StatusRequest)(nil),             // 42: agenthost.ext.v1.StatusRequest
+	(*StatusResponse)(nil),            // 43: agenthost.ext.v1.StatusResponse
+	(*StatusEntry)(nil),               // 44: agenthost.ext.v1.StatusEntry
+	(*Tool)(nil),                      // 45: agenthost.ext.v1.Tool
+	(*ListCallerToolsRequest)(nil),    // 46: agenthost.ext.v1.ListCallerToolsRequest
+	(*CallCallerToolRequest)(nil),     // 47: agenthost.ext.v1.CallCallerToolRequest
+	(*Scope)(nil),                     // 48: agenthost.ext.v1.Scope
+	(*MintUserTokenRequest)(nil),      // 49: agenthost.ext.v1.MintUserTokenRequest
+	(*MintUserTokenResponse)(nil),     // 50: agenthost.ext.v1.MintUserTokenResponse
+	(*RevokeUserTokenRequest)(nil),    // 51: agenthost.ext.v1.RevokeUserTokenRequest
+	(*RevokeUserTokenResponse)(nil),   // 52: agenthost.ext.v1.RevokeUserTokenResponse
+	(*ListToolsAsRequest)(nil),        // 53: agenthost.ext.v1.ListToolsAsRequest
+	(*ListToolsAsResponse)(nil),       // 54: agenthost.ext.v1.ListToolsAsResponse
+	(*CallToolAsRequest)(nil),         // 55: agenthost.ext.v1.CallToolAsRequest
+	(*CallToolAsResponse)(nil),        // 56: agenthost.ext.v1.CallToolAsResponse
+	(*SetUserToolsRequest)(nil),       // 57: agenthost.ext.v1.SetUserToolsRequest
+	(*SetUserToolsResponse)(nil),      // 58: agenthost.ext.v1.SetUserToolsResponse
+	(*SetSystemToolsRequest)(nil),     // 59: agenthost.ext.v1.SetSystemToolsRequest
+	(*SetSystemToolsResponse)(nil),    // 60: agenthost.ext.v1.SetSystemToolsResponse
+	(*SetUserCatalogRequest)(nil),     // 61: agenthost.ext.v1.SetUserCatalogRequest
+	(*SetUserCatalogResponse)(nil),    // 62: agenthost.ext.v1.SetUserCatalogResponse
+	(*Prompt)(nil),                    // 63: agenthost.ext.v1.Prompt
+	(*Resource)(nil),                  // 64: agenthost.ext.v1.Resource
+	(*ResourceTemplate)(nil),          // 65: agenthost.ext.v1.ResourceTemplate
+	(*Instruction)(nil),               // 66: agenthost.ext.v1.Instruction
+	(*NotifyRequest)(nil),             // 67: agenthost.ext.v1.NotifyRequest
+	(*NotifyResponse)(nil),            // 68: agenthost.ext.v1.NotifyResponse
+	(*RequestUserRequest)(nil),        // 69: agenthost.ext.v1.RequestUserRequest
+	(*RequestUserResponse)(nil),       // 70: agenthost.ext.v1.RequestUserResponse
+	(*ActingUserRequest)(nil),         // 71: agenthost.ext.v1.ActingUserRequest
+	(*ActingUserResponse)(nil),        // 72: agenthost.ext.v1.ActingUserResponse
+	(*GetSecretRequest)(nil),          // 73: agenthost.ext.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),         // 74: agenthost.ext.v1.GetSecretResponse
+	(*SetSecretRequest)(nil),          // 75: agenthost.ext.v1.SetSecretRequest
+	(*SetSecretResponse)(nil),         // 76: agenthost.ext.v1.SetSecretResponse
+	(*DeleteSecretRequest)(nil),       // 77: agenthost.ext.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),      // 78: agenthost.ext.v1.DeleteSecretResponse
+	(*ListSecretsRequest)(nil),        // 79: agenthost.ext.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),       // 80: agenthost.ext.v1.ListSecretsResponse
+	(*GetSettingsRequest)(nil),        // 81: agenthost.ext.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),       // 82: agenthost.ext.v1.GetSettingsResponse
+	(*SetSettingsRequest)(nil),        // 83: agenthost.ext.v1.SetSettingsRequest
+	(*SetSettingsResponse)(nil),       // 84: agenthost.ext.v1.SetSettingsResponse
+	(*GetPathsRequest)(nil),           // 85: agenthost.ext.v1.GetPathsRequest
+	(*GetPathsResponse)(nil),          // 86: agenthost.ext.v1.GetPathsResponse
+	(*ServiceFrame)(nil),              // 87: agenthost.ext.v1.ServiceFrame
+	(*ServiceExited)(nil),             // 88: agenthost.ext.v1.ServiceExited
+	(*ServiceOpen)(nil),               // 89: agenthost.ext.v1.ServiceOpen
+	(*ServiceOpened)(nil),             // 90: agenthost.ext.v1.ServiceOpened
+	(*RunActionRequest)(nil),          // 91: agenthost.ext.v1.RunActionRequest
+	(*RunActionResponse)(nil),         // 92: agenthost.ext.v1.RunActionResponse
+	(*UserSnapshot)(nil),              // 93: agenthost.ext.v1.UserSnapshot
+	nil,                               // 94: agenthost.ext.v1.UserSnapshot.SettingsEntry
+	nil,                               // 95: agenthost.ext.v1.UserSnapshot.SecretsEntry
 }
 var file_agenthost_ext_v1_ext_proto_depIdxs = []int32{
-	8,  // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
-	9,  // 1: agenthost.ext.v1.CallFrame.end:type_name -> agenthost.ext.v1.CallEnd
-	10, // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
-	10, // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
-	11, // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
-	46, // 5: agenthost.ext.v1.CallOpen.scope:type_name -> agenthost.ext.v1.Scope
-	12, // 6: agenthost.ext.v1.CallEnd.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	12, // 7: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	43, // 8: agenthost.ext.v1.UserToolsChangedRequest.tools:type_name -> agenthost.ext.v1.Tool
-	23, // 9: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
-	24, // 10: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
-	91, // 11: agenthost.ext.v1.ActivateRequest.snapshot:type_name -> agenthost.ext.v1.UserSnapshot
-	39, // 12: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	42, // 13: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
-	0,  // 14: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
-	1,  // 15: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
-	2,  // 16: agenthost.ext.v1.Tool.pin:type_name -> agenthost.ext.v1.PinMode
-	46, // 17: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
-	46, // 18: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
-	43, // 19: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
-	46, // 20: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
-	43, // 21: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	43, // 22: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
-	43, // 23: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
-	61, // 24: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
-	62, // 25: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
-	63, // 26: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
-	64, // 27: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
-	12, // 28: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
-	87, // 29: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
-	88, // 30: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
-	86, // 31: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
-	39, // 32: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
-	92, // 33: agenthost.ext.v1.UserSnapshot.settings:type_name -> agenthost.ext.v1.UserSnapshot.SettingsEntry
-	93, // 34: agenthost.ext.v1.UserSnapshot.secrets:type_name -> agenthost.ext.v1.UserSnapshot.SecretsEntry
-	21, // 35: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
-	25, // 36: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
-	29, // 37: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
-	7,  // 38: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
-	31, // 39: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
-	33, // 40: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
-	35, // 41: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
-	37, // 42: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
-	40, // 43: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
-	13, // 44: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
-	15, // 45: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
-	17, // 46: agenthost.ext.v1.Extension.UserToolsChanged:input_type -> agenthost.ext.v1.UserToolsChangedRequest
-	3,  // 47: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
-	5,  // 48: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
-	19, // 49: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
-	27, // 50: agenthost.ext.v1.Extension.Reconfigure:input_type -> agenthost.ext.v1.ReconfigureRequest
-	89, // 51: agenthost.ext.v1.Extension.RunAction:input_type -> agenthost.ext.v1.RunActionRequest
-	55, // 52: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
-	57, // 53: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
-	59, // 54: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
-	65, // 55: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
-	67, // 56: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
-	69, // 57: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
-	71, // 58: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
-	73, // 59: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
-	75, // 60: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
-	77, // 61: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
-	79, // 62: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
-	81, // 63: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
-	83, // 64: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
-	85, // 65: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
-	47, // 66: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
-	49, // 67: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
-	51, // 68: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
-	53, // 69: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
-	44, // 70: agenthost.ext.v1.Host.ListCallerTools:input_type -> agenthost.ext.v1.ListCallerToolsRequest
-	45, // 71: agenthost.ext.v1.Host.CallCallerTool:input_type -> agenthost.ext.v1.CallCallerToolRequest
-	22, // 72: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
-	26, // 73: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
-	30, // 74: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
-	7,  // 75: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
-	32, // 76: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
-	34, // 77: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
-	36, // 78: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
-	38, // 79: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
-	41, // 80: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
-	14, // 81: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
-	16, // 82: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
-	18, // 83: agenthost.ext.v1.Extension.UserToolsChanged:output_type -> agenthost.ext.v1.UserToolsChangedResponse
-	4,  // 84: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
-	6,  // 85: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
-	20, // 86: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
-	28, // 87: agenthost.ext.v1.Extension.Reconfigure:output_type -> agenthost.ext.v1.ReconfigureResponse
-	90, // 88: agenthost.ext.v1.Extension.RunAction:output_type -> agenthost.ext.v1.RunActionResponse
-	56, // 89: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
-	58, // 90: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
-	60, // 91: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
-	66, // 92: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
-	68, // 93: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
-	70, // 94: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
-	72, // 95: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
-	74, // 96: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
-	76, // 97: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
-	78, // 98: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
-	80, // 99: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
-	82, // 100: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
-	84, // 101: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
-	85, // 102: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
-	48, // 103: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
-	50, // 104: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
-	52, // 105: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
-	54, // 106: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
-	52, // 107: agenthost.ext.v1.Host.ListCallerTools:output_type -> agenthost.ext.v1.ListToolsAsResponse
-	54, // 108: agenthost.ext.v1.Host.CallCallerTool:output_type -> agenthost.ext.v1.CallToolAsResponse
-	72, // [72:109] is the sub-list for method output_type
-	35, // [35:72] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	10, // 0: agenthost.ext.v1.CallFrame.open:type_name -> agenthost.ext.v1.CallOpen
+	11, // 1: agenthost.ext.v1.CallFrame.end:type_name -> agenthost.ext.v1.CallEnd
+	12, // 2: agenthost.ext.v1.CallFrame.notify:type_name -> agenthost.ext.v1.SessionMessage
+	12, // 3: agenthost.ext.v1.CallFrame.request:type_name -> agenthost.ext.v1.SessionMessage
+	13, // 4: agenthost.ext.v1.CallFrame.reply:type_name -> agenthost.ext.v1.SessionReply
+	8,  // 5: agenthost.ext.v1.CallFrame.caller_call:type_name -> agenthost.ext.v1.CallerCall
+	9,  // 6: agenthost.ext.v1.CallFrame.caller_result:type_name -> agenthost.ext.v1.CallerResult
+	48, // 7: agenthost.ext.v1.CallOpen.scope:type_name -> agenthost.ext.v1.Scope
+	14, // 8: agenthost.ext.v1.CallEnd.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	14, // 9: agenthost.ext.v1.SessionReply.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	45, // 10: agenthost.ext.v1.UserToolsChangedRequest.tools:type_name -> agenthost.ext.v1.Tool
+	25, // 11: agenthost.ext.v1.DescribeResponse.descriptor:type_name -> agenthost.ext.v1.Descriptor
+	26, // 12: agenthost.ext.v1.Descriptor.settings:type_name -> agenthost.ext.v1.SettingsSection
+	93, // 13: agenthost.ext.v1.ActivateRequest.snapshot:type_name -> agenthost.ext.v1.UserSnapshot
+	41, // 14: agenthost.ext.v1.StartServiceResponse.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	44, // 15: agenthost.ext.v1.StatusResponse.entries:type_name -> agenthost.ext.v1.StatusEntry
+	0,  // 16: agenthost.ext.v1.Tool.exposure:type_name -> agenthost.ext.v1.Exposure
+	1,  // 17: agenthost.ext.v1.Tool.replay:type_name -> agenthost.ext.v1.Replay
+	2,  // 18: agenthost.ext.v1.Tool.pin:type_name -> agenthost.ext.v1.PinMode
+	48, // 19: agenthost.ext.v1.MintUserTokenRequest.scope:type_name -> agenthost.ext.v1.Scope
+	48, // 20: agenthost.ext.v1.ListToolsAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	45, // 21: agenthost.ext.v1.ListToolsAsResponse.tools:type_name -> agenthost.ext.v1.Tool
+	48, // 22: agenthost.ext.v1.CallToolAsRequest.scope:type_name -> agenthost.ext.v1.Scope
+	45, // 23: agenthost.ext.v1.SetUserToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	45, // 24: agenthost.ext.v1.SetSystemToolsRequest.tools:type_name -> agenthost.ext.v1.Tool
+	45, // 25: agenthost.ext.v1.SetUserCatalogRequest.tools:type_name -> agenthost.ext.v1.Tool
+	63, // 26: agenthost.ext.v1.SetUserCatalogRequest.prompts:type_name -> agenthost.ext.v1.Prompt
+	64, // 27: agenthost.ext.v1.SetUserCatalogRequest.resources:type_name -> agenthost.ext.v1.Resource
+	65, // 28: agenthost.ext.v1.SetUserCatalogRequest.resource_templates:type_name -> agenthost.ext.v1.ResourceTemplate
+	66, // 29: agenthost.ext.v1.SetUserCatalogRequest.instructions:type_name -> agenthost.ext.v1.Instruction
+	14, // 30: agenthost.ext.v1.RequestUserResponse.rpc_error:type_name -> agenthost.ext.v1.RPCError
+	89, // 31: agenthost.ext.v1.ServiceFrame.open:type_name -> agenthost.ext.v1.ServiceOpen
+	90, // 32: agenthost.ext.v1.ServiceFrame.opened:type_name -> agenthost.ext.v1.ServiceOpened
+	88, // 33: agenthost.ext.v1.ServiceFrame.exited:type_name -> agenthost.ext.v1.ServiceExited
+	41, // 34: agenthost.ext.v1.ServiceOpen.spec:type_name -> agenthost.ext.v1.ProcessSpec
+	94, // 35: agenthost.ext.v1.UserSnapshot.settings:type_name -> agenthost.ext.v1.UserSnapshot.SettingsEntry
+	95, // 36: agenthost.ext.v1.UserSnapshot.secrets:type_name -> agenthost.ext.v1.UserSnapshot.SecretsEntry
+	23, // 37: agenthost.ext.v1.Extension.Describe:input_type -> agenthost.ext.v1.DescribeRequest
+	27, // 38: agenthost.ext.v1.Extension.Configure:input_type -> agenthost.ext.v1.ConfigureRequest
+	31, // 39: agenthost.ext.v1.Extension.Shutdown:input_type -> agenthost.ext.v1.ShutdownRequest
+	7,  // 40: agenthost.ext.v1.Extension.Calls:input_type -> agenthost.ext.v1.CallFrame
+	33, // 41: agenthost.ext.v1.Extension.Activate:input_type -> agenthost.ext.v1.ActivateRequest
+	35, // 42: agenthost.ext.v1.Extension.Retire:input_type -> agenthost.ext.v1.RetireRequest
+	37, // 43: agenthost.ext.v1.Extension.ReconcileAll:input_type -> agenthost.ext.v1.ReconcileAllRequest
+	39, // 44: agenthost.ext.v1.Extension.StartService:input_type -> agenthost.ext.v1.StartServiceRequest
+	42, // 45: agenthost.ext.v1.Extension.Status:input_type -> agenthost.ext.v1.StatusRequest
+	15, // 46: agenthost.ext.v1.Extension.SubscribeResource:input_type -> agenthost.ext.v1.SubscribeResourceRequest
+	17, // 47: agenthost.ext.v1.Extension.SessionNotify:input_type -> agenthost.ext.v1.SessionNotifyRequest
+	19, // 48: agenthost.ext.v1.Extension.UserToolsChanged:input_type -> agenthost.ext.v1.UserToolsChangedRequest
+	3,  // 49: agenthost.ext.v1.Extension.BeginAuth:input_type -> agenthost.ext.v1.BeginAuthRequest
+	5,  // 50: agenthost.ext.v1.Extension.CompleteAuth:input_type -> agenthost.ext.v1.CompleteAuthRequest
+	21, // 51: agenthost.ext.v1.Extension.ValidateSettings:input_type -> agenthost.ext.v1.ValidateSettingsRequest
+	29, // 52: agenthost.ext.v1.Extension.Reconfigure:input_type -> agenthost.ext.v1.ReconfigureRequest
+	91, // 53: agenthost.ext.v1.Extension.RunAction:input_type -> agenthost.ext.v1.RunActionRequest
+	57, // 54: agenthost.ext.v1.Host.SetUserTools:input_type -> agenthost.ext.v1.SetUserToolsRequest
+	59, // 55: agenthost.ext.v1.Host.SetSystemTools:input_type -> agenthost.ext.v1.SetSystemToolsRequest
+	61, // 56: agenthost.ext.v1.Host.SetUserCatalog:input_type -> agenthost.ext.v1.SetUserCatalogRequest
+	67, // 57: agenthost.ext.v1.Host.Notify:input_type -> agenthost.ext.v1.NotifyRequest
+	69, // 58: agenthost.ext.v1.Host.RequestUser:input_type -> agenthost.ext.v1.RequestUserRequest
+	71, // 59: agenthost.ext.v1.Host.ActingUser:input_type -> agenthost.ext.v1.ActingUserRequest
+	73, // 60: agenthost.ext.v1.Host.GetSecret:input_type -> agenthost.ext.v1.GetSecretRequest
+	75, // 61: agenthost.ext.v1.Host.SetSecret:input_type -> agenthost.ext.v1.SetSecretRequest
+	77, // 62: agenthost.ext.v1.Host.DeleteSecret:input_type -> agenthost.ext.v1.DeleteSecretRequest
+	79, // 63: agenthost.ext.v1.Host.ListSecrets:input_type -> agenthost.ext.v1.ListSecretsRequest
+	81, // 64: agenthost.ext.v1.Host.GetSettings:input_type -> agenthost.ext.v1.GetSettingsRequest
+	83, // 65: agenthost.ext.v1.Host.SetSettings:input_type -> agenthost.ext.v1.SetSettingsRequest
+	85, // 66: agenthost.ext.v1.Host.GetPaths:input_type -> agenthost.ext.v1.GetPathsRequest
+	87, // 67: agenthost.ext.v1.Host.ConnectService:input_type -> agenthost.ext.v1.ServiceFrame
+	49, // 68: agenthost.ext.v1.Host.MintUserToken:input_type -> agenthost.ext.v1.MintUserTokenRequest
+	51, // 69: agenthost.ext.v1.Host.RevokeUserToken:input_type -> agenthost.ext.v1.RevokeUserTokenRequest
+	53, // 70: agenthost.ext.v1.Host.ListToolsAs:input_type -> agenthost.ext.v1.ListToolsAsRequest
+	55, // 71: agenthost.ext.v1.Host.CallToolAs:input_type -> agenthost.ext.v1.CallToolAsRequest
+	46, // 72: agenthost.ext.v1.Host.ListCallerTools:input_type -> agenthost.ext.v1.ListCallerToolsRequest
+	47, // 73: agenthost.ext.v1.Host.CallCallerTool:input_type -> agenthost.ext.v1.CallCallerToolRequest
+	24, // 74: agenthost.ext.v1.Extension.Describe:output_type -> agenthost.ext.v1.DescribeResponse
+	28, // 75: agenthost.ext.v1.Extension.Configure:output_type -> agenthost.ext.v1.ConfigureResponse
+	32, // 76: agenthost.ext.v1.Extension.Shutdown:output_type -> agenthost.ext.v1.ShutdownResponse
+	7,  // 77: agenthost.ext.v1.Extension.Calls:output_type -> agenthost.ext.v1.CallFrame
+	34, // 78: agenthost.ext.v1.Extension.Activate:output_type -> agenthost.ext.v1.ActivateResponse
+	36, // 79: agenthost.ext.v1.Extension.Retire:output_type -> agenthost.ext.v1.RetireResponse
+	38, // 80: agenthost.ext.v1.Extension.ReconcileAll:output_type -> agenthost.ext.v1.ReconcileAllResponse
+	40, // 81: agenthost.ext.v1.Extension.StartService:output_type -> agenthost.ext.v1.StartServiceResponse
+	43, // 82: agenthost.ext.v1.Extension.Status:output_type -> agenthost.ext.v1.StatusResponse
+	16, // 83: agenthost.ext.v1.Extension.SubscribeResource:output_type -> agenthost.ext.v1.SubscribeResourceResponse
+	18, // 84: agenthost.ext.v1.Extension.SessionNotify:output_type -> agenthost.ext.v1.SessionNotifyResponse
+	20, // 85: agenthost.ext.v1.Extension.UserToolsChanged:output_type -> agenthost.ext.v1.UserToolsChangedResponse
+	4,  // 86: agenthost.ext.v1.Extension.BeginAuth:output_type -> agenthost.ext.v1.BeginAuthResponse
+	6,  // 87: agenthost.ext.v1.Extension.CompleteAuth:output_type -> agenthost.ext.v1.CompleteAuthResponse
+	22, // 88: agenthost.ext.v1.Extension.ValidateSettings:output_type -> agenthost.ext.v1.ValidateSettingsResponse
+	30, // 89: agenthost.ext.v1.Extension.Reconfigure:output_type -> agenthost.ext.v1.ReconfigureResponse
+	92, // 90: agenthost.ext.v1.Extension.RunAction:output_type -> agenthost.ext.v1.RunActionResponse
+	58, // 91: agenthost.ext.v1.Host.SetUserTools:output_type -> agenthost.ext.v1.SetUserToolsResponse
+	60, // 92: agenthost.ext.v1.Host.SetSystemTools:output_type -> agenthost.ext.v1.SetSystemToolsResponse
+	62, // 93: agenthost.ext.v1.Host.SetUserCatalog:output_type -> agenthost.ext.v1.SetUserCatalogResponse
+	68, // 94: agenthost.ext.v1.Host.Notify:output_type -> agenthost.ext.v1.NotifyResponse
+	70, // 95: agenthost.ext.v1.Host.RequestUser:output_type -> agenthost.ext.v1.RequestUserResponse
+	72, // 96: agenthost.ext.v1.Host.ActingUser:output_type -> agenthost.ext.v1.ActingUserResponse
+	74, // 97: agenthost.ext.v1.Host.GetSecret:output_type -> agenthost.ext.v1.GetSecretResponse
+	76, // 98: agenthost.ext.v1.Host.SetSecret:output_type -> agenthost.ext.v1.SetSecretResponse
+	78, // 99: agenthost.ext.v1.Host.DeleteSecret:output_type -> agenthost.ext.v1.DeleteSecretResponse
+	80, // 100: agenthost.ext.v1.Host.ListSecrets:output_type -> agenthost.ext.v1.ListSecretsResponse
+	82, // 101: agenthost.ext.v1.Host.GetSettings:output_type -> agenthost.ext.v1.GetSettingsResponse
+	84, // 102: agenthost.ext.v1.Host.SetSettings:output_type -> agenthost.ext.v1.SetSettingsResponse
+	86, // 103: agenthost.ext.v1.Host.GetPaths:output_type -> agenthost.ext.v1.GetPathsResponse
+	87, // 104: agenthost.ext.v1.Host.ConnectService:output_type -> agenthost.ext.v1.ServiceFrame
+	50, // 105: agenthost.ext.v1.Host.MintUserToken:output_type -> agenthost.ext.v1.MintUserTokenResponse
+	52, // 106: agenthost.ext.v1.Host.RevokeUserToken:output_type -> agenthost.ext.v1.RevokeUserTokenResponse
+	54, // 107: agenthost.ext.v1.Host.ListToolsAs:output_type -> agenthost.ext.v1.ListToolsAsResponse
+	56, // 108: agenthost.ext.v1.Host.CallToolAs:output_type -> agenthost.ext.v1.CallToolAsResponse
+	54, // 109: agenthost.ext.v1.Host.ListCallerTools:output_type -> agenthost.ext.v1.ListToolsAsResponse
+	56, // 110: agenthost.ext.v1.Host.CallCallerTool:output_type -> agenthost.ext.v1.CallToolAsResponse
+	74, // [74:111] is the sub-list for method output_type
+	37, // [37:74] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_agenthost_ext_v1_ext_proto_init() }
@@ -5989,8 +6209,10 @@ func file_agenthost_ext_v1_ext_proto_init() {
 		(*CallFrame_Notify)(nil),
 		(*CallFrame_Request)(nil),
 		(*CallFrame_Reply)(nil),
+		(*CallFrame_CallerCall)(nil),
+		(*CallFrame_CallerResult)(nil),
 	}
-	file_agenthost_ext_v1_ext_proto_msgTypes[82].OneofWrappers = []any{
+	file_agenthost_ext_v1_ext_proto_msgTypes[84].OneofWrappers = []any{
 		(*ServiceFrame_Open)(nil),
 		(*ServiceFrame_Opened)(nil),
 		(*ServiceFrame_Data)(nil),
@@ -6004,7 +6226,7 @@ func file_agenthost_ext_v1_ext_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthost_ext_v1_ext_proto_rawDesc), len(file_agenthost_ext_v1_ext_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   91,
+			NumMessages:   93,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
