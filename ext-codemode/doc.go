@@ -43,8 +43,8 @@
 // A run gets a fresh VM with nothing but tools, console and JavaScript's
 // own built-ins: no std/os modules, no fetch, require, timers or eval.
 // Promises settle only through tool calls, so a script awaiting anything
-// else ends at once with an error saying so. Inner calls run in goroutines
-// [Run] owns and waits for, at most [Limits.Parallel] at once and
+// else ends at once with an error saying so. Inner calls run on at most
+// [Limits.Parallel] workers [Run] starts as calls overlap and waits for,
 // [Limits.Calls] in all; arguments are checked against the tool's input
 // schema (santhosh-tekuri/jsonschema) before the call. Each limit that ends
 // a run is named in its error (Limit). TypeScript is stripped with
@@ -52,9 +52,25 @@
 // line is mapped back to the user's through esbuild's source map
 // (go-sourcemap), since esbuild reformats the code.
 //
+// # Priority
+//
+// A script's JavaScript runs at the lowest CPU priority, so that it only
+// takes CPU nobody else wants: each run drives its VM from a goroutine of
+// its own, locked to its OS thread, which it sets to SCHED_IDLE (nice 19
+// where that is refused; Linux only, elsewhere the process's priority)
+// and never unlocks, so the thread ends with the run instead of going
+// back to Go's pool at that priority (an unprivileged thread cannot raise
+// it again). Inner calls run on the workers at normal priority: a call
+// takes locks shared with other users' calls (the channel to the host),
+// which a starved thread must not hold. The CPU budget is the time spent
+// in the engine, so on a machine busy with other work a starved script
+// spends it waiting too.
+//
 // # Concurrency
 //
 // Extension's methods are called concurrently; at most maxRuns scripts
 // run at once (more are refused, naming the limit). Each run drives its
-// VM from the calling goroutine only.
+// VM from its engine goroutine only (the VM never moves between
+// goroutines: it is not safe for concurrent use), which [Run] starts and
+// waits for, as it waits for the run's workers.
 package codemode

@@ -220,9 +220,39 @@ func runJob(ctx context.Context, j job, call CallFunc, lim Limits, mu *sync.Mute
 // when the script settled, failed or hit a limit, after every inner call
 // it started has returned.
 //
-// One goroutine (the caller's) drives the engine; each inner call runs in
-// a goroutine of its own, which Run waits for.
+// One goroutine of its own drives the engine, on an OS thread at the
+// lowest CPU priority (onIdleThread: SCHED_IDLE on Linux), so that a
+// script computes only on CPU nobody else wants; the thread is never
+// unlocked, so it ends with that goroutine instead of going back to Go's
+// pool at that priority. Inner calls run on at most lim.Parallel workers
+// at normal priority (a call holds locks shared with other users' calls,
+// which a starved thread must not). Run waits for all of them.
 func Run(ctx context.Context, code string, names []string, lim Limits, call CallFunc, progress func(done int, c InnerCall)) *Outcome {
+	var (
+		out      *Outcome
+		panicked any
+		done     = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		onIdleThread(func() {
+			defer func() { panicked = recover() }()
+			out = run(ctx, code, names, lim, call, progress)
+		})
+	}()
+	<-done
+	if panicked != nil {
+		panic(panicked) // on the caller's goroutine, as when it ran there
+	}
+	return out
+}
+
+// engineThreadHook, when set (tests), is called on the engine's thread by
+// each console output of a script.
+var engineThreadHook func()
+
+// run is Run on the engine's goroutine.
+func run(ctx context.Context, code string, names []string, lim Limits, call CallFunc, progress func(done int, c InnerCall)) *Outcome {
 	lim = lim.withDefaults()
 	out := &Outcome{Calls: []InnerCall{}}
 	ctx, cancel := context.WithTimeoutCause(ctx, lim.WallClock, errWallClock)
@@ -288,6 +318,9 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 		return true
 	}
 	if !reg("__ah_log", func(args []any) (any, error) {
+		if engineThreadHook != nil {
+			engineThreadHook()
+		}
 		s := fmt.Sprint(args...)
 		mu.Lock()
 		defer mu.Unlock()
