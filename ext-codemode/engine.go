@@ -220,13 +220,14 @@ func runJob(ctx context.Context, j job, call CallFunc, lim Limits, mu *sync.Mute
 // when the script settled, failed or hit a limit, after every inner call
 // it started has returned.
 //
-// One goroutine of its own drives the engine, on an OS thread at the
-// lowest CPU priority (onIdleThread: SCHED_IDLE on Linux), so that a
-// script computes only on CPU nobody else wants; the thread is never
-// unlocked, so it ends with that goroutine instead of going back to Go's
-// pool at that priority. Inner calls run on at most lim.Parallel workers
-// at normal priority (a call holds locks shared with other users' calls,
-// which a starved thread must not). Run waits for all of them.
+// One goroutine of its own drives the engine; once the script has
+// computed for 20 ms, on an OS thread at the lowest CPU priority
+// (engineThread: SCHED_IDLE on Linux), so that it computes only on CPU
+// nobody else wants, the goroutine locked to that thread for good so that
+// it ends with the run instead of going back to Go's pool at that
+// priority. Inner calls run on at most lim.Parallel workers at normal
+// priority (a call holds locks shared with other users' calls, which a
+// starved thread must not). Run waits for all of them.
 func Run(ctx context.Context, code string, names []string, lim Limits, call CallFunc, progress func(done int, c InnerCall)) *Outcome {
 	var (
 		out      *Outcome
@@ -235,10 +236,8 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 	)
 	go func() {
 		defer close(done)
-		onIdleThread(func() {
-			defer func() { panicked = recover() }()
-			out = run(ctx, code, names, lim, call, progress)
-		})
+		defer func() { panicked = recover() }()
+		out = run(ctx, code, names, lim, call, progress)
 	}()
 	<-done
 	if panicked != nil {
@@ -391,8 +390,11 @@ func run(ctx context.Context, code string, names []string, lim Limits, call Call
 		return out
 	}
 
-	// CPU: the time spent inside the engine, summed over each entry.
+	// CPU: the time spent inside the engine, summed over each entry. Past
+	// normalShare of it the run's JavaScript runs at idle priority.
 	var cpu time.Duration
+	thread := &engineThread{}
+	defer thread.stop()
 	enter := func(f func() error) error {
 		left := lim.CPU - cpu
 		if left <= 0 {
@@ -402,7 +404,8 @@ func run(ctx context.Context, code string, names []string, lim Limits, call Call
 			return err
 		}
 		t0 := time.Now()
-		err := f()
+		var err error
+		thread.do(cpu, func() { err = f() })
 		cpu += time.Since(t0)
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,41 +16,43 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestScriptRunsAtIdlePriority: a script's JavaScript runs on a thread
-// whose policy is SCHED_IDLE (read from the thread itself, by a host
-// function the script calls), not the caller's; the caller's thread keeps
-// its policy, and the idle thread ends with the run instead of going back
-// to Go's pool.
+// TestScriptRunsAtIdlePriority: once a script has computed for its
+// normal share (20 ms), its JavaScript runs on a thread whose policy is
+// SCHED_IDLE (read from the thread itself, by a host function the script
+// calls), not the caller's; that thread ends with the run instead of
+// going back to Go's pool. A script that only waits on its calls keeps
+// normal priority (a locked thread costs every inner call a wake-up).
 func TestScriptRunsAtIdlePriority(t *testing.T) {
+	var (
+		n      atomic.Int32
+		tid    int
+		policy uint32
+		err    error
+	)
+	defer codemode.SetEngineThreadHook(func() {
+		tid = unix.Gettid()
+		var a *unix.SchedAttr
+		if a, err = unix.SchedGetAttr(0, 0); err == nil {
+			policy = a.Policy
+		}
+	})()
 	// Several runs: one may land on the main thread, which the runtime
-	// never ends (onIdleThread then moves the run off it).
-	for range 4 {
-		var (
-			n      atomic.Int32
-			tid    int
-			policy uint32
-			err    error
-		)
-		unset := codemode.SetEngineThreadHook(func() {
-			tid = unix.Gettid()
-			var a *unix.SchedAttr
-			if a, err = unix.SchedGetAttr(0, 0); err == nil {
-				policy = a.Policy
-			}
-		})
-		out := codemode.Run(context.Background(), `const r = await tools.t.echo({x: 1}); console.log("after a call"); return r.x`, names, codemode.Limits{}, echo(&n), nil)
-		unset()
+	// never ends (the entry then moves off it).
+	for range 3 {
+		out := codemode.Run(context.Background(), `const r = await tools.t.echo({x: 1});
+for (let i = 0; i < 25; i++) { const t = Date.now(); while (Date.now() - t < 20) {} console.log(i); }
+return r.x`, names, codemode.Limits{}, echo(&n), nil)
 		if out.Error != nil || string(out.Value) != "1" {
 			t.Fatalf("run: %s %+v", out.Value, out.Error)
 		}
 		if err != nil || policy != unix.SCHED_IDLE {
-			t.Errorf("the script's thread %d has policy %d (%v), want SCHED_IDLE (%d)", tid, policy, err, unix.SCHED_IDLE)
+			t.Errorf("the script's thread %d has policy %d (%v) after 500 ms of JavaScript, want SCHED_IDLE (%d)", tid, policy, err, unix.SCHED_IDLE)
 		}
 		if a, err := unix.SchedGetAttr(0, 0); err != nil || a.Policy == unix.SCHED_IDLE || unix.Gettid() == tid {
 			t.Errorf("the caller's thread %d: %+v %v, want its own policy kept", unix.Gettid(), a, err)
 		}
 		if tid == unix.Getpid() {
-			t.Errorf("the script ran on the main thread, which never ends")
+			t.Errorf("the script was demoted on the main thread, which never ends")
 		}
 		// The thread exits once the engine's goroutine has ended (a
 		// liveness wait, not a timing: it fails only if the thread never
@@ -62,5 +66,34 @@ func TestScriptRunsAtIdlePriority(t *testing.T) {
 				t.Fatalf("the idle thread %d outlived its run (back in Go's pool)", tid)
 			}
 		}
+	}
+	out := codemode.Run(context.Background(), `const r = await tools.t.echo({x: 1}); console.log(r.x); return r.x`, names, codemode.Limits{}, echo(&n), nil)
+	if out.Error != nil || err != nil || policy == unix.SCHED_IDLE {
+		t.Errorf("a script that computes little: %+v, its thread's policy %d (%v), want normal", out.Error, policy, err)
+	}
+}
+
+// TestEntriesLeaveTheMainThread: in a process whose main thread runs
+// goroutines (a program that does not keep it, unlike
+// agenthost-ext-codemode), entries that land there move off it, and
+// scripts are still demoted on other threads only, which end with their
+// run (TestScriptRunsAtIdlePriority, run again in a child process whose
+// main thread is free).
+func TestEntriesLeaveTheMainThread(t *testing.T) {
+	if os.Getenv(mainThreadFree) != "" {
+		var n atomic.Int32
+		for i := 0; codemode.MainThreadHops() == 0; i++ {
+			if i == 2000 {
+				t.Fatal("no entry landed on the main thread in 2,000 runs")
+			}
+			codemode.Run(context.Background(), `await tools.t.echo({}); return 1`, names, codemode.Limits{}, echo(&n), nil)
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^(TestScriptRunsAtIdlePriority|TestEntriesLeaveTheMainThread)$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), mainThreadFree+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestScriptRunsAtIdlePriority") || !strings.Contains(string(out), "--- PASS: TestEntriesLeaveTheMainThread") {
+		t.Fatalf("the child with a free main thread: %v\n%s", err, out)
 	}
 }
