@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,9 +68,23 @@ return r.x`, names, codemode.Limits{}, echo(&n), nil)
 			}
 		}
 	}
+	// No thread of this process stays at idle priority once its run has
+	// ended, this test's or earlier ones' (TestRunErrors' endless loops).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		idle := idleThreads(t)
+		if len(idle) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads %v stay at idle priority after their runs", idle)
+		}
+	}
+	// A script within its normal share (widened here: under -race even
+	// one that computes little can pass 20 ms) keeps normal priority.
+	defer codemode.SetNormalShare(time.Minute)()
 	out := codemode.Run(context.Background(), `const r = await tools.t.echo({x: 1}); console.log(r.x); return r.x`, names, codemode.Limits{}, echo(&n), nil)
 	if out.Error != nil || err != nil || policy == unix.SCHED_IDLE {
-		t.Errorf("a script that computes little: %+v, its thread's policy %d (%v), want normal", out.Error, policy, err)
+		t.Errorf("a script within its normal share: %+v, its thread's policy %d (%v), want normal", out.Error, policy, err)
 	}
 }
 
@@ -96,4 +111,24 @@ func TestEntriesLeaveTheMainThread(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestScriptRunsAtIdlePriority") || !strings.Contains(string(out), "--- PASS: TestEntriesLeaveTheMainThread") {
 		t.Fatalf("the child with a free main thread: %v\n%s", err, out)
 	}
+}
+
+// idleThreads lists this process's threads whose policy is SCHED_IDLE.
+func idleThreads(t *testing.T) []int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idle []int
+	for _, e := range tasks {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if a, err := unix.SchedGetAttr(tid, 0); err == nil && a.Policy == unix.SCHED_IDLE {
+			idle = append(idle, tid)
+		}
+	}
+	return idle
 }
