@@ -55,7 +55,7 @@
 // # Priority
 //
 // A script that computes runs at the lowest CPU priority, so that it only
-// takes CPU nobody else wants: past its first 20 ms of JavaScript (the
+// takes CPU nobody else wants: past its first 10 ms of JavaScript (the
 // normal share) its thread is set to SCHED_IDLE (nice 19 where that is
 // refused; Linux only, elsewhere the process's priority). Each entry into
 // the engine runs locked to its thread with a timer for the share left;

@@ -221,7 +221,7 @@ func runJob(ctx context.Context, j job, call CallFunc, lim Limits, mu *sync.Mute
 // it started has returned.
 //
 // One goroutine of its own drives the engine; once the script has
-// computed for 20 ms, on an OS thread at the lowest CPU priority
+// computed for 10 ms, on an OS thread at the lowest CPU priority
 // (engineThread: SCHED_IDLE on Linux), so that it computes only on CPU
 // nobody else wants, the goroutine locked to that thread for good so that
 // it ends with the run instead of going back to Go's pool at that

@@ -48,7 +48,7 @@ var mainThreadHops atomic.Int64
 // normalShare is the JavaScript time a run gets at normal priority (a
 // variable for the tests: under -race a script that computes little
 // takes longer).
-var normalShare = 20 * time.Millisecond
+var normalShare = 10 * time.Millisecond
 
 // do runs f, an entry into the engine, the run having spent spent in it.
 func (e *engineThread) do(spent time.Duration, f func()) {

@@ -18,7 +18,7 @@ import (
 )
 
 // TestScriptRunsAtIdlePriority: once a script has computed for its
-// normal share (20 ms), its JavaScript runs on a thread whose policy is
+// normal share (10 ms), its JavaScript runs on a thread whose policy is
 // SCHED_IDLE (read from the thread itself, by a host function the script
 // calls), not the caller's; that thread ends with the run instead of
 // going back to Go's pool. A script that only waits on its calls keeps
@@ -80,7 +80,7 @@ return r.x`, names, codemode.Limits{}, echo(&n), nil)
 		}
 	}
 	// A script within its normal share (widened here: under -race even
-	// one that computes little can pass 20 ms) keeps normal priority.
+	// one that computes little can pass 10 ms) keeps normal priority.
 	defer codemode.SetNormalShare(time.Minute)()
 	out := codemode.Run(context.Background(), `const r = await tools.t.echo({x: 1}); console.log(r.x); return r.x`, names, codemode.Limits{}, echo(&n), nil)
 	if out.Error != nil || err != nil || policy == unix.SCHED_IDLE {
