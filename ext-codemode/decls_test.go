@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agenthost/agenthost/ext"
@@ -93,5 +94,28 @@ return b;`
 	o = codemode.RunCode(context.Background(), "const x = 1;\n\nthrow new Error('js');", []string{"t/echo"}, codemode.Limits{}, nil, nil)
 	if o.Error == nil || o.Error.Line != 3 {
 		t.Errorf("JavaScript error %+v, want line 3", o.Error)
+	}
+}
+
+// TestFailedCallLine: an error a failed inner call throws names the
+// script's line where the script awaits it (the engine writes its stack
+// there: no stack is captured per call), in JavaScript and through
+// TypeScript's source map, also through Promise.all.
+func TestFailedCallLine(t *testing.T) {
+	var n atomic.Int32
+	for _, tc := range []struct {
+		name, code string
+		line       int
+	}{
+		{"js", "const a = await tools.t.echo({});\n\nconst b = await tools.t.fail({});", 3},
+		{"awaited later", "const p = tools.t.fail({});\nawait tools.t.echo({});\nawait p;", 3},
+		{"Promise.all", "const r = await Promise.all([\n  tools.t.echo({}),\n  tools.t.fail({}),\n]);", 1},
+		{"in a function", "async function get(id: number): Promise<any> {\n  return await tools.t.fail({id});\n}\n\nawait get(1);", 2},
+		{"ts", "interface Note {\n  id: number;\n}\ntype Id = number;\nconst id: Id = 1;\n\nconst n = <Note>await tools.t.echo({id});\nconst m: Note = await tools.t.fail({id: n.id}); // line 8\nreturn m;", 8},
+	} {
+		o := codemode.RunCode(context.Background(), tc.code, names, codemode.Limits{}, echo(&n), nil)
+		if o.Error == nil || !strings.Contains(o.Error.Message, "no such note") || o.Error.Line != tc.line {
+			t.Errorf("%s: error %+v, want no such note at line %d", tc.name, o.Error, tc.line)
+		}
 	}
 }

@@ -8,7 +8,8 @@ import (
 
 // TestDependencies: ext-codemode imports ext, the engine (modernc
 // QuickJS), esbuild (types stripped), santhosh-tekuri/jsonschema
-// (arguments checked) and x/text (its messages) — never the host, the
+// (arguments checked), x/text (its messages) and x/sys/unix (the engine's
+// thread at idle priority) — never the host, the
 // secrets or settings modules, ext-mcp or the examples, and no go-plugin
 // outside ext.
 func TestDependencies(t *testing.T) {
@@ -19,6 +20,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/santhosh-tekuri/jsonschema/v6",
 		"github.com/go-sourcemap/sourcemap", // esbuild's source map: TypeScript errors name the user's line
 		"golang.org/x/text/",
+		"golang.org/x/sys/unix", // the engine's thread at idle priority (SCHED_IDLE)
 	}
 	std := map[string]bool{}
 	for _, p := range goList(t, "std") {

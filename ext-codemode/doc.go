@@ -43,8 +43,8 @@
 // A run gets a fresh VM with nothing but tools, console and JavaScript's
 // own built-ins: no std/os modules, no fetch, require, timers or eval.
 // Promises settle only through tool calls, so a script awaiting anything
-// else ends at once with an error saying so. Inner calls run in goroutines
-// [Run] owns and waits for, at most [Limits.Parallel] at once and
+// else ends at once with an error saying so. Inner calls run on at most
+// [Limits.Parallel] workers [Run] starts as calls overlap and waits for,
 // [Limits.Calls] in all; arguments are checked against the tool's input
 // schema (santhosh-tekuri/jsonschema) before the call. Each limit that ends
 // a run is named in its error (Limit). TypeScript is stripped with
@@ -52,9 +52,34 @@
 // line is mapped back to the user's through esbuild's source map
 // (go-sourcemap), since esbuild reformats the code.
 //
+// # Priority
+//
+// A script that computes runs at the lowest CPU priority, so that it only
+// takes CPU nobody else wants: past its first 10 ms of JavaScript (the
+// normal share) its thread is set to SCHED_IDLE (nice 19 where that is
+// refused; Linux only, elsewhere the process's priority). Each entry into
+// the engine runs locked to its thread with a timer for the share left;
+// when it fires the thread is demoted and the run's goroutine never
+// unlocks again, so the thread ends with the run instead of going back to
+// Go's pool at that priority (an unprivileged thread cannot raise it
+// again); an entry that ends first unlocks. A script that mostly waits on
+// its calls therefore never runs on a locked thread, which cost every
+// inner call a wake-up from another thread (43 µs against 24 µs an inner
+// call, measured). The main thread is never demoted (the runtime never
+// ends it): agenthost-ext-codemode's main goroutine keeps it, and an
+// entry landing there elsewhere moves to a goroutine of its own. Inner
+// calls run on the workers at normal priority: a call takes locks shared
+// with other users' calls (the channel to the host), which a starved
+// thread must not hold. The CPU budget is the time spent in the engine,
+// so on a machine busy with other work a starved script spends it
+// waiting too.
+//
 // # Concurrency
 //
 // Extension's methods are called concurrently; at most maxRuns scripts
 // run at once (more are refused, naming the limit). Each run drives its
-// VM from the calling goroutine only.
+// VM from its engine goroutine only (an entry moved off the main thread
+// runs on a helper goroutine while the engine goroutine waits for it: the
+// VM is never used by two at once), which [Run] starts and waits for, as
+// it waits for the run's workers.
 package codemode

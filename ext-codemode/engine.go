@@ -1,6 +1,7 @@
 package codemode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agenthost/agenthost/ext/mcpwire"
 	"modernc.org/quickjs"
 )
 
@@ -119,16 +121,17 @@ const settle = (id, ok, payload) => {
   const p = pending.get(id); pending.delete(id);
   if (!p) return;
   if (ok) { p.resolve(JSON.parse(payload)); return; }
-  const e = new Error(payload); e.stack = p.site.stack; p.reject(e);
+  // No stack: the engine writes one where the rejection is thrown into
+  // the script (its await), naming the script's line.
+  const e = new Error(payload); delete e.stack; p.reject(e);
 };
 const fmt = (v) => { if (typeof v === "string") return v; try { const s = JSON.stringify(v); return s === undefined ? String(v) : s; } catch (e) { return String(v); } };
 const out = (...a) => log(a.map(fmt).join(" "));
 globalThis.console = Object.freeze({log: out, info: out, warn: out, error: out, debug: out});
 const call = function ahCall(name, args) {
-  const site = new Error();
   return new Promise((resolve, reject) => {
     const id = start(String(name), JSON.stringify(args === undefined ? {} : args));
-    pending.set(id, {resolve, reject, site});
+    pending.set(id, {resolve, reject});
   });
 };
 const tools = {call};
@@ -168,7 +171,47 @@ func scriptLine(stack string) int {
 type settled struct {
 	id      int
 	ok      bool
+	refused bool // never given to a worker
 	payload string
+}
+
+// job is an inner call waiting for a worker.
+type job struct {
+	id   int
+	name string
+	args json.RawMessage
+	t0   time.Time
+}
+
+// runJob makes one inner call on a worker and records its outcome; a
+// call queued when the run ended is not started.
+func runJob(ctx context.Context, j job, call CallFunc, lim Limits, mu *sync.Mutex, out *Outcome, outBytes, ended *int, progress func(int, InnerCall)) settled {
+	if ctx.Err() != nil {
+		mu.Lock()
+		out.Calls[j.id] = InnerCall{Tool: j.name, Outcome: "failed", Error: "not started: the run ended"}
+		mu.Unlock()
+		return settled{id: j.id, payload: "the run ended"}
+	}
+	res, err := call(ctx, j.name, j.args)
+	s, ic, other := settle(j.id, res, err)
+	ic.Tool, ic.Ms = j.name, time.Since(j.t0).Milliseconds()
+	mu.Lock()
+	out.Calls[j.id] = ic
+	if res != nil && !res.IsError {
+		for _, b := range other {
+			if *outBytes+len(b) <= lim.OutputBytes {
+				*outBytes += len(b)
+				out.Content = append(out.Content, b)
+			}
+		}
+	}
+	*ended++
+	n := *ended
+	mu.Unlock()
+	if progress != nil {
+		progress(n, ic)
+	}
+	return s
 }
 
 // Run runs code (the body of an async JavaScript function) with the tools
@@ -177,9 +220,38 @@ type settled struct {
 // when the script settled, failed or hit a limit, after every inner call
 // it started has returned.
 //
-// One goroutine (the caller's) drives the engine; each inner call runs in
-// a goroutine of its own, which Run waits for.
+// One goroutine of its own drives the engine; once the script has
+// computed for 10 ms, on an OS thread at the lowest CPU priority
+// (engineThread: SCHED_IDLE on Linux), so that it computes only on CPU
+// nobody else wants, the goroutine locked to that thread for good so that
+// it ends with the run instead of going back to Go's pool at that
+// priority. Inner calls run on at most lim.Parallel workers at normal
+// priority (a call holds locks shared with other users' calls, which a
+// starved thread must not). Run waits for all of them.
 func Run(ctx context.Context, code string, names []string, lim Limits, call CallFunc, progress func(done int, c InnerCall)) *Outcome {
+	var (
+		out      *Outcome
+		panicked any
+		done     = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		defer func() { panicked = recover() }()
+		out = run(ctx, code, names, lim, call, progress)
+	}()
+	<-done
+	if panicked != nil {
+		panic(panicked) // on the caller's goroutine, as when it ran there
+	}
+	return out
+}
+
+// engineThreadHook, when set (tests), is called on the engine's thread by
+// each console output of a script.
+var engineThreadHook func()
+
+// run is Run on the engine's goroutine.
+func run(ctx context.Context, code string, names []string, lim Limits, call CallFunc, progress func(done int, c InnerCall)) *Outcome {
 	lim = lim.withDefaults()
 	out := &Outcome{Calls: []InnerCall{}}
 	ctx, cancel := context.WithTimeoutCause(ctx, lim.WallClock, errWallClock)
@@ -199,19 +271,32 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 	defer stopInterrupt()
 
 	var (
-		mu       sync.Mutex // guards out.Calls, out.Content, outBytes from the call goroutines
+		mu       sync.Mutex // guards out.Calls, out.Content, outBytes, ended from the workers
 		outBytes int
+		ended    int // inner calls with an outcome, for progress
 		wg       sync.WaitGroup
 		results  = make(chan settled, lim.Calls)
-		sem      = make(chan struct{}, lim.Parallel)
+		jobs     = make(chan job, lim.Calls)
 		started  int
-		inflight int
+		inflight int // calls started whose promise is not settled yet
+		active   int // calls given to the workers whose result is not back yet
+		workers  int
 		finished bool
 		abort    *ScriptError
 		final    *ScriptError
 	)
+	// The workers: at most lim.Parallel, started as calls overlap and kept
+	// for the run (a goroutine per call grew a fresh stack every call:
+	// issue 22's profile). Run owns them: it closes jobs and waits.
+	worker := func() {
+		defer wg.Done()
+		for j := range jobs {
+			results <- runJob(ctx, j, call, lim, &mu, out, &outBytes, &ended, progress)
+		}
+	}
 	defer wg.Wait()
-	defer cancel() // inner calls end before wg.Wait
+	defer close(jobs)
+	defer cancel() // inner calls end, and those queued are not started, before wg.Wait
 
 	var triples [][3]string
 	for _, n := range names {
@@ -232,6 +317,9 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 		return true
 	}
 	if !reg("__ah_log", func(args []any) (any, error) {
+		if engineThreadHook != nil {
+			engineThreadHook()
+		}
 		s := fmt.Sprint(args...)
 		mu.Lock()
 		defer mu.Unlock()
@@ -279,53 +367,20 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 			msg := fmt.Sprintf("tool %q is not one code may call here (see the tools in code/run's description)", name)
 			mu.Lock()
 			out.Calls[id].Outcome, out.Calls[id].Error = "refused", msg
+			ended++
 			mu.Unlock()
 			inflight++
-			results <- settled{id: id, payload: msg}
+			results <- settled{id: id, payload: msg, refused: true}
 			return id, nil
 		}
 		inflight++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t0 := time.Now()
-			var s settled
-			s.id = id
-			select {
-			case sem <- struct{}{}:
-				res, err := call(ctx, name, json.RawMessage(argJSON))
-				<-sem
-				s, ic, other := settle(id, res, err)
-				ic.Tool, ic.Ms = name, time.Since(t0).Milliseconds()
-				mu.Lock()
-				out.Calls[id] = ic
-				if res != nil && !res.IsError {
-					for _, b := range other {
-						if outBytes+len(b) <= lim.OutputBytes {
-							outBytes += len(b)
-							out.Content = append(out.Content, b)
-						}
-					}
-				}
-				n := 0
-				for _, c := range out.Calls {
-					if c.Outcome != "" {
-						n++
-					}
-				}
-				mu.Unlock()
-				if progress != nil {
-					progress(n, ic)
-				}
-				results <- s
-			case <-ctx.Done():
-				mu.Lock()
-				out.Calls[id] = InnerCall{Tool: name, Outcome: "failed", Error: "not started: the run ended"}
-				mu.Unlock()
-				s.payload = "the run ended"
-				results <- s
-			}
-		}()
+		active++
+		jobs <- job{id: id, name: name, args: json.RawMessage(argJSON), t0: time.Now()}
+		if active > workers && workers < lim.Parallel {
+			workers++
+			wg.Add(1)
+			go worker()
+		}
 		return id, nil
 	}) {
 		return out
@@ -335,8 +390,11 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 		return out
 	}
 
-	// CPU: the time spent inside the engine, summed over each entry.
+	// CPU: the time spent inside the engine, summed over each entry. Past
+	// normalShare of it the run's JavaScript runs at idle priority.
 	var cpu time.Duration
+	thread := &engineThread{}
+	defer thread.stop()
 	enter := func(f func() error) error {
 		left := lim.CPU - cpu
 		if left <= 0 {
@@ -346,7 +404,8 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 			return err
 		}
 		t0 := time.Now()
-		err := f()
+		var err error
+		thread.do(cpu, func() { err = f() })
 		cpu += time.Since(t0)
 		return err
 	}
@@ -390,6 +449,9 @@ func Run(ctx context.Context, code string, names []string, lim Limits, call Call
 		select {
 		case s := <-results:
 			inflight--
+			if !s.refused {
+				active--
+			}
 			if err := enter(func() error { _, err := settleFn.Call(quickjs.UndefinedValue, s.id, s.ok, s.payload); return err }); err != nil {
 				return fail(err)
 			}
@@ -456,7 +518,7 @@ func mustAtom(vm *quickjs.VM, s string) quickjs.Atom {
 // settle turns an inner call's result into what its promise gets: the
 // structuredContent when there is one, else the text; the tool's message
 // as the rejection when isError. other are the result's non-text content
-// blocks (images, audio, resources), from the same one decoding of the
+// blocks (images, audio, resources), from the same one reading of the
 // result.
 func settle(id int, res *InnerResult, err error) (s settled, ic InnerCall, other []json.RawMessage) {
 	s = settled{id: id}
@@ -468,25 +530,21 @@ func settle(id int, res *InnerResult, err error) (s settled, ic InnerCall, other
 		s.payload = err.Error()
 		return s, InnerCall{Outcome: outcome, Error: err.Error()}, nil
 	}
-	var r struct {
-		Content           []json.RawMessage `json:"content"`
-		StructuredContent json.RawMessage   `json:"structuredContent"`
-	}
-	_ = json.Unmarshal(res.Raw, &r)
-	var text []string
-	for _, b := range r.Content {
-		var c struct{ Type, Text string }
-		if json.Unmarshal(b, &c) != nil {
+	content, structured := resultFields(res.Raw)
+	var text []json.RawMessage // the text blocks' texts, JSON strings
+	for _, b := range content {
+		typ, txt, ok := blockFields(b)
+		if !ok {
 			continue
 		}
-		if c.Type == "text" {
-			text = append(text, c.Text)
+		if typ == "text" {
+			text = append(text, txt)
 		} else {
 			other = append(other, b)
 		}
 	}
-	joined := strings.Join(text, "\n")
 	if res.IsError {
+		joined := joinText(text)
 		if joined == "" {
 			joined = "the tool failed"
 		}
@@ -494,13 +552,115 @@ func settle(id int, res *InnerResult, err error) (s settled, ic InnerCall, other
 		return s, InnerCall{Outcome: "tool error", Error: joined}, nil
 	}
 	s.ok = true
-	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" {
-		s.payload = string(r.StructuredContent)
-	} else {
-		b, _ := json.Marshal(joined)
+	switch {
+	case len(structured) > 0 && string(structured) != "null":
+		s.payload = string(structured)
+	case len(text) == 1:
+		s.payload = string(text[0]) // a JSON string already
+	default:
+		b, _ := json.Marshal(joinText(text))
 		s.payload = string(b)
 	}
 	return s, InnerCall{Outcome: "ok"}, other
+}
+
+// resultFields reads an MCP result's content blocks and structuredContent
+// in place (ext/mcpwire's scanner; encoding/json when the scanner declines
+// it). Invalid JSON has neither.
+func resultFields(raw json.RawMessage) (content []json.RawMessage, structured json.RawMessage) {
+	if !json.Valid(raw) {
+		return nil, nil
+	}
+	var c []byte
+	ok := mcpwire.ObjectFields(raw, func(k, v []byte) bool {
+		switch string(k) {
+		case "content":
+			return mcpwire.Once(&c, v)
+		case "structuredContent":
+			return mcpwire.Once((*[]byte)(&structured), v)
+		}
+		// encoding/json matches keys case-insensitively: leave those to it.
+		return !bytes.EqualFold(k, []byte("content")) && !bytes.EqualFold(k, []byte("structuredContent"))
+	})
+	if ok && (c == nil || arrayItems(c, &content)) {
+		return content, structured
+	}
+	var r struct {
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent"`
+	}
+	_ = json.Unmarshal(raw, &r)
+	return r.Content, r.StructuredContent
+}
+
+// arrayItems appends the items of b, a valid JSON array, to *dst; false
+// when b is not an array.
+func arrayItems(b []byte, dst *[]json.RawMessage) bool {
+	i := mcpwire.SkipSpace(b, 0)
+	if i == len(b) || b[i] != '[' {
+		return false
+	}
+	if i = mcpwire.SkipSpace(b, i+1); i < len(b) && b[i] == ']' {
+		return true
+	}
+	for i < len(b) {
+		end := mcpwire.ValueEnd(b, i)
+		*dst = append(*dst, b[i:end])
+		switch i = mcpwire.SkipSpace(b, end); {
+		case i == len(b):
+			return false
+		case b[i] == ']':
+			return true
+		case b[i] == ',':
+			i = mcpwire.SkipSpace(b, i+1)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// blockFields reads a content block's type ("" when absent) and text (a
+// JSON string, "" when absent or null), as encoding/json would into
+// struct{ Type, Text string }; ok is false when it would fail.
+func blockFields(b []byte) (typ string, text json.RawMessage, ok bool) {
+	var t []byte
+	if mcpwire.ObjectFields(b, func(k, v []byte) bool {
+		switch string(k) {
+		case "type":
+			return mcpwire.Once(&t, v)
+		case "text":
+			return mcpwire.Once((*[]byte)(&text), v)
+		}
+		return !bytes.EqualFold(k, []byte("type")) && !bytes.EqualFold(k, []byte("text"))
+	}) && mcpwire.PlainString(t, &typ) && (text == nil || text[0] == '"') {
+		if text == nil {
+			text = json.RawMessage(`""`)
+		}
+		return typ, text, true
+	}
+	var c struct{ Type, Text string }
+	if json.Unmarshal(b, &c) != nil {
+		return "", nil, false
+	}
+	text, _ = json.Marshal(c.Text)
+	return c.Type, text, true
+}
+
+// joinText joins the texts (JSON strings) with newlines.
+func joinText(texts []json.RawMessage) string {
+	var b strings.Builder
+	for i, t := range texts {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		var s string
+		if !mcpwire.PlainString(t, &s) {
+			_ = json.Unmarshal(t, &s)
+		}
+		b.WriteString(s)
+	}
+	return b.String()
 }
 
 var identRE = regexp.MustCompile(`[^A-Za-z0-9_$]`)
