@@ -72,7 +72,12 @@
 // with other users' calls (the channel to the host), which a starved
 // thread must not hold. The CPU budget is the time spent in the engine,
 // so on a machine busy with other work a starved script spends it
-// waiting too.
+// waiting too. A starved thread keeps its Go P until the kernel runs it:
+// Configure raises GOMAXPROCS to the CPUs plus maxRuns, so that the
+// process's other goroutines always have one. A garbage collection's
+// stop-the-world still waits for a starved thread to reach a safe point
+// (other code-mode calls of the process may wait with it; the host and
+// its other extensions, separate processes, do not).
 //
 // # Concurrency
 //

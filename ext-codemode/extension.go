@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -147,7 +148,20 @@ func (e *Extension) Configure(_ context.Context, req *ext.ConfigureRequest) erro
 	e.mu.Lock()
 	e.host, e.cfg, e.runs = req.Host, c, make(chan struct{}, c.MaxRuns)
 	e.mu.Unlock()
+	raiseProcs(c.MaxRuns)
 	return nil
+}
+
+// raiseProcs makes room for runs scripts at idle priority: a script's
+// thread that a busy machine starves keeps its Go P (GOMAXPROCS) until the
+// kernel runs it, so with one P per CPU a few such scripts would leave the
+// process's other goroutines (other users' inner calls, the call channel)
+// none. GOMAXPROCS is raised to the CPUs plus runs, once and never
+// lowered (process-wide: an embedding program keeps at least its own).
+func raiseProcs(runs int) {
+	if want := runtime.NumCPU() + runs; runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
 }
 
 // Shutdown implements [ext.Extension].
