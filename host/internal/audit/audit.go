@@ -2,13 +2,14 @@ package audit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/agenthost/agenthost/ext"
+	"github.com/agenthost/agenthost/host/internal/pins"
 )
 
 // Kinds of record.
@@ -87,35 +88,13 @@ type Store interface {
 	Close() error
 }
 
-// ToolHash returns the SHA-256 (hex) of a tool's definition as the
-// catalog holds it: name, title, description, input and output schemas
-// and annotations, as JSON in that order.
+// ToolHash returns the SHA-256 (hex) of a tool's definition: the pin hash
+// ([pins.Hash]: name, title, description, input and output schemas and
+// annotations as canonical JSON, object keys sorted), so that a record's
+// toolHash is the hash `agenthost pins` shows for the same definition.
 func ToolHash(name, title, description string, inputSchema, outputSchema, annotations json.RawMessage) string {
-	def := struct {
-		Name         string          `json:"name"`
-		Title        string          `json:"title,omitempty"`
-		Description  string          `json:"description,omitempty"`
-		InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
-		OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
-		Annotations  json.RawMessage `json:"annotations,omitempty"`
-	}{name, title, description, compact(inputSchema), compact(outputSchema), compact(annotations)}
-	b, err := json.Marshal(def)
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-func compact(m json.RawMessage) json.RawMessage {
-	if len(m) == 0 {
-		return nil
-	}
-	if !json.Valid(m) {
-		b, _ := json.Marshal(string(m))
-		return b
-	}
-	return m
+	return pins.Hash(ext.Tool{Name: name, Title: title, Description: description,
+		InputSchema: inputSchema, OutputSchema: outputSchema, Annotations: annotations})
 }
 
 // Cap returns s cut to at most n bytes (with a marker when cut).

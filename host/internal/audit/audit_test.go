@@ -2,13 +2,16 @@ package audit_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/audit"
+	"github.com/agenthost/agenthost/host/internal/pins"
 )
 
 func open(t testing.TB) *audit.SQLite {
@@ -114,6 +117,23 @@ func TestToolHash(t *testing.T) {
 	b := audit.ToolHash("s/t", "", "does y", []byte(`{"type":"object"}`), nil, nil)
 	if a == b || len(a) != 64 {
 		t.Errorf("hashes %q %q", a, b)
+	}
+}
+
+// TestToolHashIsThePinHash: a record's toolHash is the pin hash of the same
+// definition (what `agenthost pins` shows), whatever the order of its
+// schema's keys and its whitespace.
+func TestToolHashIsThePinHash(t *testing.T) {
+	in := json.RawMessage(`{ "type":"object", "properties":{"b":{"type":"string"},"a":{"type":"number"}} }`)
+	ann := json.RawMessage(`{"readOnlyHint":true, "destructiveHint":false}`)
+	got := audit.ToolHash("s/t", "T", "does x", in, nil, ann)
+	want := pins.Hash(ext.Tool{Name: "s/t", Title: "T", Description: "does x", InputSchema: in, Annotations: ann})
+	if got != want {
+		t.Errorf("audit toolHash %s, pin hash %s", got, want)
+	}
+	sorted := json.RawMessage(`{"properties":{"a":{"type":"number"},"b":{"type":"string"}},"type":"object"}`)
+	if again := audit.ToolHash("s/t", "T", "does x", sorted, nil, json.RawMessage(`{"destructiveHint":false,"readOnlyHint":true}`)); again != got {
+		t.Errorf("the same definition with its keys sorted hashes %s, not %s", again, got)
 	}
 }
 
