@@ -585,14 +585,14 @@ func serveCalls(ctx context.Context, fc frameConn, impl Extension, callers *call
 			sc := s.calls[id]
 			s.mu.Unlock()
 			if sc != nil {
-				sc.sess.deliver(b.Reply)
+				sc.sess.deliver(b.Reply.GetId(), f)
 			}
 		case *extpb.CallFrame_CallerResult:
 			s.mu.Lock()
 			sc := s.calls[id]
 			s.mu.Unlock()
 			if sc != nil {
-				sc.sess.deliverCaller(b.CallerResult)
+				sc.sess.deliver(b.CallerResult.GetId(), f)
 			}
 		}
 	}
@@ -694,8 +694,7 @@ type frameSession struct {
 
 	mu      sync.Mutex
 	next    uint64
-	waiters map[uint64]chan *extpb.SessionReply // made by the first request
-	inner   map[uint64]chan *extpb.CallerResult // made by the first caller call
+	waiters map[uint64]chan *extpb.CallFrame // requests and caller calls awaiting their answer; made by the first
 	ended   bool
 }
 
@@ -722,44 +721,58 @@ func (s *frameSession) Request(ctx context.Context, method string, params json.R
 	if c := SessionCapability(method); c != "" && !HasCapability(s.caps, c) {
 		return nil, fmt.Errorf("the client did not declare the %q capability for %s: %w", c, method, ErrUnimplemented)
 	}
-	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
+	id, ch, release, ok := s.await()
+	if !ok {
 		return nil, fmt.Errorf("asking %s: %w", method, Mark(errSessionEnded, ErrUnavailable))
 	}
-	s.next++
-	id := s.next
-	ch := make(chan *extpb.SessionReply, 1)
-	if s.waiters == nil {
-		s.waiters = map[uint64]chan *extpb.SessionReply{}
-	}
-	s.waiters[id] = ch
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.waiters, id)
-		s.mu.Unlock()
-	}()
+	defer release()
 	if err := s.fc.send(&extpb.CallFrame{Call: s.call, Body: &extpb.CallFrame_Request{Request: &extpb.SessionMessage{Id: id, Method: method, Params: params}}}); err != nil {
 		return nil, fmt.Errorf("asking %s: %w", method, Mark(err, ErrUnavailable))
 	}
 	select {
-	case r, ok := <-ch:
-		if !ok {
+	case f, ok := <-ch:
+		switch {
+		case !ok:
 			return nil, fmt.Errorf("asking %s: %w", method, Mark(errSessionEnded, ErrUnavailable))
+		case f.GetReply() == nil:
+			return nil, fmt.Errorf("asking %s: the host answered with another kind of frame: %w", method, ErrUnavailable)
 		}
-		return replyResult(r)
+		return replyResult(f.GetReply())
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-func (s *frameSession) deliver(r *extpb.SessionReply) {
+// await numbers a request or caller call of the session and registers
+// the channel its answer comes on; release forgets it. ok is false once
+// the session has ended.
+func (s *frameSession) await() (id uint64, ch chan *extpb.CallFrame, release func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch, ok := s.waiters[r.GetId()]; ok {
-		ch <- r
-		delete(s.waiters, r.GetId())
+	if s.ended {
+		return 0, nil, nil, false
+	}
+	s.next++
+	id = s.next
+	ch = make(chan *extpb.CallFrame, 1)
+	if s.waiters == nil {
+		s.waiters = map[uint64]chan *extpb.CallFrame{}
+	}
+	s.waiters[id] = ch
+	return id, ch, func() {
+		s.mu.Lock()
+		delete(s.waiters, id)
+		s.mu.Unlock()
+	}, true
+}
+
+// deliver hands f, the answer to request or caller call id, to its waiter.
+func (s *frameSession) deliver(id uint64, f *extpb.CallFrame) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.waiters[id]; ok {
+		ch <- f
+		delete(s.waiters, id)
 	}
 }
 
@@ -773,10 +786,6 @@ func (s *frameSession) end() {
 		close(ch)
 		delete(s.waiters, id)
 	}
-	for id, ch := range s.inner {
-		close(ch)
-		delete(s.inner, id)
-	}
 }
 
 // errCallerEnded is a caller call made after its call returned.
@@ -786,24 +795,11 @@ var errCallerEnded = errors.New("no call in flight for this caller handle (it en
 // call's own frames: the host answers with the caller of this call, and
 // ctx ending cancels the call on the host's side too.
 func (s *frameSession) callCaller(ctx context.Context, name string, args json.RawMessage) (*CallToolResult, error) {
-	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
+	id, ch, release, ok := s.await()
+	if !ok {
 		return nil, fmt.Errorf("calling %q as the caller: %w", name, Mark(errCallerEnded, ErrNotFound))
 	}
-	s.next++
-	id := s.next
-	ch := make(chan *extpb.CallerResult, 1)
-	if s.inner == nil {
-		s.inner = map[uint64]chan *extpb.CallerResult{}
-	}
-	s.inner[id] = ch
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.inner, id)
-		s.mu.Unlock()
-	}()
+	defer release()
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -811,26 +807,20 @@ func (s *frameSession) callCaller(ctx context.Context, name string, args json.Ra
 		return nil, fmt.Errorf("calling %q as the caller: %w", name, Mark(err, ErrUnavailable))
 	}
 	select {
-	case r, ok := <-ch:
-		if !ok {
+	case f, ok := <-ch:
+		r := f.GetCallerResult()
+		switch {
+		case !ok:
 			return nil, fmt.Errorf("calling %q as the caller: %w", name, Mark(errCallerEnded, ErrNotFound))
-		}
-		if r.GetCode() != 0 {
+		case r == nil:
+			return nil, fmt.Errorf("calling %q as the caller: the host answered with another kind of frame: %w", name, ErrUnavailable)
+		case r.GetCode() != 0:
 			return nil, errorOf(r.GetCode(), r.GetError())
 		}
 		return &CallToolResult{Raw: raw(r.GetResult()), IsError: r.GetIsError()}, nil
 	case <-ctx.Done():
 		_ = s.fc.send(&extpb.CallFrame{Call: s.call, Body: &extpb.CallFrame_CallerCall{CallerCall: &extpb.CallerCall{Id: id, Cancel: true}}})
 		return nil, ctx.Err()
-	}
-}
-
-func (s *frameSession) deliverCaller(r *extpb.CallerResult) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ch, ok := s.inner[r.GetId()]; ok {
-		ch <- r
-		delete(s.inner, r.GetId())
 	}
 }
 
