@@ -244,20 +244,9 @@ func fastFrame(b []byte) *extpb.CallFrame {
 
 func fastOpen(b []byte) *extpb.CallOpen {
 	o := new(extpb.CallOpen)
-	var seen uint64
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || typ != protowire.BytesType || num < 1 || num > 12 || num == 10 || seen&(1<<num) != 0 {
-			return nil
-		}
-		seen |= 1 << num
-		v, m := protowire.ConsumeBytes(b[n:])
-		if m < 0 {
-			return nil
-		}
-		b = b[n+m:]
+	ok := fastFields(b, 12, func(protowire.Number, uint64) bool { return false }, func(num protowire.Number, v []byte) bool {
 		if (num <= 4 || num == 12) && !utf8.Valid(v) {
-			return nil
+			return false
 		}
 		switch num {
 		case 1:
@@ -282,59 +271,44 @@ func fastOpen(b []byte) *extpb.CallOpen {
 			o.CallParams = v
 		case 12:
 			o.Caller = string(v)
+		default: // 10, the scope: proto's
+			return false
 		}
+		return true
+	})
+	if !ok {
+		return nil
 	}
 	return o
 }
 
 func fastEnd(b []byte) *extpb.CallEnd {
 	e := new(extpb.CallEnd)
-	var seen uint64
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num < 1 || num > 5 || seen&(1<<num) != 0 {
-			return nil
+	ok := fastFields(b, 5, func(num protowire.Number, v uint64) bool {
+		switch {
+		case num == 3 && v <= 1<<32-1: // over 32 bits: proto's to truncate
+			e.Code = uint32(v)
+		case num == 5:
+			e.IsError = v != 0
+		default:
+			return false
 		}
-		seen |= 1 << num
-		b = b[n:]
-		if num == 3 || num == 5 {
-			if typ != protowire.VarintType {
-				return nil
-			}
-			v, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return nil
-			}
-			b = b[m:]
-			if num == 3 {
-				if v > 1<<32-1 {
-					return nil // proto's to truncate
-				}
-				e.Code = uint32(v)
-			} else {
-				e.IsError = v != 0
-			}
-			continue
-		}
-		if typ != protowire.BytesType {
-			return nil
-		}
-		v, m := protowire.ConsumeBytes(b)
-		if m < 0 {
-			return nil
-		}
-		b = b[m:]
-		switch num {
-		case 1:
+		return true
+	}, func(num protowire.Number, v []byte) bool {
+		switch {
+		case num == 1:
 			e.Result = v
-		case 2:
+		case num == 2:
 			e.Details = v
-		case 4:
-			if !utf8.Valid(v) {
-				return nil
-			}
+		case num == 4 && utf8.Valid(v):
 			e.Error = string(v)
+		default:
+			return false
 		}
+		return true
+	})
+	if !ok {
+		return nil
 	}
 	return e
 }
