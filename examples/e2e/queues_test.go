@@ -2,15 +2,12 @@ package e2e_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // TestMetricsQueueDepths (issue 21, "queue depths"): with the real
@@ -42,18 +39,7 @@ func TestMetricsQueueDepths(t *testing.T) {
 		done <- err
 	}()
 	scrape := func() map[string]*dto.MetricFamily {
-		code, body := e.api("GET", "/metrics", op, "")
-		if code != http.StatusOK {
-			t.Fatalf("/metrics: HTTP %d %s", code, body)
-		}
-		if strings.Contains(body, "alice") {
-			t.Error("/metrics names a user")
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
-		if err != nil {
-			t.Fatalf("/metrics is not Prometheus text: %v\n%s", err, body)
-		}
+		fams, _ := scrapeMetrics(t, e, op)
 		return fams
 	}
 	value := func(f *dto.MetricFamily, label, want string) (float64, bool) {

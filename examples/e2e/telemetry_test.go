@@ -180,18 +180,7 @@ func TestMetricsAndTracesEndToEnd(t *testing.T) {
 	if code, _ := e.api("GET", "/metrics", userTok, ""); code != http.StatusForbidden {
 		t.Errorf("/metrics with a user's token: HTTP %d, want 403", code)
 	}
-	code, body := e.api("GET", "/metrics", opTok, "")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: HTTP %d %s", code, body)
-	}
-	if strings.Contains(body, "alice") {
-		t.Error("/metrics names a user")
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("/metrics is not Prometheus text: %v\n%s", err, body)
-	}
+	families, body := scrapeMetrics(t, e, opTok)
 	fam := families["mcp_server_operation_duration_seconds"]
 	if fam == nil || fam.GetType() != dto.MetricType_HISTOGRAM {
 		t.Fatalf("/metrics lacks the histogram mcp_server_operation_duration_seconds:\n%s", body)
@@ -229,4 +218,24 @@ func TestMetricsAndTracesEndToEnd(t *testing.T) {
 	if connected != 1 {
 		t.Errorf("agenthost_servers{extension=mcp,state=connected} = %v, want 1:\n%s", connected, body)
 	}
+}
+
+// scrapeMetrics reads /metrics with tok and parses it as Prometheus text
+// (the families and the page); it fails the test when the page names
+// alice (no user ids in labels).
+func scrapeMetrics(t *testing.T, e *env, tok string) (map[string]*dto.MetricFamily, string) {
+	t.Helper()
+	code, body := e.api("GET", "/metrics", tok, "")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: HTTP %d %s", code, body)
+	}
+	if strings.Contains(body, "alice") {
+		t.Error("/metrics names a user")
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics is not Prometheus text: %v\n%s", err, body)
+	}
+	return fams, body
 }
