@@ -1,6 +1,7 @@
 package codemode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -389,11 +390,11 @@ func (v *validator) check(schema json.RawMessage, args json.RawMessage) error {
 	if len(schema) == 0 {
 		return nil
 	}
-	key := string(schema)
 	v.mu.Lock()
-	sch := v.m[key]
+	sch := v.m[string(schema)] // looked up without copying the schema
 	v.mu.Unlock()
 	if sch == nil {
+		key := string(schema)
 		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(key))
 		if err != nil {
 			return nil // a schema we cannot read is the server's to enforce
@@ -412,7 +413,7 @@ func (v *validator) check(schema json.RawMessage, args json.RawMessage) error {
 		v.m[key] = sch
 		v.mu.Unlock()
 	}
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(string(args)))
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {
 		return fmt.Errorf("the arguments are not JSON: %w", err)
 	}
