@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -93,9 +95,19 @@ func startMCPProxy(b *testing.B, bin, notes string) *mcp.ClientSession {
 		for sc.Scan() {
 		}
 	}()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/notes/"},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	// It logs the route just before it adds the route to its mux: until
+	// then the route answers 404, so the first connection may be refused
+	// (it was, in one run of five).
+	var cs *mcp.ClientSession
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		cs, err = mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/notes/"},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err == nil || !strings.Contains(err.Error(), http.StatusText(http.StatusNotFound)) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
