@@ -155,6 +155,10 @@ type MCPConfig struct {
 	// MaxSessions caps all open sessions (default 10000); beyond it a new
 	// session is refused with 503.
 	MaxSessions int `json:"maxSessions,omitempty"`
+	// MaxOpenRequestsPerUser caps one user's requests open at once on the
+	// stateless revision, 2026-07-28 (default 256): calls in flight and
+	// subscriptions/listen streams; one more is refused with 429.
+	MaxOpenRequestsPerUser int `json:"maxOpenRequestsPerUser,omitempty"`
 }
 
 // TLSConfig names the certificate and key files (PEM).
@@ -312,6 +316,9 @@ func (m MCPConfig) validate() []error {
 	}
 	if m.MaxSessions < 0 {
 		errs = append(errs, fmt.Errorf("mcp.maxSessions: must not be negative"))
+	}
+	if m.MaxOpenRequestsPerUser < 0 {
+		errs = append(errs, fmt.Errorf("mcp.maxOpenRequestsPerUser: must not be negative"))
 	}
 	if m.MaxSessions > 0 && m.MaxSessionsPerUser > m.MaxSessions {
 		errs = append(errs, fmt.Errorf("mcp.maxSessionsPerUser: %d is more than mcp.maxSessions (%d)", m.MaxSessionsPerUser, m.MaxSessions))

@@ -47,6 +47,7 @@ func TestMCPConfig(t *testing.T) {
 	for raw, want := range map[string]string{
 		`{"sessionIdleMinutes":-1}`:                  "mcp.sessionIdleMinutes: must not be negative",
 		`{"maxSessionsPerUser":-2}`:                  "mcp.maxSessionsPerUser: must not be negative",
+		`{"maxOpenRequestsPerUser":-1}`:              "mcp.maxOpenRequestsPerUser: must not be negative",
 		`{"maxSessions":-3}`:                         "mcp.maxSessions: must not be negative",
 		`{"maxSessionsPerUser":50,"maxSessions":10}`: "mcp.maxSessionsPerUser: 50 is more than mcp.maxSessions (10)",
 		`{"sessionIdle":5}`:                          "sessionIdle",

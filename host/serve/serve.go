@@ -250,6 +250,7 @@ func New(h *host.Host, opts *Options) (*Server, error) {
 		VerifyCacheTTL:     5 * time.Second,
 		SessionTimeout:     time.Duration(cfg.MCP.SessionIdleMinutes * float64(time.Minute)),
 		MaxSessionsPerUser: cfg.MCP.MaxSessionsPerUser, MaxSessions: cfg.MCP.MaxSessions,
+		MaxOpenPerUser: cfg.MCP.MaxOpenRequestsPerUser,
 	}
 	if s.oauth != nil {
 		epOpts.ResourceMetadata = s.oauth.ResourceMetadataURL

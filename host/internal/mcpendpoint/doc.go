@@ -105,7 +105,10 @@
 // recently used session without a request in flight when the user opens
 // one more (429 when all are busy), and [Options.MaxSessions] (default
 // 10,000) refuses new sessions with 503 and Retry-After. A closed
-// session's client gets 404 and must initialize again. Per session the
+// session's client gets 404 and must initialize again. On the stateless
+// revision, which has no sessions, [Options.MaxOpenPerUser] (default 256)
+// caps a user's open requests (calls in flight, listen streams) over all
+// the user's tokens. Per session the
 // endpoint holds at most 256 requests in flight, 256 resource
 // subscriptions and 256 requests to the client awaiting its answer (one
 // more fails at once with [ext.ErrUnavailable]); a session's requests to

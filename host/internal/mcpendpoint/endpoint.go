@@ -131,6 +131,9 @@ const (
 	DefaultSessionTimeout     = 30 * time.Minute
 	DefaultMaxSessionsPerUser = 64
 	DefaultMaxSessions        = 10_000
+	// DefaultMaxOpenPerUser caps a user's open requests on the stateless
+	// revision (see [Options.MaxOpenPerUser]).
+	DefaultMaxOpenPerUser = 256
 )
 
 // sessionVersions are the revisions of stateful sessions (initialize),
@@ -182,6 +185,16 @@ type Options struct {
 	// [DefaultMaxSessions]; negative: no cap). Beyond it initialize gets
 	// 503 with Retry-After, and no session of another user is closed.
 	MaxSessions int
+	// MaxOpenPerUser caps one user's requests open at once on the
+	// stateless revision (2026-07-28), over all of the user's tokens and
+	// scopes: calls in flight and subscriptions/listen streams, which stay
+	// open for as long as the client listens (default
+	// [DefaultMaxOpenPerUser]; negative: no cap). One more is refused at
+	// once with 429, Retry-After and the rate-limit error (-32029, scope
+	// "user", kind "concurrency"); other users are not affected. Sessions
+	// have their own bounds (MaxSessionsPerUser, and 256 requests in
+	// flight and 256 subscriptions per session).
+	MaxOpenPerUser int
 	// VerifyCacheTTL, when positive, lets a token verified once pass
 	// without the verifier for that long. Only wire it when every
 	// revocation calls [Endpoint.CloseToken] (which empties the cache of
@@ -230,6 +243,7 @@ type Endpoint struct {
 	timeout    time.Duration // idle sessions; 0: never
 	maxPerUser int           // 0: no cap
 	maxAll     int           // 0: no cap
+	maxOpen    int           // a user's open stateless requests; 0: no cap
 
 	scratch       sync.Mutex // guards scratchServer
 	scratchServer *mcp.Server
@@ -248,11 +262,16 @@ type Endpoint struct {
 	byID  map[string]*session // open sessions by Mcp-Session-Id
 	// statelessReqs cancels the stateless requests in flight, by token ID.
 	statelessReqs map[string]map[*context.CancelFunc]struct{}
-	wg            sync.WaitGroup // refresh loops, the sweeper, session cleanups
-	open          atomic.Int64   // len(byID)
-	calls         atomic.Int64   // tools/call answered
-	fastCalls     atomic.Int64   // stateless tools/call taken by the fast path
-	noFast        atomic.Bool    // the stateless fast path is off (tests compare it with go-sdk's)
+	// statelessOpen counts each user's open stateless requests (maxOpen).
+	statelessOpen map[string]int
+	// statelessCapped: the user was refused at the cap (logged once) and
+	// has not been under it since.
+	statelessCapped map[string]bool
+	wg              sync.WaitGroup // refresh loops, the sweeper, session cleanups
+	open            atomic.Int64   // len(byID)
+	calls           atomic.Int64   // tools/call answered
+	fastCalls       atomic.Int64   // stateless tools/call taken by the fast path
+	noFast          atomic.Bool    // the stateless fast path is off (tests compare it with go-sdk's)
 
 	closeOnce sync.Once
 }
@@ -309,11 +328,14 @@ func New(h Host, v Verifier, opts *Options) (*Endpoint, error) {
 		timeout:    limit(o.SessionTimeout, DefaultSessionTimeout),
 		maxPerUser: int(limit(o.MaxSessionsPerUser, DefaultMaxSessionsPerUser)),
 		maxAll:     int(limit(o.MaxSessions, DefaultMaxSessions)),
+		maxOpen:    int(limit(o.MaxOpenPerUser, DefaultMaxOpenPerUser)),
 		users:      map[string]*userState{},
 		views:      map[string]map[*userState]struct{}{},
 		byID:       map[string]*session{},
 
-		statelessReqs: map[string]map[*context.CancelFunc]struct{}{},
+		statelessReqs:   map[string]map[*context.CancelFunc]struct{}{},
+		statelessOpen:   map[string]int{},
+		statelessCapped: map[string]bool{},
 	}
 	e.info, _ = json.Marshal(e.impl)
 	if o.VerifyCacheTTL > 0 {

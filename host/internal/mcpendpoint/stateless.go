@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/ext/mcpwire"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/limits"
 	"github.com/agenthost/agenthost/host/internal/telemetry"
 )
 
@@ -75,6 +77,19 @@ func (e *Endpoint) serveStateless(w http.ResponseWriter, r *http.Request, p Prin
 	ctx, cancel := context.WithCancel(context.WithValue(context.WithValue(r.Context(), userKey{}, u), credKey{}, credential(p)))
 	defer cancel()
 	e.mu.Lock()
+	if open := e.statelessOpen[p.User]; e.maxOpen > 0 && open >= e.maxOpen {
+		// Logged once until the user is under the cap again: a client
+		// hammering at the cap fills no log.
+		first := !e.statelessCapped[p.User]
+		e.statelessCapped[p.User] = true
+		e.mu.Unlock()
+		if first {
+			e.log.Warn("mcp: a user's open stateless requests are at the cap; more are refused until one ends", "user", p.User, "open", open)
+		}
+		e.tooManyOpen(w, open)
+		return
+	}
+	e.statelessOpen[p.User]++
 	if e.statelessReqs[p.TokenID] == nil {
 		e.statelessReqs[p.TokenID] = map[*context.CancelFunc]struct{}{}
 	}
@@ -86,6 +101,12 @@ func (e *Endpoint) serveStateless(w http.ResponseWriter, r *http.Request, p Prin
 		if len(e.statelessReqs[p.TokenID]) == 0 {
 			delete(e.statelessReqs, p.TokenID)
 		}
+		if e.statelessOpen[p.User]--; e.statelessOpen[p.User] <= 0 {
+			delete(e.statelessOpen, p.User)
+		}
+		if e.statelessOpen[p.User] < e.maxOpen {
+			delete(e.statelessCapped, p.User)
+		}
 		e.mu.Unlock()
 	}()
 	r = r.WithContext(ctx)
@@ -93,6 +114,20 @@ func (e *Endpoint) serveStateless(w http.ResponseWriter, r *http.Request, p Prin
 		return
 	}
 	e.stateless.ServeHTTP(w, r)
+}
+
+// tooManyOpen refuses a stateless request of user, who has open requests
+// at the cap already: 429 with Retry-After and the rate-limit error, as a
+// concurrency limit refuses a call (the body is not read, so the error
+// has no ID).
+func (e *Endpoint) tooManyOpen(w http.ResponseWriter, open int) {
+	r := &limits.Refusal{Scope: limits.ScopeUser, Kind: limits.KindConcurrency,
+		Limit: fmt.Sprintf("%d open requests (calls in flight and subscriptions/listen streams)", open), RetryAfter: limits.ConcurrencyRetry}
+	data, _ := json.Marshal(r.Data())
+	w.Header().Set("Retry-After", strconv.Itoa(int(max(1, r.RetryAfter.Round(time.Second)/time.Second))))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(mcpwire.ErrorMsg(nil, limits.CodeRateLimited, r.Error(), data))
 }
 
 // lease holds u for statelessLease past now (the sweeper lets go).
