@@ -178,6 +178,12 @@ func BenchmarkAppend20(b *testing.B) {
 	b.ResetTimer()
 	start := cpu()
 	for range b.N {
+		// Times that grow, as the writer's do: the same 20 times again
+		// and again put each row in the middle of the index on at, and
+		// cost 2.5× what the log costs (38 against 16 µs a record).
+		for i := range recs {
+			recs[i].Time = time.Now()
+		}
 		if err := st.Append(ctx, recs); err != nil {
 			b.Fatal(err)
 		}
