@@ -269,8 +269,9 @@ type Limiter struct {
 	idle    time.Duration
 	groups  func(string) []string
 	now     func() time.Time
-	on      atomic.Bool // the config limits something: Acquire looks
-	users   sync.Map    // user → *userState
+	on      atomic.Bool   // the config limits something: Acquire looks
+	gen     atomic.Uint64 // the config's generation: Reconfigure adds one
+	users   sync.Map      // user → *userState
 	refused [6]atomic.Int64
 }
 
@@ -323,31 +324,40 @@ func (l *Limiter) Reconfigure(cfg *Config) {
 	l.cmu.Lock()
 	l.cfg, l.idle = *cfg, idleOf(cfg)
 	l.on.Store(!cfg.IsZero())
+	l.gen.Add(1) // with the config: a state resolved before sees it changed
 	l.cmu.Unlock()
 	now := l.now()
 	l.users.Range(func(k, v any) bool {
-		user, us := k.(string), v.(*userState)
-		pol := l.resolve(user) // before us.mu: it may take the host's locks
-		us.mu.Lock()
-		defer us.mu.Unlock()
-		us.pol = pol
-		switch {
-		case us.user != nil:
-			us.user.retune(pol.user, now)
-		case !pol.user.IsZero():
-			us.user = newGate(pol.user, ScopeUser, "", now)
-			us.user.inflight = us.inflight
-		}
-		for server, g := range us.servers {
-			lim, _ := match(pol.servers, server)
-			g.retune(lim, now)
-		}
-		for tool, g := range us.tools {
-			lim, _ := match(pol.tools, tool)
-			g.retune(lim, now)
-		}
+		l.retuneUser(k.(string), v.(*userState), now)
 		return true
 	})
+}
+
+// retuneUser resolves us, user's state, against the config in place (see
+// [Limiter.Reconfigure]). Resolving the same config twice changes
+// nothing.
+func (l *Limiter) retuneUser(user string, us *userState, now time.Time) {
+	gen := l.gen.Load()
+	pol := l.resolve(user) // before us.mu: it may take the host's locks
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	us.pol = pol
+	switch {
+	case us.user != nil:
+		us.user.retune(pol.user, now)
+	case !pol.user.IsZero():
+		us.user = newGate(pol.user, ScopeUser, "", now)
+		us.user.inflight = us.inflight
+	}
+	for server, g := range us.servers {
+		lim, _ := match(pol.servers, server)
+		g.retune(lim, now)
+	}
+	for tool, g := range us.tools {
+		lim, _ := match(pol.tools, tool)
+		g.retune(lim, now)
+	}
+	us.gen.Store(gen)
 }
 
 // retune gives g the limit lim in place (see [Limiter.Reconfigure]).
@@ -372,6 +382,7 @@ func (g *gate) retune(lim Limit, now time.Time) {
 
 // userState is one user's limiters. mu guards everything in it.
 type userState struct {
+	gen      atomic.Uint64 // the config generation its limits were resolved in
 	mu       sync.Mutex
 	dead     bool // dropped by Sweep: look the user up again
 	pol      policy
@@ -514,14 +525,24 @@ func (l *Limiter) state(user string, now time.Time) *userState {
 	for {
 		v, ok := l.users.Load(user)
 		if !ok {
+			gen := l.gen.Load()
 			pol := l.resolve(user)
 			us := &userState{pol: pol, servers: map[string]*gate{}, tools: map[string]*gate{}, last: now}
+			us.gen.Store(gen)
 			if !pol.user.IsZero() {
 				us.user = newGate(pol.user, ScopeUser, "", now)
+			}
+			if stateMade != nil {
+				stateMade(user)
 			}
 			v, _ = l.users.LoadOrStore(user, us)
 		}
 		us := v.(*userState)
+		if us.gen.Load() != l.gen.Load() {
+			// A reload came between resolving this state's limits and
+			// storing it, where Reconfigure's walk could not see it.
+			l.retuneUser(user, us, now)
+		}
 		us.mu.Lock()
 		if !us.dead {
 			return us
@@ -529,6 +550,10 @@ func (l *Limiter) state(user string, now time.Time) *userState {
 		us.mu.Unlock()
 	}
 }
+
+// stateMade, when set (tests), is called after a new user state's limits
+// are resolved and before it is stored.
+var stateMade func(user string)
 
 // Acquire admits a call of tool ("server/tool") by user, or refuses it
 // with a [*Refusal]. An admitted call must call release when it ends.

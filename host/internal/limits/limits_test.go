@@ -373,3 +373,32 @@ func TestReconfigureInPlace(t *testing.T) {
 		t.Fatalf("carol admitted %d of 3 after limits were added", ok)
 	}
 }
+
+// TestReconfigureWhileAStateIsMade: a reload that lands while a user's
+// state is being made (after its limits were resolved, before it is
+// stored, where Reconfigure's walk cannot see it) still reaches that
+// user: the state is resolved again before its first call is decided.
+func TestReconfigureWhileAStateIsMade(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	resolved, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	limits.SetStateMade(func(string) {
+		once.Do(func() {
+			close(resolved)
+			<-proceed
+		})
+	})
+	t.Cleanup(func() { limits.SetStateMade(nil) })
+	l := limits.NewReloadable(&limits.Config{Set: limits.Set{User: lim(100, 0)}}, &limits.Options{Now: c.now})
+	admitted := make(chan int)
+	go func() {
+		ok, _ := calls(l, "alice", "notes/a", 3)
+		admitted <- ok
+	}()
+	<-resolved // alice's state is made with 100 a minute, not yet stored
+	l.Reconfigure(&limits.Config{Set: limits.Set{User: &limits.Limit{PerMinute: 1, Burst: 1}}})
+	close(proceed)
+	if ok := <-admitted; ok != 1 {
+		t.Fatalf("admitted %d of 3 after the limit was lowered to 1 a minute (burst 1): the reload missed the state being made", ok)
+	}
+}
