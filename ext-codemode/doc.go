@@ -70,9 +70,11 @@
 // entry landing there elsewhere moves to a goroutine of its own. Inner
 // calls run on the workers at normal priority: a call takes locks shared
 // with other users' calls (the channel to the host), which a starved
-// thread must not hold. The CPU budget is the time spent in the engine,
-// so on a machine busy with other work a starved script spends it
-// waiting too. A starved thread keeps its Go P until the kernel runs it:
+// thread must not hold. The CPU budget (cpuSeconds) counts the time an
+// entry takes while the thread is at normal priority, and the thread's
+// own CPU clock once it is at idle priority: a script starved on a busy
+// machine waits without spending its budget (the same timer watches the
+// budget, so an entry at normal priority reads no clock). A starved thread keeps its Go P until the kernel runs it:
 // Configure raises GOMAXPROCS to the CPUs plus maxRuns, so that the
 // process's other goroutines always have one. A garbage collection's
 // stop-the-world still waits for a starved thread to reach a safe point

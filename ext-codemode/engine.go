@@ -390,7 +390,8 @@ func run(ctx context.Context, code string, names []string, lim Limits, call Call
 		return out
 	}
 
-	// CPU: the time spent inside the engine, summed over each entry. Past
+	// CPU: the CPU time the engine's thread spent in each entry, summed
+	// (waiting for the CPU is not counted: see engineThread). Past
 	// normalShare of it the run's JavaScript runs at idle priority.
 	var cpu time.Duration
 	thread := &engineThread{}
@@ -400,13 +401,8 @@ func run(ctx context.Context, code string, names []string, lim Limits, call Call
 		if left <= 0 {
 			return errCPU
 		}
-		if err := vm.SetEvalTimeout(left); err != nil {
-			return err
-		}
-		t0 := time.Now()
 		var err error
-		thread.do(cpu, func() { err = f() })
-		cpu += time.Since(t0)
+		cpu += thread.do(cpu, left, vm, func() { err = f() })
 		return err
 	}
 	fail := func(err error) *Outcome {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -131,4 +132,35 @@ func idleThreads(t *testing.T) []int {
 		}
 	}
 	return idle
+}
+
+// TestStarvedScriptIsNotCharged: a script at idle priority on a machine
+// whose CPUs are all busy waits for them, and waiting is not computing:
+// its cpuSeconds count the CPU its thread got, not the time it waited.
+// The script spins for 400 ms by the clock while a busy loop per CPU runs
+// at normal priority: it gets little CPU in that time, well under its
+// 250 ms budget, and must finish (it was refused, "computed longer than
+// 250ms", when the budget counted the time spent in the engine).
+func TestStarvedScriptIsNotCharged(t *testing.T) {
+	var hogs []*exec.Cmd
+	for range runtime.NumCPU() {
+		c := exec.Command("sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		hogs = append(hogs, c)
+	}
+	defer func() {
+		for _, c := range hogs {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
+	var n atomic.Int32
+	start := time.Now()
+	out := codemode.Run(context.Background(), `const end = Date.now() + 400; while (Date.now() < end) {}
+return 1`, names, codemode.Limits{CPU: 250 * time.Millisecond, WallClock: 60 * time.Second}, echo(&n), nil)
+	if out.Error != nil || string(out.Value) != "1" {
+		t.Fatalf("the starved script, after %v: %s %+v, want 1 (its waiting is not its computing)", time.Since(start), out.Value, out.Error)
+	}
 }

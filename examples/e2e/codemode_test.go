@@ -241,7 +241,10 @@ return {count: a.count, sum: s, echo: e};`, nil)
 	}
 
 	// Hostile scripts, while bob calls a tool; the host's RSS bounded.
-	rss0 := vmRSS(t, e.serve.Process.Pid)
+	// bob calls from before the base is read: his first few thousand
+	// calls grow the host's heap to its working size (GOGC 400: 20–30
+	// MiB), whatever the scripts do, and the endless loop lasts as long
+	// as bob's calls leave it CPU (it is charged its thread's CPU time).
 	stop := make(chan struct{})
 	var bobWG sync.WaitGroup
 	var bobCalls, bobFails atomic.Int32
@@ -261,6 +264,11 @@ return {count: a.count, sum: s, echo: e};`, nil)
 			}
 		}
 	}()
+	for deadline := time.Now().Add(20 * time.Second); bobCalls.Load() < 5000 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rss0 := vmRSS(t, e.serve.Process.Pid)
+	warmup := bobCalls.Load()
 	for _, h := range []struct{ name, code, want, limit string }{
 		{"endless loop", "for (;;) {}", "computed longer", "cpuSeconds"},
 		{"repeat 2**30", "return 'x'.repeat(2**30).length", "invalid string length", "memoryMiB"},
@@ -284,7 +292,7 @@ return {count: a.count, sum: s, echo: e};`, nil)
 	if grew := vmRSS(t, e.serve.Process.Pid) - rss0; grew > 32<<10 {
 		t.Errorf("the host's RSS grew by %d KiB, more than the 32 MiB cap", grew)
 	}
-	t.Logf("bob made %d calls during the hostile scripts; host RSS %d KiB before", bobCalls.Load(), rss0)
+	t.Logf("bob made %d calls during the hostile scripts (%d before); host RSS %d KiB before", bobCalls.Load()-warmup, warmup, rss0)
 
 	// bob's script cannot reach alice's opt-in server.
 	_, o, err = runCode(t, ctx, bob, `return await tools.call("private/list_notes", {})`, nil)
