@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/agenthost/agenthost/ext"
 	"github.com/agenthost/agenthost/host/internal/api"
+	"github.com/agenthost/agenthost/host/internal/fleetdb"
 )
 
 // FleetEntry is a user's resource that is not well, in the operator's
@@ -21,12 +24,66 @@ type FleetEntry = api.FleetEntry
 var wellStates = map[string]bool{"connected": true, "retiring": true}
 
 // fleet keeps, per user, the entries that were not well when the user
-// was last deactivated (in memory: a restart of the host forgets them,
-// and each user's next activation shows theirs again). Guarded by mu;
-// never held across a call to an extension.
+// was last deactivated: in memory, written through to fleet.db so that a
+// restart of the host remembers them (read back at New). Guarded by mu,
+// which is held across the store's writes (deactivations and deletions
+// are rare; the memory and the file change together) and never across a
+// call to an extension. A store that cannot be opened or written is
+// logged, naming the file, and the view goes on in memory.
 type fleet struct {
 	mu     sync.Mutex
 	byUser map[string][]FleetEntry
+	st     fleetdb.Store // nil: memory only
+}
+
+// openFleet opens fleet.db in dataDir and reads back what it keeps.
+func (h *Host) openFleet(dataDir string) {
+	path := filepath.Join(dataDir, fleetdb.FileName)
+	st, err := fleetdb.OpenSQLite(path)
+	if err != nil {
+		h.logger.Error("fleet: the fleet view's memory of inactive users cannot be opened; it is kept in memory only (a restart forgets it)", "file", path, "error", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(h.life, fleetTimeout)
+	defer cancel()
+	kept, err := st.All(ctx)
+	if err != nil {
+		h.logger.Warn("fleet: reading the fleet view's memory of inactive users", "file", path, "error", err)
+	}
+	h.fleet.mu.Lock()
+	defer h.fleet.mu.Unlock()
+	h.fleet.st, h.fleet.byUser = st, kept
+}
+
+// closeFleet closes fleet.db.
+func (h *Host) closeFleet() error {
+	h.fleet.mu.Lock()
+	defer h.fleet.mu.Unlock()
+	if h.fleet.st == nil {
+		return nil
+	}
+	err := h.fleet.st.Close()
+	h.fleet.st = nil
+	if err != nil {
+		return fmt.Errorf("closing the fleet database: %w", err)
+	}
+	return nil
+}
+
+// fleetTimeout bounds a write or read of fleet.db.
+const fleetTimeout = 5 * time.Second
+
+// keep writes user's entries (none: forgets the user) to the store, when
+// there is one; h.fleet.mu is held.
+func (h *Host) keep(user string, recs []FleetEntry) {
+	if h.fleet.st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.life), fleetTimeout)
+	defer cancel()
+	if err := h.fleet.st.Put(ctx, user, recs); err != nil {
+		h.logger.Warn("fleet: writing the fleet view's memory of a user (kept in memory)", "user", user, "error", err)
+	}
 }
 
 // notWell returns the entries of st that are not well, seen at now.
@@ -62,6 +119,7 @@ func (h *Host) remember(ctx context.Context, user string) {
 	}
 	h.fleet.mu.Lock()
 	defer h.fleet.mu.Unlock()
+	defer h.keep(user, recs)
 	if len(recs) == 0 {
 		delete(h.fleet.byUser, user)
 		return
@@ -77,12 +135,14 @@ func (h *Host) forget(user string) {
 	h.fleet.mu.Lock()
 	defer h.fleet.mu.Unlock()
 	delete(h.fleet.byUser, user)
+	h.keep(user, nil)
 }
 
 // Fleet is the operator's fleet view: every user's resources that are
 // not well, with their reasons (the operator's wording, which may say
 // more than the user's own status), live for the users active now and,
-// for the others, as last seen before they were deactivated. A user's
+// for the others, as last seen before they were deactivated (kept across
+// restarts in fleet.db). A user's
 // kept entries are dropped once they are active again (their live
 // status then speaks for them) and when they are deleted. Operator only:
 // it holds every user's IDs and reasons, never a secret.
@@ -100,6 +160,7 @@ func (h *Host) Fleet(ctx context.Context) ([]FleetEntry, error) {
 	for u, recs := range h.fleet.byUser {
 		if active[u] {
 			delete(h.fleet.byUser, u)
+			h.keep(u, nil)
 			continue
 		}
 		out = append(out, recs...)

@@ -308,6 +308,7 @@ func New(ctx context.Context, cfg *Config, opts *Options) (*Host, error) {
 		_ = h.Close()
 		return nil, err
 	}
+	h.openFleet(dataDir)
 	h.pol.Store(cfg.Policy)
 	// Never nil, so that a reload may add limits (reload.go).
 	h.limits = limits.NewReloadable(&cfg.Limits, &limits.Options{Groups: h.UserGroups})
@@ -404,6 +405,9 @@ func (h *Host) Close() error {
 			errs = append(errs, err)
 		}
 		if err := h.closePins(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := h.closeFleet(); err != nil {
 			errs = append(errs, err)
 		}
 		if h.ownStores && h.settings != nil {

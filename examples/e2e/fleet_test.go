@@ -42,7 +42,8 @@ func (e *env) fleetOf() (fleet []fleetLine, activeUsers int) {
 // server with its reason and when it was seen, marked not active; the
 // log has one line for the first failure and then one line with the
 // count of the repeats (bob's, and the retries), not one per user per
-// retry; a user's own status never shows another's.
+// retry; a user's own status never shows another's; and a restart of the
+// host remembers the lines (fleet.db).
 func TestFleetViewShowsInactiveUsers(t *testing.T) {
 	b := build(t)
 	failing := testbin.Build(t, pkg+"examples/internal/failing")
@@ -151,6 +152,20 @@ func TestFleetViewShowsInactiveUsers(t *testing.T) {
 		}
 		if len(lines) == 0 {
 			t.Errorf("no line matches %s", re)
+		}
+	}
+
+	// A restart of the host remembers them (fleet.db): both lines are
+	// there before either user is active again, as they were seen.
+	e.stopServe()
+	e.startServe()
+	after, active := e.fleetOf()
+	if active != 0 || len(after) != 2 {
+		t.Fatalf("after a restart: %d active, fleet %+v; want alice's and bob's lines kept", active, after)
+	}
+	for i := range after {
+		if after[i].User != fleet[i].User || after[i].State != "quarantined" || after[i].Reason != fleet[i].Reason || after[i].Active || !after[i].Seen.Equal(fleet[i].Seen) {
+			t.Errorf("after a restart, line %d = %+v; want %+v", i, after[i], fleet[i])
 		}
 	}
 }
