@@ -120,6 +120,8 @@ func serveMode(mode string) int {
 		return serveRawBig()
 	case "scripted":
 		return serveScripted()
+	case "strict2026":
+		return serveStrict2026()
 	}
 	fmt.Fprintln(os.Stderr, "unknown mode", mode)
 	return 2

@@ -53,6 +53,13 @@ type stdioConn struct {
 	next  atomic.Int64
 	mu    sync.Mutex
 	calls map[string]*rawWaiter
+
+	// envelope is the stateless revision's _meta envelope (revision,
+	// client info, capabilities) of go-sdk's last request, which its
+	// handshake sent (server/discover); nil when that request had none
+	// (an older revision's). ext-mcp's own requests carry it too, as
+	// SEP-2575 has every request of the revision do.
+	envelope atomic.Pointer[json.RawMessage]
 }
 
 // rawWaiter is one raw request waiting for its answer.
@@ -301,6 +308,13 @@ func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return err
 	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		if env := mcpwire.Envelope(req.Params); env != nil {
+			c.envelope.Store(&env)
+		} else if c.envelope.Load() != nil {
+			c.envelope.Store(nil)
+		}
+	}
 	return c.writeLine(b)
 }
 
@@ -352,6 +366,11 @@ func (c *stdioConn) call(ctx context.Context, method string, params func(token s
 	p, err := params(id)
 	if err != nil {
 		return nil, err
+	}
+	if env := c.envelope.Load(); env != nil {
+		if p, err = mcpwire.WithEnvelope(p, *env); err != nil {
+			return nil, fmt.Errorf("%s params: %w", method, err)
+		}
 	}
 	w := &rawWaiter{reply: make(chan rawReply, 1), sess: sess}
 	c.mu.Lock()

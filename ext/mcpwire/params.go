@@ -128,3 +128,113 @@ func WithTraceContext(meta json.RawMessage, traceparent, tracestate string) (jso
 	}
 	return json.Marshal(m)
 }
+
+// The keys of the per-request envelope of the stateless revision
+// (2026-07-28, SEP-2575): every request carries its revision, the
+// client's identity and its capabilities in _meta. They describe one hop,
+// client to server.
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+)
+
+// Envelope returns the stateless revision's envelope members of the
+// request params p — its _meta's protocol version (2026-07-28 or later),
+// client info and client capabilities — as a JSON object; nil when p
+// carries no such revision (an older revision's request, or none).
+func Envelope(p json.RawMessage) json.RawMessage {
+	if !bytes.Contains(p, []byte(MetaProtocolVersion)) {
+		return nil
+	}
+	var v struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(p, &v) != nil {
+		return nil
+	}
+	var rev string
+	if json.Unmarshal(v.Meta[MetaProtocolVersion], &rev) != nil || !Stateless(rev) {
+		return nil
+	}
+	env := map[string]json.RawMessage{}
+	for _, k := range []string{MetaProtocolVersion, MetaClientInfo, MetaClientCapabilities} {
+		if m, ok := v.Meta[k]; ok {
+			env[k] = m
+		}
+	}
+	b, _ := json.Marshal(env) // raw values decoded from JSON always encode
+	return b
+}
+
+// WithEnvelope returns the request params p (a JSON object, raw) with the
+// members of env (a JSON object: an [Envelope]) set in its _meta, over
+// any of the same keys; its other members, and _meta's, kept. p as it is
+// when env is empty.
+func WithEnvelope(p, env json.RawMessage) ([]byte, error) {
+	if len(env) == 0 {
+		return p, nil
+	}
+	var add map[string]json.RawMessage
+	if err := json.Unmarshal(env, &add); err != nil {
+		return nil, ErrMetaNotObject
+	}
+	var meta json.RawMessage
+	if !ObjectFields(p, func(k, v []byte) bool {
+		if string(k) == "_meta" {
+			meta = v
+		}
+		return true
+	}) {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(p, &m); err != nil || m == nil {
+			return nil, ErrParamsNotObject
+		}
+		meta = m["_meta"]
+	}
+	m := map[string]json.RawMessage{}
+	if t := bytes.TrimSpace(meta); len(t) > 0 && string(t) != "null" {
+		if err := json.Unmarshal(t, &m); err != nil {
+			return nil, ErrMetaNotObject
+		}
+	}
+	for k, v := range add {
+		m[k] = v
+	}
+	merged, _ := json.Marshal(m) // raw values decoded from JSON always encode
+	return editMember(p, "_meta", merged)
+}
+
+// editMember returns the object p with member key set to v (raw), its
+// other members' bytes kept.
+func editMember(p json.RawMessage, key string, v []byte) ([]byte, error) {
+	b := make([]byte, 0, len(p)+len(key)+len(v)+8)
+	b = append(b, '{')
+	if ObjectFields(p, func(k, val []byte) bool {
+		if string(k) == key {
+			return true
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, k...)
+		b = append(b, `":`...)
+		b = append(b, val...)
+		return true
+	}) {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = appendString(b, key)
+		b = append(b, ':')
+		b = append(b, v...)
+		return append(b, '}'), nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(p, &m); err != nil || m == nil {
+		return nil, ErrParamsNotObject
+	}
+	m[key] = v
+	return json.Marshal(m)
+}

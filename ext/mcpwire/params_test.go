@@ -109,3 +109,50 @@ func TestWithTraceContext(t *testing.T) {
 		t.Errorf("a _meta array: %v, want ErrMetaNotObject", err)
 	}
 }
+
+// TestEnvelope: the stateless revision's envelope is taken from a
+// request's _meta (the three members, nothing else), and none from an
+// older revision's request or one without.
+func TestEnvelope(t *testing.T) {
+	for _, tc := range []struct{ p, want string }{
+		{`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/logLevel":"info","progressToken":1}}`,
+			`{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`},
+		{`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}`, ``},
+		{`{"name":"x"}`, ``},
+		{`{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}`, ``},
+		{`not json io.modelcontextprotocol/protocolVersion`, ``},
+	} {
+		if got := string(mcpwire.Envelope(json.RawMessage(tc.p))); got != tc.want {
+			t.Errorf("Envelope(%s) = %s, want %s", tc.p, got, tc.want)
+		}
+	}
+}
+
+// TestWithEnvelope: the envelope's members are set in the params' _meta
+// over the same keys (the hop's revision is the sender's, not the one a
+// client put there), the other members keep their bytes, and a _meta is
+// added where there was none.
+func TestWithEnvelope(t *testing.T) {
+	env := json.RawMessage(`{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`)
+	for _, tc := range []struct{ p, want string }{
+		{`{"name":"echo","arguments":{"b":1, "a":2}}`,
+			`{"name":"echo","arguments":{"b":1, "a":2},"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
+		{`{"name":"echo","_meta":{"progressToken":"ah-3","io.modelcontextprotocol/protocolVersion":"2099-01-01"},"arguments":{}}`,
+			`{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"ah-3"}}`},
+		{`{"n\u0061me":"echo","_meta":null}`,
+			`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo"}`},
+	} {
+		got, err := mcpwire.WithEnvelope(json.RawMessage(tc.p), env)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("WithEnvelope(%s) = %s, %v; want %s", tc.p, got, err, tc.want)
+		}
+	}
+	if got, err := mcpwire.WithEnvelope(json.RawMessage(`{"a":1}`), nil); err != nil || string(got) != `{"a":1}` {
+		t.Errorf("no envelope: %s %v", got, err)
+	}
+	for _, bad := range []string{`[1]`, `{"_meta":[1]}`} {
+		if _, err := mcpwire.WithEnvelope(json.RawMessage(bad), env); err == nil {
+			t.Errorf("WithEnvelope(%s) took it", bad)
+		}
+	}
+}
