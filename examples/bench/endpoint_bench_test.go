@@ -44,6 +44,9 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 //     HTTP → host → call channel → ext-mcp → the stdio server (descriptors
 //     passed); agenthost-2026: the same host to an unpinned client, which
 //     speaks the stateless 2026-07-28 revision;
+//   - agenthost-embedded: the same host with ext-mcp in its own process
+//     (examples/bench/embedded, an embedder's build: host.Options.Extensions),
+//     to tell what the process hop to ext-mcp costs;
 //   - mcp-proxy: TBXark/mcp-proxy, the fastest public proxy (issue 20),
 //     built from its source (see buildMCPProxy; skipped, loudly, when it
 //     cannot be built), run from its JSON config as it is deployed.
@@ -65,6 +68,7 @@ func BenchmarkEndpointCall(b *testing.B) {
 	extMCP := testbin.Build(b, pkg+"ext-mcp/cmd/agenthost-ext-mcp")
 	oneproxy := testbin.Build(b, pkg+"examples/bench/oneproxy")
 	mcpgoproxy := testbin.Build(b, pkg+"examples/bench/mcpgoproxy")
+	embedded := testbin.Build(b, pkg+"examples/bench/embedded")
 	direct, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
 		&mcp.CommandTransport{Command: exec.Command(notes), TerminateDuration: time.Second}, nil)
 	if err != nil {
@@ -86,6 +90,7 @@ func BenchmarkEndpointCall(b *testing.B) {
 		// calls/s; through go-sdk's stateless handler before, 1.50–1.63×
 		// and 0.56–0.60×).
 		{"agenthost-2026", toolCall(host.connectVersion(b, ""), "notes__echo")},
+		{"agenthost-embedded", toolCall(startEmbedded(b, embedded, notes), "notes__echo")},
 	}
 	// The fastest public proxy (issue 20), built from its source.
 	if bin, why := buildMCPProxy(b); why != "" {
@@ -125,8 +130,14 @@ func BenchmarkEndpointCall(b *testing.B) {
 		b.ReportMetric(ours.perSec/mp.perSec, "×calls/s-mcp-proxy")
 		b.ReportMetric(stateless.p50/mp.p50, "2026-×p50-mcp-proxy")
 		b.ReportMetric(stateless.perSec/mp.perSec, "2026-×calls/s-mcp-proxy")
-		b.Logf("TBXark/mcp-proxy p50 %.0f µs, %.0f calls/s; agenthost pinned 2025-11-25 ×%.2f p50, ×%.2f calls/s; unpinned (2026-07-28) ×%.2f p50, ×%.2f calls/s (targets ≤ 0.9, ≥ 1.1)",
-			mp.p50, mp.perSec, ours.p50/mp.p50, ours.perSec/mp.perSec, stateless.p50/mp.p50, stateless.perSec/mp.perSec)
+		emb := res["agenthost-embedded"]
+		b.ReportMetric(emb.p50/mp.p50, "embedded-×p50-mcp-proxy")
+		b.ReportMetric(emb.perSec/mp.perSec, "embedded-×calls/s-mcp-proxy")
+		// One line: the testing package keeps a benchmark's first ten log
+		// lines only (eight sides' CPU, the figures above, this).
+		b.Logf("TBXark/mcp-proxy p50 %.0f µs, %.0f calls/s; agenthost pinned 2025-11-25 ×%.2f p50, ×%.2f calls/s; unpinned (2026-07-28) ×%.2f p50, ×%.2f calls/s (targets ≤ 0.9, ≥ 1.1); with ext-mcp in process ×%.2f p50, ×%.2f calls/s",
+			mp.p50, mp.perSec, ours.p50/mp.p50, ours.perSec/mp.perSec, stateless.p50/mp.p50, stateless.perSec/mp.perSec,
+			emb.p50/mp.p50, emb.perSec/mp.perSec)
 	}
 }
 
@@ -167,6 +178,28 @@ func startProxy(b *testing.B, bin, notes string, envOrFlags ...string) *mcp.Clie
 	}
 	b.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// startEmbedded runs examples/bench/embedded (the host with ext-mcp in
+// process) in front of the stdio server notes until the benchmark ends,
+// and connects a go-sdk client of its user, pinned to 2025-11-25.
+func startEmbedded(b *testing.B, bin, notes string) *mcp.ClientSession {
+	b.Helper()
+	cmd := exec.Command(bin, "-server", notes)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	f := strings.Fields(strings.TrimPrefix(line, "listening on "))
+	if err != nil || !strings.HasPrefix(line, "listening on ") || len(f) != 2 {
+		b.Fatalf("embedded said %q: %v", line, err)
+	}
+	return served{url: f[0], token: f[1]}.connect(b)
 }
 
 // mcpgoArgs are the mcp-go proxy's flags: -stateless when
