@@ -167,42 +167,91 @@ func Envelope(p json.RawMessage) json.RawMessage {
 	return b
 }
 
-// WithEnvelope returns the request params p (a JSON object, raw) with the
-// members of env (a JSON object: an [Envelope]) set in its _meta, over
-// any of the same keys; its other members, and _meta's, kept. p as it is
-// when env is empty.
+// WithEnvelope returns the request params p (a JSON object, raw and
+// valid, as EditCall takes them) with the members of env (a JSON object,
+// as [Envelope] returns it) set in its _meta, over any of the same keys;
+// its other members, and _meta's, keep their bytes. p as it is when env
+// is empty. One pass over p in the common case (no _meta, or one without
+// those keys: a progress token, a trace context).
 func WithEnvelope(p, env json.RawMessage) ([]byte, error) {
 	if len(env) == 0 {
 		return p, nil
 	}
-	var add map[string]json.RawMessage
-	if err := json.Unmarshal(env, &add); err != nil {
+	env = bytes.TrimSpace(env)
+	envIn, ok := objectInside(env)
+	if !ok {
 		return nil, ErrMetaNotObject
 	}
-	var meta json.RawMessage
+	b := make([]byte, 0, len(p)+len(env)+16)
+	b = append(b, '{')
+	var meta []byte
 	if !ObjectFields(p, func(k, v []byte) bool {
 		if string(k) == "_meta" {
 			meta = v
+			return true
 		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, k...)
+		b = append(b, `":`...)
+		b = append(b, v...)
 		return true
 	}) {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(p, &m); err != nil || m == nil {
-			return nil, ErrParamsNotObject
-		}
-		meta = m["_meta"]
+		return withEnvelopeDecoded(p, env)
 	}
-	m := map[string]json.RawMessage{}
-	if t := bytes.TrimSpace(meta); len(t) > 0 && string(t) != "null" {
+	t := bytes.TrimSpace(meta)
+	in, isObject := objectInside(t)
+	switch {
+	case len(t) == 0 || string(t) == "null" || (isObject && len(bytes.TrimSpace(in)) == 0):
+		meta = env
+	case isObject && !bytes.Contains(in, []byte(`"io.modelcontextprotocol/`)):
+		// The envelope's members, then _meta's, as they are.
+		meta = append(append(append(append(append(make([]byte, 0, len(envIn)+len(in)+3), '{'), envIn...), ','), in...), '}')
+	default:
+		return withEnvelopeDecoded(p, env)
+	}
+	if len(b) > 1 {
+		b = append(b, ',')
+	}
+	b = append(b, `"_meta":`...)
+	b = append(b, meta...)
+	return append(b, '}'), nil
+}
+
+// withEnvelopeDecoded is WithEnvelope through encoding/json: for params
+// the scanner does not take (an escaped key) and a _meta that already
+// holds envelope keys (the envelope's win) or is not an object (refused).
+func withEnvelopeDecoded(p, env json.RawMessage) ([]byte, error) {
+	var params map[string]json.RawMessage
+	if err := json.Unmarshal(p, &params); err != nil || params == nil {
+		return nil, ErrParamsNotObject
+	}
+	m, add := map[string]json.RawMessage{}, map[string]json.RawMessage{}
+	if t := bytes.TrimSpace(params["_meta"]); len(t) > 0 && string(t) != "null" {
 		if err := json.Unmarshal(t, &m); err != nil {
 			return nil, ErrMetaNotObject
 		}
+	}
+	if err := json.Unmarshal(env, &add); err != nil {
+		return nil, ErrMetaNotObject
 	}
 	for k, v := range add {
 		m[k] = v
 	}
 	merged, _ := json.Marshal(m) // raw values decoded from JSON always encode
 	return editMember(p, "_meta", merged)
+}
+
+// objectInside returns what is between the braces of o, a JSON object
+// (trimmed, and valid: it is not checked beyond its braces); false when o
+// is not one.
+func objectInside(o []byte) ([]byte, bool) {
+	if len(o) < 2 || o[0] != '{' || o[len(o)-1] != '}' {
+		return nil, false
+	}
+	return o[1 : len(o)-1], true
 }
 
 // editMember returns the object p with member key set to v (raw), its

@@ -139,6 +139,10 @@ func TestWithEnvelope(t *testing.T) {
 			`{"name":"echo","arguments":{"b":1, "a":2},"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
 		{`{"name":"echo","_meta":{"progressToken":"ah-3","io.modelcontextprotocol/protocolVersion":"2099-01-01"},"arguments":{}}`,
 			`{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"ah-3"}}`},
+		{`{"name":"echo","arguments":{},"_meta":{"progressToken":"ah-3", "traceparent":"00-x"}}`,
+			`{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"ah-3", "traceparent":"00-x"}}`},
+		{`{"name":"echo","_meta":{ }}`,
+			`{"name":"echo","_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
 		{`{"n\u0061me":"echo","_meta":null}`,
 			`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo"}`},
 	} {
@@ -154,5 +158,25 @@ func TestWithEnvelope(t *testing.T) {
 		if _, err := mcpwire.WithEnvelope(json.RawMessage(bad), env); err == nil {
 			t.Errorf("WithEnvelope(%s) took it", bad)
 		}
+	}
+}
+
+// BenchmarkWithEnvelope is the edit ext-mcp makes to each raw request to
+// a stdio server at 2026-07-28: params without _meta, and with a progress
+// token.
+func BenchmarkWithEnvelope(b *testing.B) {
+	env := json.RawMessage(`{"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"elicitation":{"form":{},"url":{}},"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"agenthost-ext-mcp","version":"v0.1.0"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`)
+	for name, p := range map[string]string{
+		"plain":    `{"name":"echo","arguments":{"text":"hello"}}`,
+		"progress": `{"name":"echo","arguments":{"text":"hello"},"_meta":{"progressToken":"ah-3"}}`,
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := mcpwire.WithEnvelope(json.RawMessage(p), env); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
