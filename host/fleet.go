@@ -119,11 +119,16 @@ func (h *Host) remember(ctx context.Context, user string) {
 	}
 	h.fleet.mu.Lock()
 	defer h.fleet.mu.Unlock()
-	defer h.keep(user, recs)
 	if len(recs) == 0 {
-		delete(h.fleet.byUser, user)
+		// The memory mirrors the file (read back at New): a user it
+		// does not hold has no row to delete.
+		if _, kept := h.fleet.byUser[user]; kept {
+			delete(h.fleet.byUser, user)
+			h.keep(user, nil)
+		}
 		return
 	}
+	defer h.keep(user, recs)
 	if h.fleet.byUser == nil {
 		h.fleet.byUser = map[string][]FleetEntry{}
 	}
@@ -135,7 +140,7 @@ func (h *Host) forget(user string) {
 	h.fleet.mu.Lock()
 	defer h.fleet.mu.Unlock()
 	delete(h.fleet.byUser, user)
-	h.keep(user, nil)
+	h.keep(user, nil) // also a row that did not decode at New
 }
 
 // Fleet is the operator's fleet view: every user's resources that are
