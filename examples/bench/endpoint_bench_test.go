@@ -158,20 +158,9 @@ func startProxy(b *testing.B, bin, notes string, envOrFlags ...string) *mcp.Clie
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "listening on ") {
-		b.Fatalf("the proxy said %q: %v", line, err)
-	}
+	f := startListening(b, cmd, 1)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: strings.TrimSpace(strings.TrimPrefix(line, "listening on "))},
+		&mcp.StreamableClientTransport{Endpoint: f[0]},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		b.Fatal(err)
@@ -185,7 +174,15 @@ func startProxy(b *testing.B, bin, notes string, envOrFlags ...string) *mcp.Clie
 // and connects a go-sdk client of its user, pinned to 2025-11-25.
 func startEmbedded(b *testing.B, bin, notes string) *mcp.ClientSession {
 	b.Helper()
-	cmd := exec.Command(bin, "-server", notes)
+	f := startListening(b, exec.Command(bin, "-server", notes), 2)
+	return served{url: f[0], token: f[1]}.connect(b)
+}
+
+// startListening starts cmd, stopped (SIGTERM) when the benchmark ends,
+// and returns the n fields after "listening on " of the first line it
+// prints, as the baselines here print them.
+func startListening(b *testing.B, cmd *exec.Cmd, n int) []string {
+	b.Helper()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -196,10 +193,10 @@ func startEmbedded(b *testing.B, bin, notes string) *mcp.ClientSession {
 	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	f := strings.Fields(strings.TrimPrefix(line, "listening on "))
-	if err != nil || !strings.HasPrefix(line, "listening on ") || len(f) != 2 {
-		b.Fatalf("embedded said %q: %v", line, err)
+	if err != nil || !strings.HasPrefix(line, "listening on ") || len(f) != n {
+		b.Fatalf("%s said %q: %v", filepath.Base(cmd.Path), line, err)
 	}
-	return served{url: f[0], token: f[1]}.connect(b)
+	return f
 }
 
 // mcpgoArgs are the mcp-go proxy's flags: -stateless when

@@ -90,11 +90,6 @@ func ProgressToken(meta json.RawMessage) (json.RawMessage, error) {
 func EditCall(p json.RawMessage, name string, meta json.RawMessage) ([]byte, error) {
 	b := make([]byte, 0, len(p)+len(name)+len(meta)+16)
 	b = append(b, '{')
-	sep := func() {
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
-	}
 	if ObjectFields(p, func(k, v []byte) bool {
 		switch string(k) {
 		case "name":
@@ -104,22 +99,18 @@ func EditCall(p json.RawMessage, name string, meta json.RawMessage) ([]byte, err
 		case "_meta":
 			return true
 		}
-		sep()
-		b = append(b, '"')
-		b = append(b, k...)
-		b = append(b, `":`...)
-		b = append(b, v...)
+		b = appendMember(b, k, v)
 		return true
 	}) {
 		if name != "" {
-			sep()
+			if len(b) > 1 {
+				b = append(b, ',')
+			}
 			b = append(b, `"name":`...)
 			b = appendString(b, name)
 		}
 		if len(meta) > 0 {
-			sep()
-			b = append(b, `"_meta":`...)
-			b = append(b, meta...)
+			b = appendMember(b, []byte("_meta"), meta)
 		}
 		return append(b, '}'), nil
 	}

@@ -182,23 +182,8 @@ func WithEnvelope(p, env json.RawMessage) ([]byte, error) {
 	if !ok {
 		return nil, ErrMetaNotObject
 	}
-	b := make([]byte, 0, len(p)+len(env)+16)
-	b = append(b, '{')
-	var meta []byte
-	if !ObjectFields(p, func(k, v []byte) bool {
-		if string(k) == "_meta" {
-			meta = v
-			return true
-		}
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, k...)
-		b = append(b, `":`...)
-		b = append(b, v...)
-		return true
-	}) {
+	b, meta, ok := objectWithout(p, "_meta", len(env)+16)
+	if !ok {
 		return withEnvelopeDecoded(p, env)
 	}
 	t := bytes.TrimSpace(meta)
@@ -212,12 +197,7 @@ func WithEnvelope(p, env json.RawMessage) ([]byte, error) {
 	default:
 		return withEnvelopeDecoded(p, env)
 	}
-	if len(b) > 1 {
-		b = append(b, ',')
-	}
-	b = append(b, `"_meta":`...)
-	b = append(b, meta...)
-	return append(b, '}'), nil
+	return append(appendMember(b, []byte("_meta"), meta), '}'), nil
 }
 
 // withEnvelopeDecoded is WithEnvelope through encoding/json: for params
@@ -257,21 +237,7 @@ func objectInside(o []byte) ([]byte, bool) {
 // editMember returns the object p with member key set to v (raw), its
 // other members' bytes kept.
 func editMember(p json.RawMessage, key string, v []byte) ([]byte, error) {
-	b := make([]byte, 0, len(p)+len(key)+len(v)+8)
-	b = append(b, '{')
-	if ObjectFields(p, func(k, val []byte) bool {
-		if string(k) == key {
-			return true
-		}
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, k...)
-		b = append(b, `":`...)
-		b = append(b, val...)
-		return true
-	}) {
+	if b, _, ok := objectWithout(p, key, len(key)+len(v)+8); ok {
 		if len(b) > 1 {
 			b = append(b, ',')
 		}
@@ -286,4 +252,33 @@ func editMember(p json.RawMessage, key string, v []byte) ([]byte, error) {
 	}
 	m[key] = v
 	return json.Marshal(m)
+}
+
+// objectWithout copies the members of the object p but key into a new
+// object left open (no closing brace; extra bytes spare), and returns it
+// with key's value (nil when absent); ok is false when the scanner does
+// not take p (an escaped key: encoding/json must).
+func objectWithout(p []byte, key string, extra int) (b, val []byte, ok bool) {
+	b = append(make([]byte, 0, len(p)+extra), '{')
+	ok = ObjectFields(p, func(k, v []byte) bool {
+		if string(k) == key {
+			val = v
+			return true
+		}
+		b = appendMember(b, k, v)
+		return true
+	})
+	return b, val, ok
+}
+
+// appendMember appends the member k (a key as the scanner gives it, its
+// bytes between the quotes) with the raw value v to b, an open object.
+func appendMember(b, k, v []byte) []byte {
+	if len(b) > 1 {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, k...)
+	b = append(b, `":`...)
+	return append(b, v...)
 }
